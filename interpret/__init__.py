@@ -1,0 +1,42 @@
+"""Post-hoc interpretability of Transformer models: capture true attention, analyze it, report it.
+
+The public surface is small and stable; everything else lives in private modules.
+"""
+
+from interpret.collect import collect
+from interpret.errors import (
+    AnalyzerError,
+    CaptureError,
+    ConfigError,
+    HookNameError,
+    InputError,
+    InterpretError,
+    MemoryBudgetError,
+    ModelLoadError,
+    ReportError,
+    UnsupportedModelError,
+)
+from interpret.inputs import Encoded, encode
+from interpret.trace import Trace, TraceMeta
+from interpret.versions import package_version
+
+__version__ = package_version()
+
+__all__ = [
+    "AnalyzerError",
+    "CaptureError",
+    "ConfigError",
+    "Encoded",
+    "HookNameError",
+    "InputError",
+    "InterpretError",
+    "MemoryBudgetError",
+    "ModelLoadError",
+    "ReportError",
+    "Trace",
+    "TraceMeta",
+    "UnsupportedModelError",
+    "__version__",
+    "collect",
+    "encode",
+]

@@ -1,0 +1,1 @@
+"""The analyzer contract and registry."""

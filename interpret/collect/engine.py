@@ -1,0 +1,221 @@
+"""The capture engine: select sites, estimate memory, hook, run once, and return the captured tensors.
+
+Reduction over heads and head selection happen inside the hook, so a full tensor never leaves its layer.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from interpret.errors import CaptureError, HookNameError, MemoryBudgetError, suggest
+from interpret.hooks import hook_session
+from interpret.inputs import Encoded
+from interpret.trace import summarize_names
+from interpret.collect.sites import Capturable, Site, Sink
+
+log = logging.getLogger("interpret")
+
+Reduce = Literal["mean", "max"] | None
+DEFAULT_NAMES = ("*hook_pattern",)
+GIB = 1 << 30
+
+
+def select_sites(
+    capturable: Capturable, names: Sequence[str] | str | None, layers: Sequence[int] | None
+) -> list[Site]:
+    """Return the sites whose names match the globs and lie in `layers` (names without a layer are kept).
+
+    Raises HookNameError for a glob that matches nothing or a layer that does not exist.
+    """
+    globs = list(DEFAULT_NAMES) if names is None else [names] if isinstance(names, str) else list(names)
+    available = [site.name for site in capturable.sites]
+    for glob in globs:
+        if not any(fnmatch.fnmatchcase(name, glob) for name in available):
+            raise HookNameError(
+                f"no hook matches {glob!r};{suggest(glob, available)} this model has:"
+                f" {summarize_names(available)} (layers 0..{capturable.n_layers - 1})."
+            )
+    wanted = normalize_indices(layers, capturable.n_layers, "layer")
+    return [
+        site
+        for site in capturable.sites
+        if any(fnmatch.fnmatchcase(site.name, glob) for glob in globs)
+        and (wanted is None or site.layer is None or site.layer in wanted)
+    ]
+
+
+def normalize_indices(indices: Sequence[int] | None, count: int, what: str) -> list[int] | None:
+    """Return indices made non-negative (Python-style negatives allowed), or raise for one out of range."""
+    if indices is None:
+        return None
+    out: list[int] = []
+    for index in indices:
+        if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
+            raise HookNameError(f"{what} {index!r} does not exist; this model has {what}s 0..{count - 1}.")
+        out.append(index % count)
+    if not out:
+        raise HookNameError(f"an empty list of {what}s selects nothing; pass None for all {count}.")
+    return out
+
+
+def _side_lengths(encoded: Encoded, side: str) -> tuple[int, int]:
+    decoder = encoded.decoder
+    if side == "main":
+        return encoded.pos, encoded.pos
+    if decoder is None:
+        raise CaptureError(f"a {side} site needs decoder inputs; pass decoder text or ids.")
+    return (decoder.pos, decoder.pos) if side == "decoder" else (decoder.pos, encoded.pos)
+
+
+def site_shape(site: Site, encoded: Encoded, n_heads_kept: int | None) -> tuple[int, ...]:
+    """Return the shape a site will be captured with, after head selection or reduction."""
+    query, key = _side_lengths(encoded, site.side)
+    dims = {"batch": encoded.batch, "pos": query, "query": query, "key": key, **site.sizes}
+    if n_heads_kept is not None:
+        dims["head"] = n_heads_kept
+    return tuple(dims[axis] for axis in site.axes)
+
+
+def estimate_bytes(
+    sites: Sequence[Site], encoded: Encoded, heads_kept: int | None, itemsize: int
+) -> int:
+    """Return the bytes the captured tensors will hold for the whole batch."""
+    return sum(math.prod(site_shape(site, encoded, heads_kept)) * itemsize for site in sites)
+
+
+def _side_masks(encoded: Encoded, side: str) -> tuple[Tensor, Tensor]:
+    main = encoded.attention_mask.bool()
+    if side == "main":
+        return main, main
+    assert encoded.decoder is not None
+    dec = encoded.decoder.attention_mask.bool()
+    return (dec, dec) if side == "decoder" else (dec, main)
+
+
+def _pattern_keep(site: Site, encoded: Encoded) -> Tensor:
+    """Return a bool mask broadcastable to the site's tensor: True where query and key are both real."""
+    query_mask, key_mask = _side_masks(encoded, site.side)
+    batch_axis = site.axes.index("batch")
+
+    def place(mask: Tensor, axis: int) -> Tensor:
+        shape = [1] * len(site.axes)
+        shape[batch_axis], shape[axis] = mask.shape
+        return mask.view(shape)
+
+    return place(query_mask, site.axes.index("query")) & place(key_mask, site.axes.index("key"))
+
+
+def _make_sink(
+    site: Site,
+    store: dict[str, Tensor],
+    encoded: Encoded,
+    heads: list[int] | None,
+    reduce: Reduce,
+) -> Sink:
+    head_axis = site.axes.index("head") if "head" in site.axes else None
+    keep = _pattern_keep(site, encoded) if site.is_pattern else None
+    head_index: Tensor | None = None
+
+    def sink(tensor: Tensor) -> None:
+        nonlocal head_index, keep
+        if site.name in store:
+            raise CaptureError(
+                f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
+                " model once per collect."
+            )
+        source = tensor
+        tensor = tensor.detach()
+        if head_axis is not None and heads is not None:
+            if head_index is None:
+                head_index = torch.tensor(heads, device=tensor.device)
+            tensor = tensor.index_select(head_axis, head_index)
+        if head_axis is not None and reduce == "mean":
+            tensor = tensor.mean(dim=head_axis, keepdim=True)
+        elif head_axis is not None and reduce == "max":
+            tensor = tensor.amax(dim=head_axis, keepdim=True)
+        if keep is not None:
+            keep = keep.to(tensor.device)
+            tensor = tensor.masked_fill(~keep, 0)
+        if tensor.data_ptr() == source.data_ptr():
+            tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
+        store[site.name] = tensor
+
+    return sink
+
+
+def capture(
+    capturable: Capturable,
+    encoded: Encoded,
+    sites: Sequence[Site],
+    *,
+    heads: Sequence[int] | None = None,
+    reduce: Reduce = None,
+    budget_bytes: int | None = 2 * GIB,
+) -> tuple[dict[str, Tensor], Any, int]:
+    """Run the model once with hooks on `sites`; return (tensors by name in site order, output, bytes).
+
+    `budget_bytes` bounds the estimated capture per example; above it MemoryBudgetError says what to cut.
+    """
+    if reduce not in (None, "mean", "max"):
+        raise CaptureError(f"reduce={reduce!r} is not known; use None, 'mean' or 'max'.")
+    head_list = normalize_indices(heads, capturable.n_heads, "head")
+    heads_kept = 1 if reduce else (len(head_list) if head_list is not None else None)
+    itemsize = _itemsize(capturable.model)
+    total = estimate_bytes(sites, encoded, heads_kept, itemsize)
+    per_example = total / max(encoded.batch, 1)
+    log.info("capture will hold %s (%s per example) in %d tensors", _human(total), _human(per_example), len(sites))
+    if budget_bytes is not None and per_example > budget_bytes:
+        hints = ["fewer layers (layers=[...])", "fewer names"]
+        if reduce is None:
+            hints.insert(0, "reduce='mean' or 'max' over heads")
+        raise MemoryBudgetError(
+            f"capture needs {_human(per_example)} per example, over the budget of {_human(budget_bytes)};"
+            f" try {', '.join(hints)}, or shorter inputs, or raise budget_bytes."
+        )
+    store: dict[str, Tensor] = {}
+    with hook_session() as session, capturable.scope(sites):
+        for site in sites:
+            sink = _make_sink(site, store, encoded, head_list, reduce)
+            if site.attach is not None:
+                site.attach(session, sink)
+            elif site.module is not None:
+                session.add(site.module, _module_hook(site, sink), pre=site.pre, with_kwargs=True)
+            else:
+                raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
+        with torch.no_grad():
+            output = capturable.run(encoded)
+    missing = [site.name for site in sites if site.name not in store]
+    if missing:
+        raise CaptureError(
+            f"{len(missing)} hook(s) never fired, e.g. {missing[0]}; the model's forward did not pass"
+            " through them (report this model to the adapter's author)."
+        )
+    return {site.name: store[site.name] for site in sites}, output, total
+
+
+def _module_hook(site: Site, sink: Sink) -> Any:
+    if site.pre:
+        return lambda module, args, kwargs: sink(site.read(args, kwargs, None))
+    return lambda module, args, kwargs, output: sink(site.read(args, kwargs, output))
+
+
+def _itemsize(model: torch.nn.Module) -> int:
+    for param in model.parameters():
+        if param.is_floating_point():
+            return param.element_size()
+    return 4
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -1,0 +1,49 @@
+"""Make our reference Transformer capturable: every HookPoint is a site."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interpret.collect.sites import Capturable, Side, Site
+from interpret.inputs import Encoded
+from interpret.reference.base import ReferenceModel
+
+
+def _side(name: str) -> Side:
+    if ".cross_attn." in name and name.endswith(("hook_pattern", "hook_attn_scores")):
+        return "cross"
+    if ".cross_attn." in name and name.endswith(("hook_k", "hook_v")):
+        return "main"  # cross-attention keys and values are computed from the encoder's positions
+    return "decoder" if name.startswith("decoder.") else "main"
+
+
+def reference_capturable(model: ReferenceModel) -> Capturable:
+    """Return the Capturable of a reference model: its hook points, sizes and forward."""
+    config = model.config
+    sizes = {
+        "head": config.n_heads,
+        "d_head": config.d_head,
+        "d_model": config.d_model,
+        "d_mlp": config.d_mlp,
+    }
+    if config.vocab_size is not None:
+        sizes["vocab"] = config.vocab_size
+    sites = [
+        Site(name=name, axes=tuple(point.axes.split()), sizes=sizes, module=point, side=_side(name))
+        for name, point in model.hook_points().items()
+    ]
+
+    def run(encoded: Encoded) -> Any:
+        return model.forward_encoded(encoded)
+
+    return Capturable(
+        model=model,
+        model_id=type(model).__name__,
+        kind=model.kind,
+        n_layers=model.n_layers,
+        n_heads=config.n_heads,
+        sites=sites,
+        run=run,
+        max_positions=config.max_positions,
+        attention="eager",
+    )

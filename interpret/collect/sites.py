@@ -1,0 +1,86 @@
+"""What can be captured from a model: `Site`s (one per canonical hook name) and the `Capturable` that
+holds them with the facts the collector needs (layers, heads, how to run the model)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ContextManager, Literal
+
+from torch import Tensor, nn
+
+from interpret.hooks import HookSession
+from interpret.inputs import Encoded
+from interpret.trace import AttentionSource, ModelKind
+
+Side = Literal["main", "decoder", "cross"]
+Sink = Callable[[Tensor], None]
+Reader = Callable[[tuple[Any, ...], Mapping[str, Any], Any], Tensor]
+
+_LAYER = re.compile(r"blocks\.(\d+)\.")
+
+
+def _read_output(args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
+    return output
+
+
+@dataclass(frozen=True)
+class Site:
+    """One capturable tensor.
+
+    name: canonical hook name (`blocks.{i}.attn.hook_pattern`).
+    axes: the tensor's axes in the shared vocabulary, batch first.
+    sizes: sizes of the static axes (head, d_head, d_model, d_mlp); batch, pos, query and key come from
+        the input, read from the side: `main` (encoder or only stack), `decoder`, or `cross` (query =
+        decoder position, key = main position).
+    module / read / pre: by default a forward hook on `module` passes `read(args, kwargs, output)` to the
+        collector (or a forward-pre hook with `pre=True`, called with output=None).
+    attach: overrides the module hook for sites recorded another way (an attention-function wrapper); it
+        registers what it needs on the session and calls the sink with the canonical tensor.
+    """
+
+    name: str
+    axes: tuple[str, ...]
+    sizes: Mapping[str, int]
+    module: nn.Module | None = None
+    read: Reader = _read_output
+    pre: bool = False
+    side: Side = "main"
+    attach: Callable[[HookSession, Sink], None] | None = None
+
+    @property
+    def layer(self) -> int | None:
+        """The block index in the name, or None for names outside the blocks."""
+        match = _LAYER.search(self.name)
+        return int(match.group(1)) if match else None
+
+    @property
+    def is_pattern(self) -> bool:
+        """Whether this is an attention pattern (probabilities over `key`)."""
+        return self.name.endswith("hook_pattern")
+
+
+@dataclass
+class Capturable:
+    """A model made ready for capture by an adapter (or by the reference model itself).
+
+    run: calls the model on an Encoded (already on the model's device) and returns its output.
+    scope: given the selected sites, a context manager entered around the forward pass (for example a
+        scoped switch of the attention implementation); restored on exit.
+    """
+
+    model: nn.Module
+    model_id: str
+    kind: ModelKind
+    n_layers: int
+    n_heads: int
+    sites: Sequence[Site]
+    run: Callable[[Encoded], Any]
+    max_positions: int | None = None
+    attention: AttentionSource = "eager"
+    scope: Callable[[Sequence[Site]], ContextManager[Any]] = field(
+        default=lambda sites: contextlib.nullcontext()
+    )
+    extra: dict[str, Any] = field(default_factory=dict)

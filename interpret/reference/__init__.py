@@ -1,0 +1,1 @@
+"""Our readable reference Transformer."""

@@ -1,0 +1,1 @@
+"""Reports: model, rendering, templates."""

@@ -1,0 +1,1 @@
+"""Built-in analyzers, registered through the interpret.analyzers entry points."""

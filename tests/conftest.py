@@ -1,0 +1,27 @@
+"""Test set-up: offline hub, seeded generators, and run-time checking of the tensor shape annotations."""
+
+from __future__ import annotations
+
+import os
+import random
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from jaxtyping import install_import_hook  # noqa: E402
+
+# Every annotated function of the library is checked against its jaxtyping/beartype annotations while the
+# tests run; this has to be installed before `interpret` is first imported.
+_hook = install_import_hook("interpret", "beartype.beartype")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything() -> None:
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
