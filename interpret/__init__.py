@@ -3,6 +3,7 @@
 The public surface is small and stable; everything else lives in private modules.
 """
 
+from interpret.analyze import AnalyzerResult, analyze, analyzers
 from interpret.collect import collect
 from interpret.errors import (
     AnalyzerError,
@@ -23,6 +24,7 @@ from interpret.versions import package_version
 __version__ = package_version()
 
 __all__ = [
+    "AnalyzerResult",
     "AnalyzerError",
     "CaptureError",
     "ConfigError",
@@ -37,6 +39,8 @@ __all__ = [
     "TraceMeta",
     "UnsupportedModelError",
     "__version__",
+    "analyze",
+    "analyzers",
     "collect",
     "encode",
 ]

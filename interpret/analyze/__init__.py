@@ -1,1 +1,21 @@
-"""The analyzer contract and registry."""
+"""The analyzer contract, its registry (entry points) and `analyze`."""
+
+from interpret.analyze.contract import GROUP, Analyzer, RunContext
+from interpret.analyze.params import ParamInfo, describe
+from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.analyze.run import analyze, analyzers, required_names
+
+__all__ = [
+    "GROUP",
+    "Analyzer",
+    "AnalyzerResult",
+    "Check",
+    "NamedArray",
+    "ParamInfo",
+    "RunContext",
+    "View",
+    "analyze",
+    "analyzers",
+    "describe",
+    "required_names",
+]

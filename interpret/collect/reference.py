@@ -24,7 +24,7 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
         "head": config.n_heads,
         "d_head": config.d_head,
         "d_model": config.d_model,
-        "d_mlp": config.d_mlp,
+        "d_mlp": config.mlp_width,
     }
     if config.vocab_size is not None:
         sizes["vocab"] = config.vocab_size

@@ -1,0 +1,101 @@
+"""Exact attention flow (Abnar & Zuidema 2020) as an analyzer.
+
+The layered graph has a node per (layer, position); the arc from (l, i) down to (l − 1, j) has capacity
+Â_l[i, j], the residual-augmented, head-averaged attention with rows renormalised. flow[q, k] is the maximum
+flow from (L, q) to input token (0, k), solved exactly per pair (plugins/flow_math.py).
+
+Arrays (batch first; padded positions are zero):
+    flow    [batch, query, key]   every pair (rows="all"); absent with rows="readout".
+    readout [batch, row, key]     the readout rows (auto: first token; the last real token for decoders).
+Encoder-decoder traces use the encoder's self-attention (the paper defines flow for one stack).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.errors import AnalyzerError, ConfigError
+from interpret.plugins import flow_math, rollout_math
+from interpret.plugins._attention import Readout, examples, readout_rows, row_sum_error, scatter
+from interpret.trace import Trace
+
+CAPACITY_TOLERANCE = 1e-9
+FLOW_BOUND_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class FlowParams:
+    """Parameters of attention flow."""
+
+    residual: float = field(default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised"})
+    readout: Readout = field(
+        default="auto", metadata={"help": "readout positions: auto (first token; last for decoders) or e.g. 0,5"}
+    )
+    rows: Literal["all", "readout"] = field(
+        default="readout", metadata={"help": "only the readout rows (n max-flows) or every query row (n² max-flows)"}
+    )
+    solver: Literal["dinic", "scipy"] = field(
+        default="dinic", metadata={"help": "dinic: exact float64 (numba); scipy: integer capacities scaled by 2^30"}
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.residual <= 1.0:
+            raise ValueError(f"residual={self.residual} is outside [0, 1]")
+
+
+class Flow:
+    """Attention flow: the maximum flow of attention from a readout token down to each input token."""
+
+    name = "flow"
+    summary = "Attention flow (Abnar & Zuidema 2020): exact max-flow through the residual-augmented attention graph."
+    version = "1.0"
+    requires = ("*attn.hook_pattern",)
+    needs_model = False
+    Params = FlowParams
+
+    def run(self, trace: Trace, params: FlowParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the flow of every example (arrays as the module docstring lists)."""
+        prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
+        kind = "encoder" if prefix else trace.meta.kind
+        pos = trace.encoded.pos
+        full = np.zeros((trace.encoded.batch, pos, pos))
+        readouts = []
+        capacity_error = 0.0
+        for example in examples(trace, prefix):
+            rows = readout_rows(params.readout, kind, example.positions)
+            try:
+                augmented = rollout_math.add_residual(rollout_math.fuse_heads(example.pattern, "mean"), params.residual)
+                wanted = None if params.rows == "all" else rows
+                flow = flow_math.max_flow_matrix(
+                    augmented, wanted, method=params.solver, workers=ctx.workers or None
+                )
+            except ConfigError as err:
+                raise AnalyzerError(f"flow: {err}") from None
+            capacity_error = max(capacity_error, row_sum_error(augmented))
+            if wanted is None:
+                full[example.index] = scatter(flow, example.positions, None, pos)
+                readouts.append(full[example.index][example.positions[rows]])
+            else:
+                readouts.append(scatter(flow, example.positions, rows, pos))
+        readout = np.stack(readouts)
+        arrays = {"readout": NamedArray(readout, ("batch", "row", "key"))}
+        views = [View("token_strip", "readout", "Attention flow from the readout token", {"row": 0})]
+        if params.rows == "all":
+            arrays["flow"] = NamedArray(full, ("batch", "query", "key"))
+            views.insert(0, View("heatmap", "flow", "Attention flow [query × key]"))
+        bound = float(max(0.0, (full if params.rows == "all" else readout).max(initial=0.0) - 1.0))
+        checks = {
+            "capacity_row_sum_error": Check(
+                capacity_error, CAPACITY_TOLERANCE, "largest |row sum − 1| of the graph's capacities"
+            ),
+            "flow_bound_excess": Check(bound, FLOW_BOUND_TOLERANCE, "how far any pair's flow exceeds the source's capacity 1"),
+        }
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
+            checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+        )

@@ -1,0 +1,185 @@
+"""Attention rollout (Abnar & Zuidema 2020), every variant of the literature, as an analyzer.
+
+Arrays (batch first; padded positions are zero):
+    rollout   [batch, query, key]        the full rollout (rows="all"); absent with rows="readout".
+    readout   [batch, row, key]          the readout rows (one per readout position).
+    per_layer [batch, layer, query, key] cumulative rollout after each layer (per_layer=True, rows="all").
+Encoder-decoder models (Chefer et al. 2021 rules, attention-only):
+    encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, row, enc]
+    are the cross rows of the readout decoder positions (auto: the last real decoder token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.errors import AnalyzerError, ConfigError
+from interpret.plugins import rollout_math
+from interpret.plugins._attention import Readout, examples, readout_rows, row_sum_error, scatter
+from interpret.trace import Trace
+
+ROW_SUM_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class RolloutParams:
+    """Parameters of attention rollout."""
+
+    residual: float = field(default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised"})
+    head_fusion: Literal["mean", "max", "min"] = field(default="mean", metadata={"help": "how heads are combined"})
+    discard_ratio: float = field(
+        default=0.0, metadata={"help": "fraction of the lowest entries dropped per layer (readout kept), in [0, 1)"}
+    )
+    start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
+    readout: Readout = field(
+        default="auto", metadata={"help": "readout positions: auto (first token; last for decoders) or e.g. 0,5"}
+    )
+    rows: Literal["all", "readout"] = field(
+        default="all", metadata={"help": "all query rows, or only the readout rows (streaming, O(L·n²))"}
+    )
+    per_layer: bool = field(default=False, metadata={"help": "also return the cumulative rollout after each layer"})
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.residual <= 1.0:
+            raise ValueError(f"residual={self.residual} is outside [0, 1]")
+        if not 0.0 <= self.discard_ratio < 1.0:
+            raise ValueError(f"discard_ratio={self.discard_ratio} is outside [0, 1)")
+        if self.start_layer < 0:
+            raise ValueError(f"start_layer={self.start_layer} must be 0 or more")
+        if self.per_layer and self.rows == "readout":
+            raise ValueError("per_layer needs rows='all'")
+
+
+class Rollout:
+    """Attention rollout: how attention mixes information from the input tokens through the layers."""
+
+    name = "rollout"
+    summary = "Attention rollout (Abnar & Zuidema 2020): residual-augmented attention multiplied through the layers."
+    version = "1.0"
+    requires = ("*attn.hook_pattern",)
+    needs_model = False
+    Params = RolloutParams
+
+    def run(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the rollout of every example (arrays as the module docstring lists)."""
+        try:
+            if trace.meta.kind == "encoder-decoder":
+                return self._encoder_decoder(trace, params)
+            return self._single_stack(trace, params)
+        except ConfigError as err:
+            raise AnalyzerError(f"rollout: {err}") from None
+
+    def _single_stack(self, trace: Trace, params: RolloutParams) -> AnalyzerResult:
+        pos = trace.encoded.pos
+        full = np.zeros((trace.encoded.batch, pos, pos))
+        readouts, layers = [], []
+        start = self._start_layer(trace, params)
+        for example in examples(trace):
+            rows = readout_rows(params.readout, trace.meta.kind, example.positions)
+            options = dict(
+                head_fusion=params.head_fusion, residual_weight=params.residual,
+                discard_ratio=params.discard_ratio, start_layer=start,
+            )
+            if params.rows == "readout":
+                rolled = rollout_math.rollout(example.pattern, readout=rows, streaming=True, **options)
+                readouts.append(scatter(rolled, example.positions, rows, pos))
+                continue
+            # Discarding protects the readout tokens' entries whichever rows are returned.
+            matrix = self._full_with_keep(example.pattern, rows, options)
+            full[example.index] = scatter(matrix, example.positions, None, pos)
+            readouts.append(full[example.index][example.positions[rows]])
+            if params.per_layer:
+                cumulative = rollout_math.rollout_per_layer(example.pattern, **options)
+                padded = np.zeros((cumulative.shape[0], pos, pos))
+                for layer, matrix_l in enumerate(cumulative):
+                    padded[layer] = scatter(matrix_l, example.positions, None, pos)
+                layers.append(padded)
+        arrays = {"readout": NamedArray(_stack_rows(readouts), ("batch", "row", "key"))}
+        views = [View("token_strip", "readout", "Rollout from the readout token", {"row": 0})]
+        checks = {}
+        if params.rows == "all":
+            arrays["rollout"] = NamedArray(full, ("batch", "query", "key"))
+            views.insert(0, View("heatmap", "rollout", "Attention rollout [query × key]"))
+            checks["row_sum_error"] = Check(row_sum_error(full), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the rollout")
+        else:
+            checks["row_sum_error"] = Check(
+                row_sum_error(arrays["readout"].values), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the readout rows"
+            )
+        if layers:
+            arrays["per_layer"] = NamedArray(np.stack(layers), ("batch", "layer", "query", "key"))
+            views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
+        return self._result(trace, params, arrays, checks, views)
+
+    @staticmethod
+    def _full_with_keep(pattern: np.ndarray, rows: list[int], options: dict) -> np.ndarray:
+        """Return every row of the rollout computed with the readout entries protected from discarding."""
+        augmented = rollout_math.augmented_attention(
+            pattern[options["start_layer"]:], head_fusion=options["head_fusion"],
+            residual_weight=options["residual_weight"], discard_ratio=options["discard_ratio"], keep=rows,
+        )
+        current = augmented[0]
+        for layer in range(1, augmented.shape[0]):
+            current = augmented[layer] @ current
+        return current
+
+    def _encoder_decoder(self, trace: Trace, params: RolloutParams) -> AnalyzerResult:
+        decoder = trace.encoded.decoder
+        if decoder is None:
+            raise AnalyzerError("rollout of an encoder-decoder trace needs its decoder inputs; collect them too.")
+        enc_pos, dec_pos, batch = trace.encoded.pos, decoder.pos, trace.encoded.batch
+        r_ee = np.zeros((batch, enc_pos, enc_pos))
+        r_dd = np.zeros((batch, dec_pos, dec_pos))
+        r_de = np.zeros((batch, dec_pos, enc_pos))
+        readouts = []
+        enc_examples = examples(trace, "encoder.")
+        dec_examples = examples(trace, "decoder.")
+        cross_all = trace.stack("cross_attn.hook_pattern", "decoder.").detach().double().cpu().numpy()
+        for enc, dec in zip(enc_examples, dec_examples):
+            cross = cross_all[enc.index][:, :, dec.positions][:, :, :, enc.positions]
+            ee, dd, de = rollout_math.rollout_encoder_decoder(enc.pattern, dec.pattern, cross)
+            r_ee[enc.index][np.ix_(enc.positions, enc.positions)] = ee
+            r_dd[enc.index][np.ix_(dec.positions, dec.positions)] = dd
+            r_de[enc.index][np.ix_(dec.positions, enc.positions)] = de
+            rows = readout_rows(params.readout, "decoder", dec.positions)
+            readouts.append(r_de[enc.index][dec.positions[rows]])
+        arrays = {
+            "encoder": NamedArray(r_ee, ("batch", "query", "key")),
+            "decoder": NamedArray(r_dd, ("batch", "query", "key")),
+            "cross": NamedArray(r_de, ("batch", "query", "key")),
+            "readout": NamedArray(_stack_rows(readouts), ("batch", "row", "key")),
+        }
+        views = [
+            View("heatmap", "cross", "Decoder → encoder relevance (Chefer et al. 2021)"),
+            View("token_strip", "readout", "Relevance of the input tokens for the readout decoder token", {"row": 0}),
+        ]
+        patterns = trace.stack("attn.hook_pattern", "encoder.").double().cpu().numpy()
+        checks = {"pattern_row_sum_error": Check(row_sum_error(patterns), 1e-5, "encoder attention rows sum to one")}
+        return self._result(trace, params, arrays, checks, views)
+
+    @staticmethod
+    def _start_layer(trace: Trace, params: RolloutParams) -> int:
+        """Return the start layer as an index into the captured layers."""
+        captured = list(trace.meta.layers) or trace.layers("attn.hook_pattern")
+        if params.start_layer == 0:
+            return 0
+        if params.start_layer not in captured:
+            raise AnalyzerError(
+                f"start_layer={params.start_layer} was not captured (captured layers: {captured}); collect it or pick one of those."
+            )
+        return captured.index(params.start_layer)
+
+    def _result(self, trace: Trace, params: RolloutParams, arrays: dict, checks: dict, views: list) -> AnalyzerResult:
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
+            checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+        )
+
+
+def _stack_rows(readouts: list[np.ndarray]) -> np.ndarray:
+    """Return per-example readout rows [row, pos] stacked to [batch, row, pos]."""
+    return np.stack(readouts) if readouts else np.zeros((0, 0, 0))

@@ -1,0 +1,51 @@
+"""Every registered analyzer goes through the same contract checks, on the same traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import interpret
+from interpret.analyze import AnalyzerResult, describe, registry, required_names
+from interpret.hooks import count_hooks
+from interpret.reference import DecoderLM, EncoderClassifier, TransformerConfig
+from interpret.reference.vocab import word_tokenizer
+
+WORDS = "the cat sat on mat a dog saw ! marker".split()
+TEXTS = ["the cat sat on the mat", "a dog saw !"]
+
+
+@pytest.fixture(scope="module", params=["encoder", "decoder"])
+def setup(request):
+    torch.manual_seed(0)
+    tokenizer = word_tokenizer(WORDS)
+    config = TransformerConfig(d_model=32, n_heads=4, n_layers=3, d_mlp=64, vocab_size=len(tokenizer), max_positions=32)
+    model = (EncoderClassifier if request.param == "encoder" else DecoderLM)(config).eval()
+    return model, tokenizer
+
+
+@pytest.mark.parametrize("name", interpret.analyzers())
+def test_analyzer_meets_the_contract(name: str, setup) -> None:
+    model, tokenizer = setup
+    cls = registry.get(name)
+    assert cls.name == name and cls.summary and "\n" not in cls.summary
+    assert all(info.help for info in describe(cls.Params)), "every parameter documents itself"
+    trace = interpret.collect(model, tokenizer, TEXTS, names=required_names([name]))
+    hooks_before = count_hooks(model)
+    result = interpret.analyze(trace, name, model=model, tokenizer=tokenizer)
+    assert count_hooks(model) == hooks_before
+    assert isinstance(result, AnalyzerResult) and result.analyzer == name
+    assert result.ok, {key: check for key, check in result.checks.items() if not check.ok}
+    assert result.checks, "an analyzer reports at least one invariant residual"
+    assert [list(row) for row in result.tokens] == trace.encoded.tokens
+    for array_name, array in result.arrays.items():
+        assert array.axes[0] == "batch" and array.values.shape[0] == trace.encoded.batch, array_name
+        assert np.isfinite(array.values).all(), array_name
+    again = AnalyzerResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.params == result.params and again.views == result.views
+    for array_name, array in result.arrays.items():
+        assert np.array_equal(again[array_name], array.values) and again.arrays[array_name].axes == array.axes
+    assert {view.array for view in result.views} <= set(result.arrays)
