@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from torch import Tensor, nn
 
 from interpret.hooks import HookPoint, stamp_names
 from interpret.inputs import Encoded
-
-if TYPE_CHECKING:
-    from interpret.reference.config import TransformerConfig
-    from interpret.trace import ModelKind
+from interpret.reference.config import TransformerConfig
+from interpret.trace import ModelKind
 
 
 class ReferenceModel(nn.Module):
