@@ -60,8 +60,8 @@ def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int
 
 def scatter(
     values: Float[np.ndarray, "row key"], positions: np.ndarray, rows: Sequence[int] | None, pos: int
-) -> Float[np.ndarray, "row pos"]:
-    """Return `values` [row, n] placed back into the padded key axis [row, pos] (rows: all n if None → [pos, pos])."""
+) -> Float[np.ndarray, "out pos"]:
+    """Return `values` [row, n] placed back on the padded axes: [len(rows), pos], or [pos, pos] when rows is None."""
     if rows is None:
         out = np.zeros((pos, pos))
         out[np.ix_(positions, positions)] = values
