@@ -8,10 +8,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from interpret.collect.engine import GIB, Reduce, capture, normalize_indices, select_sites
-from interpret.collect.inputs import model_device, prepare
+from interpret.collect.inputs import Inputs, model_device, prepare
 from interpret.collect.sites import Capturable
 from interpret.errors import UnsupportedModelError
-from interpret.inputs import Encoded
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import library_versions
 
@@ -37,7 +36,7 @@ def capturable_for(model: nn.Module, tokenizer: Any | None = None) -> Capturable
 def collect(
     model: nn.Module,
     tokenizer: Any | None,
-    inputs: str | Sequence[str] | Tensor | Encoded,
+    inputs: Inputs,
     *,
     names: Sequence[str] | str | None = None,
     layers: Sequence[int] | None = None,
@@ -49,6 +48,9 @@ def collect(
 ) -> Trace:
     """Run `model` once on `inputs` and return a Trace of the hook names matching `names` (globs).
 
+    inputs: a text, texts, token ids [batch, pos], embeddings [batch, pos, d_model], an Encoded, or for a
+        vision model PIL images (with its image processor as `tokenizer`) or pixel values [batch, channel,
+        height, width].
     names: globs over canonical hook names; default every attention pattern (`*hook_pattern`).
     layers / heads: indices to keep (negatives count from the end); others are not captured.
     reduce: None, "mean" or "max" over heads, applied inside the hook (head axis kept with size 1).

@@ -86,8 +86,8 @@ def site_shape(site: Site, encoded: Encoded, n_heads_kept: int | None) -> tuple[
 def estimate_bytes(
     sites: Sequence[Site], encoded: Encoded, heads_kept: int | None, itemsize: int
 ) -> int:
-    """Return the bytes the captured tensors will hold for the whole batch."""
-    return sum(math.prod(site_shape(site, encoded, heads_kept)) * itemsize for site in sites)
+    """Return the bytes the captured tensors will hold for the whole batch (`itemsize` unless a site says)."""
+    return sum(math.prod(site_shape(site, encoded, heads_kept)) * (site.itemsize or itemsize) for site in sites)
 
 
 def _side_masks(encoded: Encoded, side: str) -> tuple[Tensor, Tensor]:
@@ -97,6 +97,11 @@ def _side_masks(encoded: Encoded, side: str) -> tuple[Tensor, Tensor]:
     assert encoded.decoder is not None
     dec = encoded.decoder.attention_mask.bool()
     return (dec, dec) if side == "decoder" else (dec, main)
+
+
+def _has_padding(encoded: Encoded, side: str) -> bool:
+    """Return whether any query or key position of `side` is padding."""
+    return any(not bool(mask.all()) for mask in _side_masks(encoded, side))
 
 
 def _pattern_keep(site: Site, encoded: Encoded) -> Tensor:
@@ -120,7 +125,8 @@ def _make_sink(
     reduce: Reduce,
 ) -> Sink:
     head_axis = site.axes.index("head") if "head" in site.axes else None
-    keep = _pattern_keep(site, encoded) if site.is_pattern else None
+    # Without padding every position is real: skip a pass over each pattern.
+    keep = _pattern_keep(site, encoded) if site.is_pattern and _has_padding(encoded, site.side) else None
     head_index: Tensor | None = None
 
     def sink(tensor: Tensor) -> None:
@@ -143,7 +149,7 @@ def _make_sink(
         if keep is not None:
             keep = keep.to(tensor.device)
             tensor = tensor.masked_fill(~keep, 0)
-        if tensor.data_ptr() == source.data_ptr():
+        if not site.fresh and tensor.data_ptr() == source.data_ptr():
             tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
         store[site.name] = tensor
 
@@ -213,7 +219,7 @@ def _itemsize(model: torch.nn.Module) -> int:
     return 4
 
 
-def _human(n: float) -> str:
+def _human(n: int | float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"

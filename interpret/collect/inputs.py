@@ -13,11 +13,16 @@ from interpret.errors import InputError
 from interpret.inputs import Encoded, encode, from_embeds, from_ids, model_limit
 from interpret.collect.sites import Capturable
 
+# What `collect` accepts: a text, a list of texts, token ids [batch, pos], embeddings [batch, pos, d_model], an
+# Encoded, or whatever the model's adapter prepares itself (PIL images or pixel values [batch, channel,
+# height, width] for a vision model). Checked by `prepare`, which names what it cannot use.
+Inputs = Any
+
 
 def prepare(
     capturable: Capturable,
     tokenizer: Any | None,
-    inputs: str | Sequence[str] | Tensor | Encoded,
+    inputs: Inputs,
     *,
     max_length: int | None = None,
     decoder_inputs: str | Sequence[str] | Tensor | None = None,

@@ -39,6 +39,10 @@ class Site:
         collector (or a forward-pre hook with `pre=True`, called with output=None).
     attach: overrides the module hook for sites recorded another way (an attention-function wrapper); it
         registers what it needs on the session and calls the sink with the canonical tensor.
+    itemsize: bytes per element when the captured tensor's dtype differs from the model's (a pattern
+        recomputed in float32 from a half-precision model); None means the model's.
+    fresh: the tensor handed to the sink is newly computed and held by nothing else (a recomputed pattern),
+        so the collector keeps it as is instead of copying it away from the model's storage.
     """
 
     name: str
@@ -49,6 +53,8 @@ class Site:
     pre: bool = False
     side: Side = "main"
     attach: Callable[[HookSession, Sink], None] | None = None
+    itemsize: int | None = None
+    fresh: bool = False
 
     @property
     def layer(self) -> int | None:

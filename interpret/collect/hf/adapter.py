@@ -1,0 +1,53 @@
+"""The adapter contract: what a package registers under the entry-point group `interpret.adapters`.
+
+An adapter is any object with `model_types` (the `config.model_type` values it serves) and
+`build(model, tokenizer) -> Capturable`. The built-in families and third-party packages register the same
+way, in their pyproject.toml:
+
+    [project.entry-points."interpret.adapters"]
+    my_family = "my_package.adapter:ADAPTER"
+
+`HFAdapter` below is a ready-made frozen dataclass for that object; `interpret.collect.hf.layout` builds the
+Capturable from a declarative layout of module paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from interpret.collect.sites import Capturable
+from interpret.errors import UnsupportedModelError
+
+GROUP = "interpret.adapters"
+
+
+@dataclass(frozen=True)
+class HFAdapter:
+    """An adapter: the model types it serves and the function that makes such a model capturable."""
+
+    model_types: tuple[str, ...]
+    build: Callable[[nn.Module, Any], Capturable]
+
+
+def base_model(model: nn.Module) -> nn.Module:
+    """Return the bare transformer inside a model with a task head (`BertForMaskedLM.bert`), or the model."""
+    inner = getattr(model, "base_model", None)
+    return inner if isinstance(inner, nn.Module) else model
+
+
+def config_int(config: Any, *names: str, default: int | None = None) -> int:
+    """Return the first of `names` that the config sets to an int (configs name the same size differently)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    if default is not None:
+        return default
+    raise UnsupportedModelError(
+        f"{type(config).__name__} sets none of {', '.join(names)}, so its tensors cannot be sized; register an"
+        " adapter that knows this config under the entry-point group 'interpret.adapters'."
+    )

@@ -1,0 +1,131 @@
+"""Adapter discovery through the entry-point group `interpret.adapters`, validated when loaded.
+
+Built-in families register in this project's pyproject.toml exactly as a third-party package does. An
+entry that fails to import or to meet the contract (`model_types`, `build`) is listed as broken and never
+used; a plugin may not claim a model type a built-in serves; an unknown model type gets one line that says
+how to add an adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from typing import Any
+
+from torch import nn
+
+from interpret.collect.hf.adapter import GROUP
+from interpret.collect.sites import Capturable
+from interpret.errors import UnsupportedModelError, listing, suggest
+from interpret.versions import DISTRIBUTION
+
+
+@dataclass(frozen=True)
+class AdapterEntry:
+    """One registered adapter: where it comes from, the model types it serves, or why it is broken."""
+
+    name: str
+    target: str
+    distribution: str
+    model_types: tuple[str, ...] = ()
+    adapter: Any = None
+    error: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        """Whether the entry failed to load, to meet the contract, or claimed a taken model type."""
+        return self.error is not None
+
+    @property
+    def builtin(self) -> bool:
+        """Whether this toolkit itself provides the adapter."""
+        return self.distribution == DISTRIBUTION
+
+
+def validate(adapter: Any) -> str | None:
+    """Return why `adapter` does not meet the contract, or None if it does."""
+    model_types = getattr(adapter, "model_types", None)
+    if not isinstance(model_types, (tuple, list)) or not model_types:
+        return "model_types must be a non-empty tuple of config.model_type strings"
+    if not all(isinstance(model_type, str) and model_type for model_type in model_types):
+        return "model_types must hold only non-empty strings"
+    if not callable(getattr(adapter, "build", None)):
+        return "build(model, tokenizer) -> Capturable is missing"
+    return None
+
+
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "?"
+
+
+@cache
+def entries() -> dict[str, AdapterEntry]:
+    """Return every registered adapter entry by name (built-ins first), loading and validating each once."""
+    found: dict[str, AdapterEntry] = {}
+    owners: dict[str, AdapterEntry] = {}
+    eps = sorted(metadata.entry_points(group=GROUP), key=lambda ep: (_dist_name(ep) != DISTRIBUTION, ep.name))
+    for ep in eps:
+        dist = _dist_name(ep)
+        key = ep.name if ep.name not in found else f"{ep.name}@{dist}"
+        try:
+            adapter = ep.load()
+        except Exception as err:  # a plugin's import may fail in any way; list it as broken, don't crash
+            found[key] = AdapterEntry(ep.name, ep.value, dist, error=f"import failed: {type(err).__name__}: {err}")
+            continue
+        problem = validate(adapter)
+        model_types = tuple(getattr(adapter, "model_types", ())) if problem is None else ()
+        clashes = [model_type for model_type in model_types if model_type in owners]
+        if problem is None and clashes:
+            holder = owners[clashes[0]]
+            kind = "the built-in" if holder.builtin else f"{holder.distribution}'s"
+            problem = f"claims model type {clashes[0]!r}, which {kind} adapter {holder.name!r} serves; drop it"
+        entry = AdapterEntry(ep.name, ep.value, dist, model_types, None if problem else adapter, problem)
+        found[key] = entry
+        if problem is None:
+            owners.update({model_type: entry for model_type in model_types})
+    return found
+
+
+def refresh() -> None:
+    """Forget the discovered entries, so newly installed adapters are found on the next look-up."""
+    entries.cache_clear()
+
+
+def model_types() -> dict[str, str]:
+    """Return {model_type: adapter name} for every working adapter."""
+    return {
+        model_type: entry.name
+        for entry in entries().values()
+        if not entry.broken
+        for model_type in entry.model_types
+    }
+
+
+def adapter_for(model: nn.Module) -> AdapterEntry:
+    """Return the entry of the adapter serving `model.config.model_type`, or raise UnsupportedModelError."""
+    model_type = str(getattr(model.config, "model_type", "") or "")
+    served = model_types()
+    if model_type in served:
+        return entries()[served[model_type]]
+    broken = [entry for entry in entries().values() if entry.broken]
+    note = f" ({len(broken)} adapter plugin(s) broken, e.g. {broken[0].name}: {broken[0].error})" if broken else ""
+    known = listing(served) if served else "none (reinstall the toolkit: pip install -e .)"
+    raise UnsupportedModelError(
+        f"no adapter for model type {model_type!r} ({type(model).__name__});{suggest(model_type, served)}"
+        f" adapters exist for: {known}{note}. To add one, register an object with `model_types` and"
+        f" `build(model, tokenizer) -> Capturable` under the entry-point group {GROUP!r} in your package's"
+        " pyproject.toml (see interpret/collect/hf/bert.py)."
+    )
+
+
+def hf_capturable(model: nn.Module, tokenizer: Any | None) -> Capturable:
+    """Return the Capturable that the registered adapter for this Hugging Face model builds."""
+    entry = adapter_for(model)
+    capturable = entry.adapter.build(model, tokenizer)
+    if not isinstance(capturable, Capturable):
+        raise UnsupportedModelError(
+            f"adapter {entry.name!r} from {entry.distribution} returned {type(capturable).__name__}, not a"
+            " Capturable; fix its build function."
+        )
+    return capturable
