@@ -117,43 +117,40 @@ def _pattern_keep(site: Site, encoded: Encoded) -> Tensor:
     return place(query_mask, site.axes.index("query")) & place(key_mask, site.axes.index("key"))
 
 
-def _make_sink(
-    site: Site,
-    store: dict[str, Tensor],
-    encoded: Encoded,
-    heads: list[int] | None,
-    reduce: Reduce,
-) -> Sink:
-    head_axis = site.axes.index("head") if "head" in site.axes else None
-    # Without padding every position is real: skip a pass over each pattern.
-    keep = _pattern_keep(site, encoded) if site.is_pattern and _has_padding(encoded, site.side) else None
-    head_index: Tensor | None = None
+class _Sink:
+    """Receives one site's tensor inside its hook: selects or reduces heads, masks padding, stores it."""
 
-    def sink(tensor: Tensor) -> None:
-        nonlocal head_index, keep
-        if site.name in store:
+    def __init__(
+        self, site: Site, store: dict[str, Tensor], encoded: Encoded, heads: list[int] | None, reduce: Reduce
+    ) -> None:
+        self.site = site
+        self.store = store
+        self.heads = heads
+        self.reduce = reduce
+        self.head_axis = site.axes.index("head") if "head" in site.axes else None
+        # Without padding every position is real: skip a pass over each pattern.
+        self.keep = _pattern_keep(site, encoded) if site.is_pattern and _has_padding(encoded, site.side) else None
+
+    def __call__(self, tensor: Tensor) -> None:
+        site, axis = self.site, self.head_axis
+        if site.name in self.store:
             raise CaptureError(
                 f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
                 " model once per collect."
             )
         source = tensor
         tensor = tensor.detach()
-        if head_axis is not None and heads is not None:
-            if head_index is None:
-                head_index = torch.tensor(heads, device=tensor.device)
-            tensor = tensor.index_select(head_axis, head_index)
-        if head_axis is not None and reduce == "mean":
-            tensor = tensor.mean(dim=head_axis, keepdim=True)
-        elif head_axis is not None and reduce == "max":
-            tensor = tensor.amax(dim=head_axis, keepdim=True)
-        if keep is not None:
-            keep = keep.to(tensor.device)
-            tensor = tensor.masked_fill(~keep, 0)
+        if axis is not None and self.heads is not None:
+            tensor = tensor.index_select(axis, torch.tensor(self.heads, device=tensor.device))
+        if axis is not None and self.reduce == "mean":
+            tensor = tensor.mean(dim=axis, keepdim=True)
+        elif axis is not None and self.reduce == "max":
+            tensor = tensor.amax(dim=axis, keepdim=True)
+        if self.keep is not None:
+            tensor = tensor.masked_fill(~self.keep.to(tensor.device), 0)
         if not site.fresh and tensor.data_ptr() == source.data_ptr():
             tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
-        store[site.name] = tensor
-
-    return sink
+        self.store[site.name] = tensor
 
 
 def capture(
@@ -188,7 +185,7 @@ def capture(
     store: dict[str, Tensor] = {}
     with hook_session() as session, capturable.scope(sites):
         for site in sites:
-            sink = _make_sink(site, store, encoded, head_list, reduce)
+            sink = _Sink(site, store, encoded, head_list, reduce)
             if site.attach is not None:
                 site.attach(session, sink)
             elif site.module is not None:
