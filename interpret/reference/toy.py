@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 import torch
 from jaxtyping import Int
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import PreTrainedTokenizerFast
 
+from interpret.cache import cache_dir as default_cache_dir
 from interpret.errors import ConfigError, ModelLoadError
 from interpret.inputs import encode
 from interpret.reference.config import TransformerConfig
@@ -217,7 +217,7 @@ def marker_task(cache_dir: str | Path | None = None) -> tuple[EncoderClassifier,
     temporary folder beside the target and renamed into place, so a reader never sees a partial cache.
     """
     root = (
-        Path(cache_dir) if cache_dir is not None else Path(platformdirs.user_cache_dir("transformer-audit"))
+        Path(cache_dir) if cache_dir is not None else default_cache_dir()
     )
     target = root / TOY_NAME
     if (target / _CONFIG_FILE).is_file():

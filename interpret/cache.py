@@ -1,0 +1,13 @@
+"""Where the toolkit caches what it fits or trains at first use (the default head, the toy model)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+
+def cache_dir() -> Path:
+    """Return the cache directory: $INTERPRET_CACHE_DIR if set, else the user's cache dir for the toolkit."""
+    return Path(os.environ.get("INTERPRET_CACHE_DIR") or user_cache_dir("transformer-audit"))
