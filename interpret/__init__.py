@@ -4,6 +4,7 @@ The public surface is small and stable; everything else lives in private modules
 """
 
 from interpret.analyze import AnalyzerResult, analyze, analyzers
+from interpret.api import explain
 from interpret.collect import collect
 from interpret.errors import (
     AnalyzerError,
@@ -18,6 +19,8 @@ from interpret.errors import (
     UnsupportedModelError,
 )
 from interpret.inputs import Encoded, encode
+from interpret.loading import load
+from interpret.report import Report
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import package_version
 
@@ -33,6 +36,7 @@ __all__ = [
     "InputError",
     "InterpretError",
     "MemoryBudgetError",
+    "Report",
     "ModelLoadError",
     "ReportError",
     "Trace",
@@ -43,4 +47,6 @@ __all__ = [
     "analyzers",
     "collect",
     "encode",
+    "explain",
+    "load",
 ]

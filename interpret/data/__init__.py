@@ -1,0 +1,1 @@
+"""Data the package ships: the labelled sentences of the default sentiment head."""

@@ -1,0 +1,224 @@
+"""`build_report`: turn a Trace and the analyzers' results into a Report (sections, tokens, layer/head selection)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.errors import AnalyzerError, ReportError
+from interpret.inputs import Encoded
+from interpret.report.model import ExampleTokens, Report, RunInfo, Section, section_keys
+from interpret.trace import Trace
+
+# float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
+PATTERN_ROW_SUM_TOLERANCE = 1e-4
+
+# (array name, prefix, suffix, query side, key side) of every attention stack a trace may hold.
+_STACKS = (
+    ("pattern", "", "attn.hook_pattern", "encoder", "encoder"),
+    ("encoder", "encoder.", "attn.hook_pattern", "encoder", "encoder"),
+    ("decoder", "decoder.", "attn.hook_pattern", "decoder", "decoder"),
+    ("cross", "decoder.", "cross_attn.hook_pattern", "decoder", "encoder"),
+)
+_STACK_TITLES = {
+    "pattern": "Attention by layer and head",
+    "encoder": "Encoder self-attention by layer and head",
+    "decoder": "Decoder self-attention by layer and head",
+    "cross": "Cross-attention (decoder → encoder) by layer and head",
+}
+
+
+def build_report(
+    trace: Trace,
+    results: Sequence[AnalyzerResult],
+    run: RunInfo,
+    *,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    top_k: int = 5,
+) -> Report:
+    """Return the Report of `results` on `trace`: one section per result, then the attention section.
+
+    layers / heads: the model layers and heads to embed in the HTML (negatives count from the end; default
+    every captured one). They cut the attention patterns and any analyzer array with a `layer` or `head`
+    axis; export() still writes the analyzers' arrays whole.
+    """
+    for result in results:
+        _check_batch(result, trace.encoded.batch)
+    captured_layers = _captured_layers(trace)
+    head_ids = _captured_heads(trace)
+    layer_sel = _select_layers(layers, captured_layers, trace.meta.n_layers)
+    head_sel = _select_heads(heads, head_ids, trace)
+    keys = section_keys([result.analyzer for result in results] + ["attention"])
+    sections = [
+        Section(
+            key=key, title=result.analyzer.replace("_", " ").capitalize(), kind="analyzer", result=result,
+            description=_summary(result), layers=tuple(captured_layers), heads=tuple(head_ids),
+        )
+        for key, result in zip(keys, results)
+    ]
+    attention = _attention_result(trace, layer_sel, [head_ids.index(h) for h in head_sel])
+    if attention is not None:
+        sections.append(
+            Section(
+                key=keys[-1], title="Attention patterns", kind="attention", result=attention,
+                description=f"The patterns the model computed ({trace.meta.attention}), embedded layers and heads.",
+                layers=tuple(layer_sel), heads=tuple(head_sel),
+            )
+        )
+    return Report(
+        run=run,
+        sections=tuple(sections),
+        examples=examples_of(trace.encoded),
+        layers=tuple(layer_sel),
+        heads=tuple(head_sel),
+        top_k=top_k,
+    )
+
+
+def examples_of(encoded: Encoded) -> tuple[ExampleTokens, ...]:
+    """Return each example's tokens, special-token and real-position flags (padded to `pos`)."""
+    texts = encoded.texts or ()
+    decoder = encoded.decoder
+    out = []
+    for b in range(encoded.batch):
+        fields = dict(
+            tokens=tuple(str(token) for token in encoded.tokens[b]),
+            special=tuple(bool(flag) for flag in encoded.special[b].tolist()),
+            real=tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
+            text=texts[b] if b < len(texts) else None,
+        )
+        if decoder is not None:
+            fields.update(
+                decoder_tokens=tuple(str(token) for token in decoder.tokens[b]),
+                decoder_special=tuple(bool(flag) for flag in decoder.special[b].tolist()),
+                decoder_real=tuple(bool(flag) for flag in (decoder.attention_mask[b] != 0).tolist()),
+            )
+        out.append(ExampleTokens(**fields))
+    return tuple(out)
+
+
+def _check_batch(result: AnalyzerResult, batch: int) -> None:
+    if not isinstance(result, AnalyzerResult):
+        raise ReportError(
+            f"results must be AnalyzerResult objects; got {type(result).__name__}. Pass what analyze() returns."
+        )
+    for name, array in result.arrays.items():
+        if array.axes and array.axes[0] == "batch" and array.values.shape[0] != batch:
+            raise ReportError(
+                f"{result.analyzer}.{name} has {array.values.shape[0]} examples but the trace has {batch};"
+                " report the trace the analyzer ran on."
+            )
+
+
+def _summary(result: AnalyzerResult) -> str:
+    """Return the analyzer's one-line summary from the registry ('' when it is not registered)."""
+    from interpret.analyze import registry
+
+    try:
+        return str(registry.get(result.analyzer).summary)
+    except AnalyzerError:
+        return ""
+
+
+def _main_prefix(trace: Trace) -> str:
+    return "encoder." if trace.meta.kind == "encoder-decoder" else ""
+
+
+def _captured_layers(trace: Trace) -> list[int]:
+    """Return the model layers an analyzer's `layer` axis runs over: the main stack's captured layers."""
+    found = trace.layers("attn.hook_pattern", _main_prefix(trace))
+    return found or list(trace.meta.layers)
+
+
+def _captured_heads(trace: Trace) -> list[int | str]:
+    """Return the model head behind each entry of the captured head axis ("mean"/"max" when reduced)."""
+    if trace.meta.reduce:
+        return [trace.meta.reduce]
+    if trace.meta.heads is not None:
+        return list(trace.meta.heads)
+    return list(range(trace.meta.n_heads))
+
+
+def _select_layers(layers: Sequence[int] | None, captured: list[int], n_layers: int) -> list[int]:
+    if layers is None:
+        return list(captured)
+    chosen = []
+    for layer in layers:
+        index = layer + n_layers if layer < 0 else layer
+        if index not in captured:
+            raise ReportError(
+                f"layer {layer} was not captured (captured layers: {captured}); pick layers from those, or"
+                " collect it with layers=."
+            )
+        if index not in chosen:
+            chosen.append(index)
+    return sorted(chosen)
+
+
+def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace: Trace) -> list[int | str]:
+    if heads is None:
+        return list(head_ids)
+    if trace.meta.reduce:
+        raise ReportError(
+            f"heads={list(heads)} cannot be picked from a trace reduced over heads ({trace.meta.reduce});"
+            " collect without reduce= to choose heads."
+        )
+    chosen: list[int | str] = []
+    for head in heads:
+        index = head + trace.meta.n_heads if head < 0 else head
+        if index not in head_ids:
+            raise ReportError(
+                f"head {head} was not captured (captured heads: {head_ids}); pick heads from those, or collect"
+                " it with heads=."
+            )
+        if index not in chosen:
+            chosen.append(index)
+    return chosen
+
+
+def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) -> AnalyzerResult | None:
+    """Return the raw patterns [batch, layer, head, query, key] of the selection as a result, or None."""
+    arrays, views, checks = {}, [], {}
+    for name, prefix, suffix, query_side, key_side in _STACKS:
+        captured = trace.layers(suffix, prefix)
+        if not captured or any(layer not in captured for layer in layers):
+            continue
+        stacked = trace.stack(suffix, prefix).detach()
+        picked = stacked[:, [captured.index(layer) for layer in layers]][:, :, head_index]
+        pattern = picked.to(torch.float32).cpu().numpy()
+        arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
+        views.append(
+            View("head_grid", name, _STACK_TITLES[name], {"query_tokens": query_side, "key_tokens": key_side})
+        )
+        checks[f"{name}_row_sum_error"] = Check(
+            _row_sum_error(pattern, _query_mask(trace, query_side)),
+            PATTERN_ROW_SUM_TOLERANCE,
+            f"largest |row sum − 1| of the {name} attention rows at real query positions",
+        )
+    if not arrays:
+        return None
+    return AnalyzerResult(
+        analyzer="attention",
+        version="1",
+        params={"source": trace.meta.attention, "layers": list(layers), "heads": list(head_index)},
+        arrays=arrays,
+        checks=checks,
+        views=tuple(views),
+        tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+    )
+
+
+def _query_mask(trace: Trace, side: str) -> np.ndarray:
+    encoded = trace.encoded.decoder if side == "decoder" and trace.encoded.decoder is not None else trace.encoded
+    return (encoded.attention_mask != 0).cpu().numpy()
+
+
+def _row_sum_error(pattern: np.ndarray, real: np.ndarray) -> float:
+    """Return the largest |row sum − 1| of `pattern` [batch, layer, head, query, key] over real queries."""
+    sums = pattern.astype(np.float64).sum(axis=-1)  # [batch, layer, head, query]
+    rows = sums.transpose(0, 3, 1, 2)[real[:, : sums.shape[-1]]]
+    return float(np.abs(rows - 1.0).max(initial=0.0)) if rows.size else 0.0

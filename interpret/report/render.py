@@ -1,0 +1,185 @@
+"""Rendering: the report as one self-contained HTML page (jinja2, autoescape), written atomically.
+
+The page holds every asset inline and its data as one JSON block. A Content-Security-Policy meta tag forbids
+any network access: scripts and the style run only when their sha256 hash (computed here, at render time)
+matches, so an injected `<script>` or `onerror=` attribute would not run even if it slipped past escaping.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from interpret.atomic import atomic_path
+from interpret.errors import ReportError
+from interpret.report import assets
+from interpret.report.model import Report
+from interpret.report.summary import check_rows, failed_checks, top_tokens
+from interpret.report.views import page_data
+from interpret.versions import package_version
+
+log = logging.getLogger("interpret")
+
+TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATE = "report.html.j2"
+DATA_ID = "report-data"
+_CHUNK = 1 << 20
+
+# Inside <script type="application/json"> the HTML parser ends the element at "</script" and treats "<!--"
+# specially; JavaScript treats U+2028/U+2029 as line ends. Escaping these as \uXXXX keeps the JSON identical
+# (JSON.parse reads them back) while none of those sequences can appear in the page. Lone surrogates cannot be
+# written as UTF-8, so they are escaped too.
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_JSON_ESCAPES.update({code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)})
+
+
+def script_json(data: Any) -> Markup:
+    """Return `data` as JSON that is safe as the text of a <script type="application/json"> element."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Markup(text.translate(_JSON_ESCAPES))
+
+
+def content_security_policy(script_texts: list[str], style_texts: list[str]) -> str:
+    """Return a CSP that allows only the given inline scripts and styles (by hash) and no network at all."""
+    scripts = " ".join(assets.csp_hash(text) for text in script_texts)
+    styles = " ".join(assets.csp_hash(text) for text in style_texts)
+    return (
+        f"default-src 'none'; script-src {scripts}; style-src {styles}; img-src data:; font-src 'none';"
+        " connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; worker-src 'none';"
+        " manifest-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = format_number
+    env.filters["mb"] = megabytes
+    env.filters["plain"] = plain_value
+    return env
+
+
+def plain_value(value: Any) -> str:
+    """Return a run-info value as one line of text: strings as they are, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+
+
+def example_decisions(report: Report) -> list[dict[str, Any] | None]:
+    """Return each example's decision from `run.extra["decisions"]` (one mapping per example), else None."""
+    given = report.run.extra.get("decisions")
+    if not isinstance(given, (list, tuple)) or len(given) != len(report.examples):
+        return [None] * len(report.examples)
+    return [dict(item) if isinstance(item, dict) and item.get("predicted") else None for item in given]
+
+
+def format_number(value: Any) -> str:
+    """Return a number with 4 significant digits ('NaN' / '—' for NaN / None)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if value != value:
+        return "NaN"
+    return f"{value:.4g}"
+
+
+def megabytes(size: int) -> str:
+    """Return a byte count in MB (10^6) with one decimal."""
+    return f"{size / 1e6:.1f}"
+
+
+def render_page(report: Report) -> str:
+    """Return the HTML page of the report (one string; every script, style and datum inline)."""
+    has_attention = any(section.kind == "attention" for section in report.sections)
+    with_bertviz = has_attention and assets.has_bertviz()
+    data = page_data(report)
+    if not with_bertviz:
+        data["bertviz"] = None
+    scripts = assets.scripts(with_bertviz)
+    style = assets.style()
+    by_name = {script.name: Markup(script.text) for script in scripts}
+    context = {
+        "csp": content_security_policy([script.text for script in scripts], [style]),
+        "style": Markup(style),
+        "scripts": by_name,
+        "bertviz": with_bertviz,
+        "bertviz_missing": has_attention and not with_bertviz,
+        "bertviz_version": assets.bertviz_version(),
+        "d3": assets.D3,
+        "jquery": assets.JQUERY,
+        "data_id": DATA_ID,
+        "data_json": script_json(data),
+        "run": report.run,
+        "report": report,
+        "sections": report.sections,
+        "examples": report.examples,
+        "tops": [top_tokens(report, b) for b in range(len(report.examples))],
+        "decisions": example_decisions(report),
+        "extra": {key: value for key, value in report.run.extra.items() if key != "decisions"},
+        "checks": check_rows(report),
+        "failed": failed_checks(report),
+        "version": package_version(),
+    }
+    return _environment().get_template(TEMPLATE).render(**context)
+
+
+def log_size(size: int, path: Path | None, limit: int | None = None) -> None:
+    """Log the page's projected size at INFO on the "interpret" logger."""
+    where = f" → {path}" if path is not None else ""
+    bound = f" (limit {megabytes(limit)} MB)" if limit is not None else ""
+    log.info("report: projected size %s MB%s%s", megabytes(size), bound, where)
+
+
+def write_report(report: Report, path: Path, *, max_bytes: int | None) -> Path:
+    """Return `path` after writing the report's page there atomically; refuse above `max_bytes`."""
+    if path.is_dir():
+        raise ReportError(f"{path} is a directory; give a file path such as {path / 'report.html'}.")
+    page = report.page()
+    log_size(len(page), path, max_bytes)
+    if max_bytes is not None and len(page) > max_bytes:
+        raise ReportError(refusal(report, len(page), max_bytes))
+    # A failure at any point leaves no partial file and keeps an older report at `path`.
+    with atomic_path(path) as temporary:
+        with open(temporary, "wb") as handle:
+            _write_chunks(handle, page)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp makes it private; a report is meant to be shared
+    return path
+
+
+def refusal(report: Report, size: int, limit: int) -> str:
+    """Return the one-line refusal for a page above the limit, naming what to cut."""
+    attention = next((s for s in report.sections if s.kind == "attention"), None)
+    detail = ""
+    if attention is not None:
+        first = next(iter(attention.result.arrays.values())).values
+        detail = (
+            f" (attention patterns: {len(attention.layers)} layers × {len(attention.heads)} heads ×"
+            f" {first.shape[-2]}×{first.shape[-1]} tokens × {first.shape[0]} examples)"
+        )
+    return (
+        f"the report would be {megabytes(size)} MB, above the {megabytes(limit)} MB limit{detail};"
+        " embed fewer layers or heads (layers=[...], heads=[...]; CLI --layers), run fewer analyzers, or shorten"
+        " the text; or raise max_bytes."
+    )
+
+
+def _write_chunks(handle: Any, data: bytes) -> None:
+    for start in range(0, len(data), _CHUNK):
+        handle.write(data[start : start + _CHUNK])

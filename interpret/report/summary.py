@@ -1,0 +1,110 @@
+"""What an auditor reads first: the top tokens by each method and every invariant check, with failures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from interpret.report.model import Report, Section
+from interpret.report.views import token_side
+
+# How many of the most negative tokens a signed method also lists (evidence against the decision).
+_AGAINST = 3
+
+
+@dataclass(frozen=True)
+class TokenScore:
+    """One token of one example with its score."""
+
+    token: str
+    position: int
+    value: float
+
+
+@dataclass(frozen=True)
+class MethodTop:
+    """The tokens a method ranks highest for one example (`against`: the most negative, for signed scores)."""
+
+    section: str
+    title: str
+    top: tuple[TokenScore, ...]
+    against: tuple[TokenScore, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One invariant check of one section, as the summary lists it."""
+
+    section: str
+    analyzer: str
+    name: str
+    description: str
+    value: float
+    tolerance: float
+    ok: bool
+
+
+def top_tokens(report: Report, example: int) -> list[MethodTop]:
+    """Return, for each section with a `readout` array [batch, row, key], its top tokens of row 0.
+
+    Special tokens and padding are excluded; ties keep the earlier position.
+    """
+    tops = []
+    for section in report.sections:
+        scores = _readout_row(report, section, example)
+        if scores is None:
+            continue
+        tokens, values = scores
+        order = sorted(range(len(values)), key=lambda i: (-values[i][1], values[i][0]))
+        top = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in order[: report.top_k])
+        negative = [i for i in reversed(order) if values[i][1] < 0][:_AGAINST]
+        against = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in negative)
+        tops.append(MethodTop(section.key, section.result.analyzer, top, against))
+    return tops
+
+
+def check_rows(report: Report) -> list[CheckRow]:
+    """Return every check of every section, in section order."""
+    return [
+        CheckRow(
+            section=section.key,
+            analyzer=section.result.analyzer,
+            name=name,
+            description=check.description,
+            value=check.value,
+            tolerance=check.tolerance,
+            ok=check.ok,
+        )
+        for section in report.sections
+        for name, check in section.result.checks.items()
+    ]
+
+
+def failed_checks(report: Report) -> list[CheckRow]:
+    """Return the checks whose value is out of tolerance (or NaN)."""
+    return [row for row in check_rows(report) if not row.ok]
+
+
+def _readout_row(
+    report: Report, section: Section, example: int
+) -> tuple[tuple[str, ...], list[tuple[int, float]]] | None:
+    """Return the key tokens and (position, score) of the readout's row 0, real non-special keys only."""
+    array = section.result.arrays.get("readout")
+    if array is None or array.axes[0] != "batch" or array.axes[-1] not in ("key", "pos"):
+        return None
+    values = np.asarray(array.values[example], dtype=np.float64)
+    row = values.reshape(-1, values.shape[-1])[0] if values.ndim > 1 else values
+    side = token_side(array.axes[-1], "readout", row.shape[0], {}, report)
+    tokens_of = report.examples[example]
+    if side == "decoder":
+        tokens, special, real = tokens_of.decoder_tokens, tokens_of.decoder_special, tokens_of.decoder_real
+    else:
+        tokens, special, real = tokens_of.tokens, tokens_of.special, tokens_of.real
+    if len(tokens) != row.shape[0]:
+        return None
+    scores = [
+        (i, float(row[i])) for i in range(row.shape[0]) if real[i] and not special[i] and math.isfinite(row[i])
+    ]
+    return tokens, scores
