@@ -19,6 +19,8 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     temporary = Path(name)
     try:
         yield temporary
+        # mkstemp makes the file private (0600); give it the mode a plain open() would have.
+        os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, target)
     finally:
         if temporary.exists():
@@ -33,3 +35,10 @@ def write_atomically(target: str | Path, data: str | bytes) -> Path:
         else:
             temporary.write_bytes(data)
     return Path(target)
+
+
+def _umask() -> int:
+    """Return the process's umask (reading it means setting it, so set it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

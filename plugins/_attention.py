@@ -35,7 +35,7 @@ def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") 
     mask = side.attention_mask.bool().cpu().numpy()
     for b in range(stacked.shape[0]):
         positions = np.flatnonzero(mask[b])
-        yield Example(b, stacked[b][:, :, positions][:, :, :, positions], positions)
+        yield Example(b, np.ascontiguousarray(stacked[b][:, :, positions][:, :, :, positions]), positions)
 
 
 def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int]:

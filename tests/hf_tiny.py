@@ -7,6 +7,7 @@ so tests load it back through `interpret.load` exactly as a user would.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ import torch
 import transformers
 
 from interpret.reference import vocab as reference_vocab
+
+# The family tests run on the CPU; INTERPRET_TEST_DEVICE=cuda runs them on a GPU (a manual check, not CI).
+TEST_DEVICE = os.environ.get("INTERPRET_TEST_DEVICE", "cpu")
 
 WORDS = "the cat sat on mat a dog saw red blue ! marker".split()
 SPECIALS = list(reference_vocab.SPECIAL_TOKENS)
@@ -84,7 +88,7 @@ def tiny_model(family: str, attn_implementation: str = "sdpa", seed: int = 0) ->
     torch.manual_seed(seed)
     config = tiny_config(family, vocab_size=len(SPECIALS) + len(set(WORDS)))
     config._attn_implementation = attn_implementation
-    return getattr(transformers, _HEADS[family])(config).eval()
+    return getattr(transformers, _HEADS[family])(config).eval().to(TEST_DEVICE)
 
 
 def image_processor() -> Any:

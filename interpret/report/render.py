@@ -159,7 +159,6 @@ def write_report(report: Report, path: Path, *, max_bytes: int | None) -> Path:
             _write_chunks(handle, page)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a report is meant to be shared
     return path
 
 

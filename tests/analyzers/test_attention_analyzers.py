@@ -100,3 +100,12 @@ def test_encoder_decoder_rollout_and_flow() -> None:
     assert rollout.ok
     flow = interpret.analyze(trace, "flow")
     assert flow["readout"].shape == (2, 1, trace.encoded.pos) and flow.ok
+
+
+def test_discard_works_on_any_memory_layout() -> None:
+    pattern = random_pattern_trace(batch=1, layers=2, heads=2, pos=6).stack("attn.hook_pattern").double().numpy()[0]
+    fortran = np.asfortranarray(pattern)
+    c_order = rollout_math.augmented_attention(pattern, discard_ratio=0.3, keep=[0])
+    f_order = rollout_math.augmented_attention(fortran, discard_ratio=0.3, keep=[0])
+    np.testing.assert_array_equal(c_order, f_order)
+    assert (c_order == 0).sum() > (rollout_math.augmented_attention(pattern, keep=[0]) == 0).sum()

@@ -1,0 +1,11 @@
+"""Dataset audits: run analyzers over every example in batches, resumably, into tables and a summary page.
+
+`run_audit(model, tokenizer, examples, out_dir)` writes tokens.parquet/.csv (example × analyzer × token),
+examples.parquet/.csv (one row per example), heads.csv ([layer, head] statistics) and summary.html; the
+columns and dtypes are listed in `interpret.audit.tables`.
+"""
+
+from interpret.audit.runner import DEFAULT_ANALYZERS, AuditResult, run_audit
+from interpret.audit.tables import EXAMPLE_DTYPES, TOKEN_DTYPES, example_dtypes
+
+__all__ = ["DEFAULT_ANALYZERS", "EXAMPLE_DTYPES", "TOKEN_DTYPES", "AuditResult", "example_dtypes", "run_audit"]

@@ -1,0 +1,180 @@
+"""The audit's two tables, built per batch with fixed columns and dtypes so that parts concatenate exactly.
+
+tokens — one row per example × analyzer × real (non-padding) token:
+    row         int64     the example's row id (`Example.row`, 0-based row of the input file)
+    analyzer    string    the analyzer's name
+    position    int64     the token's position in the model input (0 = first token)
+    token       string    the token string as the tokenizer writes it
+    is_special  bool      a special token (CLS, SEP, BOS, EOS, ...)
+    score       float64   the analyzer's `readout` [batch, row, key] at row 0, key = position
+    rank        Int64     1 = highest score within the example and analyzer; null for special tokens
+
+examples — one row per example:
+    row         int64     the example's row id
+    text        string    the input text
+    label       string    the gold label; null when the input has none
+    prediction  string    the model's predicted label (or token); null for a model without a decision
+    probability float64   the predicted label's probability; NaN without a decision
+    correct     boolean   prediction == label; null without a label or a decision
+    n_tokens    int64     real tokens given to the model (special tokens included)
+    truncated   bool      whether the text was cut to max_length
+  and for each analyzer NAME, in the order the analyzers were given:
+    NAME_top_token     string   the highest-scoring non-special token; null when every token is special
+    NAME_top_position  Int64    its position
+    NAME_top_score     float64  its score (NaN when there is none)
+    NAME_special_share float64  score on special tokens / score on all real tokens (0 when the total is 0)
+
+Rows are sorted by (row, analyzer, position) and (row); ties in rank go to the earlier position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from jaxtyping import Float
+
+from interpret.analyze import AnalyzerResult
+from interpret.datasets import Example
+from interpret.decision import Decision
+from interpret.errors import AnalyzerError
+from interpret.inputs import Encoded
+
+TOKEN_DTYPES: dict[str, str] = {
+    "row": "int64",
+    "analyzer": "string",
+    "position": "int64",
+    "token": "string",
+    "is_special": "bool",
+    "score": "float64",
+    "rank": "Int64",
+}
+EXAMPLE_DTYPES: dict[str, str] = {
+    "row": "int64",
+    "text": "string",
+    "label": "string",
+    "prediction": "string",
+    "probability": "float64",
+    "correct": "boolean",
+    "n_tokens": "int64",
+    "truncated": "bool",
+}
+ANALYZER_DTYPES: dict[str, str] = {
+    "top_token": "string",
+    "top_position": "Int64",
+    "top_score": "float64",
+    "special_share": "float64",
+}
+
+
+def example_dtypes(analyzers: Sequence[str]) -> dict[str, str]:
+    """Return the examples table's column → dtype for these analyzers, in column order."""
+    columns = dict(EXAMPLE_DTYPES)
+    for name in analyzers:
+        columns.update({f"{name}_{suffix}": dtype for suffix, dtype in ANALYZER_DTYPES.items()})
+    return columns
+
+
+def readout_scores(result: AnalyzerResult) -> Float[np.ndarray, "batch key"]:
+    """Return row 0 of the analyzer's `readout` [batch, row, key] as float64 [batch, key]."""
+    if "readout" not in result.arrays:
+        raise AnalyzerError(
+            f"analyzer {result.analyzer!r} returns no 'readout' array (it has {', '.join(sorted(result.arrays))});"
+            " the audit tabulates readout rows, so run it with `interpret report` instead."
+        )
+    return np.asarray(result["readout"], dtype=np.float64)[:, 0, :]
+
+
+def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
+    """Return the tokens table (columns as the module docstring lists) of one batch."""
+    real = encoded.attention_mask.bool().cpu().numpy()
+    special = encoded.special.bool().cpu().numpy()
+    columns: dict[str, list] = {name: [] for name in TOKEN_DTYPES}
+    for result in results:
+        scores = readout_scores(result)
+        for b, example in enumerate(examples):
+            positions = np.flatnonzero(real[b])
+            ranks = _ranks(scores[b, positions], special[b, positions])
+            for position, rank in zip(positions.tolist(), ranks):
+                columns["row"].append(example.row)
+                columns["analyzer"].append(result.analyzer)
+                columns["position"].append(position)
+                columns["token"].append(encoded.tokens[b][position])
+                columns["is_special"].append(bool(special[b, position]))
+                columns["score"].append(float(scores[b, position]))
+                columns["rank"].append(rank)
+    return conform(pd.DataFrame(columns), TOKEN_DTYPES, ["row", "analyzer", "position"])
+
+
+def example_table(
+    examples: Sequence[Example],
+    encoded: Encoded,
+    decided: Sequence[Decision],
+    results: Sequence[AnalyzerResult],
+) -> pd.DataFrame:
+    """Return the examples table (columns as the module docstring lists) of one batch."""
+    real = encoded.attention_mask.bool().cpu().numpy()
+    special = encoded.special.bool().cpu().numpy()
+    truncated = encoded.truncated or tuple(False for _ in examples)
+    columns: dict[str, list] = {name: [] for name in EXAMPLE_DTYPES}
+    for b, (example, decision) in enumerate(zip(examples, decided)):
+        prediction = decision.predicted if decision.kind != "none" else None
+        columns["row"].append(example.row)
+        columns["text"].append(example.text)
+        columns["label"].append(example.label)
+        columns["prediction"].append(prediction)
+        probability = decision.predicted_probability
+        columns["probability"].append(np.nan if probability is None else float(probability))
+        known = example.label is not None and prediction is not None
+        columns["correct"].append(prediction == example.label if known else None)
+        columns["n_tokens"].append(int(real[b].sum()))
+        columns["truncated"].append(bool(truncated[b]))
+    for result in results:
+        for suffix, values in _analyzer_columns(readout_scores(result), real, special, encoded.tokens).items():
+            columns[f"{result.analyzer}_{suffix}"] = values
+    analyzers = [result.analyzer for result in results]
+    return conform(pd.DataFrame(columns), example_dtypes(analyzers), ["row"])
+
+
+def conform(frame: pd.DataFrame, dtypes: Mapping[str, str], order: Sequence[str]) -> pd.DataFrame:
+    """Return `frame` with exactly these columns and dtypes, sorted by `order` (stable), on a 0..n-1 index."""
+    missing = [name for name in dtypes if name not in frame.columns]
+    if missing:
+        raise ValueError(f"audit table lacks columns {missing}; the parts were written by another version.")
+    typed = frame[list(dtypes)].astype(dict(dtypes))
+    return typed.sort_values(list(order), kind="mergesort").reset_index(drop=True)
+
+
+def _ranks(scores: np.ndarray, special: np.ndarray) -> list[int | None]:
+    """Return 1-based ranks by descending score among non-special tokens (None for special ones)."""
+    ranks: list[int | None] = [None] * len(scores)
+    candidates = np.flatnonzero(~special)
+    # lexsort sorts by the last key first: descending score, then ascending position breaks ties.
+    order = candidates[np.lexsort((candidates, -scores[candidates]))]
+    for rank, index in enumerate(order.tolist(), start=1):
+        ranks[index] = rank
+    return ranks
+
+
+def _analyzer_columns(
+    scores: Float[np.ndarray, "batch key"], real: np.ndarray, special: np.ndarray, tokens: Sequence[Sequence[str]]
+) -> dict[str, list]:
+    """Return each example's top non-special token, its position and score, and the special-token share."""
+    out: dict[str, list] = {suffix: [] for suffix in ANALYZER_DTYPES}
+    for b in range(scores.shape[0]):
+        ordinary = np.flatnonzero(real[b] & ~special[b])
+        if ordinary.size:
+            # argmax returns the first maximum, i.e. the earlier position, as the tokens table ranks ties.
+            top = int(ordinary[np.argmax(scores[b, ordinary])])
+            out["top_token"].append(tokens[b][top])
+            out["top_position"].append(top)
+            out["top_score"].append(float(scores[b, top]))
+        else:
+            out["top_token"].append(None)
+            out["top_position"].append(None)
+            out["top_score"].append(np.nan)
+        total = float(scores[b, real[b]].sum())
+        on_special = float(scores[b, real[b] & special[b]].sum())
+        out["special_share"].append(on_special / total if total != 0.0 else 0.0)
+    return out

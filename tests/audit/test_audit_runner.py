@@ -1,0 +1,232 @@
+"""Running audits on a tiny reference model: resume after an interruption, fingerprints, errors, heads."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from pandas.testing import assert_frame_equal
+
+from interpret.audit import run_audit
+from interpret.audit.parts import AuditDir
+from interpret.datasets import Example
+from interpret.default_model import CentroidHead
+from interpret.errors import AnalyzerError, ConfigError, InputError
+from interpret.reference import Encoder, EncoderClassifier, EncoderDecoder, TransformerConfig
+from interpret.reference.vocab import word_tokenizer
+
+WORDS = "the cat sat on mat a dog saw good bad red blue".split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer(WORDS, model_max_length=16)
+
+
+def _config(tokenizer, **overrides) -> TransformerConfig:
+    sizes = dict(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer), max_positions=16, n_classes=2)
+    return TransformerConfig(**{**sizes, **overrides})
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer) -> EncoderClassifier:
+    torch.manual_seed(0)
+    return EncoderClassifier(_config(tokenizer)).eval()
+
+
+def make_examples(n: int, offset: int = 0) -> list[Example]:
+    """Return n deterministic examples of 1..7 words, labelled class 0 / class 1."""
+    return [
+        Example(
+            row=i,
+            text=" ".join(WORDS[(7 * (i + offset) + 3 * j) % len(WORDS)] for j in range(1 + i % 7)),
+            label=f"class {i % 2}",
+        )
+        for i in range(n)
+    ]
+
+
+def _tables(result) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    return pd.read_parquet(result.tokens), pd.read_parquet(result.examples), pd.read_csv(result.heads)
+
+
+def _assert_same_tables(left, right) -> None:
+    for a, b in zip(_tables(left), _tables(right)):
+        assert_frame_equal(a, b, check_exact=True)
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(model, tokenizer, tmp_path, monkeypatch) -> None:
+    examples = make_examples(14)
+    whole = run_audit(model, tokenizer, examples, tmp_path / "whole", batch_size=3, progress=False)
+    assert (whole.n_computed, whole.n_resumed) == (14, 0)
+
+    real_write = AuditDir.write
+    written = []
+
+    def write_then_stop(self, index, *args) -> None:
+        real_write(self, index, *args)
+        written.append(index)
+        if len(written) == 2:
+            raise KeyboardInterrupt  # as a Ctrl-C right after the second part is stored
+
+    monkeypatch.setattr(AuditDir, "write", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, progress=False)
+    monkeypatch.setattr(AuditDir, "write", real_write)
+    assert not (tmp_path / "resumed" / "tokens.parquet").exists()
+    resumed = run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, progress=False)
+    assert (resumed.n_computed, resumed.n_resumed) == (8, 6)
+    assert resumed.accuracy == whole.accuracy
+    _assert_same_tables(whole, resumed)
+
+
+def test_incomplete_parts_are_recomputed(model, tokenizer, tmp_path) -> None:
+    examples = make_examples(10)
+    first = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False)
+    expected = _tables(first)
+    parts = tmp_path / "parts"
+    (parts / "batch-00001.json").unlink()  # killed before the marker: the batch counts as not done
+    (parts / "batch-00002-tokens.parquet").unlink()
+    (parts / ".batch-00002-tokens.parquet.abc.tmp").write_bytes(b"partial")  # left by a SIGKILL
+    again = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False)
+    assert (again.n_computed, again.n_resumed) == (6, 4)
+    for a, b in zip(expected, _tables(again)):
+        assert_frame_equal(a, b, check_exact=True)
+    done = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False)
+    assert (done.n_computed, done.n_resumed) == (0, 10)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"batch_size": 5}, "batch_size (4 there, 5 now)"),
+        ({"examples": make_examples(10, offset=1)}, "examples"),
+        ({"analyzers": ["rollout"]}, "analyzers (rollout,flow there, rollout now)"),
+        ({"params": {"rollout": {"head_fusion": "max"}}}, "params"),
+        ({"max_length": 6}, "max_length (None there, 6 now)"),
+        ({"model_id": "another"}, "model_id"),
+    ],
+)
+def test_a_different_audit_is_refused(model, tokenizer, tmp_path, change, named) -> None:
+    settings = dict(examples=make_examples(10), batch_size=4, analyzers=["rollout", "flow"])
+    run_audit(model, tokenizer, out_dir=tmp_path, progress=False, **settings)
+    with pytest.raises(InputError) as caught:
+        run_audit(model, tokenizer, out_dir=tmp_path, progress=False, **{**settings, **change})
+    message = str(caught.value)
+    assert "\n" not in message and named in message and "--output" in message and "--fresh" in message
+    fresh = run_audit(model, tokenizer, out_dir=tmp_path, progress=False, fresh=True, **{**settings, **change})
+    assert fresh.n_resumed == 0 and fresh.n_computed == fresh.n_examples
+
+
+def test_a_different_head_is_refused(tokenizer, tmp_path) -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(_config(tokenizer)).eval()
+    head = CentroidHead(torch.randn(2, 32), ("negative", "positive"))
+    examples = [Example(i, e.text, ("negative", "positive")[i % 2]) for i, e in enumerate(make_examples(6))]
+    result = run_audit(encoder, tokenizer, examples, tmp_path, head=head, progress=False)
+    predictions = pd.read_parquet(result.examples)["prediction"]
+    assert set(predictions) <= {"negative", "positive"}
+    assert result.accuracy == pytest.approx(float((predictions == [e.label for e in examples]).mean()))
+    other = CentroidHead(torch.randn(2, 32), ("negative", "positive"))
+    with pytest.raises(InputError, match="head"):
+        run_audit(encoder, tokenizer, examples, tmp_path, head=other, progress=False)
+
+
+def test_bare_encoder_has_no_predictions(tokenizer, tmp_path) -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(_config(tokenizer)).eval()
+    result = run_audit(encoder, tokenizer, make_examples(3), tmp_path, analyzers=["rollout"], progress=False)
+    table = pd.read_parquet(result.examples)
+    assert table["prediction"].isna().all() and table["correct"].isna().all() and table["probability"].isna().all()
+    assert result.accuracy is None
+
+
+def test_fresh_clears_only_the_audits_own_files(model, tokenizer, tmp_path) -> None:
+    run_audit(model, tokenizer, make_examples(4), tmp_path, batch_size=2, analyzers=["rollout"], progress=False)
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "parts" / "keep.parquet").write_text("mine")
+    AuditDir(tmp_path).clear()
+    left = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
+    assert left == ["notes.txt", "parts/keep.parquet"]
+
+
+def test_parts_without_manifest_are_refused(model, tokenizer, tmp_path) -> None:
+    run_audit(model, tokenizer, make_examples(4), tmp_path, batch_size=2, progress=False)
+    (tmp_path / "manifest.json").unlink()
+    with pytest.raises(InputError, match="no manifest.json"):
+        run_audit(model, tokenizer, make_examples(4), tmp_path, batch_size=2, progress=False)
+
+
+def test_a_long_text_stops_the_audit_naming_its_row(model, tokenizer, tmp_path) -> None:
+    examples = make_examples(8)
+    examples[5] = Example(row=5, text=" ".join(WORDS * 2), label=None)
+    with pytest.raises(InputError) as caught:
+        run_audit(model, tokenizer, examples, tmp_path, batch_size=2, progress=False)
+    message = str(caught.value)
+    assert "example row 5 has 26 tokens" in message and "max_length=16" in message and "\n" not in message
+    assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "parts").exists()  # stopped before any batch
+
+    truncated = run_audit(model, tokenizer, examples, tmp_path / "cut", batch_size=2, max_length=16, progress=False)
+    table = pd.read_parquet(truncated.examples).set_index("row")
+    assert bool(table.loc[5, "truncated"]) and table.loc[5, "n_tokens"] == 16
+    assert not table.drop(index=5)["truncated"].any()
+    with pytest.raises(InputError, match="max_length=17 exceeds the model's limit of 16"):
+        run_audit(model, tokenizer, examples, tmp_path / "over", max_length=17, progress=False)
+
+
+def test_label_names_the_model_never_predicts_are_warned_about(model, tokenizer, tmp_path, caplog) -> None:
+    examples = [Example(e.row, e.text, "yes") for e in make_examples(4)]
+    with caplog.at_level("WARNING", logger="interpret"):
+        result = run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False)
+    assert result.accuracy == 0.0
+    assert "none of the gold labels (yes) is ever predicted" in caplog.text
+
+
+def test_refusals(model, tokenizer, tmp_path) -> None:
+    examples = make_examples(4)
+    with pytest.raises(AnalyzerError, match="Did you mean 'rollout'"):
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rolout"], progress=False)
+    with pytest.raises(AnalyzerError, match="not among the analyzers run"):
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], params={"flow": {}}, progress=False)
+    with pytest.raises(ConfigError, match="batch_size"):
+        run_audit(model, tokenizer, examples, tmp_path, batch_size=0, progress=False)
+    with pytest.raises(InputError, match="row 1 appears twice"):
+        run_audit(model, tokenizer, [examples[1], examples[1]], tmp_path, progress=False)
+    with pytest.raises(InputError, match="example row 7 has no text"):
+        run_audit(model, tokenizer, [*examples, Example(row=7, text="  ")], tmp_path, progress=False)
+    with pytest.raises(InputError, match="no examples"):
+        run_audit(model, tokenizer, [], tmp_path, progress=False)
+    torch.manual_seed(0)
+    training = EncoderClassifier(_config(tokenizer, dropout=0.1))  # a fresh module is in training mode
+    with pytest.raises(ConfigError, match=r"model\.eval\(\)"):
+        run_audit(training, tokenizer, examples, tmp_path, progress=False)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_encoder_decoder_models_are_refused(tokenizer, tmp_path) -> None:
+    torch.manual_seed(0)
+    seq2seq = EncoderDecoder(_config(tokenizer)).eval()
+    with pytest.raises(InputError, match="encoder-decoder model cannot take alone"):
+        run_audit(seq2seq, tokenizer, make_examples(2), tmp_path, progress=False)
+
+
+def test_user_params_are_kept_and_recorded(model, tokenizer, tmp_path) -> None:
+    result = run_audit(
+        model, tokenizer, make_examples(3), tmp_path, analyzers=["rollout"],
+        params={"rollout": {"head_fusion": "max", "rows": "all"}}, progress=False,
+    )
+    params = json.loads(json.loads(result.manifest.read_text())["components"]["params"])
+    assert params["rollout"]["head_fusion"] == "max" and params["rollout"]["rows"] == "all"
+    default = run_audit(model, tokenizer, make_examples(3), tmp_path / "d", analyzers=["rollout"], progress=False)
+    params = json.loads(json.loads(default.manifest.read_text())["components"]["params"])
+    assert params["rollout"]["rows"] == "readout"  # the audit reads only the readout rows
+
+
+def test_progress_bar_ticks_per_example_on_stderr(model, tokenizer, tmp_path, capsys) -> None:
+    run_audit(model, tokenizer, make_examples(5), tmp_path / "a", batch_size=2, analyzers=["rollout"], progress=True)
+    captured = capsys.readouterr()
+    assert "5/5" in captured.err and "example" in captured.err and captured.out == ""
+    run_audit(model, tokenizer, make_examples(5), tmp_path / "b", batch_size=2, analyzers=["rollout"], progress=False)
+    assert capsys.readouterr().err == ""
