@@ -157,3 +157,23 @@ def test_collect_saves_a_trace(model_dir: Path, tmp_path: Path) -> None:
     assert trace.meta.reduce == "mean" and trace.encoded.tokens[1][:2] == ["[CLS]", "a"]
     bad = run("collect", "--model", str(model_dir), "--text", TEXT, "--names", "blocks.*.attn.hook_patern")
     assert bad.exit_code == 1 and "Did you mean" in bad.stderr
+
+
+def test_audit_writes_tables_and_resumes(model_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    rows = [{"text": text, "label": label} for text, label in
+            [("the cat sat", "positive"), ("a dog saw red", "negative"), ("the mat", "positive")]]
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = tmp_path / "audit"
+    args = ["audit", "--model", str(model_dir), "--input", str(data), "-o", str(out), "--batch-size", "2",
+            "-a", "rollout", "--set", "rollout.head_fusion=max", "--format", "json", "-q"]
+    first = run(*args)
+    assert first.exit_code == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["examples"] == 3 and 0.0 <= summary["accuracy"] <= 1.0
+    assert (out / "tokens.parquet").is_file() and (out / "summary.html").is_file()
+    again = run(*args)
+    assert again.exit_code == 0 and json.loads(again.stdout) == summary
+    changed = run(*[a if a != "2" else "3" for a in args])
+    assert changed.exit_code == 1 and "--fresh" in changed.stderr
+    assert run(*[a if a != "2" else "3" for a in args], "--fresh").exit_code == 0
