@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,6 +55,17 @@ def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> int | None:
     peak = _status_kib(status, "VmHWM") - before
     del result
     return max(peak, 0) * 1024
+
+
+def peak_in_fresh_process(script: str, args: Sequence[str]) -> int | None:
+    """Return the peak bytes that `python script ARGS` (a child mode of the script) prints on its last line (None if it printed n/a).
+
+    A fresh process per configuration keeps one configuration's freed-but-cached memory from hiding the
+    next one's peak; the child measures its single run with `peak_bytes`.
+    """
+    done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, check=True)
+    last = done.stdout.strip().splitlines()[-1]
+    return None if last == "n/a" else int(last)
 
 
 def _status_kib(status: Path, key: str) -> int:

@@ -90,11 +90,11 @@ class Rollout:
                 readouts.append(scatter(rolled, example.positions, rows, pos))
                 continue
             # Discarding protects the readout tokens' entries whichever rows are returned.
-            matrix = self._full_with_keep(example.pattern, rows, options)
+            matrix = rollout_math.rollout(example.pattern, keep=rows, **options)
             full[example.index] = scatter(matrix, example.positions, None, pos)
             readouts.append(full[example.index][example.positions[rows]])
             if params.per_layer:
-                cumulative = rollout_math.rollout_per_layer(example.pattern, **options)
+                cumulative = rollout_math.rollout_per_layer(example.pattern, keep=rows, **options)
                 padded = np.zeros((cumulative.shape[0], pos, pos))
                 for layer, matrix_l in enumerate(cumulative):
                     padded[layer] = scatter(matrix_l, example.positions, None, pos)
@@ -114,18 +114,6 @@ class Rollout:
             arrays["per_layer"] = NamedArray(np.stack(layers), ("batch", "layer", "query", "key"))
             views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
         return self._result(trace, params, arrays, checks, views)
-
-    @staticmethod
-    def _full_with_keep(pattern: np.ndarray, rows: list[int], options: dict) -> np.ndarray:
-        """Return every row of the rollout computed with the readout entries protected from discarding."""
-        augmented = rollout_math.augmented_attention(
-            pattern[options["start_layer"]:], head_fusion=options["head_fusion"],
-            residual_weight=options["residual_weight"], discard_ratio=options["discard_ratio"], keep=rows,
-        )
-        current = augmented[0]
-        for layer in range(1, augmented.shape[0]):
-            current = augmented[layer] @ current
-        return current
 
     def _encoder_decoder(self, trace: Trace, params: RolloutParams) -> AnalyzerResult:
         decoder = trace.encoded.decoder

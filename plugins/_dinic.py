@@ -1,0 +1,399 @@
+"""Dinic's maximum flow, specialised to the layered attention graph and compiled with numba.
+
+The graph of one (source, sink) pair: the source is the top node (L, q), the sink the input node (0, k), and
+arcs run from (l, i) down to (l − 1, j) with capacity caps[l − 1, i, j]. Two exact reductions shrink it:
+  * no other top-layer node can be reached, so the source keeps just its row caps[L − 1, q, :];
+  * a layer-0 node other than k leads nowhere, so layer 1 keeps just its arcs into the sink, caps[0, :, k].
+What is left are the internal layers 1 … L − 1, stored as "blocks" 0 … L − 2 of n nodes each (node id =
+block·n + token), then the source and the sink. Block b's down arcs are caps[b], the arcs coming down into
+it caps[b + 1], and flow[m] holds the flow on caps[m + 1]'s arcs. Residual arcs run down (capacity − flow)
+or up (the flow on the arc above), so the level graph needs a real BFS after the first phase.
+
+Each phase is one DFS that pushes as much as it can: a node splits its budget over its admissible arcs
+(current-arc pointers) and an arc's flow is updated once per return, not once per source-to-sink path.
+Exact shortcuts that make it fast on dense attention:
+  * phase one needs no BFS: with no flow yet, distances are layer distances;
+  * skip lists let the BFS visit only unlabelled nodes and the DFS only live nodes of the wanted level, so a
+    dead end is passed once per phase rather than once per parent;
+  * every node tries its own token's arc first (the residual stream, weight ≥ w): flow then runs down whole
+    token chains instead of spreading over small attention arcs (a third fewer pushes and time on MiniLM);
+  * `_flow_bounds.flow_bounds` gives each pair an upper bound; the source asks for no more than that and the
+    pair stops when it is reached (nearly every pair on MiniLM), which saves the final, failing BFS;
+  * per pair only the touched flow entries are reset.
+The hot loops live in one function on purpose: small numba helpers that take arrays were measurably slower,
+and numba's cache only notices edits to the file of the cached function, so the kernel's callees stay here.
+
+Arithmetic is float64. A residual at or below `eps` (1e-15 of the largest capacity) counts as saturated,
+which bounds the number of pushes; stopping at the bound allows a shortfall of 16·eps.
+"""
+
+from __future__ import annotations
+
+from typing import no_type_check
+
+import numba
+import numpy as np
+
+# Every compiled function is marked @no_type_check: the tests' jaxtyping import hook would otherwise wrap it
+# in a type-checking closure before numba sees it, which numba can neither compile nor cache.
+
+# Current-arc states besides a position in a level bucket.
+_SINK_ARC = -1
+_FRESH = -2
+_UP_START = -3
+_DIAGONAL = -4
+_FRESH_BUCKET = -5
+# Kinds of the arc from path[d] to path[d + 1].
+_SOURCE_ARC, _TO_SINK, _DOWN, _UP = 0, 1, 2, 3
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+@no_type_check
+def find_live(skip, x):
+    """Return the first position at or after x whose skip entry points to itself, halving the path on the way.
+
+    A skip list as union-find: removing position x sets skip[x] = x + 1, so a scan passes a removed entry
+    once for all later scans instead of once per scanning node.
+    """
+    while skip[x] != x:
+        skip[x] = skip[skip[x]]
+        x = skip[x]
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+@no_type_check
+def residual_levels(
+    q, caps, sink_caps, flow, source_flow, sink_flow, eps, level, queue, unlabelled, ranges, block_of
+):
+    """Label residual BFS distances from the source in `level`; return (the sink's distance or -1, nodes queued).
+
+    `queue` ends up holding the labelled internal nodes in BFS order, hence sorted by distance. The search
+    stops when it reaches the sink: every node nearer than the sink is labelled by then. `unlabelled` is a
+    skip list over node ids, so each scan visits only nodes still without a label.
+    """
+    n_layer, n = caps.shape[0], caps.shape[1]
+    down_lo, down_hi, up_lo, up_hi = ranges
+    source = (n_layer - 1) * n
+    for x in range(source + 1):
+        unlabelled[x] = x
+    level[:] = -1
+    level[source] = 0
+    tail = 0
+    top = (n_layer - 2) * n
+    for j in range(down_lo[n_layer - 1, q], down_hi[n_layer - 1, q]):
+        if caps[n_layer - 1, q, j] - source_flow[j] > eps:
+            level[top + j] = 1
+            unlabelled[top + j] = top + j + 1
+            queue[tail] = top + j
+            tail += 1
+    head = 0
+    while head < tail:
+        node = queue[head]
+        head += 1
+        next_level = level[node] + 1
+        block = block_of[node]
+        i = node - block * n
+        if block == 0:
+            if sink_caps[i] - sink_flow[i] > eps:
+                level[source + 1] = next_level
+                return next_level, tail
+        else:
+            base = (block - 1) * n
+            end = base + down_hi[block, i]
+            x = find_live(unlabelled, base + down_lo[block, i])
+            while x < end:
+                if caps[block, i, x - base] - flow[block - 1, i, x - base] > eps:
+                    level[x] = next_level
+                    unlabelled[x] = x + 1
+                    queue[tail] = x
+                    tail += 1
+                x = find_live(unlabelled, x + 1)
+        if block <= n_layer - 3:
+            base = (block + 1) * n
+            end = base + up_hi[block + 1, i]
+            x = find_live(unlabelled, base + up_lo[block + 1, i])
+            while x < end:
+                if flow[block, x - base, i] > eps:  # flow on the arc from (block + 1, x) down into this node
+                    level[x] = next_level
+                    unlabelled[x] = x + 1
+                    queue[tail] = x
+                    tail += 1
+                x = find_live(unlabelled, x + 1)
+    return -1, tail
+
+
+@numba.njit(cache=True, nogil=True)
+@no_type_check
+def max_flow_pairs(caps, sources, sinks, eps, ranges, forward, forward_row, backward, backward_row, out):
+    """Write into out[p] the maximum flow from top node (L, sources[p]) to input node (0, sinks[p]).
+
+    caps: [layer, query, key] float64 capacities, at least two layers. ranges = (down_lo, down_hi, up_lo,
+    up_hi): [layer, query] half-open bounds of each row's positive columns and [layer, key] of each column's
+    positive rows, so a causal graph is scanned on its triangle only. forward[forward_row[p]] and
+    backward[backward_row[p]] are the pair's `flow_bounds` rows.
+    """
+    n_layer, n = caps.shape[0], caps.shape[1]
+    n_mid = max(n_layer - 2, 1)
+    source = (n_layer - 1) * n
+    sink = source + 1
+    n_internal = source
+    exhausted = 4 * (n_internal + 2)
+    top = (n_layer - 2) * n
+    flow = np.zeros((n_mid, n, n))
+    source_flow = np.zeros(n)
+    sink_flow = np.zeros(n)
+    sink_caps = np.empty(n)
+    level = np.empty(n_internal + 2, dtype=np.int64)
+    queue = np.empty(n_internal + 2, dtype=np.int64)
+    unlabelled = np.empty(n_internal + 1, dtype=np.int64)
+    live = np.empty(n_internal + 1, dtype=np.int64)  # skip list over positions of `order`
+    order = np.empty(n_internal, dtype=np.int64)  # per block, its labelled nodes sorted by level
+    position = np.empty(n_internal, dtype=np.int64)
+    count = np.empty(n_layer - 1, dtype=np.int64)
+    bucket_lo = np.zeros((n_layer - 1, n_internal + 3), dtype=np.int64)
+    bucket_hi = np.zeros((n_layer - 1, n_internal + 3), dtype=np.int64)
+    bucket_stamp = np.full((n_layer - 1, n_internal + 3), -1, dtype=np.int64)
+    current = np.empty(n_internal + 2, dtype=np.int64)
+    path = np.empty(n_internal + 2, dtype=np.int64)
+    path_kind = np.empty(n_internal + 2, dtype=np.int64)
+    path_residual = np.empty(n_internal + 2)
+    asked = np.empty(n_internal + 2)  # per depth: the budget the node was given, what is left, what it sent
+    left = np.empty(n_internal + 2)
+    sent = np.empty(n_internal + 2)
+    touched = np.empty(n_mid * n * n, dtype=np.int64)
+    # 64-bit integer division costs tens of cycles; the hot loops look the block up instead.
+    block_of = np.arange(n_internal + 2) // n
+    stamp = 0
+    for p in range(sources.shape[0]):
+        q = sources[p]
+        fwd_bound = 0.0
+        bwd_bound = 0.0
+        for i in range(n):
+            sink_caps[i] = caps[0, i, sinks[p]]
+            fwd_bound += min(forward[forward_row[p], i], sink_caps[i])
+            bwd_bound += min(caps[n_layer - 1, q, i], backward[backward_row[p], i])
+        bound = min(fwd_bound, bwd_bound)
+        stop_at = bound - 16.0 * eps
+        n_touched = 0
+        overflow = False
+        total = 0.0
+        first_phase = True
+        while total < stop_at:
+            stamp += 1
+            if first_phase:
+                # With no flow yet there are no up arcs, so the BFS distance of every node that the source
+                # reaches is its layer distance: label by layer and skip the search. Nodes the source cannot
+                # reach get labels too, but the DFS never gets to them.
+                first_phase = False
+                sink_level = n_layer
+                level[source] = 0
+                level[sink] = n_layer
+                for node in range(n_internal):
+                    block = block_of[node]
+                    level[node] = n_layer - 1 - block
+                    order[node] = node
+                    position[node] = node
+                    current[node] = _FRESH
+                for block in range(n_layer - 1):
+                    bucket_stamp[block, n_layer - 1 - block] = stamp
+                    bucket_lo[block, n_layer - 1 - block] = block * n
+                    bucket_hi[block, n_layer - 1 - block] = (block + 1) * n
+            else:
+                sink_level, n_labelled = residual_levels(
+                    q, caps, sink_caps, flow, source_flow, sink_flow, eps, level, queue, unlabelled, ranges, block_of
+                )
+                if sink_level < 0:
+                    break
+                # Level buckets: the BFS queue is sorted by level, so each block's nodes come out in order.
+                count[:] = 0
+                for t in range(n_labelled):
+                    node = queue[t]
+                    block = block_of[node]
+                    pos = block * n + count[block]
+                    count[block] += 1
+                    order[pos] = node
+                    position[node] = pos
+                    if bucket_stamp[block, level[node]] != stamp:
+                        bucket_stamp[block, level[node]] = stamp
+                        bucket_lo[block, level[node]] = pos
+                    bucket_hi[block, level[node]] = pos + 1
+                    current[node] = _FRESH
+            for x in range(n_internal + 1):
+                live[x] = x
+            current[source] = bucket_lo[n_layer - 2, 1] if bucket_stamp[n_layer - 2, 1] == stamp else exhausted
+            # One DFS per phase pushes as much as it can (the source asks for what the bound still allows):
+            # a node splits its budget over its admissible arcs and each arc's flow is updated once per
+            # return, not once per source-to-sink path.
+            depth = 0
+            path[0] = source
+            asked[0] = bound - total
+            left[0] = asked[0]
+            sent[0] = 0.0
+            returned = -1.0  # ≥ 0: what the child path[depth + 1] just passed on
+            while True:
+                node = path[depth]
+                if returned >= 0.0:
+                    kind = path_kind[depth]
+                    child = path[depth + 1]
+                    residual = path_residual[depth]
+                    if returned > 0.0:
+                        if kind == _SOURCE_ARC:
+                            j = child - top
+                            source_flow[j] += returned
+                            residual = caps[n_layer - 1, q, j] - source_flow[j]
+                        elif kind == _TO_SINK:
+                            sink_flow[node] += returned
+                            residual = sink_caps[node] - sink_flow[node]
+                        else:
+                            block = block_of[node]
+                            i = node - block * n
+                            if kind == _DOWN:
+                                m = block - 1
+                                j = child - m * n
+                                if flow[m, i, j] == 0.0 and not overflow:
+                                    if n_touched == touched.shape[0]:
+                                        overflow = True
+                                    else:
+                                        touched[n_touched] = (m * n + i) * n + j
+                                        n_touched += 1
+                                flow[m, i, j] += returned
+                                residual = caps[block, i, j] - flow[m, i, j]
+                            else:  # cancel flow on the arc from (block + 1, j) down into this node
+                                j = child - (block + 1) * n
+                                flow[block, j, i] -= returned
+                                residual = flow[block, j, i]
+                        left[depth] -= returned
+                        sent[depth] += returned
+                    path_residual[depth] = residual
+                    # A child that passed on less than asked is blocked; a saturated arc is used up.
+                    if returned < asked[depth + 1] or residual <= eps:
+                        if kind == _TO_SINK:
+                            current[node] = _UP_START
+                        elif current[node] == _DIAGONAL:
+                            current[node] = _FRESH_BUCKET
+                        else:
+                            current[node] += 1
+                    returned = -1.0
+                if node == sink:
+                    returned = asked[depth]
+                    depth -= 1
+                    continue
+                if left[depth] <= eps:
+                    if depth == 0:
+                        break
+                    returned = sent[depth]
+                    depth -= 1
+                    continue
+                # Advance along the first admissible arc at or after the current-arc pointer.
+                wanted = level[node] + 1
+                pos = current[node]
+                found = -1
+                kind = -1
+                residual = 0.0
+                if node == source:
+                    end = bucket_hi[n_layer - 2, 1]
+                    pos = find_live(live, pos) if pos < exhausted else pos
+                    while pos < end:
+                        j = order[pos] - top
+                        residual = caps[n_layer - 1, q, j] - source_flow[j]
+                        if residual > eps:
+                            found = order[pos]
+                            kind = _SOURCE_ARC
+                            break
+                        pos = find_live(live, pos + 1)
+                    if found < 0:
+                        pos = exhausted
+                else:
+                    block = block_of[node]
+                    i = node - block * n
+                    if pos == _FRESH:
+                        pos = _SINK_ARC if block == 0 else _DIAGONAL
+                    if pos == _DIAGONAL:
+                        # The residual stream's own arc (weight ≥ w) first: flow then runs down whole token
+                        # chains, which needs far fewer pushes than spreading it over small attention arcs.
+                        below = node - n
+                        if wanted < sink_level and level[below] == wanted and live[position[below]] == position[below]:
+                            residual = caps[block, i, i] - flow[block - 1, i, i]
+                            if residual > eps:
+                                found = below
+                                kind = _DOWN
+                        if found < 0:
+                            if wanted < sink_level and bucket_stamp[block - 1, wanted] == stamp:
+                                pos = bucket_lo[block - 1, wanted]
+                            else:
+                                pos = _UP_START
+                    if pos == _SINK_ARC:
+                        if wanted == sink_level:
+                            residual = sink_caps[i] - sink_flow[i]
+                            if residual > eps:
+                                found = sink
+                                kind = _TO_SINK
+                        if found < 0:
+                            pos = _UP_START
+                    if pos == _FRESH_BUCKET:
+                        if wanted < sink_level and bucket_stamp[block - 1, wanted] == stamp:
+                            pos = bucket_lo[block - 1, wanted]
+                        else:
+                            pos = _UP_START
+                    if found >= 0 or pos < 0:
+                        pass
+                    elif 0 <= pos <= block * n:  # in the down bucket, or just past its segment's end
+                        end = bucket_hi[block - 1, wanted]
+                        base = (block - 1) * n
+                        pos = find_live(live, pos)
+                        while pos < end:
+                            j = order[pos] - base
+                            residual = caps[block, i, j] - flow[block - 1, i, j]
+                            if residual > eps:
+                                found = order[pos]
+                                kind = _DOWN
+                                break
+                            pos = find_live(live, pos + 1)
+                        if found < 0:
+                            pos = _UP_START
+                    if pos == _UP_START:
+                        if block <= n_layer - 3 and wanted < sink_level and bucket_stamp[block + 1, wanted] == stamp:
+                            pos = bucket_lo[block + 1, wanted]
+                        else:
+                            pos = exhausted
+                    if found < 0 and pos < exhausted:
+                        end = bucket_hi[block + 1, wanted]
+                        base = (block + 1) * n
+                        pos = find_live(live, pos)
+                        while pos < end:
+                            j = order[pos] - base
+                            residual = flow[block, j, i]
+                            if residual > eps:
+                                found = order[pos]
+                                kind = _UP
+                                break
+                            pos = find_live(live, pos + 1)
+                        if found < 0:
+                            pos = exhausted
+                current[node] = pos
+                if found >= 0:
+                    path_residual[depth] = residual
+                    path_kind[depth] = kind
+                    depth += 1
+                    path[depth] = found
+                    asked[depth] = min(left[depth - 1], residual)
+                    left[depth] = asked[depth]
+                    sent[depth] = 0.0
+                elif depth == 0:
+                    break
+                else:
+                    # A dead end: drop it from every bucket; the parent learns it from the shortfall.
+                    live[position[node]] = position[node] + 1
+                    returned = sent[depth]
+                    depth -= 1
+            total += sent[0]
+        out[p] = total
+        # Reset for the next pair: only the touched entries, unless more were touched than recorded.
+        source_flow[:] = 0.0
+        sink_flow[:] = 0.0
+        if overflow:
+            flow[:] = 0.0
+        else:
+            for t in range(n_touched):
+                flow.flat[touched[t]] = 0.0
