@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from functools import cache
-from importlib import metadata
 
 from interpret.analyze.contract import GROUP
+from interpret.entry_points import load_group
 from interpret.errors import AnalyzerError, suggest
 from interpret.versions import DISTRIBUTION
 
@@ -78,25 +78,17 @@ def validate(cls: Any, name: str) -> str | None:
 def entries() -> dict[str, Entry]:
     """Return every registered analyzer by name (built-ins first), loading and validating each once."""
     found: dict[str, Entry] = {}
-    eps = sorted(
-        metadata.entry_points(group=GROUP),
-        key=lambda ep: (_dist_name(ep) != DISTRIBUTION, ep.name),
-    )
-    for ep in eps:
-        dist = _dist_name(ep)
-        version = ep.dist.version if ep.dist is not None else "?"
-        if ep.name in found:
-            holder = found[ep.name]
+    for item in load_group(GROUP):
+        entry = Entry(item.name, item.target, item.distribution, item.dist_version, error=item.error)
+        if item.name in found:
+            holder = found[item.name]
             reason = "shadows a built-in analyzer" if holder.builtin else f"duplicates one from {holder.distribution}"
-            found[f"{ep.name}@{dist}"] = Entry(ep.name, ep.value, dist, version, error=f"{reason}; rename it")
+            found[f"{item.name}@{item.distribution}"] = replace(entry, error=f"{reason}; rename it")
             continue
-        try:
-            cls = ep.load()
-        except Exception as err:  # a plugin's import may fail in any way; list it as broken, don't crash
-            found[ep.name] = Entry(ep.name, ep.value, dist, version, error=f"import failed: {type(err).__name__}: {err}")
-            continue
-        problem = validate(cls, ep.name)
-        found[ep.name] = Entry(ep.name, ep.value, dist, version, analyzer=None if problem else cls, error=problem)
+        if item.error is None:
+            problem = validate(item.obj, item.name)
+            entry = replace(entry, analyzer=None if problem else item.obj, error=problem)
+        found[item.name] = entry
     return found
 
 
@@ -122,8 +114,3 @@ def get(name: str) -> type:
     if entry.analyzer is None:
         raise AnalyzerError(f"analyzer {name!r} from {entry.distribution} is broken ({entry.error}); fix or uninstall it.")
     return entry.analyzer
-
-
-def _dist_name(ep: metadata.EntryPoint) -> str:
-    # Distribution names compare case- and separator-insensitively (PEP 503).
-    return ep.dist.name.lower().replace("_", "-") if ep.dist is not None else "?"

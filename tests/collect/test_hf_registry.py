@@ -12,6 +12,7 @@ import transformers
 from hf_tiny import FAMILIES, word_tokenizer
 
 import interpret
+from interpret import entry_points
 from interpret.collect.hf import registry
 from interpret.collect.hf.adapter import GROUP
 from interpret.errors import UnsupportedModelError
@@ -55,7 +56,7 @@ def plugins(tmp_path, monkeypatch):
         def entry_points(group: str) -> list[metadata.EntryPoint]:
             return real + fakes if group == GROUP else []
 
-    monkeypatch.setattr(registry, "metadata", FakeMetadata)
+    monkeypatch.setattr(entry_points, "metadata", FakeMetadata)
     registry.refresh()
     yield registry.entries()
     monkeypatch.undo()

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from typing import Any
 
 from torch import nn
 
 from interpret.collect.hf.adapter import GROUP
 from interpret.collect.sites import Capturable
+from interpret.entry_points import load_group
 from interpret.errors import UnsupportedModelError, listing, suggest
 from interpret.versions import DISTRIBUTION
 
@@ -55,32 +55,21 @@ def validate(adapter: Any) -> str | None:
     return None
 
 
-def _dist_name(ep: metadata.EntryPoint) -> str:
-    return ep.dist.name if ep.dist is not None else "?"
-
-
 @cache
 def entries() -> dict[str, AdapterEntry]:
     """Return every registered adapter entry by name (built-ins first), loading and validating each once."""
     found: dict[str, AdapterEntry] = {}
     owners: dict[str, AdapterEntry] = {}
-    eps = sorted(metadata.entry_points(group=GROUP), key=lambda ep: (_dist_name(ep) != DISTRIBUTION, ep.name))
-    for ep in eps:
-        dist = _dist_name(ep)
-        key = ep.name if ep.name not in found else f"{ep.name}@{dist}"
-        try:
-            adapter = ep.load()
-        except Exception as err:  # a plugin's import may fail in any way; list it as broken, don't crash
-            found[key] = AdapterEntry(ep.name, ep.value, dist, error=f"import failed: {type(err).__name__}: {err}")
-            continue
-        problem = validate(adapter)
-        model_types = tuple(getattr(adapter, "model_types", ())) if problem is None else ()
+    for item in load_group(GROUP):
+        key = item.name if item.name not in found else f"{item.name}@{item.distribution}"
+        problem = item.error or validate(item.obj)
+        model_types = tuple(getattr(item.obj, "model_types", ())) if problem is None else ()
         clashes = [model_type for model_type in model_types if model_type in owners]
         if problem is None and clashes:
             holder = owners[clashes[0]]
             kind = "the built-in" if holder.builtin else f"{holder.distribution}'s"
             problem = f"claims model type {clashes[0]!r}, which {kind} adapter {holder.name!r} serves; drop it"
-        entry = AdapterEntry(ep.name, ep.value, dist, model_types, None if problem else adapter, problem)
+        entry = AdapterEntry(item.name, item.target, item.distribution, model_types, None if problem else item.obj, problem)
         found[key] = entry
         if problem is None:
             owners.update({model_type: entry for model_type in model_types})
