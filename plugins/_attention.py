@@ -19,7 +19,8 @@ Readout = Literal["auto"] | tuple[int, ...]
 class Example:
     """One example's attention over its real positions only.
 
-    pattern: [layer, head, n, n] float64, n = number of real positions.
+    pattern: [layer, head, n, n] in the trace's dtype (the maths fuses heads with float64 accumulation),
+        n = number of real positions.
     positions: [n] indices of the real positions in the padded sequence.
     """
 
@@ -30,12 +31,16 @@ class Example:
 
 def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[Example]:
     """Yield each example's [layer, head, n, n] pattern restricted to its real (unpadded) positions."""
-    stacked = trace.stack(suffix, prefix).detach().double().cpu().numpy()  # [batch, layer, head, q, k]
+    # No float64 copy of every head here: the maths reads the float32 heads once, accumulating in float64.
+    stacked = trace.stack(suffix, prefix).detach().cpu().numpy()  # [batch, layer, head, q, k]
     side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
     mask = side.attention_mask.bool().cpu().numpy()
     for b in range(stacked.shape[0]):
         positions = np.flatnonzero(mask[b])
-        yield Example(b, np.ascontiguousarray(stacked[b][:, :, positions][:, :, :, positions]), positions)
+        if positions.size == mask.shape[1]:  # nothing padded: no gather, no copy
+            yield Example(b, stacked[b], positions)
+        else:
+            yield Example(b, np.ascontiguousarray(stacked[b][:, :, positions][:, :, :, positions]), positions)
 
 
 def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int]:
