@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import torch
 from jaxtyping import Float
 
-from interpret.errors import AnalyzerError
+from interpret.errors import AnalyzerError, ConfigError
+from interpret.plugins import rollout_math
 from interpret.trace import Trace
 
 Readout = Literal["auto"] | tuple[int, ...]
@@ -19,8 +21,8 @@ Readout = Literal["auto"] | tuple[int, ...]
 class Example:
     """One example's attention over its real positions only.
 
-    pattern: [layer, head, n, n] in the trace's dtype (the maths fuses heads with float64 accumulation),
-        n = number of real positions.
+    pattern: [layer, head, n, n] in the trace's dtype, or [layer, 1, n, n] float64 when the heads were
+        fused on reading; n = number of real positions.
     positions: [n] indices of the real positions in the padded sequence.
     """
 
@@ -29,10 +31,23 @@ class Example:
     positions: np.ndarray
 
 
-def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[Example]:
-    """Yield each example's [layer, head, n, n] pattern restricted to its real (unpadded) positions."""
-    # No float64 copy of every head here: the maths reads the float32 heads once, accumulating in float64.
-    stacked = trace.stack(suffix, prefix).detach().cpu().numpy()  # [batch, layer, head, q, k]
+def examples(
+    trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern", head_fusion: str | None = None
+) -> Iterator[Example]:
+    """Yield each example's [layer, head, n, n] pattern restricted to its real (unpadded) positions.
+
+    With `head_fusion` ("mean", "max" or "min") the heads are fused layer by layer as they are read (mean
+    accumulated in float64), so the pattern is [layer, 1, n, n] float64 and no stacked copy of every head is
+    ever made: at 512 tokens that copy costs more than the whole rollout.
+    """
+    layers = trace.layers(suffix, prefix)
+    if not layers:
+        trace.stack(suffix, prefix)  # raises the one-line error that names what was captured
+    tensors = [trace[f"{prefix}blocks.{i}.{suffix}"].detach() for i in layers]  # each [batch, head, q, k]
+    if head_fusion is not None:
+        stacked = np.stack([_fuse(tensor, head_fusion) for tensor in tensors], axis=1)  # [batch, layer, 1, q, k]
+    else:
+        stacked = torch.stack(tensors, dim=1).cpu().numpy()  # [batch, layer, head, q, k]
     side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
     mask = side.attention_mask.bool().cpu().numpy()
     for b in range(stacked.shape[0]):
@@ -41,6 +56,15 @@ def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") 
             yield Example(b, stacked[b], positions)
         else:
             yield Example(b, np.ascontiguousarray(stacked[b][:, :, positions][:, :, :, positions]), positions)
+
+
+def _fuse(pattern: torch.Tensor, how: str) -> np.ndarray:
+    """Return [batch, 1, q, k] float64: the heads of `pattern` [batch, head, q, k] fused by mean, max or min."""
+    try:
+        fused = rollout_math.fuse_heads(pattern.cpu().numpy(), how)  # the head axis is -3 here too
+    except ConfigError as err:
+        raise AnalyzerError(str(err)) from None
+    return fused[:, None]
 
 
 def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int]:

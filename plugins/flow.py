@@ -66,7 +66,7 @@ class Flow:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readouts = []
         capacity_error = 0.0
-        for example in examples(trace, prefix):
+        for example in examples(trace, prefix, head_fusion="mean"):
             rows = readout_rows(params.readout, kind, example.positions)
             try:
                 augmented = rollout_math.add_residual(rollout_math.fuse_heads(example.pattern, "mean"), params.residual)

@@ -79,7 +79,7 @@ class Rollout:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readouts, layers = [], []
         start = self._start_layer(trace, params)
-        for example in examples(trace):
+        for example in examples(trace, head_fusion=params.head_fusion):
             rows = readout_rows(params.readout, trace.meta.kind, example.positions)
             options = dict(
                 head_fusion=params.head_fusion, residual_weight=params.residual,
