@@ -13,7 +13,7 @@ from torch import nn
 
 from interpret.collect.hf.adapter import HFAdapter, base_model, config_int
 from interpret.collect.hf.layout import AttentionLayout, StackLayout, build_capturable, run_model
-from interpret.collect.sites import Capturable
+from interpret.collect.sites import Capturable, Side
 
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
@@ -22,7 +22,8 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
     d_model = config_int(config, "d_model")
     self_attention = AttentionLayout(kernel="self_attn", out_proj="self_attn.out_proj")
     stacks = []
-    for side, prefix in (("main", "encoder"), ("decoder", "decoder")):
+    sides: tuple[tuple[Side, str], ...] = (("main", "encoder"), ("decoder", "decoder"))
+    for side, prefix in sides:
         n_heads = config_int(config, f"{prefix}_attention_heads")
         attentions = (self_attention,)
         if prefix == "decoder":
@@ -31,7 +32,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
             StackLayout(
                 prefix=f"{prefix}.",
                 blocks=f"{prefix}.layers",
-                side=side,  # type: ignore[arg-type]
+                side=side,
                 attentions=attentions,
                 mlp_out="fc2",
                 mlp_down="fc2",
