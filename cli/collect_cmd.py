@@ -11,6 +11,8 @@ from interpret.cli.options import model_options, verbosity_options
 @click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, required=True, help="Text to run (repeatable: a batch).")
+@click.option("--decoder-text", "decoder_texts", multiple=True,
+              help="Decoder input of an encoder-decoder model (one per text).")
 @click.option("--names", "names", multiple=True, metavar="GLOB",
               help="Hook-name globs to capture (repeatable; default every attention pattern).")
 @click.option("--layers", default=None, metavar="0,2,-1", help="Layers to capture (default: all).")
@@ -25,7 +27,7 @@ from interpret.cli.options import model_options, verbosity_options
 @click.pass_context
 def collect(
     ctx: click.Context, model: str | None, device: str, dtype: str | None, max_length: int | None,
-    texts: tuple[str, ...], names: tuple[str, ...], layers: str | None, heads: str | None, reduce: str,
+    texts: tuple[str, ...], decoder_texts: tuple[str, ...], names: tuple[str, ...], layers: str | None, heads: str | None, reduce: str,
     output: str | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Run the model once and save the captured tensors with their metadata."""
@@ -40,6 +42,7 @@ def collect(
     trace = run_collect(
         loaded.model, loaded.tokenizer, list(texts), names=list(names) or None, layers=parse_layers(layers),
         heads=parse_layers(heads), reduce=None if reduce == "none" else reduce, max_length=max_length,
+        decoder_inputs=list(decoder_texts) or None,
     )
     path = save_trace(trace, output or default_output(slug(texts[0]), ".trace.safetensors"))
     shapes = {name: list(tensor.shape) for name, tensor in trace.tensors.items()}

@@ -24,6 +24,8 @@ DEFAULT_ANALYZERS = ("rollout", "flow")
 @click.option("--text", "texts", multiple=True, help="Text to explain (repeatable: one report over all texts).")
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A .jsonl or .csv file with a text column (optional label).")
+@click.option("--decoder-text", "decoder_texts", multiple=True,
+              help="Decoder input of an encoder-decoder model (one per text), e.g. the output being explained.")
 @analyzer_options
 @click.option("--target", default=None,
               help="Class label or index (classifiers) or token (language models); default: the prediction.")
@@ -36,7 +38,8 @@ DEFAULT_ANALYZERS = ("rollout", "flow")
 @click.pass_context
 def report(
     ctx: click.Context, model: str | None, device: str, dtype: str | None, max_length: int | None,
-    texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
+    texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
+    sets: tuple[str, ...],
     target: str | None, layers: str | None, seed: int, output: str | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
@@ -62,6 +65,7 @@ def report(
         result = explain(
             loaded.model, loaded.tokenizer, inputs, names, params=params, target=parse_target(target),
             layers=layer_list, max_length=max_length, head=loaded.head, seed=seed, model_id=loaded.model_id,
+            decoder_inputs=list(decoder_texts) or None,
         )
         bar.update()
         bar.set_description("write")

@@ -35,7 +35,7 @@ def prepare(
     encoded = _one_side(tokenizer, inputs, limit, max_length)
     if capturable.kind == "encoder-decoder":
         if decoder_inputs is None:
-            raise InputError("an encoder-decoder model needs decoder inputs; pass decoder_inputs= (text or ids).")
+            raise InputError("an encoder-decoder model needs decoder inputs; pass decoder_inputs= (text or ids; CLI: --decoder-text).")
         encoded = replace(encoded, decoder=_one_side(tokenizer, decoder_inputs, limit, max_length))
         if encoded.decoder is not None and encoded.decoder.batch != encoded.batch:
             raise InputError(
@@ -43,7 +43,7 @@ def prepare(
                 " give one decoder input per example."
             )
     elif decoder_inputs is not None:
-        raise InputError(f"decoder_inputs were given but this is a {capturable.kind} model; drop them.")
+        raise InputError(f"decoder inputs were given but this is a {capturable.kind} model; drop them (CLI: --decoder-text).")
     return encoded
 
 

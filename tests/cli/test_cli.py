@@ -177,3 +177,23 @@ def test_audit_writes_tables_and_resumes(model_dir: Path, tmp_path: Path) -> Non
     changed = run(*[a if a != "2" else "3" for a in args])
     assert changed.exit_code == 1 and "--fresh" in changed.stderr
     assert run(*[a if a != "2" else "3" for a in args], "--fresh").exit_code == 0
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from hf_tiny import save_tiny
+
+    return save_tiny("t5", tmp_path_factory.mktemp("tiny-t5"))
+
+
+def test_encoder_decoder_needs_and_takes_decoder_text(t5_dir: Path, tmp_path: Path) -> None:
+    missing = _runtime_error("report", "--model", str(t5_dir), "--text", TEXT, "-a", "rollout", "-q")
+    assert "--decoder-text" in missing
+    out = tmp_path / "t5.json"
+    result = run("report", "--model", str(t5_dir), "--text", TEXT, "--decoder-text", "a dog", "-a", "rollout",
+                 "--format", "json", "-o", str(out), "-q")
+    assert result.exit_code == 0, result.stderr
+    trace_out = tmp_path / "t5.safetensors"
+    collected = run("collect", "--model", str(t5_dir), "--text", TEXT, "--decoder-text", "a dog", "-o", str(trace_out), "-q")
+    assert collected.exit_code == 0, collected.stderr
+    assert load_trace(trace_out).encoded.decoder is not None
