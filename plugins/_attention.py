@@ -7,11 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import torch
 from jaxtyping import Float
 
-from interpret.errors import AnalyzerError, ConfigError
-from interpret.plugins import rollout_math
+from interpret.errors import AnalyzerError
 from interpret.trace import Trace
 
 Readout = Literal["auto"] | tuple[int, ...]
@@ -21,50 +19,37 @@ Readout = Literal["auto"] | tuple[int, ...]
 class Example:
     """One example's attention over its real positions only.
 
-    pattern: [layer, head, n, n] in the trace's dtype, or [layer, 1, n, n] float64 when the heads were
-        fused on reading; n = number of real positions.
+    layers: per layer, the heads [head, n, n] in the trace's dtype (views into the trace when nothing is
+        padded), n = number of real positions.
     positions: [n] indices of the real positions in the padded sequence.
     """
 
     index: int
-    pattern: Float[np.ndarray, "layer head query key"]
+    layers: list[np.ndarray]
     positions: np.ndarray
 
+    @property
+    def pattern(self) -> Float[np.ndarray, "layer head query key"]:
+        """Return the heads of every layer stacked [layer, head, n, n] (a copy)."""
+        return np.stack(self.layers)
 
-def examples(
-    trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern", head_fusion: str | None = None
-) -> Iterator[Example]:
-    """Yield each example's [layer, head, n, n] pattern restricted to its real (unpadded) positions.
 
-    With `head_fusion` ("mean", "max" or "min") the heads are fused layer by layer as they are read (mean
-    accumulated in float64), so the pattern is [layer, 1, n, n] float64 and no stacked copy of every head is
-    ever made: at 512 tokens that copy costs more than the whole rollout.
-    """
+def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[Example]:
+    """Yield each example's per-layer heads [head, n, n] restricted to its real (unpadded) positions."""
     layers = trace.layers(suffix, prefix)
     if not layers:
         trace.stack(suffix, prefix)  # raises the one-line error that names what was captured
-    tensors = [trace[f"{prefix}blocks.{i}.{suffix}"].detach() for i in layers]  # each [batch, head, q, k]
-    if head_fusion is not None:
-        stacked = np.stack([_fuse(tensor, head_fusion) for tensor in tensors], axis=1)  # [batch, layer, 1, q, k]
-    else:
-        stacked = torch.stack(tensors, dim=1).cpu().numpy()  # [batch, layer, head, q, k]
+    # Per-layer arrays, never one stacked copy of every head: at 512 tokens that copy costs as much as rollout.
+    arrays = [trace[f"{prefix}blocks.{i}.{suffix}"].detach().cpu().numpy() for i in layers]  # [batch, head, q, k]
     side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
     mask = side.attention_mask.bool().cpu().numpy()
-    for b in range(stacked.shape[0]):
+    for b in range(mask.shape[0]):
         positions = np.flatnonzero(mask[b])
-        if positions.size == mask.shape[1]:  # nothing padded: no gather, no copy
-            yield Example(b, stacked[b], positions)
+        if positions.size == mask.shape[1]:  # nothing padded: views, no copy
+            yield Example(b, [array[b] for array in arrays], positions)
         else:
-            yield Example(b, np.ascontiguousarray(stacked[b][:, :, positions][:, :, :, positions]), positions)
-
-
-def _fuse(pattern: torch.Tensor, how: str) -> np.ndarray:
-    """Return [batch, 1, q, k] float64: the heads of `pattern` [batch, head, q, k] fused by mean, max or min."""
-    try:
-        fused = rollout_math.fuse_heads(pattern.cpu().numpy(), how)  # the head axis is -3 here too
-    except ConfigError as err:
-        raise AnalyzerError(str(err)) from None
-    return fused[:, None]
+            real = np.ix_(positions, positions)
+            yield Example(b, [np.ascontiguousarray(array[b][:, real[0], real[1]]) for array in arrays], positions)
 
 
 def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int]:

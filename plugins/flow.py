@@ -66,10 +66,10 @@ class Flow:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readouts = []
         capacity_error = 0.0
-        for example in examples(trace, prefix, head_fusion="mean"):
+        for example in examples(trace, prefix):
             rows = readout_rows(params.readout, kind, example.positions)
             try:
-                augmented = rollout_math.add_residual(rollout_math.fuse_heads(example.pattern, "mean"), params.residual)
+                augmented = rollout_math.augmented_layers(example.layers, residual_weight=params.residual)
                 wanted = None if params.rows == "all" else rows
                 flow = flow_math.max_flow_matrix(
                     augmented, wanted, method=params.solver, workers=ctx.workers or None

@@ -79,18 +79,26 @@ class Rollout:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readouts, layers = [], []
         start = self._start_layer(trace, params)
-        for example in examples(trace, head_fusion=params.head_fusion):
+        for example in examples(trace):
             rows = readout_rows(params.readout, trace.meta.kind, example.positions)
             options = dict(
                 head_fusion=params.head_fusion, residual_weight=params.residual,
                 discard_ratio=params.discard_ratio, start_layer=start,
             )
+            if params.discard_ratio == 0.0:  # the common case: one compiled pass over each layer's heads
+                augmented = rollout_math.augmented_layers(
+                    example.layers[start:], head_fusion=params.head_fusion, residual_weight=params.residual
+                )
+            else:  # discarding protects the readout tokens' entries whichever rows are returned
+                augmented = rollout_math.augmented_attention(
+                    example.pattern[start:], head_fusion=params.head_fusion, residual_weight=params.residual,
+                    discard_ratio=params.discard_ratio, keep=rows,
+                )
             if params.rows == "readout":
-                rolled = rollout_math.rollout(example.pattern, readout=rows, streaming=True, **options)
+                rolled = rollout_math.chain(augmented, rows, streaming=True)
                 readouts.append(scatter(rolled, example.positions, rows, pos))
                 continue
-            # Discarding protects the readout tokens' entries whichever rows are returned.
-            matrix = rollout_math.rollout(example.pattern, keep=rows, **options)
+            matrix = rollout_math.chain(augmented)
             full[example.index] = scatter(matrix, example.positions, None, pos)
             readouts.append(full[example.index][example.positions[rows]])
             if params.per_layer:

@@ -132,6 +132,47 @@ def augmented_attention(
     return _augment(fused, residual_weight, present)
 
 
+def augmented_layers(
+    layers: Sequence[Float[np.ndarray, "head query key"]], *, head_fusion: str = "mean", residual_weight: float = 0.5
+) -> Float[np.ndarray, "layer query key"]:
+    """Return Â [layer, query, key] from per-layer heads, as `augmented_attention` with no discard computes it.
+
+    The layers may be separate arrays (views into a trace's tensors): nothing is stacked, and each layer's
+    heads are read once by a compiled pass (`_augment.augment_layer`); equal to the NumPy path to rounding.
+    """
+    from interpret.plugins._augment import FUSIONS, augment_layer  # compiled (or loaded from cache) on first use
+
+    if head_fusion not in FUSIONS:
+        raise ConfigError(f"head fusion {head_fusion!r} is unknown; use one of {', '.join(HEAD_FUSIONS)}.")
+    if not 0.0 <= residual_weight <= 1.0:
+        raise ConfigError(f"residual weight {residual_weight} is out of range; use a value in [0, 1].")
+    n_query, n_key = layers[0].shape[-2:]
+    if n_query != n_key:
+        raise ConfigError(f"attention is {n_query}x{n_key}; the residual stream needs square self-attention.")
+    out = np.empty((len(layers), n_query, n_key))
+    for index, heads in enumerate(layers):
+        augment_layer(np.ascontiguousarray(heads), FUSIONS[head_fusion], float(residual_weight), out[index])
+    return out
+
+
+def chain(
+    augmented: Float[np.ndarray, "*batch layer query key"], rows: Sequence[int] | None = None, streaming: bool = False
+) -> Float[np.ndarray, "*batch row key"]:
+    """Return Â_{L−1} · … · Â_0 [*batch, row, key]: all rows (rows None), or the rows given.
+
+    `streaming` propagates only the rows, r ← r · Â_l from the last layer down: O(L·n²) per row.
+    """
+    if streaming and rows is not None:
+        current = augmented[..., -1, list(rows), :]
+        for layer in range(augmented.shape[-3] - 2, -1, -1):
+            current = current @ augmented[..., layer, :, :]
+        return current
+    current = augmented[..., 0, :, :]
+    for layer in range(1, augmented.shape[-3]):
+        current = augmented[..., layer, :, :] @ current
+    return current if rows is None else current[..., list(rows), :]
+
+
 def readout_positions(readout: int | Sequence[int] | None, n_query: int) -> list[int]:
     """Return the readout positions as non-negative ints (all positions for None; negatives count from the end)."""
     if readout is None:
@@ -192,16 +233,7 @@ def rollout(
     )
     if streaming is None:
         streaming = readout is not None
-    if streaming:
-        # Start from the selected rows of the last layer's Â (the identity rows times Â_{L−1}).
-        current = augmented[..., -1, rows, :]
-        for layer in range(augmented.shape[-3] - 2, -1, -1):
-            current = current @ augmented[..., layer, :, :]
-        return current
-    current = augmented[..., 0, :, :]
-    for layer in range(1, augmented.shape[-3]):
-        current = augmented[..., layer, :, :] @ current
-    return current if readout is None else current[..., rows, :]
+    return chain(augmented, None if readout is None else rows, streaming)
 
 
 def rollout_per_layer(

@@ -109,3 +109,17 @@ def test_discard_works_on_any_memory_layout() -> None:
     f_order = rollout_math.augmented_attention(fortran, discard_ratio=0.3, keep=[0])
     np.testing.assert_array_equal(c_order, f_order)
     assert (c_order == 0).sum() > (rollout_math.augmented_attention(pattern, keep=[0]) == 0).sum()
+
+
+@pytest.mark.parametrize("how", ["mean", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_augmentation_equals_the_numpy_path(how: str, dtype: type) -> None:
+    pattern = random_pattern_trace(batch=1, layers=3, heads=4, pos=9, seed=5).stack("attn.hook_pattern").numpy()[0]
+    pattern = pattern.astype(dtype)
+    pattern[1, :, 4, :] = 0.0  # an absent query row stays all zero in both paths
+    compiled = rollout_math.augmented_layers(list(pattern), head_fusion=how, residual_weight=0.3)
+    numpy_path = rollout_math.augmented_attention(pattern, head_fusion=how, residual_weight=0.3)
+    np.testing.assert_allclose(compiled, numpy_path, rtol=0, atol=1e-15)
+    assert (compiled[1, 4] == 0).all()
+    full = rollout_math.chain(compiled)
+    np.testing.assert_allclose(rollout_math.chain(compiled, [2, 7], streaming=True), full[[2, 7]], atol=1e-14)
