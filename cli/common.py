@@ -41,8 +41,7 @@ def setup_logging(quiet: bool, verbose: bool) -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    if quiet:
-        hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # our own bar covers loading; two bars on stderr interleave badly
 
 
 def load_model(name: str | None, device: str, dtype: str | None) -> Loaded:
