@@ -81,10 +81,6 @@ class Rollout:
         start = self._start_layer(trace, params)
         for example in examples(trace):
             rows = readout_rows(params.readout, trace.meta.kind, example.positions)
-            options = dict(
-                head_fusion=params.head_fusion, residual_weight=params.residual,
-                discard_ratio=params.discard_ratio, start_layer=start,
-            )
             if params.discard_ratio == 0.0:  # the common case: one compiled pass over each layer's heads
                 augmented = rollout_math.augmented_layers(
                     example.layers[start:], head_fusion=params.head_fusion, residual_weight=params.residual
@@ -98,15 +94,14 @@ class Rollout:
                 rolled = rollout_math.chain(augmented, rows, streaming=True)
                 readouts.append(scatter(rolled, example.positions, rows, pos))
                 continue
-            matrix = rollout_math.chain(augmented)
+            if params.per_layer:  # the cumulative products end in the full rollout: multiply once
+                cumulative = rollout_math.cumulative(augmented, start)
+                matrix = cumulative[-1]
+                layers.append(np.stack([scatter(step, example.positions, None, pos) for step in cumulative]))
+            else:
+                matrix = rollout_math.chain(augmented)
             full[example.index] = scatter(matrix, example.positions, None, pos)
             readouts.append(full[example.index][example.positions[rows]])
-            if params.per_layer:
-                cumulative = rollout_math.rollout_per_layer(example.pattern, keep=rows, **options)
-                padded = np.zeros((cumulative.shape[0], pos, pos))
-                for layer, matrix_l in enumerate(cumulative):
-                    padded[layer] = scatter(matrix_l, example.positions, None, pos)
-                layers.append(padded)
         arrays = {"readout": NamedArray(_stack_rows(readouts), ("batch", "row", "key"))}
         views = [View("token_strip", "readout", "Rollout from the readout token", {"row": 0})]
         checks = {}

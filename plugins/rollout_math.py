@@ -220,17 +220,7 @@ def rollout(
     whenever readout rows are asked for. Discarding protects the diagonal entries of the positions `keep`
     (default: the readout positions; none when all rows are read out); see `discard_lowest`.
     """
-    n_layer, n_query = pattern.shape[-4], pattern.shape[-2]
-    _check_start(start_layer, n_layer)
-    rows = readout_positions(readout, n_query)
-    keep = _kept(keep, readout, rows, n_query)
-    augmented = augmented_attention(
-        pattern[..., start_layer:, :, :, :],
-        head_fusion=head_fusion,
-        residual_weight=residual_weight,
-        discard_ratio=discard_ratio,
-        keep=keep,
-    )
+    augmented, rows = _prepared(pattern, head_fusion, residual_weight, discard_ratio, start_layer, readout, keep)
     if streaming is None:
         streaming = readout is not None
     return chain(augmented, None if readout is None else rows, streaming)
@@ -252,25 +242,50 @@ def rollout_per_layer(
     Rows are all queries for readout None, else the readout positions (the rows are selected from the full
     product: the cumulative maps need every row of the lower layers anyway). `keep` as in `rollout`.
     """
+    augmented, rows = _prepared(pattern, head_fusion, residual_weight, discard_ratio, start_layer, readout, keep)
+    products = cumulative(augmented, start_layer)
+    return products if readout is None else products[..., rows, :]
+
+
+def cumulative(
+    augmented: Float[np.ndarray, "*batch layer query key"], start_layer: int = 0
+) -> Float[np.ndarray, "*batch all_layer query key"]:
+    """Return [*batch, start_layer + layer, query, key]: Â_l · … · Â_0 after each layer, the identity before.
+
+    `augmented` holds the layers from `start_layer` on; the last entry equals `chain(augmented)`.
+    """
+    n_layer, n_query = augmented.shape[-3], augmented.shape[-2]
+    out = np.empty(augmented.shape[:-3] + (start_layer + n_layer, n_query, n_query), dtype=np.float64)
+    out[..., :start_layer, :, :] = np.eye(n_query)
+    current = augmented[..., 0, :, :]
+    out[..., start_layer, :, :] = current
+    for layer in range(1, n_layer):
+        current = augmented[..., layer, :, :] @ current
+        out[..., start_layer + layer, :, :] = current
+    return out
+
+
+def _prepared(
+    pattern: Float[np.ndarray, "*batch layer head query key"],
+    head_fusion: str,
+    residual_weight: float,
+    discard_ratio: float,
+    start_layer: int,
+    readout: int | Sequence[int] | None,
+    keep: Sequence[int] | None,
+) -> tuple[Float[np.ndarray, "*batch used query key"], list[int]]:
+    """Return (Â of the layers from `start_layer` on, the readout rows): what rollout and its per-layer form share."""
     n_layer, n_query = pattern.shape[-4], pattern.shape[-2]
     _check_start(start_layer, n_layer)
     rows = readout_positions(readout, n_query)
-    keep = _kept(keep, readout, rows, n_query)
     augmented = augmented_attention(
         pattern[..., start_layer:, :, :, :],
         head_fusion=head_fusion,
         residual_weight=residual_weight,
         discard_ratio=discard_ratio,
-        keep=keep,
+        keep=_kept(keep, readout, rows, n_query),
     )
-    cumulative = np.empty(pattern.shape[:-4] + (n_layer, n_query, n_query), dtype=np.float64)
-    cumulative[..., :start_layer, :, :] = np.eye(n_query)
-    current = augmented[..., 0, :, :]
-    cumulative[..., start_layer, :, :] = current
-    for layer in range(1, augmented.shape[-3]):
-        current = augmented[..., layer, :, :] @ current
-        cumulative[..., start_layer + layer, :, :] = current
-    return cumulative if readout is None else cumulative[..., rows, :]
+    return augmented, rows
 
 
 def _normalised_relevance(relevance: Float[np.ndarray, "*batch pos pos"]) -> Float[np.ndarray, "*batch pos pos"]:

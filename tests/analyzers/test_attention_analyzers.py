@@ -123,3 +123,14 @@ def test_compiled_augmentation_equals_the_numpy_path(how: str, dtype: type) -> N
     assert (compiled[1, 4] == 0).all()
     full = rollout_math.chain(compiled)
     np.testing.assert_allclose(rollout_math.chain(compiled, [2, 7], streaming=True), full[[2, 7]], atol=1e-14)
+
+
+def test_per_layer_ends_in_the_rollout_and_starts_with_the_identity() -> None:
+    trace = random_pattern_trace(batch=2, layers=3, heads=2, pos=5)
+    result = interpret.analyze(trace, "rollout", params={"per_layer": True, "start_layer": 1})
+    per_layer = result["per_layer"]  # [batch, layer, query, key]
+    assert per_layer.shape == (2, 3, 5, 5)
+    np.testing.assert_array_equal(per_layer[:, -1], result["rollout"])
+    np.testing.assert_array_equal(per_layer[:, 0], np.broadcast_to(np.eye(5), (2, 5, 5)))
+    pattern = trace.stack("attn.hook_pattern").double().numpy()
+    np.testing.assert_allclose(per_layer, rollout_math.rollout_per_layer(pattern, start_layer=1), atol=1e-14)
