@@ -70,6 +70,14 @@ class _Stack(ReferenceModel):
             resid = resid + self.hook_pos_embed(table.expand(resid.shape[0], -1, -1))
         return resid
 
+    def self_allowed(self, resid: Residual, attention_mask: Tensor | None, *, causal: bool) -> Tensor:
+        """Return the self-attention mask [batch or 1, 1, pos, pos]: padding, causal and window combined."""
+        batch, pos = resid.shape[:2]
+        return attention_allowed(
+            attention_mask, batch=batch, n_query=pos, n_key=pos, causal=causal, window=self.config.window,
+            device=resid.device,
+        )
+
     def finish(self, resid: Residual) -> Residual:
         """Return [batch, pos, d_model] after the final LayerNorm (unchanged without one)."""
         return self.ln_final(resid) if self.config.final_norm else resid
@@ -96,16 +104,7 @@ class _SelfAttentionStack(_Stack):
     ) -> Residual:
         """Return the [batch, pos, d_model] stream after the last block and the final norm."""
         resid = self.embed_inputs(input_ids, inputs_embeds)
-        batch, pos = resid.shape[:2]
-        allowed = attention_allowed(
-            attention_mask,
-            batch=batch,
-            n_query=pos,
-            n_key=pos,
-            causal=self.is_causal,
-            window=self.config.window,
-            device=resid.device,
-        )
+        allowed = self.self_allowed(resid, attention_mask, causal=self.is_causal)
         for block in self.blocks:
             resid = block(resid, allowed)
         return self.finish(resid)
@@ -231,19 +230,10 @@ class Decoder(_Stack):
         attention_mask: [batch, pos] target padding; memory_mask: [batch, key] memory padding (1 real, 0 pad).
         """
         resid = self.embed_inputs(input_ids, inputs_embeds)
-        batch, pos = resid.shape[:2]
-        allowed = attention_allowed(
-            attention_mask,
-            batch=batch,
-            n_query=pos,
-            n_key=pos,
-            causal=self.config.causal,
-            window=self.config.window,
-            device=resid.device,
-        )
+        allowed = self.self_allowed(resid, attention_mask, causal=self.config.causal)
         memory_allowed = None
         if memory_mask is not None:
-            memory_allowed = padding_allowed(memory_mask.to(resid.device), batch, memory.shape[1])
+            memory_allowed = padding_allowed(memory_mask.to(resid.device), resid.shape[0], memory.shape[1])
         for block in self.blocks:
             resid = block(resid, memory, allowed, memory_allowed)
         return self.finish(resid)
