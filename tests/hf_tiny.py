@@ -7,6 +7,7 @@ so tests load it back through `interpret.load` exactly as a user would.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,11 @@ def model_inputs(encoded: Any) -> dict[str, torch.Tensor]:
         inputs["decoder_input_ids"] = encoded.decoder.input_ids
         inputs["decoder_attention_mask"] = encoded.decoder.attention_mask
     return inputs
+
+
+def no_cache(model: Any) -> dict[str, bool]:
+    """Return {"use_cache": False} for a model whose forward takes it (decoders), else {}: as `collect` runs it."""
+    return {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
 
 
 def eager_patterns(eager_model: Any, encoded: Any) -> dict[str, torch.Tensor]:
