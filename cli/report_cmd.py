@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.cli.common import (
     check_analyzers, default_output, json_text, load_model, parse_layers, parse_sets, parse_target, setup_logging,
     slug, write_text,
@@ -16,7 +17,6 @@ from interpret.cli.common import (
 from interpret.cli.options import analyzer_options, model_options, verbosity_options
 from interpret.datasets import read_examples
 
-DEFAULT_ANALYZERS = ("rollout", "flow")
 
 
 @click.command()

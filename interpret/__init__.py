@@ -21,6 +21,7 @@ from interpret.errors import (
 from interpret.inputs import Encoded, encode
 from interpret.loading import load
 from interpret.report import Report
+from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import package_version
 
@@ -37,6 +38,7 @@ __all__ = [
     "InterpretError",
     "MemoryBudgetError",
     "Report",
+    "Target",
     "ModelLoadError",
     "ReportError",
     "Trace",

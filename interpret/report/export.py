@@ -24,14 +24,14 @@ import pandas as pd
 from interpret.analyze.result import NamedArray
 from interpret.atomic import atomic_path
 from interpret.errors import ReportError
-from interpret.report.model import Report, Section
+from interpret.report.model import ReportData, Section
 from interpret.report.summary import check_rows
 
 FORMATS = ("json", "csv", "parquet")
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # no dots: the stem gets .json/.csv/.parquet
 
 
-def export_report(report: Report, directory: Path) -> list[Path]:
+def export_report(report: ReportData, directory: Path) -> list[Path]:
     """Return the paths written under `directory` (created if needed), in writing order."""
     if directory.exists() and not directory.is_dir():
         raise ReportError(f"{directory} is a file; give export() a directory path.")
@@ -110,7 +110,7 @@ def long_frame(array: NamedArray, coords: dict[str, list[Any]]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def tokens_table(report: Report) -> pd.DataFrame:
+def tokens_table(report: ReportData) -> pd.DataFrame:
     """Return one row per (side, batch, pos): token, special, real."""
     rows = []
     for b, example in enumerate(report.examples):
@@ -125,7 +125,7 @@ def tokens_table(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["side", "batch", "pos", "token", "special", "real"])
 
 
-def checks_table(report: Report) -> pd.DataFrame:
+def checks_table(report: ReportData) -> pd.DataFrame:
     """Return one row per check: section, analyzer, name, value, tolerance, ok, description."""
     rows = [
         {
@@ -137,7 +137,7 @@ def checks_table(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["section", "analyzer", "name", "value", "tolerance", "ok", "description"])
 
 
-def scalars_table(report: Report) -> pd.DataFrame:
+def scalars_table(report: ReportData) -> pd.DataFrame:
     """Return one row per scalar: section, analyzer, name, value."""
     rows = [
         {"section": section.key, "analyzer": section.result.analyzer, "name": name, "value": float(value)}

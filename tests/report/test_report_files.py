@@ -89,7 +89,7 @@ def test_export_round_trips_at_full_precision(report, tmp_path: Path) -> None:
     tokens = pd.read_csv(tmp_path / "data" / "tokens.csv", keep_default_na=False)
     assert tokens["token"].tolist()[: len(report.examples[0].tokens)] == list(report.examples[0].tokens)
     checks = pd.read_parquet(tmp_path / "data" / "checks.parquet")
-    assert checks["ok"].all() and len(checks) == 4
+    assert checks["ok"].all() and len(checks) == 5
 
 
 def test_layer_and_head_selection_cuts_what_is_embedded(tmp_path: Path) -> None:
@@ -156,7 +156,12 @@ def test_encoder_decoder_report_labels_each_side(tmp_path: Path) -> None:
 
 def test_to_dict_is_json(report) -> None:
     document = json.loads(json.dumps(report.to_dict(), allow_nan=False))
-    assert document["run"]["probability"] == 0.8765
+    decisions = document["run"]["decisions"]
+    assert len(decisions) == len(report.examples)
+    for decision, expected in zip(decisions, report.run.decisions):
+        assert decision["probability"] == expected.probability
+        assert decision["target"]["ids"] == list(expected.target.ids)
+        assert decision["target"]["pooling"] == [[p, w] for p, w in expected.target.pooling]
     assert [s["key"] for s in document["sections"]] == ["rollout", "flow", "attention"]
 
 

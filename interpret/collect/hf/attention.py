@@ -8,7 +8,14 @@ that lookup returns the original kernel wrapped: the wrapper calls the kernel un
 outputs are bit-identical) and then, only for modules with listeners, hands the exact query, key and value
 to them, and the pattern: the kernel's own weights when it is the eager kernel, otherwise recomputed in
 float32 from the same tensors. The model's config is never touched; the lookup is restored on exit, also
-when the forward pass raises. The interception is process-wide while it lasts, but calls from modules that
+when the forward pass raises.
+
+With gradients (`recording(grad=True)`, for attention × gradient and gradient-weighted rollout) the pattern
+handed to the listener stays in the autograd graph: the eager kernel's own weights, which its output was
+computed from; or, for a fused kernel, the recomputed pattern P joined to the kernel's output O as
+O.detach() + (P·V − (P·V).detach()). That sum equals O exactly (the kernel's numbers, bit for bit), while its
+gradient is that of the eager statement softmax(q·kᵀ·scale + mask)·V, so ∂output/∂pattern exists under
+SDPA too and the gradients to q, k, v follow the same formula. The interception is process-wide while it lasts, but calls from modules that
 nobody listens to pass straight through. (The few transformers models that index ALL_ATTENTION_FUNCTIONS
 directly instead of calling get_interface are not seen; their attention sites report that they never fired.)
 """
@@ -50,14 +57,8 @@ class _Listener:
     ) -> None:
         """Pass q, k, v as [batch, pos, head, d_head] (views of the kernel's inputs) and scores, pattern as
         [batch, head, query, key] (float32 tensors of their own, which the collector keeps without copying)."""
-        n_heads = query.shape[1]
+        self._record_qkv(query, key, value)
         sinks = self.sinks
-        if "q" in sinks:
-            sinks["q"](query.transpose(1, 2))
-        if "k" in sinks:
-            sinks["k"](repeat_heads(key, n_heads).transpose(1, 2))
-        if "v" in sinks:
-            sinks["v"](repeat_heads(value, n_heads).transpose(1, 2))
         if "scores" not in sinks and "pattern" not in sinks:
             return
         weights = self._kernel_weights(query, key, result)
@@ -75,15 +76,66 @@ class _Listener:
                 weights = torch.softmax(scores, dim=-1)
             sinks["pattern"](weights)
 
-    def _kernel_weights(self, query: Tensor, key: Tensor, result: Any) -> Tensor | None:
-        """Return the eager kernel's own weights as float32 [batch, head, query, key], or None."""
+    def record_with_grad(
+        self,
+        module: nn.Module,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attention_mask: Tensor | None,
+        result: Any,
+        kwargs: Mapping[str, Any],
+    ) -> Any:
+        """Pass the tensors in the autograd graph to the sinks and return the kernel's result, its output
+        joined to the pattern (see the module docstring) when the pattern had to be recomputed."""
+        self._record_qkv(query, key, value)
+        sinks = self.sinks
+        if "scores" not in sinks and "pattern" not in sinks:
+            return result
+        # The eager kernel's own weights, in its dtype: the very tensor its output was computed from.
+        weights = self._kernel_weights(query, key, result, cast=False)
+        if weights is not None and "scores" not in sinks:
+            sinks["pattern"](weights)
+            return result
+        scores = attention_scores(module, query, key, attention_mask, kwargs)
+        if "scores" in sinks:
+            sinks["scores"](scores)
+        if weights is not None:  # the eager kernel's output already depends on its own weights
+            if "pattern" in sinks:
+                sinks["pattern"](weights)
+            return result
+        pattern = torch.softmax(scores, dim=-1)
+        if "pattern" in sinks:
+            sinks["pattern"](pattern)
+        output = result[0] if isinstance(result, tuple) else result
+        mixed = (pattern @ repeat_heads(value, query.shape[1]).float()).transpose(1, 2).to(output.dtype)
+        if mixed.shape != output.shape:
+            raise CaptureError(
+                f"{type(module).__name__}'s attention kernel returned {tuple(output.shape)}, not [batch, query, head,"
+                f" d_head] {tuple(mixed.shape)}; gradients through its pattern need attn_implementation='eager'."
+            )
+        joined = output.detach() + (mixed - mixed.detach())
+        return (joined, *result[1:]) if isinstance(result, tuple) else joined
+
+    def _record_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        n_heads = query.shape[1]
+        sinks = self.sinks
+        if "q" in sinks:
+            sinks["q"](query.transpose(1, 2))
+        if "k" in sinks:
+            sinks["k"](repeat_heads(key, n_heads).transpose(1, 2))
+        if "v" in sinks:
+            sinks["v"](repeat_heads(value, n_heads).transpose(1, 2))
+
+    def _kernel_weights(self, query: Tensor, key: Tensor, result: Any, cast: bool = True) -> Tensor | None:
+        """Return the eager kernel's own weights [batch, head, query, key] (as float32 with `cast`), or None."""
         if not self.use_kernel_weights or not isinstance(result, tuple) or len(result) < 2:
             return None
         weights = result[1]
         expected = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
         if not isinstance(weights, Tensor) or tuple(weights.shape) != expected:
             return None
-        return weights.float()  # the model drops these weights after the call, so they need no copy
+        return weights.float() if cast else weights  # the model drops them after the call: no copy needed
 
 
 class AttentionRecorder:
@@ -95,6 +147,7 @@ class AttentionRecorder:
 
     def __init__(self, use_kernel_weights: bool) -> None:
         self.use_kernel_weights = use_kernel_weights
+        self.grad = False
         self._listeners: dict[int, _Listener] = {}
 
     def listen(self, module: nn.Module, field: Field, sink: Sink) -> None:
@@ -107,8 +160,12 @@ class AttentionRecorder:
         return self._listeners.get(id(module))
 
     @contextmanager
-    def recording(self) -> Iterator[None]:
-        """Yield while kernel lookups return recording wrappers; restore the lookup and drop listeners after."""
+    def recording(self, grad: bool = False) -> Iterator[None]:
+        """Yield while kernel lookups return recording wrappers; restore the lookup and drop listeners after.
+
+        grad: hand the listeners tensors in the autograd graph (see the module docstring).
+        """
+        self.grad = grad
         original = AttentionInterface.__dict__["get_interface"]
         wrappers: dict[Kernel, Kernel] = {}
 
@@ -125,6 +182,7 @@ class AttentionRecorder:
         finally:
             AttentionInterface.get_interface = original  # type: ignore[method-assign]
             self._listeners.clear()
+            self.grad = False
 
 
 def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
@@ -136,6 +194,8 @@ def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
         if listener is not None:
             if args:
                 _raise_positional(module, len(args))
+            if recorder.grad:
+                return listener.record_with_grad(module, query, key, value, attention_mask, result, kwargs)
             with torch.no_grad():
                 listener.record(module, query, key, value, attention_mask, result, kwargs)
         return result
