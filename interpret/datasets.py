@@ -101,11 +101,13 @@ def _jsonl_rows(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, Any]]
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(
-                f"{path.name} line {number} is not JSON ({err.msg} at column {err.colno}); write one JSON object per line."
+                f"{path.name} line {number} is not JSON ({err.msg} at column {err.colno});"
+                " write one JSON object per line."
             ) from None
         if not isinstance(row, dict):
             raise InputError(
-                f"{path.name} line {number} is a JSON {_json_kind(row)}, not an object; write {{\"text\": ...}} per line."
+                f"{path.name} line {number} is a JSON {_json_kind(row)}, not an object;"
+                ' write {"text": ...} per line.'
             )
         yield number, row
 
@@ -141,7 +143,8 @@ def _header(record: list[str], line: int, path: Path) -> list[str]:
     if "text" not in header:
         found = ", ".join(repr(name) for name in header) or "none"
         raise InputError(
-            f"{path.name} line {line} (the header) has no 'text' column (columns: {found}); add a header row with 'text'."
+            f"{path.name} line {line} (the header) has no 'text' column (columns: {found});"
+            " add a header row with 'text'."
         )
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:

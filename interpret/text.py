@@ -104,7 +104,9 @@ def _component_types(component: Any) -> set[str]:
 
 def _check_scheme(scheme: str) -> None:
     if scheme not in SCHEMES:
-        raise ConfigError(f"token scheme {scheme!r} is unknown; use one of {', '.join(SCHEMES)}.{suggest(scheme, SCHEMES)}")
+        raise ConfigError(
+            f"token scheme {scheme!r} is unknown; use one of {', '.join(SCHEMES)}.{suggest(scheme, SCHEMES)}"
+        )
 
 
 # ---------- tokens as people read them ----------
@@ -129,7 +131,8 @@ def _piece(token: str, scheme: str) -> str:
     if scheme == "sentencepiece":
         return _byte_fallback(token).replace(SENTENCEPIECE_SPACE, " ")
     if scheme == "wordpiece":
-        return token[len(WORDPIECE_PREFIX) :] if token.startswith(WORDPIECE_PREFIX) and token != WORDPIECE_PREFIX else token
+        continues = token.startswith(WORDPIECE_PREFIX) and token != WORDPIECE_PREFIX
+        return token[len(WORDPIECE_PREFIX) :] if continues else token
     return token
 
 
@@ -257,14 +260,18 @@ def aggregate(
     not add up, such as attention weights). A NaN among the grouped scores is an error, not a value.
     """
     if how not in get_args(Aggregation):
-        raise ConfigError(f"how={how!r} is not an aggregation; use 'sum' or 'max'.{suggest(str(how), get_args(Aggregation))}")
+        raise ConfigError(
+            f"how={how!r} is not an aggregation; use 'sum' or 'max'.{suggest(str(how), get_args(Aggregation))}"
+        )
     scores = np.asarray(scores)
     n = scores.shape[-1]
     index: list[int] = []
     starts: list[int] = []
     for start, stop in groups:
         if not 0 <= start < stop <= n:
-            raise InputError(f"word span ({start}, {stop}) is empty or outside the {n} positions; give spans from word_spans().")
+            raise InputError(
+                f"word span ({start}, {stop}) is empty or outside the {n} positions; give spans from word_spans()."
+            )
         starts.append(len(index))
         index.extend(range(start, stop))
     if not starts:
