@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from interpret.errors import InputError
+from interpret.text import token_scheme
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
 _NO_LIMIT = 1_000_000
@@ -32,6 +33,8 @@ class Encoded:
             language model's explanation targets, one target per token); () when there is none.
         word_ids: per example, the word each position belongs to (None for special tokens and padding), as
             the tokenizer groups subwords; () when the tokenizer cannot tell.
+        scheme: how the tokens mark subwords ("byte_bpe", "sentencepiece", "wordpiece" or "plain";
+            `interpret.text.token_scheme`), so that they can be shown as the words a person reads.
     """
 
     attention_mask: Tensor
@@ -45,6 +48,7 @@ class Encoded:
     truncated: tuple[bool, ...] = field(default=())
     continuation: tuple[int, ...] = field(default=())
     word_ids: tuple[tuple[int | None, ...], ...] = field(default=())
+    scheme: str = "plain"
 
     def __post_init__(self) -> None:
         if self.attention_mask.dim() != 2:
@@ -135,6 +139,7 @@ class Encoded:
             truncated=tuple(self.truncated[i] for i in picked) if self.truncated else (),
             continuation=tuple(self.continuation[i] for i in picked) if self.continuation else (),
             word_ids=tuple(self.word_ids[i] for i in picked) if self.word_ids else (),
+            scheme=self.scheme,
         )
 
     def to(self, device: torch.device | str) -> Encoded:
@@ -207,7 +212,8 @@ def encode(
         if any(counts[i] and truncated[i] for i in range(len(rows))):
             raise InputError(f"a text with its continuation is longer than {cap} tokens; shorten the text, the continuation must stay whole.")
         rows = [row.cut(cap) for row in rows]
-    return _padded(tokenizer, rows, batch, truncated, tuple(counts) if follow is not None else ())
+    encoded = _padded(tokenizer, rows, batch, truncated, tuple(counts) if follow is not None else ())
+    return replace(encoded, scheme=token_scheme(tokenizer))
 
 
 def _texts(texts: str | Sequence[str], what: str) -> list[str]:

@@ -34,6 +34,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         "truncated": json.dumps(list(encoded.truncated)),
         "continuation": json.dumps(list(encoded.continuation)),
         "word_ids": json.dumps([list(row) for row in encoded.word_ids]),
+        "scheme": encoded.scheme,
     }
     if encoded.decoder is not None:
         header["decoder_tokens"] = json.dumps(encoded.decoder.tokens)
@@ -77,6 +78,7 @@ def load_trace(path: str | Path) -> Trace:
         truncated=tuple(json.loads(header["truncated"])),
         continuation=tuple(json.loads(header.get("continuation", "[]"))),
         word_ids=tuple(tuple(row) for row in json.loads(header.get("word_ids", "[]"))),
+        scheme=header.get("scheme", "plain"),
     )
     meta = json.loads(header["meta"])
     meta["layers"] = tuple(meta["layers"])

@@ -32,6 +32,7 @@ from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
 from interpret.collect import collect
 from interpret.collect.api import capturable_for
+from interpret.csv_io import write_csv
 from interpret.datasets import Example
 from interpret.analyze.run import run_context
 from interpret.decision import TargetRequest, decide
@@ -211,10 +212,8 @@ def _finish(store: AuditDir, n_batches: int, analyzers: Sequence[str], facts: Ma
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
         with atomic_path(store.root / f"{stem}.parquet") as temporary:
             frame.to_parquet(temporary, index=False)
-        with atomic_path(store.root / f"{stem}.csv") as temporary:
-            frame.to_csv(temporary, index=False)
-    with atomic_path(store.root / "heads.csv") as temporary:
-        heads.to_csv(temporary, index=False)
+        write_csv(frame, store.root / f"{stem}.csv")
+    write_csv(heads, store.root / "heads.csv")
     accuracy = accuracy_of(examples)
     _warn_on_foreign_labels(examples)
     render_summary(

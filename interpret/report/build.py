@@ -12,6 +12,7 @@ from interpret.errors import AnalyzerError, ReportError
 from interpret.inputs import Encoded
 from interpret.report.model import ExampleTokens, RunInfo, Section, section_keys
 from interpret.report.report import Report
+from interpret.text import display_tokens
 from interpret.trace import Trace
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
@@ -95,12 +96,14 @@ def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tu
             text=texts[b] if b < len(texts) else None,
             id=ids[b] if ids is not None and b < len(ids) else None,
             words=tuple(encoded.word_ids[b]) if encoded.word_ids else (),
+            display=tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
         )
         if decoder is not None:
             fields.update(
                 decoder_tokens=tuple(str(token) for token in decoder.tokens[b]),
                 decoder_special=tuple(bool(flag) for flag in decoder.special[b].tolist()),
                 decoder_real=tuple(bool(flag) for flag in (decoder.attention_mask[b] != 0).tolist()),
+                decoder_display=tuple(display_tokens(decoder.tokens[b], decoder.scheme)),
             )
         out.append(ExampleTokens(**fields))
     return tuple(out)

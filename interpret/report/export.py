@@ -23,6 +23,7 @@ import pandas as pd
 
 from interpret.analyze.result import NamedArray
 from interpret.atomic import atomic_path
+from interpret.csv_io import write_csv
 from interpret.errors import ReportError
 from interpret.report.model import ReportData, Section
 from interpret.report.summary import check_rows
@@ -172,8 +173,7 @@ def _write_table(stem: Path, frame: pd.DataFrame) -> list[Path]:
 
 def _write_frame(stem: Path, frame: pd.DataFrame) -> list[Path]:
     csv_path, parquet_path = stem.with_suffix(".csv"), stem.with_suffix(".parquet")
-    with atomic_path(csv_path) as temporary:
-        frame.to_csv(temporary, index=False)
+    write_csv(frame, csv_path)
     with atomic_path(parquet_path) as temporary:
         frame.to_parquet(temporary, index=False)
     return [csv_path, parquet_path]

@@ -107,6 +107,7 @@ class ExampleTokens:
 
     tokens / special / real: [pos] token strings, special-token flags, and real (not padding) flags.
     display: [pos] the tokens as a person reads them (subword markers resolved); () to show `tokens`.
+    decoder_display: the same for the decoder side.
     words: [pos] the word each position belongs to (None for special tokens and padding); () when unknown.
     decoder_*: the same for the decoder side of an encoder-decoder model (empty otherwise).
     id: the example's id from the input file, when it had one.
@@ -122,6 +123,7 @@ class ExampleTokens:
     decoder_tokens: tuple[str, ...] = ()
     decoder_special: tuple[bool, ...] = ()
     decoder_real: tuple[bool, ...] = ()
+    decoder_display: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
@@ -136,6 +138,7 @@ class ExampleTokens:
             "decoder_tokens": list(self.decoder_tokens),
             "decoder_special": list(self.decoder_special),
             "decoder_real": list(self.decoder_real),
+            "decoder_display": list(self.decoder_display),
         }
 
 

@@ -15,11 +15,12 @@ _AGAINST = 3
 
 @dataclass(frozen=True)
 class TokenScore:
-    """One token of one example with its score."""
+    """One token of one example with its score: as a person reads it (`token`) and as the tokenizer wrote it."""
 
     token: str
     position: int
     value: float
+    raw: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,15 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
         scores = _readout_row(report, section, example)
         if scores is None:
             continue
-        tokens, values = scores
+        shown, raw, values = scores
+
+        def item(i: int) -> TokenScore:
+            position, value = values[i]
+            return TokenScore(shown[position], position, value, raw[position])
+
         order = sorted(range(len(values)), key=lambda i: (-values[i][1], values[i][0]))
-        top = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in order[: report.top_k])
-        negative = [i for i in reversed(order) if values[i][1] < 0][:_AGAINST]
-        against = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in negative)
+        top = tuple(item(i) for i in order[: report.top_k])
+        against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
     return tops
 
@@ -89,21 +94,23 @@ def failed_checks(report: ReportData) -> list[CheckRow]:
 
 def _readout_row(
     report: ReportData, section: Section, example: int
-) -> tuple[tuple[str, ...], list[tuple[int, float]]] | None:
-    """Return the key tokens and (position, score) of the declared readout, real non-special keys only."""
+) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[int, float]]] | None:
+    """Return the key tokens as shown and as written, and (position, score) of the declared readout, for real
+    non-special keys only."""
     result = section.result
     if result.readout is None or result.readout_of is None:
         return None
     row = np.asarray(result.readout[example], dtype=np.float64)
     tokens_of = report.examples[example]
     if result.readout_of.side == "decoder":
-        tokens, special, real = tokens_of.decoder_tokens, tokens_of.decoder_special, tokens_of.decoder_real
+        raw, shown = tokens_of.decoder_tokens, tokens_of.decoder_display or tokens_of.decoder_tokens
+        special, real = tokens_of.decoder_special, tokens_of.decoder_real
     else:
-        tokens = tokens_of.display or tokens_of.tokens
+        raw, shown = tokens_of.tokens, tokens_of.display or tokens_of.tokens
         special, real = tokens_of.special, tokens_of.real
-    if len(tokens) != row.shape[0]:
+    if len(raw) != row.shape[0]:
         return None
     scores = [
         (i, float(row[i])) for i in range(row.shape[0]) if real[i] and not special[i] and math.isfinite(row[i])
     ]
-    return tokens, scores
+    return shown, raw, scores

@@ -204,7 +204,8 @@ def _options(view: View) -> dict[str, Any]:
 def _example_data(example: ExampleTokens) -> dict[str, Any]:
     return {
         "id": example.id,
-        "display": list(example.display),
+        "display_tokens": list(example.display),
+        "decoder_display_tokens": list(example.decoder_display),
         "words": list(example.words),
         "tokens": list(example.tokens),
         "special": list(example.special),
