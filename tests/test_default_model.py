@@ -354,6 +354,15 @@ def test_heldout_accuracy_and_beats_the_old_centroid_head(fitted, minilm) -> Non
 
 
 @pytest.mark.slow
+def test_readme_states_the_measured_accuracy(fitted) -> None:
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    card = fitted.card
+    assert f"fitted on {card.n_train} sentences" in readme
+    assert f"held-out accuracy {100 * card.heldout_accuracy:.1f}% on {card.n_heldout} sentences" in readme
+    assert f"{card.plain_correct} of {card.n_plain} plain test sentences right" in readme
+
+
+@pytest.mark.slow
 def test_gradients_flow_from_the_logit_to_the_input_embeddings(fitted, minilm) -> None:
     model, tokenizer = minilm
     batch = tokenizer(["The soup was cold.", "A lovely, quiet hotel with friendly staff."], padding=True,
