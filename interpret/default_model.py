@@ -271,6 +271,10 @@ def _map_batches(
         raise InputError("no texts to run the model on; give at least one.")
     device = next(model.parameters()).device
     lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    limit = getattr(model.config, "max_position_embeddings", None)
+    too_long = [i for i, length in enumerate(lengths) if limit is not None and length > limit]
+    if too_long:
+        raise InputError(f"text {too_long[0]} has {lengths[too_long[0]]} tokens but the model accepts {limit}; shorten it.")
     order = sorted(range(len(texts)), key=lengths.__getitem__)
     rows = []
     with torch.no_grad():

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
+from filelock import FileLock
+from safetensors.torch import load_file, save_file
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
@@ -86,16 +87,17 @@ def test_data_licence_is_stated() -> None:
 # ------------------------------------------------------------------------------- the head, without MiniLM
 
 
-def _random_logistic(d_model: int = 16) -> tuple[LogisticRegression, np.ndarray]:
+def _random_logistic(d_model: int = 16) -> LogisticRegression:
+    """Return scikit-learn's logistic regression fitted on random unit vectors (label: sign of axis 0)."""
     rng = np.random.default_rng(0)
     features = rng.normal(size=(80, d_model))
     features /= np.linalg.norm(features, axis=1, keepdims=True)
     targets = (features[:, 0] + 0.3 * rng.normal(size=80) > 0).astype(np.int64)
-    return LogisticRegression(C=3.0).fit(features, targets), features
+    return LogisticRegression(C=3.0).fit(features, targets)
 
 
 def test_head_softmax_is_the_logistic_probability_and_ignores_padding() -> None:
-    fitted, _ = _random_logistic()
+    fitted = _random_logistic()
     head = SentimentHead.from_logistic(fitted.coef_[0], float(fitted.intercept_[0]))
     hidden = torch.randn(3, 5, 16)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
@@ -111,7 +113,7 @@ def test_head_softmax_is_the_logistic_probability_and_ignores_padding() -> None:
 
 
 def test_head_gradient_matches_finite_differences() -> None:
-    fitted, _ = _random_logistic()
+    fitted = _random_logistic()
     head = SentimentHead.from_logistic(fitted.coef_[0], float(fitted.intercept_[0])).double()
     hidden = torch.randn(2, 4, 16, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
@@ -294,14 +296,33 @@ def minilm() -> tuple[torch.nn.Module, object]:
 
 
 @pytest.fixture(scope="module")
-def fitted(minilm) -> SentimentHead:
-    """The head fitted from scratch (no cache involved): what load_default caches at first use."""
-    return dm.fit_head(*minilm)
+def fit_once(minilm, tmp_path_factory: pytest.TempPathFactory) -> tuple[SentimentHead, torch.Tensor]:
+    """(the head fitted from scratch by fit_head, the training embeddings computed apart from it).
+
+    Fitting takes seconds, so the xdist workers of one run share a single fit through their common
+    temporary folder, under a file lock; without xdist the folder is this run's own.
+    """
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    head_file, features_file = root / "default-head.safetensors", root / "default-head-train-features.safetensors"
+    with FileLock(str(root / "default-head.lock")):
+        if not (head_file.is_file() and features_file.is_file()):
+            dm._write_head(head_file, dm.fit_head(*minilm))
+            features = dm.sentence_embeddings(*minilm, [e["text"] for e in dm.training_examples()])
+            save_file({"features": features.contiguous()}, str(features_file))
+    return dm._read_head(head_file), load_file(str(features_file))["features"]
 
 
 @pytest.fixture(scope="module")
-def train_features(minilm) -> torch.Tensor:
-    return dm.sentence_embeddings(*minilm, [e["text"] for e in dm.training_examples()])
+def fitted(fit_once) -> SentimentHead:
+    """The head fitted from scratch (no user cache involved): what load_default caches at first use."""
+    return fit_once[0]
+
+
+@pytest.fixture(scope="module")
+def train_features(fit_once) -> torch.Tensor:
+    """The training embeddings [704, d_model], computed separately from the fit."""
+    return fit_once[1]
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ import json
 from importlib import resources
 from typing import Literal
 
+from interpret.errors import ConfigError
+
 Split = Literal["train", "heldout", "plain", "seed"]
 SPLITS: tuple[Split, ...] = ("train", "heldout", "plain", "seed")
 
@@ -26,7 +28,7 @@ SPLITS: tuple[Split, ...] = ("train", "heldout", "plain", "seed")
 def split_bytes(split: Split) -> bytes:
     """Return the raw bytes of a split's JSONL file (what cache keys hash)."""
     if split not in SPLITS:
-        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}; pick one of those.")
+        raise ConfigError(f"split {split!r} is not one of {', '.join(SPLITS)}; pick one of those.")
     return resources.files(__name__).joinpath(f"sentiment_{split}.jsonl").read_bytes()
 
 
