@@ -24,7 +24,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 from interpret import default_model as dm
 from interpret import file_digest
 from interpret.data import SPLITS, read_split
-from interpret.errors import InputError
+from interpret.errors import ConfigError, InputError
 from interpret.sentiment_head import HeadCard, SentimentHead, embed_sentences
 
 # Measured once (see README): 159 of 180 held-out sentences right (88.3%); the bound sits 3.3 points under.
@@ -77,6 +77,11 @@ def test_no_near_duplicates_within_or_across_splits() -> None:
     np.fill_diagonal(allowed, True)
     close = np.argwhere((similarity >= NEAR_DUPLICATE) & ~allowed)
     assert not [(rows[i], rows[j]) for i, j in close if i < j]
+
+
+def test_an_unknown_split_is_a_one_line_config_error() -> None:
+    with pytest.raises(ConfigError, match="split 'test' is not one of train, heldout, plain, seed"):
+        read_split("test")
 
 
 def test_data_licence_is_stated() -> None:
@@ -372,6 +377,11 @@ def test_heldout_accuracy_and_beats_the_old_centroid_head(fitted, minilm) -> Non
     assert fitted.card.plain_accuracy == dm.accuracy(*minilm, fitted, dm.plain_examples())
     assert fitted.card.plain_accuracy > old_plain
     assert fitted.card.heldout_accuracy > dm.accuracy(*minilm, old, dm.heldout_examples())
+
+
+def test_a_text_longer_than_the_model_accepts_is_refused(minilm) -> None:
+    with pytest.raises(InputError, match=r"text 1 has \d+ tokens but the model accepts 512; shorten it"):
+        dm.sentence_embeddings(*minilm, ["Short.", "word " * 600])
 
 
 @pytest.mark.slow

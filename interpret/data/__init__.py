@@ -25,14 +25,14 @@ Split = Literal["train", "heldout", "plain", "seed"]
 SPLITS: tuple[Split, ...] = ("train", "heldout", "plain", "seed")
 
 
-def split_bytes(split: Split) -> bytes:
+def split_bytes(split: str) -> bytes:
     """Return the raw bytes of a split's JSONL file (what cache keys hash)."""
     if split not in SPLITS:
         raise ConfigError(f"split {split!r} is not one of {', '.join(SPLITS)}; pick one of those.")
     return resources.files(__name__).joinpath(f"sentiment_{split}.jsonl").read_bytes()
 
 
-def read_split(split: Split) -> list[dict[str, str]]:
+def read_split(split: str) -> list[dict[str, str]]:
     """Return a split's examples in file order, each a dict with "text" and "label" (and "id", except seed)."""
     lines = split_bytes(split).decode("utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
