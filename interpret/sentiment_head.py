@@ -13,11 +13,14 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Shaped
 from torch import Tensor, nn
 
 from interpret.errors import InputError
-from interpret.types import Mask, Residual
+from interpret.types import Residual
+
+# 1 (or True) marks a real token; any dtype, as tokenizers give int64 and callers often hold a bool mask.
+Mask = Shaped[Tensor, "batch pos"]
 
 LABELS = ("negative", "positive")
 TEMPERATURE = 20.0  # CentroidHead: cosine similarities lie in [-1, 1]; this spreads them into usable logits

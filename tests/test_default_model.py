@@ -141,9 +141,10 @@ def test_head_refuses_non_finite_states() -> None:
         head(hidden, torch.ones(2, 3, dtype=torch.long))
 
 
-def test_embed_sentences_is_the_normalised_mean_of_real_positions() -> None:
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.float32])
+def test_embed_sentences_is_the_normalised_mean_of_real_positions(dtype: torch.dtype) -> None:
     hidden = torch.randn(2, 4, 6)
-    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]).to(dtype)
     expected = torch.stack([hidden[0, :2].mean(0), hidden[1].mean(0)])
     torch.testing.assert_close(embed_sentences(hidden, mask), expected / expected.norm(dim=-1, keepdim=True))
 
