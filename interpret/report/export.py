@@ -7,6 +7,7 @@ Layout under the export directory:
     scalars.{json,csv,parquet}       one row per scalar: section, name, value
     {section}/{array}.json           {"axes", "shape", "dtype", "coords", "values" (nested lists)}
     {section}/{array}.{csv,parquet}  long format: one column per axis, then `value`
+    {section}/figures/*.{png,svg}    static figures of readouts and head maps (`figures.py`; figures=True)
 A `layer` or `head` axis holds the model's layer and head numbers (also in the JSON's coords); every other
 axis holds plain indices. NaN is written as null in JSON and empty in CSV.
 """
@@ -32,8 +33,11 @@ FORMATS = ("json", "csv", "parquet")
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # no dots: the stem gets .json/.csv/.parquet
 
 
-def export_report(report: ReportData, directory: Path) -> list[Path]:
-    """Return the paths written under `directory` (created if needed), in writing order."""
+def export_report(report: ReportData, directory: Path, *, figures: bool = True) -> list[Path]:
+    """Return the paths written under `directory` (created if needed), in writing order.
+
+    figures: also draw each readout and head map as PNG and SVG (matplotlib) for papers and slides.
+    """
     if directory.exists() and not directory.is_dir():
         raise ReportError(f"{directory} is a file; give export() a directory path.")
     directory.mkdir(parents=True, exist_ok=True)
@@ -83,6 +87,10 @@ def export_report(report: ReportData, directory: Path) -> list[Path]:
         "sections": manifest_sections,
         "tables": ["tokens", "checks", "scalars"],
     }
+    if figures:
+        from interpret.report.figures import write_figures
+
+        written += write_figures(report, directory)
     text = json.dumps(_jsonable(manifest), indent=2, allow_nan=False, default=str)
     written.append(_write_text(directory / "report.json", text))
     return written

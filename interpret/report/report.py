@@ -36,6 +36,7 @@ class Report(ReportData):
         """
         return write_report(self.page(), self, Path(path), max_bytes=max_bytes)
 
-    def export(self, directory: str | Path) -> list[Path]:
-        """Return the files written under `directory`: every array and table as JSON, CSV and Parquet."""
-        return export_report(self, Path(directory))
+    def export(self, directory: str | Path, *, figures: bool = True) -> list[Path]:
+        """Return the files written under `directory`: every array and table as JSON, CSV and Parquet, and
+        (figures=True) each readout and head map as a PNG and SVG figure."""
+        return export_report(self, Path(directory), figures=figures)

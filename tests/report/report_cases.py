@@ -30,6 +30,7 @@ PAYLOADS = (
     "&amp;",
     "line\u2028sep\u2029para",
     "</SCRIPT ><!-- <script>",
+    "--><script>window.__pwned=1</script><!--",
 )
 
 
