@@ -5,13 +5,12 @@ the registry checks."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from plugin_install import install_plugin
+from plugin_install import install_plugin, plugin_site
 
 import interpret
 from interpret.analyze import registry
@@ -41,12 +40,8 @@ def test_every_contract_attribute_is_documented() -> None:
 
 @pytest.fixture
 def site(tmp_path: Path):
-    sys.path.insert(0, str(tmp_path))
-    registry.refresh()
-    yield tmp_path
-    sys.path.remove(str(tmp_path))
-    sys.modules.pop("docs_example", None)
-    registry.refresh()
+    with plugin_site(tmp_path, "docs_example") as root:
+        yield root
 
 
 def test_a_plugin_written_from_the_docs_installs_and_runs_first_time(site: Path) -> None:

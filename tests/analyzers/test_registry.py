@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fake_traces import random_pattern_trace
-from plugin_install import install_plugin
+from plugin_install import install_plugin, plugin_site
 
 import interpret
 from interpret.analyze import AnalyzerResult, registry
@@ -67,13 +67,8 @@ def _install(tmp_path: Path, dist: str, entries: dict[str, str], module: str = "
 
 @pytest.fixture
 def plugin_path(tmp_path: Path):
-    sys.path.insert(0, str(tmp_path))
-    registry.refresh()
-    yield tmp_path
-    sys.path.remove(str(tmp_path))
-    for name in [m for m in sys.modules if m.startswith("fakeplug")]:
-        del sys.modules[name]
-    registry.refresh()
+    with plugin_site(tmp_path, "fakeplug") as root:
+        yield root
 
 
 def test_third_party_plugin_is_discovered_listed_and_run(plugin_path: Path) -> None:

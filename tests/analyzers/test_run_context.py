@@ -5,7 +5,6 @@ no hook survives, also when the analyzer raises."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from hf_tiny import collect_args, tiny_model, word_tokenizer
-from plugin_install import install_plugin
+from plugin_install import install_plugin, plugin_site
 
 import interpret
 from interpret.analyze import registry
@@ -83,12 +82,8 @@ def probe(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("probe")
     install_plugin(root, "gradient-probe", "gradient_probe", PROBE, {"gradient_probe": "gradient_probe:GradientProbe"},
                    "interpret.analyzers")
-    sys.path.insert(0, str(root))
-    registry.refresh()
-    yield
-    sys.path.remove(str(root))
-    sys.modules.pop("gradient_probe", None)
-    registry.refresh()
+    with plugin_site(root, "gradient_probe"):
+        yield
 
 
 @dataclass

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 from report_cases import PAYLOADS, payload_report
-from report_chromium import Chromium, Page, find_chromium
+from report_chromium import Chromium, Page
 
 from interpret.text import printable
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = find_chromium()
 LABEL_LIMIT = 40  # report_draw.js: the longest token label drawn whole
 
 
@@ -26,13 +25,6 @@ CHANGE_EXAMPLE = (
     " p.dispatchEvent(new Event('change')); }})()"
 )
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    if CHROMIUM is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
-    with Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium-profile")) as chromium:
-        yield chromium
 
 
 def test_report_renders_offline_with_no_error_request_or_payload(browser: Chromium, tmp_path: Path) -> None:

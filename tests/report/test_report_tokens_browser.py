@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from report_cases import WORDS, trace_of
-from report_chromium import Chromium, Page, find_chromium
+from report_chromium import Chromium, Page
 
 from interpret.analyze.result import AnalyzerResult, NamedArray, View
 from interpret.analyze.result import Readout
@@ -20,7 +20,6 @@ from interpret.text import display_tokens, printable
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = find_chromium()
 LABEL_LIMIT = 40
 LONG = "supercalifragilistic" * 300  # one token of 6,000 characters
 RLO = "\u202eevil"  # a right-to-left override: everything after it on its line would read backwards
@@ -58,13 +57,6 @@ def odd_report(scheme: str | None = None) -> Report:
         trace = dataclasses.replace(trace, encoded=dataclasses.replace(trace.encoded, scheme=scheme))
     return build_report(trace, [result], RunInfo.from_trace(trace, seed=0), top_k=5)
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    if CHROMIUM is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
-    with Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium-profile")) as chromium:
-        yield chromium
 
 
 def open_report(browser: Chromium, path: Path, *, scripts: bool = True) -> Page:

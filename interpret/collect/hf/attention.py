@@ -54,68 +54,41 @@ class _Listener:
         attention_mask: Tensor | None,
         result: Any,
         kwargs: Mapping[str, Any],
-    ) -> None:
-        """Pass q, k, v as [batch, pos, head, d_head] (views of the kernel's inputs) and scores, pattern as
-        [batch, head, query, key] (float32 tensors of their own, which the collector keeps without copying)."""
-        self._record_qkv(query, key, value)
-        sinks = self.sinks
-        if "scores" not in sinks and "pattern" not in sinks:
-            return
-        weights = self._kernel_weights(query, key, result)
-        scores = None
-        if "scores" in sinks or weights is None:
-            scores = attention_scores(module, query, key, attention_mask, kwargs)
-        if "scores" in sinks and scores is not None:
-            sinks["scores"](scores)
-        if "pattern" in sinks:
-            if weights is None and "scores" not in sinks:
-                # Nobody else holds the scores: normalise them in place, sparing a [query, key] allocation
-                # (softmax reads each element of a row before writing it, so aliasing is safe).
-                weights = torch.softmax(scores, dim=-1, out=scores)
-            elif weights is None:
-                weights = torch.softmax(scores, dim=-1)
-            sinks["pattern"](weights)
-
-    def record_with_grad(
-        self,
-        module: nn.Module,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        attention_mask: Tensor | None,
-        result: Any,
-        kwargs: Mapping[str, Any],
+        grad: bool = False,
     ) -> Any:
-        """Pass the tensors in the autograd graph to the sinks and return the kernel's result, its output
-        joined to the pattern (see the module docstring) when the pattern had to be recomputed."""
+        """Pass q, k, v as [batch, pos, head, d_head] (views of the kernel's inputs) and scores, pattern as
+        [batch, head, query, key] to the sinks; return the kernel's result.
+
+        Without `grad` (under no_grad) scores and pattern are float32 tensors of their own, which the collector
+        keeps without copying. With `grad` they stay in the autograd graph: the eager kernel's own weights in
+        its dtype (the very tensor its output was computed from), or a recomputed pattern, in which case the
+        returned result's output is joined to it (see the module docstring).
+        """
         self._record_qkv(query, key, value)
         sinks = self.sinks
         if "scores" not in sinks and "pattern" not in sinks:
             return result
-        # The eager kernel's own weights, in its dtype: the very tensor its output was computed from.
-        weights = self._kernel_weights(query, key, result, cast=False)
+        weights = self._kernel_weights(query, key, result, cast=not grad)
         if weights is not None and "scores" not in sinks:
             sinks["pattern"](weights)
             return result
         scores = attention_scores(module, query, key, attention_mask, kwargs)
         if "scores" in sinks:
             sinks["scores"](scores)
-        if weights is not None:  # the eager kernel's output already depends on its own weights
+        if weights is not None:
             if "pattern" in sinks:
                 sinks["pattern"](weights)
             return result
-        pattern = torch.softmax(scores, dim=-1)
-        if "pattern" in sinks:
-            sinks["pattern"](pattern)
-        output = result[0] if isinstance(result, tuple) else result
-        mixed = (pattern @ repeat_heads(value, query.shape[1]).float()).transpose(1, 2).to(output.dtype)
-        if mixed.shape != output.shape:
-            raise CaptureError(
-                f"{type(module).__name__}'s attention kernel returned {tuple(output.shape)}, not [batch, query, head,"
-                f" d_head] {tuple(mixed.shape)}; gradients through its pattern need attn_implementation='eager'."
-            )
-        joined = output.detach() + (mixed - mixed.detach())
-        return (joined, *result[1:]) if isinstance(result, tuple) else joined
+        if "pattern" not in sinks:
+            return result
+        if grad or "scores" in sinks:
+            pattern = torch.softmax(scores, dim=-1)
+        else:
+            # Nobody else holds the scores: normalise them in place, sparing a [query, key] allocation
+            # (softmax reads each element of a row before writing it, so aliasing is safe).
+            pattern = torch.softmax(scores, dim=-1, out=scores)
+        sinks["pattern"](pattern)
+        return _joined(module, result, pattern, value) if grad else result
 
     def _record_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         n_heads = query.shape[1]
@@ -185,6 +158,20 @@ class AttentionRecorder:
             self.grad = False
 
 
+def _joined(module: nn.Module, result: Any, pattern: Tensor, value: Tensor) -> Any:
+    """Return the kernel's result with its output O replaced by O.detach() + (P·V − (P·V).detach()): O's
+    numbers exactly, with the gradient of the eager statement P·V."""
+    output = result[0] if isinstance(result, tuple) else result
+    mixed = (pattern @ repeat_heads(value, pattern.shape[1]).float()).transpose(1, 2).to(output.dtype)
+    if mixed.shape != output.shape:
+        raise CaptureError(
+            f"{type(module).__name__}'s attention kernel returned {tuple(output.shape)}, not [batch, query, head,"
+            f" d_head] {tuple(mixed.shape)}; gradients through its pattern need attn_implementation='eager'."
+        )
+    joined = output.detach() + (mixed - mixed.detach())
+    return (joined, *result[1:]) if isinstance(result, tuple) else joined
+
+
 def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
     """Return a kernel that calls `kernel` unchanged, then feeds the recorder's listener of the module."""
 
@@ -195,7 +182,7 @@ def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
             if args:
                 _raise_positional(module, len(args))
             if recorder.grad:
-                return listener.record_with_grad(module, query, key, value, attention_mask, result, kwargs)
+                return listener.record(module, query, key, value, attention_mask, result, kwargs, grad=True)
             with torch.no_grad():
                 listener.record(module, query, key, value, attention_mask, result, kwargs)
         return result
