@@ -16,7 +16,6 @@ from hf_tiny import collect_args, tiny_model, word_tokenizer
 from plugin_install import install_plugin, plugin_site
 
 import interpret
-from interpret.analyze import registry
 from interpret.analyze.run import run_context
 from interpret.collect.api import capturable_for
 from interpret.errors import AnalyzerError
