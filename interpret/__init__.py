@@ -16,6 +16,7 @@ from interpret.errors import (
     MemoryBudgetError,
     ModelLoadError,
     ReportError,
+    ResultError,
     UnsupportedModelError,
 )
 from interpret.inputs import Encoded, encode
@@ -41,6 +42,7 @@ __all__ = [
     "Target",
     "ModelLoadError",
     "ReportError",
+    "ResultError",
     "Trace",
     "TraceMeta",
     "UnsupportedModelError",

@@ -19,7 +19,7 @@ from interpret.analyze import params as params_mod
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
-from interpret.errors import AnalyzerError
+from interpret.errors import AnalyzerError, ResultError
 from interpret.target import Target
 from interpret.trace import Trace
 
@@ -99,13 +99,13 @@ def run_context(
 
 
 def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]) -> None:
-    """Raise AnalyzerError when `result` holds a non-finite value, an all-zero readout or a broken invariant."""
+    """Raise ResultError when `result` holds a non-finite value, an all-zero readout or a broken invariant."""
     where = f"{result.analyzer} with {_describe(params)}"
     for array_name, array in result.arrays.items():
         values = np.asarray(array.values)
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             bad = int((~np.isfinite(values)).sum())
-            raise AnalyzerError(
+            raise ResultError(
                 f"{where} returned {bad} non-finite value(s) in {array_name!r}; these parameters cannot give a"
                 " meaningful result here: change them (see `interpret analyzers show"
                 f" {result.analyzer}`)."
@@ -116,13 +116,13 @@ def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]
         real = side.attention_mask.bool().cpu().numpy() if side is not None else np.ones(readout.shape, bool)
         for example in range(readout.shape[0]):
             if not np.any(readout[example][real[example, : readout.shape[1]]]):
-                raise AnalyzerError(
+                raise ResultError(
                     f"{where} gave example {example} a readout that is zero on every token, which explains"
                     " nothing; change the parameters."
                 )
     for check_name, check in result.checks.items():
         if check.severity == "invariant" and not check.ok:
-            raise AnalyzerError(
+            raise ResultError(
                 f"{where} broke its invariant {check_name} ({check.description or 'no description'}):"
                 f" {check.value:.3g} > {check.tolerance:.3g}; the result is wrong, so it is not returned."
                 " Report this with the input."
