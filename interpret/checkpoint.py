@@ -188,7 +188,8 @@ def model_facts(config: dict[str, Any]) -> ModelFacts:
         decoder_heads = _first_int(config, _DECODER_HEAD_KEYS) or n_heads
     max_positions = _first_int(config, _POSITION_KEYS)
     if max_positions is not None and model_type in _POSITION_OFFSET_TYPES:
-        max_positions -= (_first_int(config, ("pad_token_id",)) or 1) + 1
+        pad = _first_int(config, ("pad_token_id",))
+        max_positions -= (1 if pad is None else pad) + 1
     decision = _decision(architecture)
     dtype = config.get("torch_dtype") or config.get("dtype")
     return ModelFacts(

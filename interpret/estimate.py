@@ -198,11 +198,21 @@ def page_base_bytes() -> int:
 
 
 def physical_memory() -> int | None:
-    """Return the machine's physical memory in bytes (None where the OS does not say)."""
+    """Return the memory this process may use: the machine's physical memory, or its control group's limit
+    (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`) when that is lower; None where neither is known."""
+    limits = []
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        limits.append(int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
     except (AttributeError, ValueError, OSError):
-        return None
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))
+    return min(limits) if limits else None
 
 
 def human_bytes(n: int | float) -> str:
