@@ -48,6 +48,8 @@ def audit(
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     params = preflight.parse_sets(sets, names)
     out_dir = output or str(Path("reports") / f"{input_file.stem}-audit")
+    if out_dir == "-":
+        raise usage_error("-o -: an audit writes a directory of tables; give a directory path.")
     preflight.check_output_dir(out_dir)
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)

@@ -63,7 +63,7 @@ def load_tokenizer(plan: ModelPlan) -> Any:
 
     location = plan.checkpoint.name if plan.checkpoint.hub else str(plan.checkpoint.directory)
     try:
-        tokenizer = load_preprocessor(location, is_local=not plan.checkpoint.hub)
+        tokenizer = load_preprocessor(location, is_local=not plan.checkpoint.hub, warn=False)
     except InterpretError as err:
         raise usage_error(f"--model: {err}") from None
     if tokenizer is None:

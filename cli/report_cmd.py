@@ -37,6 +37,33 @@ class _Inputs:
     source: Source
 
 
+@dataclass(frozen=True)
+class _Run:
+    """Everything the run needs once every check has passed."""
+
+    plan: ModelPlan
+    model: str | None
+    device: str
+    dtype: str | None
+    allow_pickle: bool
+    inputs: _Inputs
+    analyzers: list[str]
+    params: dict[str, dict[str, str]]
+    target: str | None
+    contrast: str | None
+    continuations: tuple[str, ...]
+    generate: int | None
+    decoder_texts: tuple[str, ...]
+    layers: list[int] | None
+    heads: list[int] | None
+    max_length: int | None
+    seed: int
+    fmt: str
+    destination: str
+    max_bytes: int
+    quiet: bool
+
+
 @click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, help="Text to explain (repeatable: one report over all texts).")
@@ -121,9 +148,8 @@ def report(
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
     estimate = estimate_for(exact, exact_follow)
     _log_estimate(estimate, byte_limit, memory_limit)
-    # ---- the run ----
-    _run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations, generate,
-         decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet)
+    _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
+              generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -221,19 +247,13 @@ def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int |
     )
 
 
-def _run(
-    plan: ModelPlan, model: str | None, device: str, dtype: str | None, allow_pickle: bool, inputs: _Inputs,
-    names: list[str], params: dict[str, dict[str, str]], target: str | None, contrast: str | None,
-    continuations: tuple[str, ...], generate: int | None, decoder_texts: tuple[str, ...],
-    layer_list: list[int] | None, head_list: list[int] | None, max_length: int | None, seed: int, fmt: str,
-    destination: str, byte_limit: int, quiet: bool,
-) -> None:
+def _run(run: _Run) -> None:
     """Load the model, explain, print the decisions, check the report's real size and write it."""
     from interpret.api import explain
     from interpret.cli.common import load_model, progress, write_json_stream, write_page
     from interpret.cli.decisions import decision_lines
 
-    extra = {"generate": generate} if generate is not None else {}
+    extra = {"generate": run.generate} if run.generate is not None else {}
     if extra:
         import inspect
 
@@ -241,26 +261,28 @@ def _run(
             from interpret.errors import InterpretError
 
             raise InterpretError("--generate needs interpret.explain(generate=...), which this installation lacks; update it.")
-    with progress(2, "load model", quiet) as bar:
-        loaded = load_model(model, device, dtype, allow_pickle)
+    inputs = run.inputs
+    with progress(2, "load model", run.quiet) as bar:
+        loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle)
         bar.update()
         bar.set_description("collect + analyze")
         result = explain(
-            loaded.model, loaded.tokenizer, inputs.texts, names, params=params, target=target, contrast=contrast,
-            gold=inputs.gold, ids=inputs.ids, continuation=list(continuations) or None, layers=layer_list,
-            heads=head_list, max_length=max_length, decoder_inputs=list(decoder_texts) or None, head=loaded.head,
-            seed=seed, model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, **extra,
+            loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.target,
+            contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
+            layers=run.layers, heads=run.heads, max_length=run.max_length,
+            decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
+            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, **extra,
         )
         bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
-    to_stdout = destination == "-"
-    if not (to_stdout and quiet):
+    to_stdout = run.destination == "-"
+    if not (to_stdout and run.quiet):
         for line in decision_lines(result.run.decisions, inputs.ids, loaded.tokenizer):
             say(line, err=to_stdout)
-    check_report_size(result, fmt, byte_limit)
-    if fmt == "json":
-        write_json_stream(result.to_dict(), destination, byte_limit)
+    check_report_size(result, run.fmt, run.max_bytes)
+    if run.fmt == "json":
+        write_json_stream(result.to_dict(), run.destination, run.max_bytes)
     else:
-        write_page(result, destination)
+        write_page(result, run.destination)
     if not to_stdout:
-        say(f"wrote {destination}")
+        say(f"wrote {run.destination}")

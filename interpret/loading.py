@@ -135,9 +135,12 @@ def load(
     return model, load_preprocessor(location, vision=vision, is_local=is_local, **common)
 
 
-def load_preprocessor(location: str, *, vision: bool = False, is_local: bool = True, **common: Any) -> Any | None:
+def load_preprocessor(
+    location: str, *, vision: bool = False, is_local: bool = True, warn: bool = True, **common: Any
+) -> Any | None:
     """Return the image processor (vision) or the tokenizer of the model at `location`, or None if none is saved.
 
+    warn: log a warning when there is none (a caller that reports it itself passes False).
     common: the keyword arguments of `from_pretrained` (`load` passes trust_remote_code=False, local_files_only
     and revision); without them the files are read offline and no remote code runs.
     """
@@ -147,12 +150,14 @@ def load_preprocessor(location: str, *, vision: bool = False, is_local: bool = T
     loader = transformers.AutoImageProcessor if vision else transformers.AutoTokenizer
     files = _PROCESSOR_FILES if vision else _TOKENIZER_FILES
     if is_local and not any((Path(location) / name).is_file() for name in files):
-        log.warning("%s holds no %s; pass token ids or pixel values to collect", location, loader.__name__)
+        if warn:
+            log.warning("%s holds no %s; pass token ids or pixel values to collect", location, loader.__name__)
         return None
     try:
         return loader.from_pretrained(location, **common)
     except OSError as err:
-        log.warning("no %s for %s (%s)", loader.__name__, location, _short(err))
+        if warn:
+            log.warning("no %s for %s (%s)", loader.__name__, location, _short(err))
         return None
     except Exception as err:
         raise ModelLoadError(

@@ -77,9 +77,9 @@ def pickle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def odd_dirs(tmp_path_factory: pytest.TempPathFactory, classifier_dir: Path) -> dict[str, Path]:
-    """Broken model directories: no config, config not JSON, remote code, an unknown model type."""
+    """Broken model directories: no config, config not JSON, remote code, an unknown model type, no tokenizer."""
     root = tmp_path_factory.mktemp("odd-models")
-    dirs = {name: root / name for name in ("no_config", "bad_json", "remote_code", "unknown_type")}
+    dirs = {name: root / name for name in ("no_config", "bad_json", "remote_code", "unknown_type", "no_tokenizer")}
     for directory in dirs.values():
         directory.mkdir()
         (directory / "model.safetensors").write_bytes((classifier_dir / "model.safetensors").read_bytes())
@@ -87,6 +87,7 @@ def odd_dirs(tmp_path_factory: pytest.TempPathFactory, classifier_dir: Path) -> 
     config = json.loads((classifier_dir / "config.json").read_text(encoding="utf-8"))
     (dirs["remote_code"] / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "x.Y"}}))
     (dirs["unknown_type"] / "config.json").write_text(json.dumps({**config, "model_type": "no-such-family"}))
+    (dirs["no_tokenizer"] / "config.json").write_text(json.dumps(config))
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (dirs["unknown_type"] / name).write_bytes((classifier_dir / name).read_bytes())
     return dirs

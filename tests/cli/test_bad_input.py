@@ -109,6 +109,7 @@ CASES = [
     ("max-bytes-word", [*R, "--text", TEXT, "--max-bytes", "lots"], 2, "is not a size"),
     ("max-bytes-negative", [*R, "--text", TEXT, "--max-bytes", "-5MB"], 2, "is not a size"),
     ("max-bytes-too-small", [*R, "--text", TEXT, "--max-bytes", "100"], 2, "above --max-bytes 100 B"),
+    ("max-memory-zero", [*R, "--text", TEXT, "--max-memory", "0"], 2, "--max-memory '0' is less than one byte"),
     ("max-memory-too-small", [*R, "--text", TEXT, "--max-memory", "1MB"], 2, "over --max-memory 1 MB"),
     # run options
     ("seed-negative", [*R, "--text", TEXT, "--seed", "-1"], 2, "--seed"),
@@ -125,6 +126,8 @@ CASES = [
     ("model-config-not-json", ["report", "--model", "{bad_json}", "--text", TEXT], 2, "is not readable JSON"),
     ("model-remote-code", ["report", "--model", "{remote_code}", "--text", TEXT], 2, "remote code"),
     ("model-unknown-type", ["report", "--model", "{unknown_type}", "--text", TEXT, "-a", "rollout"], 2, "no adapter captures model type 'no-such-family'"),
+    ("model-empty-name", ["report", "--model", "", "--text", TEXT], 2, "the model name is empty"),
+    ("model-no-tokenizer", ["report", "--model", "{no_tokenizer}", "--text", TEXT, "-a", "rollout"], 2, "has no tokenizer"),
     ("model-vision", ["report", "--model", "{vit}", "--text", TEXT], 2, "is a vision model"),
     ("encoder-decoder-needs-decoder-text", ["report", "--model", "{t5}", "--text", TEXT], 2, "--decoder-text"),
     ("decoder-text-on-encoder", [*R, "--text", TEXT, "--decoder-text", "a dog"], 2, "--decoder-text is for encoder-decoder models"),
@@ -135,6 +138,7 @@ CASES = [
     ("generate-with-target", ["report", "--model", "{gpt2}", "--text", TEXT, "--generate", "2", "--target", "cat"], 2, "drop --target"),
     ("continuation-on-classifier", [*R, "--text", TEXT, "--continuation", "a dog"], 2, "--continuation needs a decoder language model"),
     ("continuation-count", ["report", "--model", "{gpt2}", "--text", TEXT, "--continuation", "a", "--continuation", "b"], 2, "one --continuation per text"),
+    ("continuation-empty", ["report", "--model", "{gpt2}", "--text", TEXT, "--continuation", " "], 2, "--continuation is empty"),
     ("continuation-with-target", ["report", "--model", "{gpt2}", "--text", TEXT, "--continuation", "a", "--target", "cat"], 2, "drop --target"),
     # collect
     ("collect-name-typo", ["collect", "--model", "{cls}", "--text", TEXT, "--names", "blocks.*.attn.hook_patern"], 2, "Did you mean"),
@@ -151,6 +155,7 @@ CASES = [
     ("audit-batch-size", ["audit", "--model", "{cls}", "--input", "{data}", "--batch-size", "0"], 2, "--batch-size"),
     ("audit-gold-unlabelled", ["audit", "--model", "{cls}", "--input", "{data}", "--target", "gold"], 2, "example 1 has no label"),
     ("audit-gold-foreign-label", ["audit", "--model", "{cls}", "--input", "{labels}", "--target", "gold", "-a", "rollout"], 2, "'happy' is not a label"),
+    ("audit-stdout", ["audit", "--model", "{cls}", "--input", "{data}", "-o", "-"], 2, "writes a directory of tables"),
     ("audit-output-is-file", ["audit", "--model", "{cls}", "--input", "{data}", "-o", "{plain_file}"], 2, "is a file"),
     ("audit-encoder-decoder", ["audit", "--model", "{t5}", "--input", "{data}"], 2, "is an encoder-decoder T5ForConditionalGeneration; the audit reads one text"),
     ("audit-set-key", ["audit", "--model", "{cls}", "--input", "{data}", "-a", "rollout", "--set", "rollout.nope=1"], 2, "has no parameter 'nope'"),
