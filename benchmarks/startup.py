@@ -1,4 +1,5 @@
-"""Start-up time of the `interpret` command: `--help`, `--version` and `analyzers list` in fresh processes.
+"""Start-up time of the `interpret` command: `--help`, `--version` and `analyzers list` in fresh processes, and
+how fast a report that cannot fit is refused (512 tokens on the default model: the views alone pass 20 MB).
 
 Usage: python benchmarks/startup.py [--repeat 7] [--warmup 1]
 Each command runs `--repeat` times in a new Python process (the console script's own interpreter, through
@@ -36,18 +37,21 @@ _PROBE = (
     "import runpy\n"
     "runpy.run_module('interpret', run_name='__main__')\n"
 )
+_LONG = " ".join(["word"] * 600)
 COMMANDS: dict[str, list[str]] = {
     "interpret --help": ["--help"],
     "interpret --version": ["--version"],
     "interpret analyzers list": ["analyzers", "list"],
+    "interpret report (512 tokens, refused)": ["report", "--text", _LONG, "--max-length", "512", "-o", "-"],
 }
+EXPECTED = {"interpret report (512 tokens, refused)": 2}  # exit codes other than 0
 YARDSTICKS: dict[str, list[str]] = {
     "python -c pass": ["-c", "pass"],
     "python -c 'import torch, transformers'": ["-c", "import torch, transformers"],
 }
 
 
-def run_once(argv: Sequence[str]) -> tuple[float, int, str]:
+def run_once(argv: Sequence[str], expected: int = 0) -> tuple[float, int, str]:
     """Return (wall seconds, peak RSS bytes of the child, its stderr) of one fresh `python ARGV`."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
@@ -57,7 +61,7 @@ def run_once(argv: Sequence[str]) -> tuple[float, int, str]:
         child.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr = err.read().decode("utf-8", "replace")
-    if child.returncode != 0:
+    if child.returncode != expected:
         raise SystemExit(f"{' '.join(argv)} exited {child.returncode}: {stderr.strip()[-300:]}")
     return seconds, usage.ru_maxrss * 1024, stderr  # ru_maxrss is KiB on Linux
 
@@ -81,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     imported: dict[str, str] = {}
     for round_index in range(args.warmup + args.repeat):
         for name, command in cases.items():  # interleaved: a slow spell of the machine hits every case
-            seconds, peak, stderr = run_once(command)
+            seconds, peak, stderr = run_once(command, EXPECTED.get(name, 0))
             if round_index < args.warmup:
                 continue
             times[name].append(seconds)
