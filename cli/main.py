@@ -23,12 +23,16 @@ import click
 
 from interpret.cli.output import VERBOSE_KEY, failure_message, say
 
-# name → (module, attribute); imported only when the command runs or its help is shown.
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "report": ("interpret.cli.report_cmd", "report"),
-    "analyzers": ("interpret.cli.analyzers_cmd", "analyzers"),
-    "collect": ("interpret.cli.collect_cmd", "collect"),
-    "audit": ("interpret.cli.audit_cmd", "audit"),
+# name → (module, attribute, the command's one-line help); a module is imported only when its command runs or
+# shows its own help, so `interpret --help` lists the commands from here (a test ties each line to the command).
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "report": ("interpret.cli.report_cmd", "report",
+               "Write a self-contained report explaining the model's decision on the input."),
+    "analyzers": ("interpret.cli.analyzers_cmd", "analyzers", "List the registered analyzers or show one's parameters."),
+    "collect": ("interpret.cli.collect_cmd", "collect",
+                "Run the model once and save the captured tensors with their metadata."),
+    "audit": ("interpret.cli.audit_cmd", "audit",
+              "Audit every example of a dataset; re-running resumes where an interrupted run stopped."),
 }
 
 
@@ -43,9 +47,15 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in _COMMANDS:
             return None
-        module, attribute = _COMMANDS[name]
+        module, attribute, _ = _COMMANDS[name]
         command: click.Command = getattr(importlib.import_module(module), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands with their one-line help, without importing them."""
+        rows = [(name, help_line) for name, (_, _, help_line) in _COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
         context = super().make_context(info_name, args, parent, **extra)

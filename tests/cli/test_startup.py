@@ -74,3 +74,14 @@ def test_import_interpret_is_lazy_and_complete() -> None:
     assert callable(interpret.analyze) and interpret.analyze.__name__ == "analyze"
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         interpret.nonexistent  # noqa: B018
+
+
+def test_the_help_lines_listed_without_importing_are_the_commands_own() -> None:
+    import click
+
+    from interpret.cli.main import _COMMANDS, cli
+
+    context = click.Context(cli)
+    for name, (_, _, help_line) in _COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert command is not None and command.get_short_help_str(limit=1000) == help_line
