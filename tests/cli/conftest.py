@@ -10,15 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from click.testing import CliRunner, Result
 from hf_tiny import save_tiny, tiny_config, tiny_model, word_tokenizer
-
-from interpret.cli.main import cli
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> Result:
-    """Return the result of `interpret ARGS` run in this process (stdout and stderr kept apart)."""
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False, env=env)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run
+from cli_runner import run
 from plugin_install import install_plugin
 
 from interpret.analyze import registry

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import run
+from cli_runner import run
 
 from interpret.cli.main import cli
 

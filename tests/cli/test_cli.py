@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run
+from cli_runner import run
 from hf_tiny import WORDS
 
 from interpret.trace_io import load_trace

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from conftest import run
+from cli_runner import run
 from hf_tiny import word_tokenizer
 
 from interpret.estimate import human_bytes

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from conftest import run
+from cli_runner import run
 from hf_tiny import tiny_config, word_tokenizer
 
 import interpret
