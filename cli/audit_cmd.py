@@ -1,55 +1,146 @@
-"""`interpret audit`: run analyzers over a dataset in resumable batches and summarise."""
+"""`interpret audit`: run analyzers over a dataset in resumable batches and summarise.
+
+This module owns the command's options and their checks, all made before the model loads (the input file,
+the output directory, analyzers and their parameters, the model's kind, gold labels against the model's
+labels, every example's length); `interpret.audit.run_audit` does the audit.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.cli.common import check_analyzers, json_text, load_model, parse_sets, setup_logging
+from interpret.cli import preflight, prerun
+from interpret.cli.budget import Source, check_lengths, token_limit
 from interpret.cli.options import analyzer_options, model_options, verbosity_options
-from interpret.datasets import read_examples
+from interpret.cli.output import say, usage_error
+from interpret.cli.preflight import ModelPlan
+from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokenizer_limit
 
 
 @click.command()
 @model_options
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="A .jsonl or .csv file with a text column (optional label).")
+              help="A .jsonl or .csv file with a text column (optional label and id).")
 @analyzer_options
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Discard finished batches in the output directory and start over.")
 @click.option("--target", type=click.Choice(["prediction", "gold"]), default="prediction", show_default=True,
               help="Explain each example's prediction, or its gold label (needs a label column).")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", default=None, metavar="DIR",
               help="Output directory (default: reports/<input-stem>-audit/).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @verbosity_options
-@click.pass_context
 def audit(
-    ctx: click.Context, model: str | None, device: str, dtype: str | None, max_length: int | None,
+    model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: Path | None, fmt: str, quiet: bool, verbose: bool,
+    fresh: bool, target: str, output: str | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
-    ctx.obj["verbose"] = verbose
-    setup_logging(quiet, verbose)
-    names = check_analyzers(analyzer_names or DEFAULT_ANALYZERS)
-    params = parse_sets(sets, names)
-    examples = read_examples(input_file)
-    out_dir = output or Path("reports") / f"{input_file.stem}-audit"
-    from interpret.audit import run_audit
+    from interpret.cli.common import json_text, load_model, setup_logging
 
-    loaded = load_model(model, device, dtype)
-    outcome = run_audit(
-        loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
-        max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-        fresh=fresh, target=target,
-    )
-    summary = {
-        "output": str(out_dir), "examples": len(examples), "accuracy": outcome.accuracy,
-        "files": [str(path) for path in outcome.paths],
-    }
-    click.echo(json_text(summary) if fmt == "json" else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    setup_logging(quiet, verbose)
+    examples = preflight.check_input_file(input_file)
+    names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
+    params = preflight.parse_sets(sets, names)
+    out_dir = output or str(Path("reports") / f"{input_file.stem}-audit")
+    if out_dir == "-":
+        raise usage_error("-o -: an audit writes a directory of tables; give a directory path.")
+    preflight.check_output_dir(out_dir)
+    if target == "gold":
+        unlabelled = next((example for example in examples if example.label is None), None)
+        if unlabelled is not None:
+            raise usage_error(f"--target gold: {input_file.name} example {unlabelled.row} has no label; give every"
+                              " example a label, or explain predictions (--target prediction).")
+    plan = preflight.plan_model(model, allow_pickle)
+    _check_model(plan, target)
+    texts = [example.text for example in examples]
+    source = Source(input_file.name, tuple(example.row for example in examples))
+    directory = plan.checkpoint.directory
+    limit = token_limit(plan.facts, tokenizer_limit(directory))
+    counts = count_tokens(directory, texts)
+    if counts is not None:
+        _check_capture(plan, check_lengths(counts, limit, max_length, source))
+    classes = prerun.check_analyzers_load(names, params)
+    silent = [cls.name for cls in classes if not cls.provides]
+    if silent:
+        raise usage_error(f"-a {silent[0]}: the analyzer declares neither a readout nor a head map, so the audit has"
+                          " nothing to tabulate; run it with `interpret report`, or audit with another analyzer.")
+    prerun.check_device(device)
+    prerun.check_adapter(plan)
+    tokenizer = prerun.load_tokenizer(plan)
+    _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source))
+    if target == "gold":
+        _check_gold_labels(plan, examples, input_file.name)
+
+    from interpret.audit import run_audit
+    from interpret.cli.common import logs_through_bars
+
+    loaded = load_model(model, device, dtype, allow_pickle)
+    with logs_through_bars():  # run_audit draws its own bar on stderr; log lines are written through it
+        outcome = run_audit(
+            loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
+            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
+            fresh=fresh, target=target,
+        )
+    if fmt == "json":
+        say(json_text({
+            "output": str(outcome.out_dir), "examples": outcome.n_examples, "computed": outcome.n_computed,
+            "resumed": outcome.n_resumed, "accuracy": outcome.accuracy, "files": [str(path) for path in outcome.paths],
+        }))
+        return
+    for line in audit_table(outcome, input_file.name):
+        say(line)
+
+
+def audit_table(outcome: Any, input_name: str) -> list[str]:
+    """Return an `interpret.audit.AuditResult` as aligned, rounded lines (no Python lists or long floats)."""
+    accuracy = outcome.accuracy
+    rows = [
+        ("examples", f"{outcome.n_examples} ({outcome.n_computed} computed, {outcome.n_resumed} resumed)"),
+        ("accuracy", "no gold labels" if accuracy is None else f"{100 * accuracy:.1f}% of labelled examples"),
+        ("time", f"{outcome.wall_seconds:.1f} s"),
+        ("output", str(outcome.out_dir)),
+        ("summary", str(outcome.summary)),
+        ("tables", ", ".join(Path(path).name for path in outcome.paths if Path(path).suffix in (".parquet", ".csv"))),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return [f"audit of {input_name}"] + [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def _check_model(plan: ModelPlan, target: str) -> None:
+    facts = plan.facts
+    if facts.kind not in ("encoder", "decoder"):
+        raise usage_error(f"{plan.described()}; the audit reads one text per example, so audit an encoder or"
+                          " decoder model.")
+    if target == "gold" and facts.decision not in ("class", None):
+        raise usage_error(f"--target gold needs a classifier; --model {plan.display_name} is a"
+                          f" {facts.architecture or 'model without a task head'}, so explain predictions instead.")
+
+
+def _check_capture(plan: ModelPlan, lengths: list[int]) -> None:
+    facts = plan.facts
+    per_example = 4 * facts.n_layers * facts.n_heads * max(lengths) ** 2
+    if per_example > CAPTURE_BUDGET:
+        raise usage_error(
+            f"the longest example would capture {human_bytes(per_example)} of attention, over the"
+            f" {human_bytes(CAPTURE_BUDGET)} per-example budget; truncate the examples (--max-length)."
+        )
+
+
+def _check_gold_labels(plan: ModelPlan, examples: list, file_name: str) -> None:
+    from interpret.decision import resolve_class
+    from interpret.errors import InterpretError
+
+    if plan.facts.decision != "class":
+        return
+    labels = plan.labels()
+    for example in examples:
+        try:
+            resolve_class(example.label, labels)
+        except InterpretError as err:
+            raise usage_error(f"--target gold: {file_name} example {example.row}: {err}") from None

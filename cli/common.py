@@ -1,23 +1,23 @@
-"""Shared pieces of the CLI: option parsers, model loading, output naming, error reporting."""
+"""Shared pieces of the CLI that run once checks have passed: logging, progress, model loading, writing output."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import shutil
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
-
-from interpret.analyze import describe, registry
-from interpret.atomic import write_atomically
-from interpret.errors import AnalyzerError, suggest
+from interpret.cli.output import safe
 
 log = logging.getLogger("interpret")
+_WARNINGS = logging.getLogger("py.warnings")
 
 
 @dataclass
@@ -30,22 +30,51 @@ class Loaded:
     model_id: str
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log lines as one line each, with what a terminal would act on escaped (label names come from configs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe(" ".join(super().format(record).split()))
+
+
 def setup_logging(quiet: bool, verbose: bool) -> None:
-    """Send the toolkit's log to stderr: INFO by default, WARNING with -q, DEBUG with -v."""
+    """Send the toolkit's log and Python warnings to stderr: INFO by default, WARNING with -q, DEBUG with -v."""
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.handlers[:] = [handler]
-    log.setLevel(level)
-    log.propagate = False
+    handler.setFormatter(_SafeFormatter("%(message)s"))
+    for logger in (log, _WARNINGS):
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+    logging.captureWarnings(True)
+
+
+@contextmanager
+def logs_through_bars() -> Iterator[None]:
+    """Write log lines and warnings through tqdm (`tqdm.write`) while inside, so no bar and line interleave."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(loggers=[log, _WARNINGS]):
+        yield
+
+
+@contextmanager
+def progress(total: int, description: str, quiet: bool) -> Iterator[Any]:
+    """Yield a tqdm bar on stderr while log lines and warnings are written through it (never interleaved)."""
+    from tqdm import tqdm
+
+    with logs_through_bars():
+        # disable=None: no bar when stderr is not a terminal (a log file would fill with redrawn bars)
+        with tqdm(total=total, desc=description, disable=True if quiet else None, file=sys.stderr, leave=False) as bar:
+            yield bar
+
+
+def load_model(name: str | None, device: str, dtype: str | None, allow_pickle: bool = False) -> Loaded:
+    """Return the model named on the command line, or the built-in default model when `name` is None."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()  # our own bar covers loading; two bars on stderr interleave badly
-
-
-def load_model(name: str | None, device: str, dtype: str | None) -> Loaded:
-    """Return the model named on the command line, or the built-in default model when `name` is None."""
     if name is None:
         from interpret.default_model import DEFAULT_MODEL_ID, load_default
 
@@ -53,62 +82,8 @@ def load_model(name: str | None, device: str, dtype: str | None) -> Loaded:
         return Loaded(model, tokenizer, head, DEFAULT_MODEL_ID)
     from interpret.loading import load
 
-    model, tokenizer = load(name, device=device, dtype=dtype)
+    model, tokenizer = load(name, device=device, dtype=dtype, allow_pickle=allow_pickle)
     return Loaded(model, tokenizer, None, name)
-
-
-def check_analyzers(names: Sequence[str]) -> list[str]:
-    """Return the analyzer names, or raise a usage error with a close match for an unknown one."""
-    known = registry.names()
-    for name in names:
-        if name not in known:
-            entry = registry.entries().get(name)
-            why = f"is broken ({entry.error})" if entry is not None else f"is unknown;{suggest(name, known)} registered: {', '.join(known)}"
-            raise click.UsageError(f"analyzer {name!r} {why}.")
-    return list(dict.fromkeys(names))
-
-
-def parse_sets(values: Sequence[str], analyzers: Sequence[str]) -> dict[str, dict[str, str]]:
-    """Return {analyzer: {key: value}} from `NAME.KEY=VALUE` strings, checked against each Params."""
-    params: dict[str, dict[str, str]] = {}
-    for item in values:
-        match = re.fullmatch(r"([A-Za-z_][\w-]*)\.([A-Za-z_]\w*)=(.*)", item)
-        if not match:
-            raise click.UsageError(f"--set {item!r} is not NAME.KEY=VALUE (e.g. --set rollout.head_fusion=max).")
-        name, key, value = match.groups()
-        if name not in analyzers:
-            raise click.UsageError(
-                f"--set {item!r} names analyzer {name!r}, which is not run;{suggest(name, analyzers)} add -a {name}."
-            )
-        valid = [info.name for info in describe(registry.get(name).Params)]
-        if key not in valid:
-            raise click.UsageError(f"{name} has no parameter {key!r};{suggest(key, valid)} valid: {', '.join(valid)}.")
-        params.setdefault(name, {})[key] = value
-    for name, values_for in params.items():
-        try:
-            from interpret.analyze.params import build
-
-            build(registry.get(name).Params, values_for, name)
-        except AnalyzerError as err:
-            raise click.UsageError(str(err)) from None
-    return params
-
-
-def parse_layers(value: str | None) -> list[int] | None:
-    """Return the layer indices of `--layers 0,2,-1` (None when not given)."""
-    if value is None:
-        return None
-    try:
-        return [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of layer indices (e.g. 0,2,-1).") from None
-
-
-def parse_target(value: str | None) -> int | str | None:
-    """Return the target as an index when it is a number, else the label or token string."""
-    if value is None:
-        return None
-    return int(value) if value.lstrip("-").isdigit() else value
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -123,14 +98,63 @@ def default_output(stem: str, suffix: str) -> Path:
     return Path("reports") / f"{stem}{suffix}"
 
 
-def write_text(output: str, text: str) -> None:
-    """Write `text` to stdout for '-', else atomically to the file `output`."""
-    if output == "-":
-        click.echo(text.rstrip("\n"))
-        return
-    write_atomically(Path(output), text)
-
-
 def json_text(data: Any) -> str:
     """Return `data` as indented JSON (NaN refused, so stdout always parses)."""
     return json.dumps(data, indent=2, allow_nan=False, default=str)
+
+
+def write_json_stream(data: Any, destination: str, max_bytes: int | None) -> int:
+    """Write `data` as compact JSON to the file `destination` atomically, or to stdout for '-'; return its size.
+
+    The text is encoded in chunks into a temporary file, so that no second copy of a large report is held in
+    memory, and refused (ReportError, nothing written) as soon as it passes `max_bytes`.
+    """
+    from interpret.atomic import atomic_path
+
+    encoder = json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=str)
+    if destination == "-":
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / "report.json"
+            size = _write_capped(encoder, data, path, max_bytes)
+            stdout = _stdout_bytes()
+            with open(path, "rb") as handle:
+                shutil.copyfileobj(handle, stdout)
+            stdout.write(b"\n")
+            stdout.flush()
+        return size
+    with atomic_path(Path(destination)) as temporary:
+        size = _write_capped(encoder, data, temporary, max_bytes)
+    return size
+
+
+def _write_capped(encoder: json.JSONEncoder, data: Any, path: Path, max_bytes: int | None) -> int:
+    from interpret.errors import ReportError
+
+    size = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for chunk in encoder.iterencode(data):
+            size += len(chunk.encode("utf-8")) if not chunk.isascii() else len(chunk)
+            if max_bytes is not None and size > max_bytes:
+                raise ReportError(
+                    f"the JSON report passes --max-bytes {max_bytes:,} bytes while being written; nothing was written."
+                    " Embed fewer layers or heads (--layers, --heads), run fewer analyzers (-a), truncate the input"
+                    " (--max-length), or raise --max-bytes."
+                )
+            handle.write(chunk)
+    return size
+
+
+def write_page(report: Any, destination: str) -> None:
+    """Write the report's HTML page to the file `destination` atomically, or its bytes to stdout for '-'."""
+    if destination == "-":
+        stdout = _stdout_bytes()
+        stdout.write(report.page())
+        stdout.flush()
+        return
+    report.render(destination, max_bytes=None)  # the size was checked against --max-bytes already
+
+
+def _stdout_bytes() -> Any:
+    """Return stdout's byte stream, after flushing the text written so far (so the two stay in order)."""
+    sys.stdout.flush()
+    return sys.stdout.buffer

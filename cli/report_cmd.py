@@ -1,85 +1,288 @@
-"""`interpret report`: explain a model's decision on a text (or the texts of a file) as an HTML or JSON report."""
+"""`interpret report`: explain a model's decision on a text (or the texts of a file) as an HTML or JSON report.
+
+Order of work: every check the command line and its files allow runs first, in two steps — without torch
+(options, input and output paths, analyzer names, the model's config, token counts from tokenizer.json, the
+report's size and memory estimate) and then with it, still before the weights load (analyzer parameters,
+the target against the model's labels or vocabulary, exact token counts). Only then does the model load.
+"""
 
 from __future__ import annotations
 
-import sys
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.cli.common import (
-    check_analyzers, default_output, json_text, load_model, parse_layers, parse_sets, parse_target, setup_logging,
-    slug, write_text,
+from interpret.cli import preflight, prerun
+from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size, token_limit
+from interpret.cli.options import (
+    analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, verbosity_options,
 )
-from interpret.cli.options import analyzer_options, model_options, verbosity_options
-from interpret.datasets import read_examples
+from interpret.cli.output import say, usage_error
+from interpret.cli.preflight import ModelPlan
+from interpret.estimate import (
+    CAPTURE_BUDGET, DEFAULT_MAX_BYTES, ReportEstimate, count_tokens, estimate_report, human_bytes, physical_memory,
+    tokenizer_limit,
+)
 
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The texts to explain with what came with them: file ids and gold labels, where each text came from."""
+
+    texts: list[str]
+    ids: list[str | None] | None
+    gold: list[str | None] | None
+    stem: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Everything the run needs once every check has passed."""
+
+    plan: ModelPlan
+    model: str | None
+    device: str
+    dtype: str | None
+    allow_pickle: bool
+    inputs: _Inputs
+    analyzers: list[str]
+    params: dict[str, dict[str, str]]
+    target: str | None
+    contrast: str | None
+    continuations: tuple[str, ...]
+    generate: int | None
+    decoder_texts: tuple[str, ...]
+    layers: list[int] | None
+    heads: list[int] | None
+    max_length: int | None
+    seed: int
+    fmt: str
+    destination: str
+    max_bytes: int
+    quiet: bool
 
 
 @click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, help="Text to explain (repeatable: one report over all texts).")
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A .jsonl or .csv file with a text column (optional label).")
+              help="A .jsonl or .csv file with a text column (optional label and id).")
 @click.option("--decoder-text", "decoder_texts", multiple=True,
               help="Decoder input of an encoder-decoder model (one per text), e.g. the output being explained.")
 @analyzer_options
 @click.option("--target", default=None,
-              help="Class label or index (classifiers) or token (language models); default: the prediction.")
+              help="Class label or index (classifiers) or token or token id (language models); default: the prediction.")
+@click.option("--contrast", default=None,
+              help="Explain the target rather than this class or token (score = target − contrast).")
+@click.option("--continuation", "continuations", multiple=True,
+              help="A continuation of the text whose tokens a language model's explanation targets (one per text).")
+@click.option("--generate", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Generate N tokens greedily after the text, then explain them (language models).")
 @click.option("--layers", default=None, metavar="0,2,-1", help="Layers the attention views embed (default: all).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for any randomness.")
+@click.option("--heads", default=None, metavar="0,3", help="Heads the attention views embed (default: all).")
+@click.option("--max-bytes", default=None, metavar="SIZE",
+              help="Largest report to write, e.g. 50MB (default 20MB); larger reports are refused before the model runs.")
+@click.option("--max-memory", default=None, metavar="SIZE",
+              help="Largest estimated peak memory, e.g. 8GB (default: 80% of this machine's memory).")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
 @click.option("-o", "--output", default=None, metavar="PATH",
               help="Output file, '-' for stdout (default: reports/<first-words>.html or .json).")
 @click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True)
 @verbosity_options
-@click.pass_context
 def report(
-    ctx: click.Context, model: str | None, device: str, dtype: str | None, max_length: int | None,
+    model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
-    sets: tuple[str, ...],
-    target: str | None, layers: str | None, seed: int, output: str | None, fmt: str, quiet: bool, verbose: bool,
+    sets: tuple[str, ...], target: str | None, contrast: str | None, continuations: tuple[str, ...],
+    generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
+    seed: int, output: str | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
-    ctx.obj["verbose"] = verbose
+    from interpret.cli.common import setup_logging
+
     setup_logging(quiet, verbose)
+    # ---- the command line alone ----
+    inputs = _inputs(texts, input_file)
+    _check_pairings(inputs, decoder_texts, continuations, target, contrast, generate)
+    names = _analyzer_names(analyzer_names)
+    params = preflight.parse_sets(sets, names)
+    layer_list = parse_indices(layers, "--layers", "layer")
+    head_list = parse_indices(heads, "--heads", "head")
+    byte_limit = parse_size(max_bytes, "--max-bytes") or DEFAULT_MAX_BYTES
+    memory = physical_memory()
+    memory_limit = parse_size(max_memory, "--max-memory") or (int(memory * 0.8) if memory else None)
+    destination = output or str(_default_destination(inputs.stem, fmt))
+    preflight.check_output_file(destination, example=f"report.{fmt}")
+    # ---- the model's config and the token counts, still without torch ----
+    plan = preflight.plan_model(model, allow_pickle)
+    facts = plan.facts
+    _check_model_kind(plan, decoder_texts, continuations, generate, target, contrast)
+    layer_list = check_index_range(layer_list, facts.n_layers, "--layers", "layer")
+    head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
+    directory = plan.checkpoint.directory
+    limit = token_limit(facts, tokenizer_limit(directory))
+    counts = count_tokens(directory, inputs.texts)
+    follow = count_tokens(directory, list(continuations), special=False) if continuations else None
+
+    def estimate_for(token_counts: list[int], continuation_counts: list[int] | None) -> ReportEstimate:
+        lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or ())
+        decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
+        estimate = estimate_report(
+            facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
+            heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
+            weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
+        )
+        check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
+        return estimate
+
+    if counts is not None and (follow is not None or not continuations):
+        estimate_for(counts, follow)
+    # ---- with torch, before the weights: analyzers' parameters, the target, exact token counts ----
+    prerun.check_analyzers_load(names, params)
+    prerun.check_device(device)
+    prerun.check_adapter(plan)
+    tokenizer = prerun.load_tokenizer(plan)
+    prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
+    exact = prerun.exact_counts(tokenizer, inputs.texts)
+    exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
+    estimate = estimate_for(exact, exact_follow)
+    _log_estimate(estimate, byte_limit, memory_limit)
+    _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
+              generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet))
+
+
+def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
+    from interpret.cli.common import slug
+
     if bool(texts) == bool(input_file):
-        raise click.UsageError("give the input as --text TEXT or --input FILE (exactly one of them).")
-    if any(not text.strip() for text in texts):
-        raise click.UsageError("--text is empty; give at least one word.")
-    names = check_analyzers(analyzer_names or DEFAULT_ANALYZERS)
-    params = parse_sets(sets, names)
-    layer_list = parse_layers(layers)
-    examples = read_examples(input_file) if input_file else []
-    inputs = list(texts) if texts else [example.text for example in examples]
-    stem = input_file.stem if input_file else slug(inputs[0])
-    destination = output or str(default_output(stem, "." + fmt))
+        raise usage_error("give the input as --text TEXT or --input FILE (exactly one of them).")
+    if texts:
+        checked = check_texts(texts, "--text")
+        return _Inputs(checked, None, None, slug(checked[0]), Source("--text"))
+    assert input_file is not None
+    examples = preflight.check_input_file(input_file)
+    return _Inputs(
+        [example.text for example in examples],
+        [example.id for example in examples],
+        [example.label for example in examples],
+        input_file.stem,
+        Source(input_file.name, tuple(example.row for example in examples)),
+    )
 
+
+def _check_pairings(
+    inputs: _Inputs, decoder_texts: tuple[str, ...], continuations: tuple[str, ...], target: str | None,
+    contrast: str | None, generate: int | None,
+) -> None:
+    """Refuse options that contradict each other or do not match the number of texts."""
+    count = len(inputs.texts)
+    for option, values in (("--decoder-text", decoder_texts), ("--continuation", continuations)):
+        if values and len(values) != count:
+            raise usage_error(f"{len(values)} {option} for {count} text{'s' if count != 1 else ''}; give one {option} per text.")
+        check_texts(values, option)
+    for option, value in (("--target", target), ("--contrast", contrast)):
+        if value is not None:
+            check_texts([value], option)
+    if generate is not None and (continuations or target is not None):
+        other = "--continuation" if continuations else "--target"
+        raise usage_error(f"--generate explains the tokens it generates; drop {other}, or drop --generate.")
+    if continuations and target is not None:
+        raise usage_error("--continuation already names the tokens explained; drop --target, or drop --continuation.")
+    if contrast is not None and target is not None and contrast == target:
+        raise usage_error(f"--contrast {contrast!r} equals --target; contrast the target with another class or token.")
+
+
+def _analyzer_names(given: tuple[str, ...]) -> list[str]:
+    return preflight.check_analyzer_names(given or preflight.default_analyzers())
+
+
+def _check_model_kind(
+    plan: ModelPlan, decoder_texts: tuple[str, ...], continuations: tuple[str, ...], generate: int | None,
+    target: str | None, contrast: str | None,
+) -> None:
+    """Refuse options the model's kind or decision (from its config) cannot take."""
+    facts = plan.facts
+    name = plan.display_name
+    if facts.kind == "vision":
+        raise usage_error(f"--model {name} is a vision model ({facts.model_type}); the command line explains texts,"
+                          " so explain images with interpret.explain in Python.")
+    if facts.kind == "encoder-decoder" and not decoder_texts and generate is None:
+        raise usage_error(f"--model {name} is an encoder-decoder model; give its decoder input with --decoder-text"
+                          " (one per text), e.g. the output being explained.")
+    if facts.kind != "encoder-decoder" and decoder_texts:
+        raise usage_error(f"--decoder-text is for encoder-decoder models; {plan.described()}, so drop it.")
+    if (target is not None or contrast is not None) and facts.decision == "none":
+        option = "--target" if target is not None else "--contrast"
+        raise usage_error(
+            f"{option}: --model {name} makes no decision to target (a bare {facts.architecture or 'model'} has no"
+            f" classifier or language-model head); drop {option}, or give a model saved with a task head."
+        )
+    language = facts.decision == "token" and facts.kind in ("decoder", "encoder-decoder")
+    if generate is not None and facts.decision is not None and not language:
+        raise usage_error(f"--generate needs a language model that generates (a decoder); {plan.described()},"
+                          " so drop --generate.")
+    if continuations and facts.decision is not None and not (facts.decision == "token" and facts.kind == "decoder"):
+        raise usage_error(f"--continuation needs a decoder language model; {plan.described()}, so drop --continuation.")
+
+
+def _default_destination(stem: str, fmt: str) -> Path:
+    from interpret.cli.common import default_output
+
+    return default_output(stem, "." + fmt)
+
+
+def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
+    return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
+
+
+def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:
+    from interpret.cli.common import log
+
+    bound = f" (limit {human_bytes(memory_limit)})" if memory_limit else ""
+    log.info(
+        "estimate: report at least %s (limit %s), capture %s per example, peak memory about %s%s",
+        human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
+        human_bytes(estimate.memory_bytes), bound,
+    )
+
+
+def _run(run: _Run) -> None:
+    """Load the model, explain, print the decisions, check the report's real size and write it."""
     from interpret.api import explain
+    from interpret.cli.common import load_model, progress, write_json_stream, write_page
+    from interpret.cli.decisions import decision_lines
 
-    with tqdm(total=3, desc="load model", disable=quiet, file=sys.stderr, leave=False) as bar:
-        loaded = load_model(model, device, dtype)
+    extra = {"generate": run.generate} if run.generate is not None else {}
+    if extra:
+        import inspect
+
+        if "generate" not in inspect.signature(explain).parameters:
+            from interpret.errors import InterpretError
+
+            raise InterpretError("--generate needs interpret.explain(generate=...), which this installation lacks; update it.")
+    inputs = run.inputs
+    with progress(2, "load model", run.quiet) as bar:
+        loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle)
         bar.update()
         bar.set_description("collect + analyze")
         result = explain(
-            loaded.model, loaded.tokenizer, inputs, names, params=params, target=parse_target(target),
-            layers=layer_list, max_length=max_length, head=loaded.head, seed=seed, model_id=loaded.model_id,
-            decoder_inputs=list(decoder_texts) or None,
-            gold=[example.label for example in examples] if examples else None,
-            ids=[example.id for example in examples] if examples else None,
+            loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.target,
+            contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
+            layers=run.layers, heads=run.heads, max_length=run.max_length,
+            decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
+            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, **extra,
         )
         bar.update()
-        bar.set_description("write")
-        if fmt == "json":
-            write_text(destination, json_text(result.to_dict()))
-        elif destination == "-":
-            with tempfile.TemporaryDirectory() as scratch:
-                page = result.render(Path(scratch) / "report.html")
-                write_text("-", page.read_text(encoding="utf-8"))
-        else:
-            result.render(destination)
-        bar.update()
-    if destination != "-" and not quiet:
-        click.echo(f"wrote {destination}", err=True)
+    # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
+    to_stdout = run.destination == "-"
+    if not (to_stdout and run.quiet):
+        for line in decision_lines(result.run.decisions, inputs.ids, loaded.tokenizer):
+            say(line, err=to_stdout)
+    check_report_size(result, run.fmt, run.max_bytes)
+    if run.fmt == "json":
+        write_json_stream(result.to_dict(), run.destination, run.max_bytes)
+    else:
+        write_page(result, run.destination)
+    if not to_stdout:
+        say(f"wrote {run.destination}")

@@ -3,12 +3,12 @@
 Safe means: no code from the checkpoint ever runs (`trust_remote_code=False` is passed explicitly, and a
 config that asks for remote code is refused before transformers sees it, so nothing can prompt or hang);
 weights are read from safetensors unless the caller opts into pickle checkpoints with `allow_pickle=True`;
-a local directory is read with `local_files_only=True`, so it works offline.
+a local directory, and by default a hub name, is read with `local_files_only=True`: a hub name that is not in
+the local Hugging Face cache fails at once (`interpret.checkpoint.locate`) instead of retrying the network.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -17,11 +17,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from interpret.checkpoint import PICKLE_SUFFIXES, check_local_checkpoint, locate
 from interpret.errors import ModelLoadError
 
 log = logging.getLogger("interpret")
 
-_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+__all__ = ["PICKLE_SUFFIXES", "check_local_checkpoint", "load", "load_preprocessor", "resolve_device", "resolve_dtype"]
+
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model")
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
@@ -52,41 +54,6 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str:
     raise ModelLoadError(f"dtype={dtype!r} is not known; use one of {', '.join(_DTYPES)}, 'auto' or a torch.dtype.")
 
 
-def check_local_checkpoint(directory: Path, allow_pickle: bool) -> None:
-    """Raise ModelLoadError unless `directory` holds a config without remote code and loadable weights."""
-    config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise ModelLoadError(f"{str(directory)!r} has no config.json; point to a saved model directory.")
-    for name in ("config.json", "tokenizer_config.json", "preprocessor_config.json"):
-        path = directory / name
-        if path.is_file() and "auto_map" in _read_json(path):
-            raise ModelLoadError(
-                f"{str(path)!r} asks for remote code (auto_map); interpret.load never runs code from a checkpoint;"
-                " use a model whose architecture transformers ships, or load it yourself after reviewing its code."
-            )
-    files = [path.name for path in directory.iterdir() if path.is_file()]
-    if any(name.endswith(".safetensors") or name.endswith(".safetensors.index.json") for name in files):
-        return
-    pickled = sorted(name for name in files if name.endswith(_PICKLE_SUFFIXES) or name.endswith(".bin.index.json"))
-    if not pickled:
-        raise ModelLoadError(f"{str(directory)!r} holds no weights (no *.safetensors); save the model there first.")
-    if not allow_pickle:
-        raise ModelLoadError(
-            f"{str(directory)!r} holds only pickle weights ({pickled[0]}); convert them to safetensors, or pass"
-            " allow_pickle=True if you trust the file."
-        )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"{str(path)!r} is not readable JSON ({err}); repair or re-save the checkpoint.") from None
-    if not isinstance(content, dict):
-        raise ModelLoadError(f"{str(path)!r} does not hold a JSON object; repair or re-save the checkpoint.")
-    return content
-
-
 def _short(err: BaseException, limit: int = 160) -> str:
     text = " ".join(str(err).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -115,11 +82,13 @@ def load(
 ) -> tuple[nn.Module, Any | None]:
     """Return (model in eval mode on `device`, tokenizer or image processor, or None when none is saved).
 
-    path_or_name: a local directory (read offline) or a hub name (from the cache when HF_HUB_OFFLINE=1).
+    path_or_name: a local directory, or a hub name found in the local Hugging Face cache (both read offline).
     dtype: None loads float32; "auto" keeps the checkpoint's dtype; or "bfloat16", "float16", a torch.dtype.
     attn_implementation: "sdpa" (transformers' default), "eager", ...; the collector returns the true
         pattern under any of them.
     allow_pickle: accept .bin/.pt checkpoints (pickle can run code: only for files you trust).
+    local_files_only: None (default) reads only local files and refuses an uncached hub name at once;
+        False lets transformers download a hub name that is not cached.
     The model class is the first of config.architectures that transformers ships (so task heads are kept),
     else AutoModel.
     """
@@ -128,14 +97,13 @@ def load(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
     location = os.fspath(path_or_name)
-    local = Path(location).expanduser()
-    is_local = local.is_dir()
-    if not is_local and (local.exists() or location.startswith((".", "/", "~")) or location.count("/") > 1):
-        raise ModelLoadError(f"no model directory at {location!r}; give a directory saved with save_pretrained.")
-    if is_local:
-        check_local_checkpoint(local, allow_pickle)
-        location = str(local)
-    offline = is_local if local_files_only is None else local_files_only
+    is_local = Path(location).expanduser().is_dir()
+    if local_files_only is False and not is_local:
+        offline = False  # the caller asked for the network: transformers may download the name
+    else:
+        checkpoint = locate(location, allow_pickle=allow_pickle, revision=revision)  # raises at once
+        location = str(checkpoint.directory) if not checkpoint.hub else location
+        offline = True
     common: dict[str, Any] = {"trust_remote_code": False, "local_files_only": offline, "revision": revision}
     try:
         config = transformers.AutoConfig.from_pretrained(location, **common)
@@ -155,29 +123,41 @@ def load(
     try:
         model = model_class.from_pretrained(location, **common, **options)
     except Exception as err:
-        hint = ", or pass allow_pickle=True for a trusted .bin checkpoint" if not allow_pickle else ""
+        hint = (
+            ", or pass allow_pickle=True (CLI: --allow-pickle) for a trusted .bin checkpoint" if not allow_pickle else ""
+        )
         raise ModelLoadError(
             f"cannot load {model_class.__name__} from {location!r} ({_short(err)}); check the checkpoint's files{hint}."
         ) from None
     model = model.to(torch_device).eval()
     log.info("loaded %s from %s on %s (%s)", type(model).__name__, location, torch_device, model.dtype)
-    return model, _load_preprocessor(model, location, is_local, common)
+    vision = getattr(model, "main_input_name", "input_ids") == "pixel_values"
+    return model, load_preprocessor(location, vision=vision, is_local=is_local, **common)
 
 
-def _load_preprocessor(model: nn.Module, location: str, is_local: bool, common: dict[str, Any]) -> Any | None:
-    """Return the image processor of a vision model or the tokenizer of a text model, or None if none is saved."""
+def load_preprocessor(
+    location: str, *, vision: bool = False, is_local: bool = True, warn: bool = True, **common: Any
+) -> Any | None:
+    """Return the image processor (vision) or the tokenizer of the model at `location`, or None if none is saved.
+
+    warn: log a warning when there is none (a caller that reports it itself passes False).
+    common: the keyword arguments of `from_pretrained` (`load` passes trust_remote_code=False, local_files_only
+    and revision); without them the files are read offline and no remote code runs.
+    """
     import transformers
 
-    vision = getattr(model, "main_input_name", "input_ids") == "pixel_values"
+    common = {"trust_remote_code": False, "local_files_only": True, **common}
     loader = transformers.AutoImageProcessor if vision else transformers.AutoTokenizer
     files = _PROCESSOR_FILES if vision else _TOKENIZER_FILES
     if is_local and not any((Path(location) / name).is_file() for name in files):
-        log.warning("%s holds no %s; pass token ids or pixel values to collect", location, loader.__name__)
+        if warn:
+            log.warning("%s holds no %s; pass token ids or pixel values to collect", location, loader.__name__)
         return None
     try:
         return loader.from_pretrained(location, **common)
     except OSError as err:
-        log.warning("no %s for %s (%s)", loader.__name__, location, _short(err))
+        if warn:
+            log.warning("no %s for %s (%s)", loader.__name__, location, _short(err))
         return None
     except Exception as err:
         raise ModelLoadError(

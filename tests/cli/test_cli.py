@@ -1,37 +1,27 @@
-"""The `interpret` CLI through click's CliRunner: every command, option, exit code and one-line error."""
+"""The `interpret` CLI through click's CliRunner: every command's output, and runtime failures as one line."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
 import pytest
 import torch
-import transformers
-from click.testing import CliRunner
-from hf_tiny import WORDS, tiny_config, word_tokenizer
+from cli_runner import run
+from hf_tiny import WORDS
 
-from interpret.cli.main import cli
 from interpret.trace_io import load_trace
 
 TEXT = "the cat sat on the mat"
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny BERT sentiment classifier (random weights, labels negative/positive) saved as safetensors."""
-    torch.manual_seed(0)
-    tokenizer = word_tokenizer()
-    config = tiny_config("bert", vocab_size=len(tokenizer))
-    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
-    directory = tmp_path_factory.mktemp("tiny-bert")
-    transformers.BertForSequenceClassification(config).eval().save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-def run(*args: str) -> object:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+def _one_error_line(result: object, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
 
 
 def test_version_names_the_three_versions() -> None:
@@ -44,152 +34,110 @@ def test_analyzers_list_and_show() -> None:
     listed = run("analyzers", "list", "--format", "json")
     assert {row["name"] for row in json.loads(listed.stdout)} >= {"rollout", "flow"}
     shown = json.loads(run("analyzers", "show", "rollout", "--format", "json").stdout)
-    assert "head_fusion" in [p["name"] for p in shown["params"]]
-    unknown = run("analyzers", "show", "rolout")
-    assert unknown.exit_code == 2 and "Did you mean 'rollout'?" in unknown.stderr
+    assert "head_fusion" in [p["name"] for p in shown["params"]] and shown["provides"] == ["readout"]
+    text = run("analyzers", "show", "rollout").stdout
+    assert "parameters (--set rollout.KEY=VALUE):" in text and "head_fusion" in text
 
 
-def test_report_html(model_dir: Path, tmp_path: Path) -> None:
+def test_report_html_prints_the_decision_and_the_path(classifier_dir: Path, tmp_path: Path, loads: list[str]) -> None:
     out = tmp_path / "r.html"
-    result = run("report", "--model", str(model_dir), "--text", TEXT, "-o", str(out), "-q")
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-o", str(out), "-a", "rollout", "-q")
     assert result.exit_code == 0, result.stderr
     assert out.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html>")
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[1] == f"wrote {out}"
+    assert lines[0].startswith("example 0: prediction ") and "[prediction]" in lines[0]
+    assert loads == [f"load {classifier_dir}"]
 
 
-def test_report_json_to_stdout_parses(model_dir: Path) -> None:
+def test_report_json_to_stdout_is_pure_json(classifier_dir: Path) -> None:
     result = run(
-        "report", "--model", str(model_dir), "--text", TEXT, "--format", "json", "-o", "-",
-        "-a", "rollout", "--set", "rollout.head_fusion=max", "--target", "positive", "--layers", "0", "--seed", "3",
+        "report", "--model", str(classifier_dir), "--text", TEXT, "--format", "json", "-o", "-",
+        "-a", "rollout", "--set", "rollout.head_fusion=max", "--target", "positive", "--layers", "0", "--heads", "1,-1",
+        "--seed", "3",
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["run"]["request"] == "positive" and data["run"]["seed"] == 3
-    assert all(d["target"]["label"] == "positive" and d["target"]["source"] == "given" for d in data["run"]["decisions"])
+    assert data["layers"] == [0] and data["heads"] == [1, 3]
+    decision = data["run"]["decisions"][0]
+    assert decision["target"]["label"] == "positive" and decision["target"]["source"] == "given"
+    # The decision line goes to stderr when the report itself is on stdout, with the target's probability.
+    line = next(line for line in result.stderr.splitlines() if line.startswith("example 0"))
+    assert f"explaining positive (p={decision['probability']:.3g}) [given]" in line
 
 
-def test_report_from_input_files(model_dir: Path, tmp_path: Path) -> None:
+def test_report_from_input_files_keeps_ids_and_gold(classifier_dir: Path, tmp_path: Path) -> None:
     jsonl = tmp_path / "data.jsonl"
-    jsonl.write_text('{"text": "the cat sat", "label": "positive"}\n{"text": "a dog saw red"}\n')
+    jsonl.write_text('{"id": "a7", "text": "the cat sat", "label": "positive"}\n{"id": "b2", "text": "a dog saw red"}\n')
     csv = tmp_path / "data.csv"
     csv.write_text("text,label\nthe cat sat,positive\na dog saw red,negative\n")
     for source in (jsonl, csv):
         out = tmp_path / f"{source.stem}-{source.suffix[1:]}.json"
-        result = run("report", "--model", str(model_dir), "--input", str(source), "--format", "json", "-o", str(out), "-q")
+        result = run("report", "--model", str(classifier_dir), "--input", str(source), "--format", "json",
+                     "-o", str(out), "-a", "rollout", "-q")
         assert result.exit_code == 0, result.stderr
-        assert json.loads(out.read_text())["run"]["inputs"] == ["the cat sat", "a dog saw red"]
+        data = json.loads(out.read_text())
+        assert data["run"]["inputs"] == ["the cat sat", "a dog saw red"]
+        lines = result.stdout.splitlines()
+        assert len(lines) == 3 and lines[-1] == f"wrote {out}"
+        decisions = data["run"]["decisions"]
+        verdict = "correct" if decisions[0]["correct"] else "wrong"
+        assert lines[0].endswith(f"; gold positive ({verdict})")
+        if source is jsonl:
+            assert lines[0].startswith("example 0 (id a7): ") and lines[1].startswith("example 1 (id b2): ")
+            assert "gold" not in lines[1] and [e["id"] for e in data["examples"]] == ["a7", "b2"]
 
 
-@pytest.mark.parametrize(
-    ("args", "fragment"),
-    [
-        (["-a", "rolout"], "Did you mean 'rollout'?"),
-        (["--set", "rollout.head_fusoin=max"], "valid: residual, head_fusion"),
-        (["--set", "rollout.head_fusion=median"], "must be one of mean, max, min"),
-        (["--set", "flow.rows=all"], "add -a flow"),
-        (["--set", "nonsense"], "NAME.KEY=VALUE"),
-        (["--text", "   "], "--text is empty"),
-        (["--layers", "x"], "comma-separated"),
-        (["--device", "tpu"], "tpu"),
-    ],
-)
-def test_usage_errors_exit_2_with_one_line(model_dir: Path, args: list[str], fragment: str) -> None:
-    base = ["report", "--model", str(model_dir), "-a", "rollout"]
-    if "--text" not in args:
-        base += ["--text", TEXT]
-    result = run(*base, *args)
-    assert result.exit_code == 2, result.stderr
-    assert fragment in result.stderr
+def test_report_contrast(classifier_dir: Path) -> None:
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "--format", "json", "-o", "-",
+                 "-a", "rollout", "--target", "negative", "--contrast", "positive")
+    assert result.exit_code == 0, result.stderr
+    target = json.loads(result.stdout)["run"]["decisions"][0]["target"]
+    assert target["labels"] == ["negative"] and target["contrast_labels"] == ["positive"]
+    assert "explaining negative rather than positive (p=" in result.stderr
 
 
-def test_text_and_input_are_exclusive(model_dir: Path, tmp_path: Path) -> None:
-    assert run("report", "--model", str(model_dir)).exit_code == 2
-    data = tmp_path / "d.jsonl"
-    data.write_text('{"text": "a"}\n')
-    assert run("report", "--model", str(model_dir), "--text", TEXT, "--input", str(data)).exit_code == 2
+def test_report_language_model_token_target_and_continuation(gpt2_dir: Path) -> None:
+    given = run("report", "--model", str(gpt2_dir), "--text", "the cat sat on", "--target", "mat",
+                "-a", "rollout", "--format", "json", "-o", "-")
+    assert given.exit_code == 0, given.stderr
+    assert json.loads(given.stdout)["run"]["decisions"][0]["target"]["source"] == "given"
+    assert "explaining 'mat'" in given.stderr
+    continued = run("report", "--model", str(gpt2_dir), "--text", "the cat", "--continuation", "sat on",
+                    "-a", "rollout", "--format", "json", "-o", "-")
+    assert continued.exit_code == 0, continued.stderr
+    assert len(json.loads(continued.stdout)["run"]["decisions"][0]["target"]["ids"]) == 2
+    assert "(2 tokens)" in continued.stderr
 
 
-def _runtime_error(*args: str) -> str:
-    result = run(*args)
-    assert result.exit_code == 1, (result.exit_code, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
+def test_generate_is_passed_to_explain(gpt2_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import interpret.api
+
+    seen: dict[str, object] = {}
+    real = interpret.api.explain
+
+    def explain(*args: object, generate: int | None = None, **kwargs: object) -> object:
+        seen["generate"] = generate
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(interpret.api, "explain", explain)
+    result = run("report", "--model", str(gpt2_dir), "--text", "the cat", "--generate", "3", "-a", "rollout",
+                 "--format", "json", "-o", "-", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert seen == {"generate": 3}
 
 
-def test_runtime_errors_are_one_line(model_dir: Path, tmp_path: Path) -> None:
-    missing = _runtime_error("report", "--model", str(tmp_path / "nope"), "--text", TEXT, "-q")
-    assert "nope" in missing
-    long_text = " ".join(WORDS * 10)
-    too_long = _runtime_error("report", "--model", str(model_dir), "--text", long_text, "-q")
-    assert "at most" in too_long and "--max-length" in too_long
-    unreadable = _runtime_error("report", "--model", str(model_dir), "--input", str(tmp_path / "x.jsonl"), "-q")
-    assert "cannot read" in unreadable
-    no_text = tmp_path / "bad.csv"
-    no_text.write_text("sentence,label\nhi,1\n")
-    assert "no 'text' column" in _runtime_error("report", "--model", str(model_dir), "--input", str(no_text), "-q")
-    if not torch.cuda.is_available():
-        assert "no CUDA" in _runtime_error("report", "--model", str(model_dir), "--text", TEXT, "--device", "cuda", "-q")
-
-
-def test_max_length_truncates(model_dir: Path, tmp_path: Path) -> None:
+def test_max_length_truncates(classifier_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "long.json"
     long_text = " ".join(WORDS * 10)
-    result = run("report", "--model", str(model_dir), "--text", long_text, "--max-length", "16",
+    result = run("report", "--model", str(classifier_dir), "--text", long_text, "--max-length", "16",
                  "--format", "json", "-o", str(out), "-a", "rollout", "-q")
     assert result.exit_code == 0, result.stderr
-    assert out.exists()
+    assert len(json.loads(out.read_text())["examples"][0]["tokens"]) == 16
 
 
-def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
-    result = run("report", "--model", str(tmp_path / "nope"), "--text", TEXT, "-v")
-    assert result.exit_code == 1 and "Traceback" in result.stderr
-
-
-def test_collect_saves_a_trace(model_dir: Path, tmp_path: Path) -> None:
-    out = tmp_path / "t.safetensors"
-    result = run("collect", "--model", str(model_dir), "--text", TEXT, "--text", "a dog", "--names",
-                 "blocks.*.attn.hook_pattern", "--names", "blocks.0.hook_resid_post", "--layers", "0",
-                 "--reduce", "mean", "-o", str(out), "--format", "json", "-q")
-    assert result.exit_code == 0, result.stderr
-    summary = json.loads(result.stdout)
-    trace = load_trace(out)
-    assert summary["tensors"]["blocks.0.attn.hook_pattern"] == list(trace["blocks.0.attn.hook_pattern"].shape)
-    assert trace.meta.reduce == "mean" and trace.encoded.tokens[1][:2] == ["[CLS]", "a"]
-    bad = run("collect", "--model", str(model_dir), "--text", TEXT, "--names", "blocks.*.attn.hook_patern")
-    assert bad.exit_code == 1 and "Did you mean" in bad.stderr
-
-
-def test_audit_writes_tables_and_resumes(model_dir: Path, tmp_path: Path) -> None:
-    data = tmp_path / "data.jsonl"
-    rows = [{"text": text, "label": label} for text, label in
-            [("the cat sat", "positive"), ("a dog saw red", "negative"), ("the mat", "positive")]]
-    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
-    out = tmp_path / "audit"
-    args = ["audit", "--model", str(model_dir), "--input", str(data), "-o", str(out), "--batch-size", "2",
-            "-a", "rollout", "--set", "rollout.head_fusion=max", "--format", "json", "-q"]
-    first = run(*args)
-    assert first.exit_code == 0, first.stderr
-    summary = json.loads(first.stdout)
-    assert summary["examples"] == 3 and 0.0 <= summary["accuracy"] <= 1.0
-    assert (out / "tokens.parquet").is_file() and (out / "summary.html").is_file()
-    again = run(*args)
-    assert again.exit_code == 0 and json.loads(again.stdout) == summary
-    changed = run(*[a if a != "2" else "3" for a in args])
-    assert changed.exit_code == 1 and "--fresh" in changed.stderr
-    assert run(*[a if a != "2" else "3" for a in args], "--fresh").exit_code == 0
-
-
-@pytest.fixture(scope="module")
-def t5_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hf_tiny import save_tiny
-
-    return save_tiny("t5", tmp_path_factory.mktemp("tiny-t5"))
-
-
-def test_encoder_decoder_needs_and_takes_decoder_text(t5_dir: Path, tmp_path: Path) -> None:
-    missing = _runtime_error("report", "--model", str(t5_dir), "--text", TEXT, "-a", "rollout", "-q")
-    assert "--decoder-text" in missing
+def test_encoder_decoder_takes_decoder_text(t5_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "t5.json"
     result = run("report", "--model", str(t5_dir), "--text", TEXT, "--decoder-text", "a dog", "-a", "rollout",
                  "--format", "json", "-o", str(out), "-q")
@@ -198,3 +146,117 @@ def test_encoder_decoder_needs_and_takes_decoder_text(t5_dir: Path, tmp_path: Pa
     collected = run("collect", "--model", str(t5_dir), "--text", TEXT, "--decoder-text", "a dog", "-o", str(trace_out), "-q")
     assert collected.exit_code == 0, collected.stderr
     assert load_trace(trace_out).encoded.decoder is not None
+
+
+def test_collect_saves_a_trace(classifier_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.safetensors"
+    result = run("collect", "--model", str(classifier_dir), "--text", TEXT, "--text", "a dog", "--names",
+                 "blocks.*.attn.hook_pattern", "--names", "blocks.0.hook_resid_post", "--layers", "0",
+                 "--reduce", "mean", "-o", str(out), "--format", "json", "-q")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    trace = load_trace(out)
+    assert summary["tensors"]["blocks.0.attn.hook_pattern"] == list(trace["blocks.0.attn.hook_pattern"].shape)
+    assert trace.meta.reduce == "mean" and trace.encoded.tokens[1][:2] == ["[CLS]", "a"]
+    text = run("collect", "--model", str(classifier_dir), "--text", TEXT, "-o", str(out), "-q")
+    assert text.stdout.splitlines()[-1].startswith(f"wrote {out} (2 tensors")
+
+
+def test_audit_prints_a_table_writes_tables_and_resumes(classifier_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    rows = [{"text": text, "label": label} for text, label in
+            [("the cat sat", "positive"), ("a dog saw red", "negative"), ("the mat", "positive")]]
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = tmp_path / "audit"
+    args = ["audit", "--model", str(classifier_dir), "--input", str(data), "-o", str(out), "--batch-size", "2",
+            "-a", "rollout", "--set", "rollout.head_fusion=max", "-q"]
+    first = run(*args, "--format", "json")
+    assert first.exit_code == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["examples"] == 3 and summary["computed"] == 3 and 0.0 <= summary["accuracy"] <= 1.0
+    assert (out / "tokens.parquet").is_file() and (out / "summary.html").is_file()
+    again = run(*args)
+    assert again.exit_code == 0, again.stderr
+    table = again.stdout.splitlines()
+    assert table[0] == "audit of data.jsonl"
+    assert "3 (0 computed, 3 resumed)" in table[1]
+    assert f"{100 * summary['accuracy']:.1f}% of labelled examples" in table[2]
+    assert "[" not in again.stdout and "PosixPath" not in again.stdout
+    changed = run(*[a if a != "2" else "3" for a in args])
+    assert "--fresh" in _one_error_line(changed, 1)
+    assert run(*[a if a != "2" else "3" for a in args], "--fresh").exit_code == 0
+
+
+def test_a_full_disk_is_one_line(classifier_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import interpret.report.render
+
+    def full(handle: object, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(interpret.report.render, "_write_chunks", full)
+    out = tmp_path / "r.html"
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-o", str(out), "-a", "rollout", "-q")
+    assert "no space left on the device" in _one_error_line(result, 1)
+    assert not out.exists() and not list(tmp_path.iterdir())  # no partial file, no temporary left behind
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "fragment"),
+    [
+        (KeyboardInterrupt(), 130, "interrupted"),
+        (UnicodeEncodeError("ascii", "é", 0, 1, "ordinal not in range(128)"), 1, "could not be converted"),
+        (MemoryError(), 1, "out of memory"),
+        (TypeError("unexpected"), 1, "internal error (TypeError: unexpected); run again with -v"),
+    ],
+)
+def test_failures_during_the_run_are_one_line(
+    classifier_dir: Path, monkeypatch: pytest.MonkeyPatch, raised: BaseException, code: int, fragment: str
+) -> None:
+    import interpret.api
+
+    def explain(*args: object, **kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(interpret.api, "explain", explain)
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-a", "rollout", "-q")
+    assert fragment in _one_error_line(result, code)
+
+
+def test_verbose_shows_the_traceback(classifier_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import interpret.api
+
+    def explain(*args: object, **kwargs: object) -> None:
+        raise TypeError("unexpected")
+
+    monkeypatch.setattr(interpret.api, "explain", explain)
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-a", "rollout", "-v")
+    assert result.exit_code == 1 and "Traceback" in result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith("error: internal error")
+
+
+def test_a_report_bigger_than_its_estimate_is_refused_before_writing(classifier_dir: Path, tmp_path: Path) -> None:
+    # The estimate counts the attention views and the page's scripts; rollout's [query, key] map and the page's
+    # data come on top, so a limit just above the estimate passes the check and the real page is refused.
+    from interpret.checkpoint import model_facts, read_json
+    from interpret.estimate import estimate_report
+
+    estimate = estimate_report(model_facts(read_json(classifier_dir / "config.json")), [8], fmt="html")
+    out = tmp_path / "r.html"
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-o", str(out), "-a", "rollout",
+                 "--max-bytes", str(estimate.output_bytes + 10), "-q")
+    message = _one_error_line(result, 1)
+    assert "above --max-bytes" in message and "-a" in message and not out.exists()
+
+
+def test_output_directories_are_created(classifier_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "new" / "deeper" / "r.json"
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "-o", str(out), "--format", "json",
+                 "-a", "rollout", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(out.read_text())["run"]["inputs"] == [TEXT]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_a_gpu_is_a_usage_error(classifier_dir: Path, loads: list[str]) -> None:
+    result = run("report", "--model", str(classifier_dir), "--text", TEXT, "--device", "cuda", "-a", "rollout")
+    assert "no CUDA device" in _one_error_line(result, 2) and loads == []

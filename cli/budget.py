@@ -1,0 +1,172 @@
+"""Token counts, length limits and the report's size and memory budget, checked before the model loads.
+
+The counts come from the checkpoint's tokenizer.json without torch (`interpret.estimate.count_tokens`) and
+are checked again with the transformers tokenizer the run will use, still before the weights load. A
+refusal names the options that would make the report fit, with numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interpret.checkpoint import ModelFacts
+from interpret.cli.output import usage_error
+from interpret.estimate import CAPTURE_BUDGET, JSON_MIN_BYTES_PER_VALUE, ReportEstimate, human_bytes
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the texts came from, to name one in a message: `--text` (the 2nd one) or `data.jsonl` example 4."""
+
+    option: str  # "--text" or the input file's name
+    rows: tuple[int, ...] = ()  # the file's example rows, when from a file
+
+    def name(self, index: int, count: int) -> str:
+        """Return how a message names text `index` of `count`."""
+        if self.rows:
+            return f"{self.option} example {self.rows[index]}"
+        if count == 1:
+            return self.option
+        suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
+        return f"{self.option} (the {index + 1}{suffix} one)"
+
+
+def token_limit(facts: ModelFacts, tokenizer_max: int | None) -> int | None:
+    """Return the most tokens the model and its tokenizer accept (the smaller limit), None when neither has one."""
+    limits = [limit for limit in (facts.max_positions, tokenizer_max) if limit]
+    return min(limits) if limits else None
+
+
+def check_lengths(
+    counts: Sequence[int],
+    limit: int | None,
+    max_length: int | None,
+    source: Source,
+    continuation_counts: Sequence[int] = (),
+) -> list[int]:
+    """Return each text's length as the model will see it, or a usage error naming the first text too long.
+
+    counts: tokens per text (special tokens included); continuation_counts: tokens of each text's
+    continuation, which must stay whole when the text is truncated.
+    """
+    if max_length is not None and limit is not None and max_length > limit:
+        raise usage_error(f"--max-length {max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
+    follow = list(continuation_counts) or [0] * len(counts)
+    lengths = []
+    for i, (count, extra) in enumerate(zip(counts, follow)):
+        total = count + extra
+        if max_length is None and limit is not None and total > limit:
+            raise usage_error(
+                f"{source.name(i, len(counts))} has {total} tokens but the model accepts at most {limit};"
+                f" shorten it or truncate with --max-length {limit}."
+            )
+        cap = max_length if max_length is not None else limit
+        if cap is not None and extra and total > cap:
+            raise usage_error(
+                f"{source.name(i, len(counts))} with its --continuation is {total} tokens, more than {cap};"
+                " shorten the text: the continuation must stay whole."
+            )
+        lengths.append(min(total, cap) if cap is not None else total)
+    return lengths
+
+
+def check_budget(
+    estimate: ReportEstimate,
+    facts: ModelFacts,
+    *,
+    fmt: str,
+    max_bytes: int,
+    max_memory: int | None,
+) -> None:
+    """Raise a usage error naming what would make the report fit when it passes a limit; else return."""
+    if estimate.capture_bytes > CAPTURE_BUDGET:
+        per_token2 = 4 * max(facts.n_layers * facts.n_heads, 1)
+        fit = math.isqrt(CAPTURE_BUDGET // per_token2)
+        raise usage_error(
+            f"the run would capture {human_bytes(estimate.capture_bytes)} of attention per example ({facts.n_layers}"
+            f" layers × {facts.n_heads} heads × {estimate.tokens}² tokens, float32), over the"
+            f" {human_bytes(CAPTURE_BUDGET)} capture budget; truncate the input with --max-length {fit}."
+        )
+    if estimate.output_bytes > max_bytes:
+        raise usage_error(_size_refusal(estimate, fmt, max_bytes))
+    if max_memory is not None and estimate.memory_bytes > max_memory:
+        parts = ", ".join(f"{name} {human_bytes(size)}" for name, size in estimate.parts.items() if size)
+        raise usage_error(
+            f"the run would need about {human_bytes(estimate.memory_bytes)} of memory ({parts}), over --max-memory"
+            f" {human_bytes(max_memory)}; truncate the input (--max-length), run fewer analyzers (-a) or fewer"
+            " examples, embed fewer layers or heads (--layers, --heads), or raise --max-memory."
+        )
+
+
+def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
+    """Return the refusal of a report whose attention views alone pass --max-bytes, with what would fit."""
+    pairs = estimate.layers * estimate.heads
+    room = max_bytes - (estimate.output_bytes - estimate.view_bytes)  # what the views may take besides the page
+    per_pair = estimate.view_bytes / max(pairs, 1)
+    fits = int(room // per_pair) if per_pair and room > 0 else 0
+    options = []
+    if fits >= 1:
+        if fits >= estimate.heads:  # whole layers fit: the last ones
+            layers = ",".join(str(-k) for k in range(min(fits // estimate.heads, estimate.layers), 0, -1))
+            example = f"--layers {layers}"
+        else:
+            example = f"--layers -1 --heads {','.join(str(h) for h in range(fits))}"
+        options.append(f"embed at most {fits} layer-head pair{'s' if fits > 1 else ''} (e.g. {example})")
+    # The views grow with tokens²: the longest input that fits with the current layers and heads.
+    longest = int(estimate.tokens * math.sqrt(room / estimate.view_bytes)) if room > 0 and estimate.view_bytes else 0
+    if longest >= 16:
+        options.append(f"truncate the input (--max-length {longest})")
+    options.append(f"or raise --max-bytes to {_round_up(estimate.output_bytes)}")
+    views = f"{estimate.layers} layers × {estimate.heads} heads × {estimate.tokens}×{estimate.tokens} tokens"
+    if estimate.decoder_tokens:
+        views += f" (and the decoder's {estimate.decoder_tokens} tokens)"
+    amount = "at least" if fmt == "html" else "about"
+    base = estimate.output_bytes - estimate.view_bytes
+    scripts = f", plus {human_bytes(base)} of inline scripts" if base else ""
+    return (
+        f"the {fmt.upper()} report would be {amount} {human_bytes(estimate.output_bytes)} (attention views: {views} ×"
+        f" {estimate.examples} example{'s' if estimate.examples != 1 else ''}{scripts}), above --max-bytes"
+        f" {human_bytes(max_bytes)}; {', '.join(options)}."
+    )
+
+
+def _round_up(size: int) -> str:
+    """Return a --max-bytes value a little above `size`, to two significant digits (e.g. '1.2GB', '53MB')."""
+    target = size * 1.05
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if target >= scale:
+            value = target / scale
+            step = 10 ** (math.floor(math.log10(value)) - 1)  # two significant digits
+            rounded = math.ceil(value / step) * step
+            return f"{rounded:.{max(0, -int(math.log10(step)))}f}{unit}"
+    return str(math.ceil(target))
+
+
+def check_report_size(report: Any, fmt: str, max_bytes: int) -> None:
+    """Refuse (ReportError, exit 1) a report whose real size passes --max-bytes, before anything is written.
+
+    The page is built and measured (and kept for writing); for JSON every value of every array is counted at
+    the four bytes the shortest number takes, and the writer stops the moment the real text passes the limit.
+    """
+    from interpret.errors import ReportError
+
+    size = len(report.page()) if fmt == "html" else JSON_MIN_BYTES_PER_VALUE * sum(
+        array.values.size for section in report.sections for array in section.result.arrays.values()
+    )
+    if size <= max_bytes:
+        return
+    drawn = {
+        section.key: sum(section.result.arrays[name].values.size for name in {view.array for view in section.result.views})
+        for section in report.sections
+    }
+    largest = max(drawn, key=drawn.__getitem__)
+    bound = "" if fmt == "html" else "at least "
+    raise ReportError(
+        f"the {fmt.upper()} report would be {bound}{human_bytes(size)}, above --max-bytes {human_bytes(max_bytes)}"
+        f" (the largest section, {largest}, draws {drawn[largest]:,} values); run fewer analyzers (-a) or have them keep"
+        " fewer rows (--set, see `interpret analyzers show NAME`), embed fewer layers or heads (--layers, --heads),"
+        f" truncate the input (--max-length), or raise --max-bytes to {_round_up(size)}."
+    )

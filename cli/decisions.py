@@ -1,0 +1,60 @@
+"""One line per example saying what the model decided and what the report explains (printed after `report`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def decision_lines(decisions: Sequence[Any], ids: Sequence[str | None] | None, tokenizer: Any) -> list[str]:
+    """Return one line per example's `interpret.decision.Decision`, e.g.
+
+    `example 0 (id 17): prediction positive (p=0.93); explaining positive [prediction]; gold negative (wrong)`.
+    Token labels are shown as a person reads them (subword markers resolved) and quoted.
+    """
+    show = _token_display(tokenizer)
+    lines = []
+    for index, decision in enumerate(decisions):
+        example_id = ids[index] if ids is not None and index < len(ids) else None
+        head = f"example {index}" + (f" (id {example_id})" if example_id is not None else "")
+        lines.append(f"{head}: {_describe(decision, show)}")
+    return lines
+
+
+def _describe(decision: Any, show: Any) -> str:
+    target = decision.target
+    if target.kind == "none":
+        rows = ", ".join(str(position) for position, _ in target.pooling) or "none"
+        return f"no decision to explain (the model has no classifier or language-model head); attention read from position {rows}"
+    quote = target.kind == "token"
+    predicted = show(decision.predicted) if quote else decision.predicted
+    parts = [f"prediction {predicted}{_probability(decision.predicted_probability)}"]
+    labels = [show(label) if quote else label for label in target.labels]
+    explained = " ".join(labels) if len(labels) > 1 else labels[0]
+    if target.contrast_labels:
+        rivals = [show(label) if quote else label for label in target.contrast_labels]
+        explained += f" rather than {rivals[0] if len(set(rivals)) == 1 else ' '.join(rivals)}"
+    same_as_prediction = target.source == "prediction" and not target.contrast
+    probability = "" if same_as_prediction else _probability(decision.probability)
+    steps = f" ({len(labels)} tokens)" if len(labels) > 1 else ""
+    parts.append(f"explaining {explained}{steps}{probability} [{target.source}]")
+    if decision.gold is not None:
+        verdict = {True: " (correct)", False: " (wrong)", None: ""}[decision.correct]
+        parts.append(f"gold {decision.gold}{verdict}")
+    return "; ".join(parts)
+
+
+def _probability(value: float | None) -> str:
+    return "" if value is None else f" (p={value:.3g})"
+
+
+def _token_display(tokenizer: Any) -> Any:
+    """Return a function showing a raw token as its text, quoted (`'Paris'`, `' the'` keeps its space)."""
+    from interpret.text import display_tokens, token_scheme
+
+    scheme = token_scheme(tokenizer)
+
+    def show(token: str) -> str:
+        return repr(display_tokens([str(token)], scheme)[0])
+
+    return show

@@ -1,0 +1,107 @@
+"""The checks that need torch or the tokenizer but not the weights: analyzers and their parameters, the device,
+the model type's adapter, the target against the model's labels or vocabulary, exact token counts.
+
+Each raises a usage error (exit 2) naming the option and the value; all of them run before the model loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from interpret.cli.output import usage_error
+from interpret.cli.preflight import ModelPlan
+from interpret.errors import InterpretError, listing, suggest
+
+
+def check_analyzers_load(names: Sequence[str], params: dict[str, dict[str, str]]) -> list[Any]:
+    """Return the analyzer classes; usage error for a broken analyzer or a bad parameter value."""
+    from interpret.analyze import registry
+    from interpret.analyze.params import build
+
+    classes = []
+    for name in names:
+        try:
+            cls = registry.get(name)
+        except InterpretError as err:
+            raise usage_error(f"-a: {err}") from None
+        try:
+            build(cls.Params, params.get(name, {}), name)
+        except InterpretError as err:
+            raise usage_error(f"--set: {err}") from None
+        classes.append(cls)
+    return classes
+
+
+def check_device(device: str) -> None:
+    """Refuse --device cuda on a machine without a CUDA device."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise usage_error("--device cuda: no CUDA device is available on this machine; use --device cpu or auto.")
+
+
+def check_adapter(plan: ModelPlan) -> None:
+    """Refuse a model type no registered adapter can capture."""
+    if plan.default:
+        return
+    from interpret.collect.hf.registry import model_types
+
+    served = model_types()
+    model_type = plan.facts.model_type
+    if model_type not in served:
+        raise usage_error(
+            f"--model {plan.display_name}: no adapter captures model type {model_type!r};{suggest(model_type, served)}"
+            f" adapters exist for: {listing(served) or 'none'} (an adapter plugin can add one)."
+        )
+
+
+def load_tokenizer(plan: ModelPlan) -> Any:
+    """Return the tokenizer the run will use (read offline, no remote code); usage error when there is none."""
+    from interpret.loading import load_preprocessor
+
+    location = plan.checkpoint.name if plan.checkpoint.hub else str(plan.checkpoint.directory)
+    try:
+        tokenizer = load_preprocessor(location, is_local=not plan.checkpoint.hub, warn=False)
+    except InterpretError as err:
+        raise usage_error(f"--model: {err}") from None
+    if tokenizer is None:
+        raise usage_error(
+            f"--model {plan.display_name} has no tokenizer, so it cannot read text; save one with the model"
+            " (tokenizer.save_pretrained), or explain token ids with interpret.explain in Python."
+        )
+    return tokenizer
+
+
+def exact_counts(tokenizer: Any, texts: Sequence[str], *, special: bool = True) -> list[int]:
+    """Return each text's number of tokens as `interpret.inputs.encode` will count them."""
+    if not texts:
+        return []
+    encoded = tokenizer(list(texts), add_special_tokens=special)["input_ids"]
+    return [len(ids) for ids in encoded]
+
+
+def check_targets(plan: ModelPlan, tokenizer: Any, *, target: str | None, contrast: str | None) -> None:
+    """Refuse a --target or --contrast the model does not have: a label or class index of a classifier, a token
+    or token id of a language model (resolved exactly as the decision step resolves them)."""
+    decision = plan.facts.decision
+    for option, value in (("--target", target), ("--contrast", contrast)):
+        if value is None:
+            continue
+        try:
+            if decision == "class":
+                from interpret.decision import resolve_class
+
+                resolve_class(value, plan.labels())
+            elif decision == "token" and plan.facts.vocab_size:
+                from interpret.decision import resolve_token
+
+                resolve_token(value, tokenizer, plan.facts.vocab_size)
+        except InterpretError as err:
+            raise usage_error(f"{option}: {err}") from None
+    if decision == "class" and target is not None and contrast is not None:
+        from interpret.decision import resolve_class
+
+        if resolve_class(target, plan.labels()) == resolve_class(contrast, plan.labels()):
+            raise usage_error(f"--contrast {contrast!r} names the same class as --target {target!r}; contrast it with another.")

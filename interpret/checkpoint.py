@@ -1,0 +1,249 @@
+"""Where a model's files are and what its config.json says, found at once and without torch or transformers.
+
+`locate` answers without touching the network: a local directory saved with `save_pretrained`, or a hub
+name whose files are in the local Hugging Face cache. Anything else is a one-line ModelLoadError that says
+how to pass a local directory — never a half-minute of network retries. The checks on the directory (a
+config without remote code, weights in safetensors unless pickle is allowed) are the ones `interpret.load`
+applies before transformers sees the files, so a command line can make them before importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interpret.errors import ModelLoadError
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A located model.
+
+    name: the name or path as given. directory: the folder holding its config.json (a hub snapshot in the
+    cache for a hub name). hub: whether it was found in the Hugging Face cache rather than given as a path.
+    """
+
+    name: str
+    directory: Path
+    hub: bool = False
+
+    def config(self) -> dict[str, Any]:
+        """Return config.json as a dict (ModelLoadError when it is not a readable JSON object)."""
+        return read_json(self.directory / "config.json")
+
+    def weight_bytes(self) -> int:
+        """Return the size of the weight files on disk (safetensors, else pickle files), following cache links."""
+        files = [path for path in self.directory.iterdir() if path.is_file()]
+        safetensors = [path for path in files if path.name.endswith(".safetensors")]
+        chosen = safetensors or [path for path in files if path.name.endswith(PICKLE_SUFFIXES)]
+        return sum(path.stat().st_size for path in chosen)
+
+
+def looks_like_path(name: str) -> bool:
+    """Return whether `name` can only mean a filesystem path (a hub name is `name` or `org/name`)."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def locate(name: str | os.PathLike[str], *, allow_pickle: bool = False, revision: str | None = None) -> Checkpoint:
+    """Return the Checkpoint of a local model directory or of a hub name cached locally; ModelLoadError at once
+    for anything else (a missing path, a file, an invalid or uncached hub name, a directory without weights)."""
+    text = os.fspath(name)
+    if not text.strip():
+        raise ModelLoadError("the model name is empty; give a directory saved with save_pretrained or a hub name.")
+    local = Path(text).expanduser()
+    if local.is_dir():
+        check_local_checkpoint(local, allow_pickle)
+        return Checkpoint(text, local)
+    if local.exists():
+        raise ModelLoadError(f"{text!r} is a file, not a model directory; give the directory saved with save_pretrained.")
+    if looks_like_path(text):
+        raise ModelLoadError(f"no model directory at {text!r}; give a directory saved with save_pretrained.")
+    directory = cached_snapshot(text, revision)
+    check_local_checkpoint(directory, allow_pickle)
+    return Checkpoint(text, directory, hub=True)
+
+
+def cached_snapshot(repo_id: str, revision: str | None = None) -> Path:
+    """Return the cached snapshot directory of hub model `repo_id` (its config.json is there), or raise at once."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except (HFValidationError, ValueError):
+        raise ModelLoadError(
+            f"{repo_id!r} is neither a model directory nor a valid hub name; give the path of a directory saved with"
+            " save_pretrained (on the command line: --model ./my-model)."
+        ) from None
+    if not isinstance(found, str):
+        raise ModelLoadError(
+            f"{repo_id!r} is not a local directory and not in the Hugging Face cache ({constants.HF_HUB_CACHE});"
+            " give the path of a directory saved with save_pretrained (on the command line: --model ./my-model),"
+            f" or download the model first (hf download {repo_id})."
+        )
+    return Path(found).parent
+
+
+def check_local_checkpoint(directory: Path, allow_pickle: bool) -> None:
+    """Raise ModelLoadError unless `directory` holds a config without remote code and loadable weights."""
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise ModelLoadError(f"{str(directory)!r} has no config.json; point to a saved model directory.")
+    for name in _REMOTE_CODE_FILES:
+        path = directory / name
+        if path.is_file() and "auto_map" in read_json(path):
+            raise ModelLoadError(
+                f"{str(path)!r} asks for remote code (auto_map); interpret.load never runs code from a checkpoint;"
+                " use a model whose architecture transformers ships, or load it yourself after reviewing its code."
+            )
+    files = [path.name for path in directory.iterdir() if path.is_file()]
+    if any(name.endswith(".safetensors") or name.endswith(".safetensors.index.json") for name in files):
+        return
+    pickled = sorted(name for name in files if name.endswith(PICKLE_SUFFIXES) or name.endswith(".bin.index.json"))
+    if not pickled:
+        raise ModelLoadError(f"{str(directory)!r} holds no weights (no *.safetensors); save the model there first.")
+    if not allow_pickle:
+        raise ModelLoadError(
+            f"{str(directory)!r} holds only pickle weights ({pickled[0]}); convert them to safetensors, or, if you"
+            " trust the file, pass allow_pickle=True (on the command line: --allow-pickle)."
+        )
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Return the JSON object in `path`; ModelLoadError naming the file when it is unreadable or not an object."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"{str(path)!r} is not readable JSON ({err}); repair or re-save the checkpoint.") from None
+    if not isinstance(content, dict):
+        raise ModelLoadError(f"{str(path)!r} does not hold a JSON object; repair or re-save the checkpoint.")
+    return content
+
+
+# ---------- what config.json says, read as plain JSON ----------
+
+# Configs name the same size differently; the first key a config sets wins (transformers' attribute_map
+# aliases, written out because reading them through transformers would import torch).
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
+_DECODER_LAYER_KEYS = ("num_decoder_layers", "decoder_layers")
+_DECODER_HEAD_KEYS = ("decoder_attention_heads", "num_decoder_heads")
+_POSITION_KEYS = ("n_positions", "max_position_embeddings")
+_POSITION_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert")  # positions start after the padding index
+_VISION_TYPES = ("vit", "deit", "beit", "swin", "dinov2")
+_DECODER_TYPES = ("gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "gemma", "phi", "opt", "bloom", "falcon")
+# What the class that `interpret.load` picks (the first of config.architectures) decides, by its name's ending.
+_CLASS_HEADS = ("ForSequenceClassification", "ForImageClassification")
+_TOKEN_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForConditionalGeneration", "WithLMHead")
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model's config.json says, for checks and estimates made before the weights load.
+
+    kind: "encoder", "decoder", "encoder-decoder" or "vision" (as the collector will report it).
+    n_layers / n_heads: the main stack's (the encoder's for an encoder-decoder); decoder_layers /
+        decoder_heads: the decoder's, 0 for other kinds. 0 where the config sets none of the known keys.
+    max_positions: the most positions the model embeds, None when it has no fixed limit or the config
+        does not say (the tokenizer may still limit the length).
+    decision: what the loaded class decides — "class" (a classifier), "token" (a language model), "none"
+        (a bare model: nothing to target) — or None when its class name does not say.
+    labels: the class names of a classifier, in index order (id2label, or transformers' LABEL_i default).
+    vocab_size: the token vocabulary's size (None when not set). weight_itemsize: bytes per parameter in
+        the saved files (4 when the config names no dtype).
+    """
+
+    model_type: str
+    architecture: str
+    kind: str
+    n_layers: int
+    n_heads: int
+    decoder_layers: int = 0
+    decoder_heads: int = 0
+    max_positions: int | None = None
+    decision: str | None = None
+    labels: tuple[str, ...] = ()
+    vocab_size: int | None = None
+    weight_itemsize: int = 4
+
+
+def model_facts(config: dict[str, Any]) -> ModelFacts:
+    """Return the ModelFacts of a config.json's content."""
+    model_type = str(config.get("model_type") or "")
+    architectures = config.get("architectures")
+    architecture = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
+    n_layers = _first_int(config, _LAYER_KEYS) or 0
+    n_heads = _first_int(config, _HEAD_KEYS) or 0
+    kind = _kind(config, model_type, architecture)
+    decoder_layers = decoder_heads = 0
+    if kind == "encoder-decoder":
+        decoder_layers = _first_int(config, _DECODER_LAYER_KEYS) or n_layers
+        decoder_heads = _first_int(config, _DECODER_HEAD_KEYS) or n_heads
+    max_positions = _first_int(config, _POSITION_KEYS)
+    if max_positions is not None and model_type in _POSITION_OFFSET_TYPES:
+        pad = _first_int(config, ("pad_token_id",))
+        max_positions -= (1 if pad is None else pad) + 1
+    decision = _decision(architecture)
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    return ModelFacts(
+        model_type=model_type,
+        architecture=architecture,
+        kind=kind,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        decoder_layers=decoder_layers,
+        decoder_heads=decoder_heads,
+        max_positions=max_positions if max_positions and max_positions > 0 else None,
+        decision=decision,
+        labels=_labels(config) if decision == "class" else (),
+        vocab_size=_first_int(config, ("vocab_size",)),
+        weight_itemsize=_DTYPE_BYTES.get(str(dtype), 4),
+    )
+
+
+def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _kind(config: dict[str, Any], model_type: str, architecture: str) -> str:
+    if config.get("is_encoder_decoder") is True:
+        return "encoder-decoder"
+    if model_type in _VISION_TYPES:
+        return "vision"
+    causal = architecture.endswith(("ForCausalLM", "LMHeadModel"))
+    return "decoder" if config.get("is_decoder") is True or causal or model_type in _DECODER_TYPES else "encoder"
+
+
+def _decision(architecture: str) -> str | None:
+    if not architecture or (architecture.endswith("Model") and not architecture.endswith(_TOKEN_HEADS)):
+        return "none"  # AutoModel, or a bare BertModel / GPT2Model: hidden states, no logits
+    if architecture.endswith(_CLASS_HEADS):
+        return "class"
+    if architecture.endswith(_TOKEN_HEADS):
+        return "token"
+    return None
+
+
+def _labels(config: dict[str, Any]) -> tuple[str, ...]:
+    """Return the class names in index order: id2label when it is complete, else LABEL_0.. (num_labels, or 2)."""
+    id2label = config.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        try:
+            by_index = {int(key): str(value) for key, value in id2label.items()}
+        except (TypeError, ValueError):
+            by_index = {}
+        if sorted(by_index) == list(range(len(by_index))):
+            return tuple(by_index[i] for i in range(len(by_index)))
+    count = _first_int(config, ("num_labels",)) or 2
+    return tuple(f"LABEL_{i}" for i in range(count))

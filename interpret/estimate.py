@@ -1,0 +1,223 @@
+"""Size and memory of a report, from the model's config and the inputs' token counts, before the model loads.
+
+The part of a report that grows with tokens² × layers × heads is known before anything runs: the attention
+views embed every selected layer and head of every example, [batch, layer, head, pos, pos] values, and the
+run captures every layer's pattern, float32. `estimate_report` adds those up from `ModelFacts`
+(config.json) and the token counts (`count_tokens`, from tokenizer.json through the `tokenizers` library,
+without torch), so a command line can refuse a report that cannot fit before loading a model.
+
+What each figure means:
+- `output_bytes` is the size of the attention views in the written file, as the format stores them: the
+  page packs an array of 65 536 values or more as 16-bit integers in base64 (exactly 4 bytes per 3 values;
+  smaller arrays as short decimals, at least 2 bytes a value), so for HTML it is a lower bound of the page;
+  the JSON report writes every value as a full-precision number, measured at 21 bytes for an attention
+  probability (a float32 written as the shortest double that round-trips, e.g. `0.012345679104328156,`)
+  and 4 for a zero (`0.0,`: padding, and above the diagonal of a causal pattern), so for JSON it is the
+  typical size. The page also inlines its scripts and styles (`page_base_bytes`, about 0.4 MB). Analyzer
+  arrays come on top; the exact size is checked again before writing.
+- `capture_bytes` is what the run captures per example: every layer's and head's pattern, float32.
+- `memory_bytes` is an estimate of the peak resident memory: a fixed base for the interpreter and libraries,
+  the weights, the capture held three times (the trace, the report's stacked copy, an analyzer's working
+  copy), each analyzer's float64 working arrays, and serializing the views. Approximate by nature and meant
+  to err high; the CLI tests compare it with the measured peak of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from interpret.checkpoint import ModelFacts
+
+Format = Literal["html", "json"]
+
+DEFAULT_MAX_BYTES = 20_000_000  # the report's own default limit (interpret.report.DEFAULT_MAX_BYTES)
+CAPTURE_BUDGET = 2 << 30  # bytes of captured tensors per example, as interpret.explain bounds them
+PACK_THRESHOLD = 65_536  # arrays of this many values are packed as u16 (interpret.report.views)
+BASE_MEMORY = 600 << 20  # the interpreter with torch, transformers, numpy and the toolkit imported, rounded up
+_PAGE_MIN_BYTES_PER_VALUE = 2  # a short decimal and its comma
+JSON_MIN_BYTES_PER_VALUE = 4  # "0.0," — every other float is longer
+JSON_BYTES_PER_PROBABILITY = 21  # measured on softmax rows of 16 to 1024 keys: 20.4 to 22.1 bytes
+_PAGE_WORK_BYTES_PER_VALUE = 32  # float64 copy, scaled copy, mask, u16, base64 bytes and text while packing
+_JSON_WORK_BYTES_PER_VALUE = 40  # a Python float and its list slot per value, plus the encoder's chunks
+
+
+@dataclass(frozen=True)
+class ReportEstimate:
+    """What a report will take, estimated before the model runs (see the module docstring).
+
+    tokens: the padded length of the batch (the longest example), decoder_tokens the decoder side's (0 when
+    none). view_values: how many attention values the views embed, view_bytes their size in the file;
+    output_bytes: the file's size (a lower bound of an HTML page, the typical size of a JSON report);
+    capture_bytes: captured patterns per example (the largest example's, as the capture budget counts it);
+    memory_bytes: the estimated peak; parts: the terms of memory_bytes by name.
+    """
+
+    examples: int
+    tokens: int
+    decoder_tokens: int
+    layers: int
+    heads: int
+    view_values: int
+    view_bytes: int
+    output_bytes: int
+    capture_bytes: int
+    memory_bytes: int
+    parts: dict[str, int]
+
+
+def count_tokens(directory: Path, texts: Sequence[str], *, special: bool = True) -> list[int] | None:
+    """Return each text's number of tokens (with the special tokens unless `special` is False), from the
+    directory's tokenizer.json.
+
+    Read with the `tokenizers` library (no torch); padding and truncation saved in the file are switched
+    off, so the counts are the full lengths. None when there is no tokenizer.json or it cannot be read (the
+    caller then counts with the transformers tokenizer).
+    """
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception:  # a tokenizer.json this version cannot read: the transformers tokenizer will count
+        return None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=special)]
+
+
+def tokenizer_limit(directory: Path) -> int | None:
+    """Return the tokenizer's own `model_max_length` from tokenizer_config.json, when it sets a real one."""
+    path = directory / "tokenizer_config.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and 0 < value < 1_000_000_000 else None
+
+
+def estimate_report(
+    facts: ModelFacts,
+    lengths: Sequence[int],
+    *,
+    decoder_lengths: Sequence[int] = (),
+    layers: int | None = None,
+    heads: int | None = None,
+    fmt: Format = "html",
+    analyzers: int = 1,
+    weight_bytes: int = 0,
+    dtype_itemsize: int = 4,
+) -> ReportEstimate:
+    """Return the ReportEstimate of explaining texts of `lengths` tokens with `facts`'s model.
+
+    layers / heads: how many layers and heads the views embed (None: all). analyzers: how many run.
+    weight_bytes / dtype_itemsize: the weight files' size and the bytes per parameter once loaded.
+    """
+    batch = len(lengths)
+    n = max(lengths, default=0)
+    d = max(decoder_lengths, default=0) if facts.kind == "encoder-decoder" else 0
+    n_layers, n_heads = facts.n_layers, facts.n_heads
+    shown_layers = n_layers if layers is None else layers
+    shown_heads = n_heads if heads is None else heads
+    pairs = shown_layers * shown_heads
+    causal = facts.kind == "decoder"
+    # One array per attention stack, as build_report embeds them: (values, nonzero values). Decoder and cross
+    # stacks need the selected layers to exist in the decoder too; counting them whenever there is a decoder
+    # errs high.
+    stacks = [(pairs * batch * n * n, pairs * sum(_real_entries(m, causal) for m in lengths))]
+    captured = [n_layers * n_heads * n * n]
+    if d:
+        pairs_d = facts.decoder_layers * facts.decoder_heads
+        stacks += [
+            (pairs * batch * d * d, pairs * sum(_real_entries(m, True) for m in decoder_lengths)),
+            (pairs * batch * d * n, pairs * sum(m_d * m for m_d, m in zip(decoder_lengths, lengths))),
+        ]
+        captured += [pairs_d * d * d, pairs_d * d * n]
+    view_values = sum(values for values, _ in stacks)
+    view_bytes = sum(_stored_bytes(values, nonzero, fmt) for values, nonzero in stacks)
+    output = view_bytes + (page_base_bytes() if fmt == "html" else 0)
+    capture_example = 4 * sum(captured)
+    loaded_weights = weight_bytes * dtype_itemsize // max(facts.weight_itemsize, 1)
+    work = _PAGE_WORK_BYTES_PER_VALUE if fmt == "html" else _JSON_WORK_BYTES_PER_VALUE
+    parts = {
+        "base": BASE_MEMORY,
+        "weights": loaded_weights,
+        "capture": 3 * batch * capture_example,
+        # per analyzer: a float64 copy of one example's patterns and float64 [layers + 2, pos, pos] results
+        "analyzers": analyzers * (2 * capture_example + batch * (n_layers + 2) * (n * n + d * d + d * n) * 8),
+        "serialize": work * view_values + 2 * output,
+    }
+    return ReportEstimate(
+        examples=batch,
+        tokens=n,
+        decoder_tokens=d,
+        layers=shown_layers,
+        heads=shown_heads,
+        view_values=view_values,
+        view_bytes=view_bytes,
+        output_bytes=output,
+        capture_bytes=capture_example,
+        memory_bytes=sum(parts.values()),
+        parts=parts,
+    )
+
+
+def _real_entries(length: int, causal: bool) -> int:
+    """Return how many entries of a [length, length] pattern can be nonzero (the lower triangle if causal)."""
+    return length * (length + 1) // 2 if causal else length * length
+
+
+def _stored_bytes(values: int, nonzero: int, fmt: Format) -> int:
+    """Return the bytes one array of `values` numbers (`nonzero` of them not zero) takes in the report."""
+    if fmt == "json":
+        return JSON_BYTES_PER_PROBABILITY * nonzero + JSON_MIN_BYTES_PER_VALUE * (values - nonzero)
+    if values >= PACK_THRESHOLD:
+        return 4 * math.ceil(2 * values / 3)  # u16 little-endian, base64
+    return _PAGE_MIN_BYTES_PER_VALUE * values
+
+
+def page_base_bytes() -> int:
+    """Return the bytes every HTML page holds whatever it shows: the inline scripts and styles (our own, d3 and
+    jQuery), found beside the installed `interpret.report` without importing it (which imports torch)."""
+    import importlib.util
+
+    package = importlib.util.find_spec("interpret")
+    for location in (package.submodule_search_locations or []) if package is not None else []:
+        static = Path(location) / "report" / "static"
+        if static.is_dir():
+            files = [*static.glob("*.js"), *static.glob("*.css"), *static.glob("vendor/*.js")]
+            return sum(path.stat().st_size for path in files)
+    return 0
+
+
+def physical_memory() -> int | None:
+    """Return the memory this process may use: the machine's physical memory, or its control group's limit
+    (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`) when that is lower; None where neither is known."""
+    limits = []
+    try:
+        limits.append(int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
+    except (AttributeError, ValueError, OSError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def human_bytes(n: int | float) -> str:
+    """Return bytes in decimal units with three significant digits: '716 MB', '1.07 GB', '950 kB'."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"

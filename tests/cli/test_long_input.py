@@ -1,0 +1,86 @@
+"""Long inputs fail safely: a 4,096-token report on a tiny Llama-shaped model (4 layers, 4 heads) is refused
+from its config and token count before the model loads, in well under 5 s; a bounded report runs within the
+memory the CLI states beforehand."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from cli_runner import run
+from hf_tiny import word_tokenizer
+
+from interpret.estimate import human_bytes
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama-shaped language model: 4 layers, 4 heads, 8192 positions, word-level tokenizer."""
+    torch.manual_seed(0)
+    tokenizer = word_tokenizer(max_length=8192)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=8192, pad_token_id=0, bos_token_id=2, eos_token_id=3,
+    )
+    directory = tmp_path_factory.mktemp("tiny-llama-8k")
+    transformers.LlamaForCausalLM(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _words(tokens: int) -> str:
+    return " ".join(["cat"] * (tokens - 2))  # the word tokenizer adds [CLS] and [SEP]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "size"), [("html", "at least 716 MB"), ("json", "about 3.36 GB")],
+)
+def test_a_4096_token_report_is_refused_before_the_model_loads(
+    llama_dir: Path, tmp_path: Path, loads: list[str], fmt: str, size: str
+) -> None:
+    started = time.perf_counter()
+    result = run("report", "--model", str(llama_dir), "--text", _words(4096), "-a", "rollout", "--format", fmt,
+                 "-o", str(tmp_path / f"out.{fmt}"))
+    seconds = time.perf_counter() - started
+    assert result.exit_code == 2, result.stderr
+    (message,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert f"the {fmt.upper()} report would be {size}" in message
+    assert "4 layers × 4 heads × 4096×4096 tokens × 1 example" in message
+    assert "--max-length" in message and "--max-bytes" in message
+    assert loads == [] and seconds < 5 and not list(tmp_path.iterdir())
+
+
+def test_a_capture_over_the_budget_is_refused_before_the_model_loads(llama_dir: Path, loads: list[str]) -> None:
+    # 8192 tokens: 4 layers × 4 heads × 8192² float32 = 4.3 GB per example, over the 2 GiB capture budget.
+    result = run("report", "--model", str(llama_dir), "--text", _words(8192), "-a", "rollout", "--layers", "-1",
+                 "--heads", "0", "--max-bytes", "10GB")
+    assert result.exit_code == 2, result.stderr
+    assert "over the 2.15 GB capture budget; truncate the input with --max-length 5792" in result.stderr
+    assert loads == []
+
+
+@pytest.mark.slow
+def test_a_bounded_long_report_stays_within_the_stated_memory(llama_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "long.html"
+    args = [sys.executable, "-m", "interpret", "report", "--model", str(llama_dir), "--text", _words(1024),
+            "-a", "last_layer_attention", "--layers", "-1", "--heads", "0", "--max-bytes", "30MB", "-o", str(out)]
+    with open(tmp_path / "stderr", "w+b") as err, open(tmp_path / "stdout", "w+b") as stdout:
+        child = subprocess.Popen(args, stdout=stdout, stderr=err, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        _, status, usage = os.wait4(child.pid, 0)
+        err.seek(0)
+        log = err.read().decode()
+    assert os.waitstatus_to_exitcode(status) == 0, log
+    stated = re.search(r"peak memory about ([\d.]+ [kMG]?B)", log)
+    assert stated, log
+    value, unit = stated.group(1).split()
+    bound = float(value) * {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}[unit]
+    peak = usage.ru_maxrss * 1024  # KiB on Linux
+    assert peak <= bound, f"measured peak {human_bytes(peak)} above the stated {stated.group(1)}"
+    assert 0 < out.stat().st_size <= 30_000_000
