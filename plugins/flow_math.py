@@ -18,10 +18,12 @@ Two solvers give the same numbers:
   * "dinic" (default): Dinic's algorithm specialised to the layered graph, float64, compiled with numba
     (`_dinic.py`) and run over the (query, key) pairs on all cores; within ~1e-14 of the exact flow.
   * "scipy": `scipy.sparse.csgraph.maximum_flow` on integer capacities, one graph for all pairs: each capacity
-    is scaled by S = 2**30 / (the largest row sum, 1 for attention) and rounded to the nearest integer. That
-    moves a cut of m arcs by at most m / (2·S), so the result is within m·2**-31 ≈ m·4.7e-10 of the exact
-    flow, m the arc count of the minimum cut (dozens on attention graphs: ~1e-9 in practice). It is the
-    independent check, and the way to run where numba cannot (asked for explicitly: nothing switches silently).
+    is scaled by S = 2**30 / (the largest row sum, 1 for attention) and rounded down. The scaled-back flow is
+    then a feasible flow of the true graph, so it never exceeds the exact flow (nor the unit that leaves the
+    source), and it falls short by at most m / S = m·2**-30 ≈ m·9.3e-10, m the arc count of the minimum cut
+    (dozens on attention graphs: ~1e-9 in practice). Rounding to the nearest integer instead would halve the
+    bound but let a flow exceed its true value. It is the independent check, and the way to run where numba
+    cannot (asked for explicitly: nothing switches silently).
 Pairs that no path joins (a causal model's k > q) are zero without running a solver, and one or two layers
 have closed forms (Â_1 itself; Σ_i min(Â_2[q, i], Â_1[i, k])).
 """
@@ -248,10 +250,10 @@ def _dinic_flows(
 
 
 def _scipy_flows(caps: Float[np.ndarray, "layer query key"], sources: np.ndarray, sinks: np.ndarray) -> np.ndarray:
-    """Return [pair] maximum flows from scipy's solver on capacities rounded to multiples of 1 / scale."""
+    """Return [pair] maximum flows from scipy's solver on capacities rounded down to multiples of 1 / scale."""
     n_layer, n, _ = caps.shape
     scale = SCIPY_SCALE / float(caps.sum(axis=-1).max())
-    scaled = np.rint(caps * scale).astype(np.int32)
+    scaled = np.floor(caps * scale).astype(np.int32)  # down: a feasible flow, never above the exact one
     layer, upper, lower = np.nonzero(scaled)
     # Node ids: layer l token i is l·n + i; the arcs of caps[l] run from layer l + 1 down to layer l.
     graph = scipy.sparse.csr_array(

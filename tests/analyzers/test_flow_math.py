@@ -58,6 +58,7 @@ def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: i
     np.testing.assert_allclose(raw, expected, rtol=0, atol=1e-9)
     scipy_raw = flow_math.attention_flow(pattern, method="scipy", normalize="none")
     np.testing.assert_allclose(scipy_raw, expected, rtol=0, atol=1e-7)
+    assert np.all(scipy_raw <= expected + 1e-12)  # capacities rounded down: a feasible flow, never above
     # The default is the paper's quantity: the same max-flows, each row divided by its sum.
     np.testing.assert_allclose(flow_math.attention_flow(pattern), paper_flow(augmented), rtol=0, atol=1e-12)
     np.testing.assert_allclose(flow_math.attention_flow(pattern).sum(axis=-1), 1.0, rtol=0, atol=1e-14)
