@@ -183,7 +183,10 @@ def _reachable(caps: Float[np.ndarray, "layer query key"], queries: np.ndarray) 
 def _scan_ranges(caps: Float[np.ndarray, "layer query key"]) -> tuple[np.ndarray, ...]:
     """Return half-open index ranges of the positive entries: per row (down arcs) and per column (up arcs)."""
     positive = caps > 0
-    n = caps.shape[-1]
+    n_layer, n, _ = caps.shape
+    if positive.all():  # dense attention (no mask, no causal triangle): every range is the whole row
+        full = np.broadcast_to(np.arange(2) * n, (n_layer, n, 2))
+        return full[..., 0].copy(), full[..., 1].copy(), full[..., 0].copy(), full[..., 1].copy()
 
     def bounds(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         any_positive = mask.any(axis=-1)
