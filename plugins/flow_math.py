@@ -174,9 +174,10 @@ def _normalized(flow: Float[np.ndarray, "row key"], normalize: str) -> Float[np.
 def _reachable(caps: Float[np.ndarray, "layer query key"], queries: np.ndarray) -> np.ndarray:
     """Return [row, key] booleans: whether any path of positive arcs joins (L, queries[row]) to (0, key)."""
     reach = (caps[-1, queries, :] > 0).astype(np.float64)
-    for layer in range(caps.shape[0] - 2, -1, -1):
-        # Clipping to 1 keeps path counts from overflowing in deep models; only > 0 matters.
-        reach = np.minimum(reach @ (caps[layer] > 0), 1.0)
+    with threads.blas_threads(queries.size * caps.size):
+        for layer in range(caps.shape[0] - 2, -1, -1):
+            # Clipping to 1 keeps path counts from overflowing in deep models; only > 0 matters.
+            reach = np.minimum(reach @ (caps[layer] > 0), 1.0)
     return reach > 0
 
 

@@ -230,18 +230,27 @@ def chain(
         if not np.all(np.isfinite(start)):
             raise ConfigError("start weights contain NaN or infinite values; give finite weights (e.g. 1/n per token).")
         current = start[None] if start.ndim == 1 else start
-        for layer in range(augmented.shape[-3] - 1, -1, -1):
-            current = current @ augmented[..., layer, :, :]
+        with threads.blas_threads(_product_work(augmented, current.shape[-2])):
+            for layer in range(augmented.shape[-3] - 1, -1, -1):
+                current = current @ augmented[..., layer, :, :]
         return current
     if streaming and rows is not None:
         current = augmented[..., -1, list(rows), :]
-        for layer in range(augmented.shape[-3] - 2, -1, -1):
-            current = current @ augmented[..., layer, :, :]
+        with threads.blas_threads(_product_work(augmented, len(rows))):
+            for layer in range(augmented.shape[-3] - 2, -1, -1):
+                current = current @ augmented[..., layer, :, :]
         return current
     current = augmented[..., 0, :, :]
-    for layer in range(1, augmented.shape[-3]):
-        current = augmented[..., layer, :, :] @ current
+    with threads.blas_threads(_product_work(augmented)):
+        for layer in range(1, augmented.shape[-3]):
+            current = augmented[..., layer, :, :] @ current
     return current if rows is None else current[..., list(rows), :]
+
+
+def _product_work(augmented: np.ndarray, rows: int | None = None) -> int:
+    """Return the multiply-adds of the products through `augmented` [*batch, layer, n, n] for `rows` rows (None: n)."""
+    n = augmented.shape[-1]
+    return int(np.prod(augmented.shape[:-3], dtype=np.int64)) * augmented.shape[-3] * (n if rows is None else rows) * n * n
 
 
 def readout_positions(readout: int | Sequence[int] | None, n_query: int) -> list[int]:
@@ -330,9 +339,10 @@ def cumulative(
     out[..., :start_layer, :, :] = np.eye(n_query)
     current = augmented[..., 0, :, :]
     out[..., start_layer, :, :] = current
-    for layer in range(1, n_layer):
-        current = augmented[..., layer, :, :] @ current
-        out[..., start_layer + layer, :, :] = current
+    with threads.blas_threads(_product_work(augmented)):
+        for layer in range(1, n_layer):
+            current = augmented[..., layer, :, :] @ current
+            out[..., start_layer + layer, :, :] = current
     return out
 
 

@@ -20,7 +20,13 @@ def test_cores_are_the_affinity_mask() -> None:
     assert threads.available_cores() >= 1
 
 
-def test_small_jobs_run_on_one_thread_and_requests_are_capped() -> None:
+def _load(monkeypatch: pytest.MonkeyPatch, load: float) -> None:
+    """Make the one-minute load average read `load`."""
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
+
+
+def test_small_jobs_run_on_one_thread_and_requests_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    _load(monkeypatch, 0.0)  # an idle machine
     cores = threads.available_cores()
     assert threads.threads_for(threads.SERIAL_WORK - 1) == 1
     assert threads.threads_for(threads.SERIAL_WORK) == cores
@@ -29,6 +35,33 @@ def test_small_jobs_run_on_one_thread_and_requests_are_capped() -> None:
     assert threads.threads_for(threads.SERIAL_WORK, requested=1) == 1
     with pytest.raises(ConfigError, match="workers=-1"):
         threads.threads_for(10, requested=-1)
+
+
+def test_busy_machines_get_fewer_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    machine = os.cpu_count() or 1
+    monkeypatch.setattr(threads, "available_cores", lambda: machine)
+    _load(monkeypatch, 1.0)  # only ourselves
+    assert threads.free_cores() == machine
+    _load(monkeypatch, 1.0 + machine)  # another process spinning on every core
+    assert threads.free_cores() == 1
+    assert threads.threads_for(10 * threads.SERIAL_WORK) == 1
+    if machine >= 2:
+        _load(monkeypatch, 2.0)  # one other busy process: one core fewer
+        assert threads.free_cores() == machine - 1
+
+
+def test_blas_threads_caps_the_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    _load(monkeypatch, 0.0)
+
+    def blas_counts() -> set[int]:
+        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+
+    before = blas_counts()
+    with threads.blas_threads(threads.SERIAL_WORK - 1) as count:
+        assert count == 1
+        assert blas_counts() <= {1}
+    assert blas_counts() == before  # restored
 
 
 @pytest.mark.parametrize(("count", "n_threads"), [(0, 2), (1, 4), (7, 1), (10, 2), (100, 3), (5, 8)])
