@@ -18,7 +18,8 @@ Exact shortcuts that make it fast on dense attention:
   * every node tries the arc into the sink's token first (whatever enters that chain runs straight down),
     then its own token's arc (the residual stream, weight ≥ w): flow then runs down whole token chains
     instead of spreading over small attention arcs (a third fewer pushes and time on MiniLM);
-  * a layer-1 node next to the sink passes what it gets straight on, without a DFS step of its own;
+  * a layer-1 node next to the sink passes what it gets straight on, without a DFS step of its own, and in
+    phase one a layer-2 node spreads its budget over those children in one tight loop;
   * each pair has an upper bound: the source's capacity, the forward bound of its query and, when many rows
     are asked for, the backward bound of its key (`_flow_bounds.flow_bounds`). The source asks for no more
     and the pair stops when the bound is reached (all but a few pairs on MiniLM), saving the final, failing BFS;
@@ -210,6 +211,7 @@ def max_flow_pairs(
         first_phase = True
         while total < stop_at:
             stamp += 1
+            phase_one = first_phase
             if first_phase:
                 # With no flow yet there are no up arcs, so the BFS distance of every node that the source
                 # reaches is its layer distance: label by layer and skip the search. Nodes the source cannot
@@ -314,6 +316,65 @@ def max_flow_pairs(
                 if left[depth] <= eps:
                     if depth == 0:
                         break
+                    returned = sent[depth]
+                    depth -= 1
+                    continue
+                if phase_one and block_of[node] == 1 and node != source:
+                    # Phase one at layer 2: every child is a layer-1 node whose one arc leads to the sink, in
+                    # token order (levels are layers, no arc runs up yet). Spread the budget over them in one
+                    # tight loop, the sink's token and the node's own first, as the DFS would one step at a time.
+                    i = node - n
+                    pos = current[node]
+                    if pos == _FRESH:
+                        pos = 0
+                        for attempt in range(2):
+                            j = k if attempt == 0 else i
+                            if (attempt == 1 and i == k) or live[j] != j or left[depth] <= eps:
+                                continue
+                            residual = caps[1, i, j] - flow[0, i, j]
+                            spare = sink_caps[j] - sink_flow[j]
+                            if residual > eps:
+                                amount = min(left[depth], residual, spare) if spare > eps else 0.0
+                                if amount > 0.0:
+                                    if flow[0, i, j] == 0.0 and not overflow:
+                                        if n_touched == touched.shape[0]:
+                                            overflow = True
+                                        else:
+                                            touched[n_touched] = i * n + j
+                                            n_touched += 1
+                                    flow[0, i, j] += amount
+                                    sink_flow[j] += amount
+                                    left[depth] -= amount
+                                    sent[depth] += amount
+                                if spare - amount <= eps:
+                                    live[j] = j + 1
+                    while left[depth] > eps:
+                        pos = find_live(live, pos)
+                        if pos >= n:
+                            break
+                        residual = caps[1, i, pos] - flow[0, i, pos]
+                        if residual > eps:
+                            spare = sink_caps[pos] - sink_flow[pos]
+                            amount = min(left[depth], residual, spare) if spare > eps else 0.0
+                            if amount > 0.0:
+                                if flow[0, i, pos] == 0.0 and not overflow:
+                                    if n_touched == touched.shape[0]:
+                                        overflow = True
+                                    else:
+                                        touched[n_touched] = i * n + pos
+                                        n_touched += 1
+                                flow[0, i, pos] += amount
+                                sink_flow[pos] += amount
+                                left[depth] -= amount
+                                sent[depth] += amount
+                            if spare - amount <= eps:
+                                live[pos] = pos + 1
+                            if left[depth] <= eps and residual - amount > eps:
+                                break  # the budget ran out first: this arc still has room for the next visit
+                        pos += 1
+                    current[node] = pos
+                    if left[depth] > eps:  # out of arcs: a dead end for the rest of the phase
+                        live[position[node]] = position[node] + 1
                     returned = sent[depth]
                     depth -= 1
                     continue

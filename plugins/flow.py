@@ -42,7 +42,8 @@ class FlowParams:
         default="readout", metadata={"help": "only the readout rows (n max-flows) or every query row (n² max-flows)"}
     )
     solver: Literal["dinic", "scipy"] = field(
-        default="dinic", metadata={"help": "dinic: exact float64 (numba); scipy: integer capacities scaled by 2^30"}
+        default="dinic",
+        metadata={"help": "dinic: exact float64 (numba); scipy: capacities scaled by 2^30 and rounded down (a few 1e-9 low)"},
     )
     normalize: Literal["row", "none"] = field(
         default="row",
