@@ -33,9 +33,9 @@ from interpret.errors import ConfigError
 # Element operations (a kernel's inner-loop steps or a product's multiply-adds, ~1 ns each) below which a job
 # runs on one thread: where two threads first beat one on idle cores (see the module docstring).
 SERIAL_WORK = 2_000_000
-_blas: ThreadpoolController | None = None  # found once: looking the libraries up takes milliseconds
 # Chunks per thread: uneven chunks (pairs of unequal cost, a core shared with another process) even out.
 CHUNKS_PER_THREAD = 4
+_blas: ThreadpoolController | None = None  # found once: looking the libraries up takes milliseconds
 
 
 def available_cores() -> int:

@@ -94,10 +94,13 @@ def add_residual(
     return _augment(np.multiply(fused, 1.0 - weight, dtype=np.float64), weight, present)
 
 
-def _augment(scaled: np.ndarray, weight: float, present: np.ndarray, cause: str = "") -> np.ndarray:
+def _augment(
+    scaled: np.ndarray, weight: float, present: np.ndarray, cause: str = "", remedy: str = ""
+) -> np.ndarray:
     """Finish Â in place from scaled = (1 − w)·A: add w on present diagonals, divide rows, clear absent rows.
 
-    `cause` names what emptied a row, for the error raised when a present row sums to zero.
+    `cause` and `remedy` name what emptied a row and what else avoids it, for the error raised when a
+    present row sums to zero.
     """
     if not 0.0 <= weight <= 1.0:
         raise ConfigError(f"residual weight {weight} is out of range; use a value in [0, 1].")
@@ -107,7 +110,7 @@ def _augment(scaled: np.ndarray, weight: float, present: np.ndarray, cause: str 
     diagonal = np.einsum("...ii->...i", scaled)  # a writable view of the diagonal
     diagonal += weight * present
     row_sum = scaled.sum(axis=-1, keepdims=True)
-    _check_rows(row_sum[..., 0], present, weight, cause)
+    _check_rows(row_sum[..., 0], present, weight, cause, remedy)
     if present.all():
         scaled /= row_sum
         return scaled
@@ -116,7 +119,7 @@ def _augment(scaled: np.ndarray, weight: float, present: np.ndarray, cause: str 
     return scaled
 
 
-def _check_rows(row_sum: np.ndarray, present: np.ndarray, weight: float, cause: str) -> None:
+def _check_rows(row_sum: np.ndarray, present: np.ndarray, weight: float, cause: str, remedy: str) -> None:
     """Raise ConfigError unless every present row's sum [*batch, layer, query] is finite and positive."""
     if not np.all(np.isfinite(row_sum)):
         raise ConfigError(
@@ -127,7 +130,7 @@ def _check_rows(row_sum: np.ndarray, present: np.ndarray, weight: float, cause: 
         index = tuple(int(axis[0]) for axis in np.nonzero(empty))
         raise ConfigError(
             f"residual weight {weight}{cause} leaves query {index[-1]} of layer {index[-2]} with no attention"
-            f" (a row of zeros); use a residual weight above 0 (the paper's 0.5){' or change that' if cause else ''}."
+            f" (a row of zeros); use a residual weight above 0 (the paper's 0.5){remedy}."
         )
 
 
@@ -152,11 +155,13 @@ def augmented_attention(
     # From the heads, not the fused matrix: min-fusion can zero a row whose heads all attend somewhere.
     present = np.any(fused, axis=-1) if head_fusion != "min" else np.any(pattern, axis=-1).any(axis=-2)
     cause = f" with head fusion {head_fusion!r}" if head_fusion == "min" else ""
+    remedy = " or head fusion 'mean'" if head_fusion == "min" else ""
     if discard_ratio > 0.0:
         fused = discard_lowest(fused, discard_ratio, keep)
         cause += f" with discard ratio {discard_ratio}"
+        remedy += " or a smaller discard ratio"
     fused *= 1.0 - residual_weight  # `fused` is this function's own array: finish Â in it
-    return _augment(fused, residual_weight, present, cause)
+    return _augment(fused, residual_weight, present, cause, remedy)
 
 
 def augmented_layers(
@@ -183,8 +188,8 @@ def augmented_layers(
     if n_query != n_key:
         raise ConfigError(f"attention is {n_query}x{n_key}; the residual stream needs square self-attention.")
     if n_head * n_query * n_key < threads.SERIAL_WORK:
-        return np.stack([augmented_attention(heads[None], head_fusion=head_fusion, residual_weight=residual_weight)[0]
-                         for heads in layers])
+        # Small layers: stacking them costs little, and an error then names the right layer.
+        return augmented_attention(np.stack(layers), head_fusion=head_fusion, residual_weight=residual_weight)
     from interpret.plugins._augment import augment_rows  # compiled (or loaded from cache) on first use
 
     out = np.empty((len(layers), n_query, n_key))

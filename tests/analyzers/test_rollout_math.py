@@ -239,3 +239,14 @@ def test_min_fusion_of_heads_with_disjoint_support() -> None:
     np.testing.assert_allclose(augmented[0], np.eye(n), rtol=0, atol=0)  # residual only, not a zero row
     with pytest.raises(ConfigError, match="head fusion 'min' leaves query 1 of layer 0"):
         rollout_math.augmented_attention(heads, head_fusion="min", residual_weight=0.0)
+
+
+def test_the_error_names_the_layer_and_what_else_to_change() -> None:
+    heads = np.zeros((3, 2, 4, 4))
+    heads[:, 0] = np.eye(4)
+    heads[:, 1] = np.eye(4)
+    heads[2, 0] = np.eye(4)[[1, 0, 3, 2]]  # layer 2: the heads disagree everywhere, so min-fusion is zero
+    layers = list(heads.astype(np.float32))
+    for augment in (rollout_math.augmented_layers, lambda x, **kw: rollout_math.augmented_attention(np.stack(x), **kw)):
+        with pytest.raises(ConfigError, match=r"query 0 of layer 2 .* or head fusion 'mean'\.$"):
+            augment(layers, head_fusion="min", residual_weight=0.0)
