@@ -4,6 +4,7 @@ For each length n (real English text repeated and cut to n tokens) it prints med
 
     full rollout    rollout_math.rollout(pattern): head mean, residual, row normalisation, all L products
     bare statement  the paper in plain NumPy: pattern.mean(heads), 0.5·I + 0.5·A, rows divided, L − 1 products
+                    (NumPy's BLAS on its default threads: on a busy machine far slower than the capped products)
     vs bare         full rollout / bare statement (target: within 2x)
     products only   the L − 1 matrix products alone on Â computed beforehand (a floor no rollout reaches: the
                     head mean alone reads 12x more memory than the products touch)
@@ -20,8 +21,9 @@ each is the median of --repeat runs.
 Two more tables show the thread policy (interpret/threads.py), each on idle cores and beside a busy loop on
 every core (another process spinning, as on a shared machine):
 
-    threshold       the compiled augmentation pass of one layer (12 heads) on 1 thread and on every core, by
-                    n: where threads start to pay is where `threads.SERIAL_WORK` (heads·n² entries) is set
+    threshold       the compiled augmentation pass of one layer (12 heads) on 1 thread and on every core
+                    (whatever the load), by n: where threads start to pay is where `threads.SERIAL_WORK`
+                    (heads·n² entries) is set
     analyzer        interpret.analyze(trace, "rollout") at --thread-lengths under the policy, with every job
                     forced onto every core (SERIAL_WORK = 0: what a numba parallel=True pass did), and on one
                     thread (workers=1)
@@ -96,8 +98,9 @@ def threshold_table(lengths: list[int], repeat: int) -> str:
     """Return the compiled augmentation of one 12-head layer on 1 thread vs every core, idle and beside busy loops."""
     rng = np.random.default_rng(0)
     cores = threads.available_cores()
-    saved = threads.SERIAL_WORK
+    saved, saved_free = threads.SERIAL_WORK, threads.free_cores
     threads.SERIAL_WORK = 0  # the compiled pass at every size, on the threads asked for
+    threads.free_cores = threads.available_cores  # whatever the load: the threads asked for
     rows = []
     try:
         for n in lengths:
@@ -113,7 +116,7 @@ def threshold_table(lengths: list[int], repeat: int) -> str:
                         cells.append(f"{seconds * 1e3:.3f}")
             rows.append([n, f"{12 * n * n:,}", *cells])
     finally:
-        threads.SERIAL_WORK = saved
+        threads.SERIAL_WORK, threads.free_cores = saved, saved_free
     return table(
         ["n", "heads·n²", "idle: 1 thread ms", f"idle: {cores} threads ms", "busy: 1 thread ms",
          f"busy: {cores} threads ms"],
@@ -124,11 +127,12 @@ def threshold_table(lengths: list[int], repeat: int) -> str:
 def analyzer_threads_table(lengths: list[int], repeat: int) -> str:
     """Return the rollout analyzer's time under the policy, forced onto every core, and on one thread.
 
-    forced: SERIAL_WORK = 0, so even 32 tokens take the compiled pass on every core (as the numba
-    parallel=True pass did); one thread: the policy told that one core is available.
+    forced: SERIAL_WORK = 0 and the load ignored, so even 32 tokens take the compiled pass and BLAS on every
+    core (as the numba parallel=True pass and an uncapped BLAS did); one thread: the policy told that one core
+    is available.
     """
     cores = threads.available_cores()
-    saved_work, saved_cores = threads.SERIAL_WORK, threads.available_cores
+    saved_work, saved_cores, saved_free = threads.SERIAL_WORK, threads.available_cores, threads.free_cores
     rows = []
     for n, pattern in minilm_attention(lengths).items():
         trace = as_trace(pattern)
@@ -138,13 +142,14 @@ def analyzer_threads_table(lengths: list[int], repeat: int) -> str:
             with busy_cores(busy):
                 for mode in ("policy", "forced", "one"):
                     if mode == "forced":
-                        threads.SERIAL_WORK = 0
+                        threads.SERIAL_WORK, threads.free_cores = 0, saved_cores
                     if mode == "one":
-                        threads.available_cores = lambda: 1
+                        threads.available_cores = threads.free_cores = lambda: 1
                     try:
                         seconds = median_seconds(lambda: interpret.analyze(trace, "rollout"), repeat=repeat)
                     finally:
                         threads.SERIAL_WORK, threads.available_cores = saved_work, saved_cores
+                        threads.free_cores = saved_free
                     cells.append(f"{seconds * 1e3:.2f}")
         rows.append([n, *cells])
     return table(
