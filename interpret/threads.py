@@ -22,6 +22,7 @@ the load leaves fewer than two cores free.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +54,13 @@ def free_cores() -> int:
     except (AttributeError, OSError):  # no load average on this platform: assume the cores are ours
         return cores
     others = max(0.0, load - 1.0)
-    return max(1, min(cores, int((os.cpu_count() or cores) - others + 0.5)))
+    return max(1, min(cores, int((_machine_cores() or cores) - others + 0.5)))
+
+
+@functools.cache
+def _machine_cores() -> int | None:
+    """Return the machine's core count, which the load average is spread over (asked once: it can take 0.5 ms)."""
+    return os.cpu_count()
 
 
 def threads_for(work: int, requested: int | None = None) -> int:

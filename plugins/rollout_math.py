@@ -188,8 +188,15 @@ def augmented_layers(
     if n_query != n_key:
         raise ConfigError(f"attention is {n_query}x{n_key}; the residual stream needs square self-attention.")
     if n_head * n_query * n_key < threads.SERIAL_WORK:
-        # Small layers: stacking them costs little, and an error then names the right layer.
-        return augmented_attention(np.stack(layers), head_fusion=head_fusion, residual_weight=residual_weight)
+        # Fused one layer at a time: no stacked copy of the heads, which costs as much as the fusing.
+        fused = np.stack([fuse_heads(heads[None], head_fusion)[0] for heads in layers])
+        if head_fusion == "min":  # presence from the heads, as in augmented_attention
+            present = np.stack([np.any(heads, axis=-1).any(axis=0) for heads in layers])
+            cause, remedy = f" with head fusion {head_fusion!r}", " or head fusion 'mean'"
+        else:
+            present, cause, remedy = np.any(fused, axis=-1), "", ""
+        fused *= 1.0 - residual_weight
+        return _augment(fused, residual_weight, present, cause, remedy)
     from interpret.plugins._augment import augment_rows  # compiled (or loaded from cache) on first use
 
     out = np.empty((len(layers), n_query, n_key))
