@@ -89,7 +89,7 @@ def test_third_party_adapter_is_used_and_bad_ones_are_listed_broken(plugins) -> 
     assert registry.model_types()["bert"] == "bert"  # the built-in keeps its model type
     trace = interpret.collect(tiny_electra(), word_tokenizer(), ["the cat sat", "a dog"])
     assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 5, 5)
-    assert trace.meta.extra["model_class"] == "ElectraForMaskedLM"
+    assert trace.meta.model_class == "ElectraForMaskedLM"
 
 
 def test_unsupported_message_mentions_broken_plugins(plugins) -> None:

@@ -49,7 +49,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="encoder-decoder",
         run=partial(run_model, model, disable_cache=True),
         max_positions=config_int(config, "max_position_embeddings"),
-        extra={"adapter": "bart"},
+        adapter="bart",
     )
 
 

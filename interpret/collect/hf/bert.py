@@ -40,7 +40,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="decoder" if decoder else "encoder",
         run=partial(run_model, model, disable_cache=decoder),
         max_positions=max_positions,
-        extra={"adapter": "bert"},
+        adapter="bert",
     )
 
 

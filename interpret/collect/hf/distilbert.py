@@ -36,7 +36,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="encoder",
         run=partial(run_model, model, disable_cache=False),
         max_positions=config_int(config, "max_position_embeddings"),
-        extra={"adapter": "distilbert"},
+        adapter="distilbert",
     )
 
 

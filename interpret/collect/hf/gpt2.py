@@ -40,7 +40,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="decoder",
         run=partial(run_model, model, disable_cache=True),
         max_positions=config_int(config, "n_positions", "max_position_embeddings"),
-        extra={"adapter": "gpt2"},
+        adapter="gpt2",
     )
 
 

@@ -155,9 +155,9 @@ def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, sessio
     recorder.listen(kernel, field, sink)
 
 
-def _scope(recorder: AttentionRecorder, selected: Sequence[Site]) -> contextlib.AbstractContextManager[Any]:
+def _scope(recorder: AttentionRecorder, selected: Sequence[Site], grad: bool) -> contextlib.AbstractContextManager[Any]:
     if any(site.attach is not None for site in selected):
-        return recorder.recording()
+        return recorder.recording(grad=grad)
     return contextlib.nullcontext()
 
 
@@ -169,9 +169,14 @@ def build_capturable(
     kind: ModelKind,
     run: Callable[[Encoded], Any],
     max_positions: int | None = None,
-    extra: dict[str, Any] | None = None,
+    adapter: str = "",
+    prepare: Callable[..., Encoded] | None = None,
 ) -> Capturable:
-    """Return the Capturable of a Hugging Face model whose stacks under `root` follow `stacks`."""
+    """Return the Capturable of a Hugging Face model whose stacks under `root` follow `stacks`.
+
+    adapter: the adapter's name (recorded in the trace's meta); prepare: the input preparation of a model
+    whose inputs are not text (see `Capturable.prepare`).
+    """
     implementation = str(getattr(model.config, "_attn_implementation", None) or "eager")
     recorder = AttentionRecorder(use_kernel_weights=implementation == "eager")
     sites = [site for stack in stacks for site in stack_sites(root, stack, recorder)]
@@ -188,8 +193,28 @@ def build_capturable(
         max_positions=max_positions,
         attention="eager" if implementation == "eager" else "recomputed",
         scope=partial(_scope, recorder),
-        extra={"attn_implementation": implementation, "model_class": type(model).__name__, **(extra or {})},
+        prepare=prepare,
+        embedding=partial(_embedding, model),
+        adapter=adapter,
+        implementation=implementation,
+        model_class=type(model).__name__,
     )
+
+
+def _embedding(model: nn.Module, side: str) -> nn.Module | None:
+    """Return the token-embedding module of `side`: the model's input embeddings, or its decoder's."""
+    owner = model
+    if side == "decoder":
+        get_decoder = getattr(model, "get_decoder", None)
+        owner = get_decoder() if callable(get_decoder) else None
+    get = getattr(owner, "get_input_embeddings", None)
+    if not callable(get):
+        return None
+    try:
+        module = get()
+    except NotImplementedError:
+        return None
+    return module if isinstance(module, nn.Module) else None
 
 
 def run_model(model: nn.Module, encoded: Encoded, *, disable_cache: bool) -> Any:

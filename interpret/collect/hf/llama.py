@@ -42,7 +42,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="decoder",
         run=partial(run_model, model, disable_cache=True),
         max_positions=config_int(config, "max_position_embeddings"),
-        extra={"adapter": "llama"},
+        adapter="llama",
     )
 
 

@@ -60,7 +60,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         kind="encoder-decoder",
         run=partial(run_model, model, disable_cache=True),
         max_positions=None,  # relative positions: no fixed limit beyond the tokenizer's
-        extra={"adapter": "t5"},
+        adapter="t5",
     )
 
 

@@ -112,7 +112,8 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
         [stack],
         kind="vision",
         run=partial(run_model, model, disable_cache=False),
-        extra={"adapter": "vit", "prepare": prepare},
+        adapter="vit",
+        prepare=prepare,
     )
 
 
