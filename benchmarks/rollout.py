@@ -4,6 +4,7 @@ For each length n (real English text repeated and cut to n tokens) it prints med
 
     full rollout    rollout_math.rollout(pattern): head mean, residual, row normalisation, all L products
     bare statement  the paper in plain NumPy: pattern.mean(heads), 0.5·I + 0.5·A, rows divided, L − 1 products
+                    (NumPy's BLAS on its default threads: on a busy machine far slower than the capped products)
     vs bare         full rollout / bare statement (target: within 2x)
     products only   the L − 1 matrix products alone on Â computed beforehand (a floor no rollout reaches: the
                     head mean alone reads 12x more memory than the products touch)
@@ -17,7 +18,18 @@ For each length n (real English text repeated and cut to n tokens) it prints med
 The products use NumPy's BLAS threads: on a machine shared with other jobs their times scatter widely, so
 each is the median of --repeat runs.
 
-    python benchmarks/rollout.py [--lengths 128 512] [--repeat 9]
+Two more tables show the thread policy (interpret/threads.py), each on idle cores and beside a busy loop on
+every core (another process spinning, as on a shared machine):
+
+    threshold       the compiled augmentation pass of one layer (12 heads) on 1 thread and on every core
+                    (whatever the load), by n: where threads start to pay is where `threads.SERIAL_WORK`
+                    (heads·n² entries) is set
+    analyzer        interpret.analyze(trace, "rollout") at --thread-lengths under the policy, with every job
+                    forced onto every core (SERIAL_WORK = 0: what a numba parallel=True pass did), and on one
+                    thread (workers=1)
+
+    python benchmarks/rollout.py [--lengths 128 512] [--repeat 9] [--thread-lengths 32 512]
+                                 [--threshold-lengths 64 128 256 384 512]
 """
 
 from __future__ import annotations
@@ -37,11 +49,12 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import median_seconds, mib, table  # noqa: E402
-from flow import minilm_attention  # noqa: E402
+from flow import busy_cores, minilm_attention  # noqa: E402
 
 import torch  # noqa: E402
 
 import interpret  # noqa: E402
+from interpret import threads  # noqa: E402
 from interpret.inputs import from_ids  # noqa: E402
 from interpret.plugins import rollout_math  # noqa: E402
 from interpret.trace import Trace, TraceMeta  # noqa: E402
@@ -81,10 +94,77 @@ def as_trace(pattern: np.ndarray) -> Trace:
     return Trace(tensors=tensors, encoded=from_ids(torch.zeros(1, pattern.shape[-1], dtype=torch.long)), meta=meta)
 
 
+def threshold_table(lengths: list[int], repeat: int) -> str:
+    """Return the compiled augmentation of one 12-head layer on 1 thread vs every core, idle and beside busy loops."""
+    rng = np.random.default_rng(0)
+    cores = threads.available_cores()
+    saved, saved_free = threads.SERIAL_WORK, threads.free_cores
+    threads.SERIAL_WORK = 0  # the compiled pass at every size, on the threads asked for
+    threads.free_cores = threads.available_cores  # whatever the load: the threads asked for
+    rows = []
+    try:
+        for n in lengths:
+            heads = rng.random((12, n, n)).astype(np.float32)
+            heads /= heads.sum(axis=-1, keepdims=True)
+            cells = []
+            for busy in (0, cores):
+                with busy_cores(busy):
+                    for workers in (1, cores):
+                        seconds = median_seconds(
+                            lambda: rollout_math.augmented_layers([heads], workers=workers), repeat=repeat
+                        )
+                        cells.append(f"{seconds * 1e3:.3f}")
+            rows.append([n, f"{12 * n * n:,}", *cells])
+    finally:
+        threads.SERIAL_WORK, threads.free_cores = saved, saved_free
+    return table(
+        ["n", "heads·n²", "idle: 1 thread ms", f"idle: {cores} threads ms", "busy: 1 thread ms",
+         f"busy: {cores} threads ms"],
+        rows,
+    )
+
+
+def analyzer_threads_table(lengths: list[int], repeat: int) -> str:
+    """Return the rollout analyzer's time under the policy, forced onto every core, and on one thread.
+
+    forced: SERIAL_WORK = 0 and the load ignored, so even 32 tokens take the compiled pass and BLAS on every
+    core (as the numba parallel=True pass and an uncapped BLAS did); one thread: the policy told that one core
+    is available.
+    """
+    cores = threads.available_cores()
+    saved_work, saved_cores, saved_free = threads.SERIAL_WORK, threads.available_cores, threads.free_cores
+    rows = []
+    for n, pattern in minilm_attention(lengths).items():
+        trace = as_trace(pattern)
+        interpret.analyze(trace, "rollout")
+        cells = []
+        for busy in (0, cores):
+            with busy_cores(busy):
+                for mode in ("policy", "forced", "one"):
+                    if mode == "forced":
+                        threads.SERIAL_WORK, threads.free_cores = 0, saved_cores
+                    if mode == "one":
+                        threads.available_cores = threads.free_cores = lambda: 1
+                    try:
+                        seconds = median_seconds(lambda: interpret.analyze(trace, "rollout"), repeat=repeat)
+                    finally:
+                        threads.SERIAL_WORK, threads.available_cores = saved_work, saved_cores
+                        threads.free_cores = saved_free
+                    cells.append(f"{seconds * 1e3:.2f}")
+        rows.append([n, *cells])
+    return table(
+        ["n", "idle: policy ms", f"idle: all {cores} threads ms", "idle: 1 thread ms", "busy: policy ms",
+         f"busy: all {cores} threads ms", "busy: 1 thread ms"],
+        rows,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--thread-lengths", type=int, nargs="*", default=[32, 512])
+    parser.add_argument("--threshold-lengths", type=int, nargs="*", default=[64, 128, 256, 384, 512])
     args = parser.parse_args()
     rows = []
     for n, pattern in minilm_attention(args.lengths).items():
@@ -110,6 +190,15 @@ def main() -> None:
          "vs products", "max |Δ|", "peak MiB"],
         rows,
     ))
+    if args.threshold_lengths:
+        print()
+        print(f"Compiled augmentation of one 12-head layer (SERIAL_WORK is {threads.SERIAL_WORK:,} heads·n²), median"
+              f" of {args.repeat}; busy = a spinning process on each of the {threads.available_cores()} cores:")
+        print(threshold_table(args.threshold_lengths, args.repeat))
+    if args.thread_lengths:
+        print()
+        print("The rollout analyzer under the thread policy, forced onto every core, and on one thread:")
+        print(analyzer_threads_table(args.thread_lengths, args.repeat))
 
 
 if __name__ == "__main__":

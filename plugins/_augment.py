@@ -2,8 +2,12 @@
 
 It does in one read of the heads what `rollout_math.fuse_heads` followed by `add_residual` does in several
 NumPy passes: fuse the heads (mean accumulated in float64, or max / min), add w·I on present rows, scale
-the rest by 1 − w and divide each row by its sum. Rows run in parallel. At 512 tokens the heads are 12x
-larger than Â, so reading them once is what keeps rollout close to the cost of its matrix products.
+the rest by 1 − w and divide each row by its sum. At 512 tokens the heads are 12x larger than Â, so reading
+them once is what keeps rollout close to the cost of its matrix products.
+
+The kernel is serial over a range of rows: `rollout_math.augmented_layers` hands row ranges to the threads
+of `interpret.threads` (the kernel releases the GIL), and runs small inputs on NumPy without compiling it.
+A numba `parallel=True` loop would compile several times slower and keep a thread pool of its own.
 """
 
 from __future__ import annotations
@@ -20,39 +24,50 @@ FUSIONS = {"mean": 0, "max": 1, "min": 2}
 
 
 @no_type_check
-@numba.njit(parallel=True, cache=True, nogil=True)
-def augment_layer(pattern: np.ndarray, how: int, weight: float, out: np.ndarray) -> None:
-    """Write Â [query, key] float64 of `pattern` [head, query, key] into `out`; absent (all-zero) rows stay 0."""
-    n_head, n_query, n_key = pattern.shape
-    for i in numba.prange(n_query):
-        row = out[i]
+@numba.njit(cache=True, nogil=True)
+def augment_rows(pattern, how, weight, out, start, stop):
+    """Write rows start…stop − 1 of Â [query, key] float64 of `pattern` [head, query, key] into `out`.
+
+    Absent rows (no head attends from them: padding) stay all zero. Return the number of present rows that
+    could not be normalised (a sum that is zero or not finite); the caller raises for them.
+    """
+    n_head, n_key = pattern.shape[0], pattern.shape[2]
+    failed = 0
+    for i in range(start, stop):
         for k in range(n_key):
-            row[k] = pattern[0, i, k]
+            out[i, k] = pattern[0, i, k]
         for h in range(1, n_head):
             if how == 0:
                 for k in range(n_key):
-                    row[k] += pattern[h, i, k]
+                    out[i, k] += pattern[h, i, k]
             elif how == 1:
                 for k in range(n_key):
-                    row[k] = max(row[k], pattern[h, i, k])
+                    out[i, k] = max(out[i, k], pattern[h, i, k])
             else:
                 for k in range(n_key):
-                    row[k] = min(row[k], pattern[h, i, k])
+                    out[i, k] = min(out[i, k], pattern[h, i, k])
         if how == 0:
             for k in range(n_key):
-                row[k] /= n_head
+                out[i, k] /= n_head
         present = False
-        for k in range(n_key):
-            if row[k] != 0.0:
-                present = True
+        for h in range(n_head if how == 2 else 1):  # min-fusion can zero a row whose heads attend somewhere
+            for k in range(n_key):
+                if (pattern[h, i, k] if how == 2 else out[i, k]) != 0.0:
+                    present = True
+                    break
+            if present:
                 break
         if not present:
             continue
         for k in range(n_key):
-            row[k] *= 1.0 - weight
-        row[i] += weight
+            out[i, k] *= 1.0 - weight
+        out[i, i] += weight
         total = 0.0
         for k in range(n_key):
-            total += row[k]
+            total += out[i, k]
+        if not (0.0 < total < np.inf):  # also false for NaN
+            failed += 1
+            continue
         for k in range(n_key):
-            row[k] /= total
+            out[i, k] /= total
+    return failed

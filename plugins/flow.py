@@ -37,7 +37,9 @@ FLOW_BOUND_TOLERANCE = 1e-9
 class FlowParams:
     """Parameters of attention flow."""
 
-    residual: float = field(default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised"})
+    residual: float = field(
+        default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"}
+    )
     readout: ReadoutRows = field(
         default="auto",
         metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
@@ -46,12 +48,27 @@ class FlowParams:
         default="readout", metadata={"help": "only the readout rows (n max-flows) or every query row (n² max-flows)"}
     )
     solver: Literal["dinic", "scipy"] = field(
-        default="dinic", metadata={"help": "dinic: exact float64 (numba); scipy: integer capacities scaled by 2^30"}
+        default="dinic",
+        metadata={"help": "dinic: exact float64 (numba); scipy: capacities scaled by 2^30, rounded down (≤ 1e-9 low per min-cut arc)"},
+    )
+    normalize: Literal["row", "none"] = field(
+        default="row",
+        metadata={
+            "help": "row: each row's max-flows divided by their sum, so a row sums to 1 (the paper's attention"
+            " flow); none: the raw max-flow values (each at most 1, a row sums to far more)"
+        },
     )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.residual <= 1.0:
-            raise ValueError(f"residual={self.residual} is outside [0, 1]")
+            raise ValueError(f"residual={self.residual} is outside [0, 1]; use a weight in [0, 1) (the paper's 0.5)")
+        if self.residual == 1.0:
+            raise ValueError(
+                "residual=1 ignores the attention (every capacity becomes the identity, so flow is too);"
+                " use a weight below 1 (the paper's 0.5)"
+            )
+        if self.normalize not in ("row", "none"):
+            raise ValueError(f"normalize={self.normalize!r} is unknown; use 'row' (the paper's) or 'none'")
 
 
 class Flow:

@@ -34,10 +34,13 @@ ROW_SUM_TOLERANCE = 1e-6
 class RolloutParams:
     """Parameters of attention rollout."""
 
-    residual: float = field(default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised"})
+    residual: float = field(
+        default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"}
+    )
     head_fusion: Literal["mean", "max", "min"] = field(default="mean", metadata={"help": "how heads are combined"})
     discard_ratio: float = field(
-        default=0.0, metadata={"help": "fraction of the lowest entries dropped per layer (readout kept), in [0, 1)"}
+        default=0.0,
+        metadata={"help": "fraction of the lowest entries dropped per layer (readout kept), in [0, 1); needs residual > 0"},
     )
     start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
     readout: ReadoutRows = field(
@@ -51,13 +54,25 @@ class RolloutParams:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.residual <= 1.0:
-            raise ValueError(f"residual={self.residual} is outside [0, 1]")
+            raise ValueError(f"residual={self.residual} is outside [0, 1]; use a weight in [0, 1) (the paper's 0.5)")
+        if self.residual == 1.0:
+            raise ValueError(
+                "residual=1 ignores the attention (every layer becomes the identity, so the rollout is too);"
+                " use a weight below 1 (the paper's 0.5)"
+            )
         if not 0.0 <= self.discard_ratio < 1.0:
-            raise ValueError(f"discard_ratio={self.discard_ratio} is outside [0, 1)")
+            raise ValueError(f"discard_ratio={self.discard_ratio} is outside [0, 1); use e.g. 0.9 to drop 90%")
+        if self.discard_ratio > 0.0 and self.residual == 0.0:
+            raise ValueError(
+                f"discard_ratio={self.discard_ratio} with residual=0 can leave a query with no attention at all"
+                " (a row of zeros, then 0/0); use residual > 0 (the paper's 0.5) when discarding"
+            )
+        if self.head_fusion not in ("mean", "max", "min"):
+            raise ValueError(f"head_fusion={self.head_fusion!r} is unknown; use mean, max or min")
         if self.start_layer < 0:
-            raise ValueError(f"start_layer={self.start_layer} must be 0 or more")
+            raise ValueError(f"start_layer={self.start_layer} must be 0 or more; use 0 for every layer")
         if self.per_layer and self.rows == "readout":
-            raise ValueError("per_layer needs rows='all'")
+            raise ValueError("per_layer needs rows='all'; drop per_layer or use rows=all")
 
 
 class Rollout:

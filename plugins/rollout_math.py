@@ -20,10 +20,12 @@ last layer, columns are the input tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from jaxtyping import Bool, Float
 
+from interpret import threads
 from interpret.errors import ConfigError
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -85,14 +87,21 @@ def add_residual(
     """Return Â = rownorm(w·I + (1 − w)·A) [*batch, layer, query, key]; rows of absent queries stay all zero.
 
     A query is absent where `present` is False; by default, where its row of A is all zero (a padded query).
+    A present row that sums to zero (w = 0 and a row of A with no attention left) raises ConfigError.
     """
     if present is None:
         present = np.any(fused, axis=-1)
     return _augment(np.multiply(fused, 1.0 - weight, dtype=np.float64), weight, present)
 
 
-def _augment(scaled: np.ndarray, weight: float, present: np.ndarray) -> np.ndarray:
-    """Finish Â in place from scaled = (1 − w)·A: add w on present diagonals, divide rows, clear absent rows."""
+def _augment(
+    scaled: np.ndarray, weight: float, present: np.ndarray, cause: str = "", remedy: str = ""
+) -> np.ndarray:
+    """Finish Â in place from scaled = (1 − w)·A: add w on present diagonals, divide rows, clear absent rows.
+
+    `cause` and `remedy` name what emptied a row and what else avoids it, for the error raised when a
+    present row sums to zero.
+    """
     if not 0.0 <= weight <= 1.0:
         raise ConfigError(f"residual weight {weight} is out of range; use a value in [0, 1].")
     n_query, n_key = scaled.shape[-2:]
@@ -101,12 +110,28 @@ def _augment(scaled: np.ndarray, weight: float, present: np.ndarray) -> np.ndarr
     diagonal = np.einsum("...ii->...i", scaled)  # a writable view of the diagonal
     diagonal += weight * present
     row_sum = scaled.sum(axis=-1, keepdims=True)
+    _check_rows(row_sum[..., 0], present, weight, cause, remedy)
     if present.all():
         scaled /= row_sum
         return scaled
     np.divide(scaled, row_sum, out=scaled, where=row_sum > 0)
     scaled[~present] = 0.0
     return scaled
+
+
+def _check_rows(row_sum: np.ndarray, present: np.ndarray, weight: float, cause: str, remedy: str) -> None:
+    """Raise ConfigError unless every present row's sum [*batch, layer, query] is finite and positive."""
+    if not np.all(np.isfinite(row_sum)):
+        raise ConfigError(
+            "attention contains NaN or infinite values; check the model's outputs (a float16 overflow, say)."
+        )
+    empty = present & (row_sum <= 0.0)
+    if np.any(empty):
+        index = tuple(int(axis[0]) for axis in np.nonzero(empty))
+        raise ConfigError(
+            f"residual weight {weight}{cause} leaves query {index[-1]} of layer {index[-2]} with no attention"
+            f" (a row of zeros); use a residual weight above 0 (the paper's 0.5){remedy}."
+        )
 
 
 def augmented_attention(
@@ -121,56 +146,123 @@ def augmented_attention(
 
     The order is the reference's (vit-explain): fuse, discard, then rownorm(w·I + (1 − w)·A) once, with rows
     (not columns) normalised; the discarded matrix is not renormalised before the residual is added, so a
-    discard shifts weight towards the residual. Which queries are absent is decided before discarding, so a
-    row that the discard empties keeps its residual (it becomes the identity row) instead of vanishing.
+    discard shifts weight towards the residual. A query is absent (padding: its row of Â stays zero) when no
+    head attends from it at all, decided before fusing and discarding: a row that min-fusion or the discard
+    empties keeps its residual (it becomes the identity row), and with residual weight 0 it raises ConfigError
+    rather than turning into 0/0.
     """
     fused = fuse_heads(pattern, head_fusion)
-    present = np.any(fused, axis=-1)
+    # From the heads, not the fused matrix: min-fusion can zero a row whose heads all attend somewhere.
+    present = np.any(fused, axis=-1) if head_fusion != "min" else np.any(pattern, axis=-1).any(axis=-2)
+    cause = f" with head fusion {head_fusion!r}" if head_fusion == "min" else ""
+    remedy = " or head fusion 'mean'" if head_fusion == "min" else ""
     if discard_ratio > 0.0:
         fused = discard_lowest(fused, discard_ratio, keep)
+        cause += f" with discard ratio {discard_ratio}"
+        remedy += " or a smaller discard ratio"
     fused *= 1.0 - residual_weight  # `fused` is this function's own array: finish Â in it
-    return _augment(fused, residual_weight, present)
+    return _augment(fused, residual_weight, present, cause, remedy)
 
 
 def augmented_layers(
-    layers: Sequence[Float[np.ndarray, "head query key"]], *, head_fusion: str = "mean", residual_weight: float = 0.5
+    layers: Sequence[Float[np.ndarray, "head query key"]],
+    *,
+    head_fusion: str = "mean",
+    residual_weight: float = 0.5,
+    workers: int | None = None,
 ) -> Float[np.ndarray, "layer query key"]:
     """Return Â [layer, query, key] from per-layer heads, as `augmented_attention` with no discard computes it.
 
-    The layers may be separate arrays (views into a trace's tensors): nothing is stacked, and each layer's
-    heads are read once by a compiled pass (`_augment.augment_layer`); equal to the NumPy path to rounding.
+    The layers may be separate arrays (views into a trace's tensors): nothing is stacked. Large layers are
+    read once by a compiled pass (`_augment.augment_rows`) whose row ranges run on `interpret.threads`
+    (`workers`: a limit, None for every core); layers under `threads.SERIAL_WORK` head entries take the NumPy
+    path, which is as fast there and needs no compiling. Both agree to rounding.
     """
-    from interpret.plugins._augment import FUSIONS, augment_layer  # compiled (or loaded from cache) on first use
+    from interpret.plugins._augment import FUSIONS
 
     if head_fusion not in FUSIONS:
         raise ConfigError(f"head fusion {head_fusion!r} is unknown; use one of {', '.join(HEAD_FUSIONS)}.")
     if not 0.0 <= residual_weight <= 1.0:
         raise ConfigError(f"residual weight {residual_weight} is out of range; use a value in [0, 1].")
-    n_query, n_key = layers[0].shape[-2:]
+    n_head, n_query, n_key = layers[0].shape[-3:]
     if n_query != n_key:
         raise ConfigError(f"attention is {n_query}x{n_key}; the residual stream needs square self-attention.")
+    if n_head * n_query * n_key < threads.SERIAL_WORK:
+        # Fused one layer at a time: no stacked copy of the heads, which costs as much as the fusing.
+        fused = np.stack([fuse_heads(heads[None], head_fusion)[0] for heads in layers])
+        if head_fusion == "min":  # presence from the heads, as in augmented_attention
+            present = np.stack([np.any(heads, axis=-1).any(axis=0) for heads in layers])
+            cause, remedy = f" with head fusion {head_fusion!r}", " or head fusion 'mean'"
+        else:
+            present, cause, remedy = np.any(fused, axis=-1), "", ""
+        fused *= 1.0 - residual_weight
+        return _augment(fused, residual_weight, present, cause, remedy)
+    from interpret.plugins._augment import augment_rows  # compiled (or loaded from cache) on first use
+
     out = np.empty((len(layers), n_query, n_key))
+    n_threads = threads.threads_for(n_head * n_query * n_key, workers)
+    failed: list[int] = []  # per job, the rows it could not normalise (list.append is thread-safe)
     for index, heads in enumerate(layers):
-        augment_layer(np.ascontiguousarray(heads), FUSIONS[head_fusion], float(residual_weight), out[index])
+        contiguous = np.ascontiguousarray(heads)
+
+        def job(start: int, stop: int, index: int = index, heads: np.ndarray = contiguous) -> None:
+            failed.append(augment_rows(heads, FUSIONS[head_fusion], float(residual_weight), out[index], start, stop))
+
+        threads.run([partial(job, *span) for span in threads.spans(n_query, n_threads)], n_threads)
+    if any(failed):  # the error path: the NumPy statement names the row and the cause
+        augmented_attention(np.stack(layers), head_fusion=head_fusion, residual_weight=residual_weight)
+        raise ConfigError("the attention gives a row that sums to zero or is not finite; check the model's outputs.")
     return out
 
 
 def chain(
-    augmented: Float[np.ndarray, "*batch layer query key"], rows: Sequence[int] | None = None, streaming: bool = False
+    augmented: Float[np.ndarray, "*batch layer query key"],
+    rows: Sequence[int] | None = None,
+    streaming: bool = False,
+    *,
+    weights: Float[np.ndarray, "*start query"] | None = None,
 ) -> Float[np.ndarray, "*batch row key"]:
-    """Return Â_{L−1} · … · Â_0 [*batch, row, key]: all rows (rows None), or the rows given.
+    """Return Â_{L−1} · … · Â_0 [*batch, row, key]: all rows (rows None), the rows given, or weighted rows.
 
     `streaming` propagates only the rows, r ← r · Â_l from the last layer down: O(L·n²) per row.
+    `weights` [query] or [*batch, row, query] starts the propagation from weighted rows instead, always
+    streamed: the result is weights · Â_{L−1} · … · Â_0 (one row for a 1-D vector), the rollout of a decision
+    that pools the top layer with those weights (a mean-pooled classifier: 1/n on each real token), without
+    ever forming the full product. Rollout is linear, so this equals weights @ chain(augmented).
     """
+    if weights is not None:
+        if rows is not None:
+            raise ConfigError("chain takes rows or weights, not both; fold the rows into the weights.")
+        start = np.asarray(weights, dtype=np.float64)
+        if start.shape[-1] != augmented.shape[-1] or start.ndim not in (1, augmented.ndim - 1):
+            raise ConfigError(
+                f"start weights have shape {start.shape}; give [{augmented.shape[-1]}] or [*batch, row,"
+                f" {augmented.shape[-1]}] for attention of shape {augmented.shape}."
+            )
+        if not np.all(np.isfinite(start)):
+            raise ConfigError("start weights contain NaN or infinite values; give finite weights (e.g. 1/n per token).")
+        current = start[None] if start.ndim == 1 else start
+        with threads.blas_threads(_product_work(augmented, current.shape[-2])):
+            for layer in range(augmented.shape[-3] - 1, -1, -1):
+                current = current @ augmented[..., layer, :, :]
+        return current
     if streaming and rows is not None:
         current = augmented[..., -1, list(rows), :]
-        for layer in range(augmented.shape[-3] - 2, -1, -1):
-            current = current @ augmented[..., layer, :, :]
+        with threads.blas_threads(_product_work(augmented, len(rows))):
+            for layer in range(augmented.shape[-3] - 2, -1, -1):
+                current = current @ augmented[..., layer, :, :]
         return current
     current = augmented[..., 0, :, :]
-    for layer in range(1, augmented.shape[-3]):
-        current = augmented[..., layer, :, :] @ current
+    with threads.blas_threads(_product_work(augmented)):
+        for layer in range(1, augmented.shape[-3]):
+            current = augmented[..., layer, :, :] @ current
     return current if rows is None else current[..., list(rows), :]
+
+
+def _product_work(augmented: np.ndarray, rows: int | None = None) -> int:
+    """Return the multiply-adds of the products through `augmented` [*batch, layer, n, n] for `rows` rows (None: n)."""
+    n = augmented.shape[-1]
+    return int(np.prod(augmented.shape[:-3], dtype=np.int64)) * augmented.shape[-3] * (n if rows is None else rows) * n * n
 
 
 def readout_positions(readout: int | Sequence[int] | None, n_query: int) -> list[int]:
@@ -259,9 +351,10 @@ def cumulative(
     out[..., :start_layer, :, :] = np.eye(n_query)
     current = augmented[..., 0, :, :]
     out[..., start_layer, :, :] = current
-    for layer in range(1, n_layer):
-        current = augmented[..., layer, :, :] @ current
-        out[..., start_layer + layer, :, :] = current
+    with threads.blas_threads(_product_work(augmented)):
+        for layer in range(1, n_layer):
+            current = augmented[..., layer, :, :] @ current
+            out[..., start_layer + layer, :, :] = current
     return out
 
 

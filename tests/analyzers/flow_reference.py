@@ -45,3 +45,22 @@ def reference_flow(
         for key in range(n):
             flow[row, key] = nx.maximum_flow_value(graph, (n_layer, query), (0, key), flow_func=flow_func)
     return flow
+
+
+def paper_flow(augmented: np.ndarray, rows: Sequence[int] | None = None) -> np.ndarray:
+    """Return [row, key]: the paper's attention flow, each output node's max-flows divided by their sum.
+
+    As Abnar & Zuidema's `compute_flows` states it: one max-flow per (output node, input node), then
+    flow_values[u] /= flow_values[u].sum().
+    """
+    flow = reference_flow(augmented, rows)
+    return flow / flow.sum(axis=-1, keepdims=True)
+
+
+def reference_flow_from(augmented: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Return [key]: the max flow from a super-source, joined to each top node (L, i) with capacity weights[i]."""
+    n_layer, n, _ = augmented.shape
+    graph = layered_graph(augmented)
+    for i in range(n):
+        graph.add_edge("source", (n_layer, i), capacity=float(weights[i]))
+    return np.array([nx.maximum_flow_value(graph, "source", (0, key)) for key in range(n)])

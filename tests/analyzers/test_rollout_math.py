@@ -190,3 +190,63 @@ def test_encoder_decoder_batches_and_shapes() -> None:
     for batched, alone in zip((r_ee, r_dd, r_de), single):
         np.testing.assert_allclose(batched[1], alone, atol=1e-13)
     np.testing.assert_array_equal(np.triu(r_dd[0], 1), 0.0)  # a causal decoder stays causal
+
+
+def test_weighted_start_equals_weights_times_the_full_rollout() -> None:
+    pattern = _softmax_pattern((2, 4, 3, 8, 8), seed=16)
+    augmented = rollout_math.augmented_attention(pattern, residual_weight=0.4)
+    full = rollout_math.chain(augmented)  # [batch, query, key]
+    mean_pool = np.full(8, 1 / 8)
+    got = rollout_math.chain(augmented, weights=mean_pool)
+    assert got.shape == (2, 1, 8)
+    np.testing.assert_allclose(got[:, 0], mean_pool @ full, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=0, atol=1e-14)  # Σ w = 1 keeps the row stochastic
+    # Per example and per row: [batch, row, query] weights, e.g. the real tokens of each example.
+    weights = np.random.default_rng(17).random((2, 3, 8))
+    np.testing.assert_allclose(rollout_math.chain(augmented, weights=weights), weights @ full, rtol=0, atol=1e-13)
+    # A one-hot start is the streamed row of that query.
+    np.testing.assert_allclose(
+        rollout_math.chain(augmented, weights=np.eye(8)[5]), rollout_math.chain(augmented, [5], streaming=True),
+        rtol=0, atol=1e-15,
+    )
+    with pytest.raises(ConfigError, match="rows or weights"):
+        rollout_math.chain(augmented, [0], weights=mean_pool)
+    with pytest.raises(ConfigError, match="NaN"):
+        rollout_math.chain(augmented, weights=np.full(8, np.nan))
+
+
+def test_a_row_left_without_attention_is_an_error_not_nan() -> None:
+    pattern = _softmax_pattern((3, 2, 8, 8), seed=18)
+    # Residual 0 and a heavy discard: some query keeps no attention at all; 0/0 used to give NaN silently.
+    with pytest.raises(ConfigError, match=r"residual weight 0\.0 with discard ratio 0\.9 leaves query \d+ of layer \d+"):
+        rollout_math.rollout(pattern, residual_weight=0.0, discard_ratio=0.9)
+    # The same discard with a residual keeps every row: the emptied ones become identity rows.
+    kept = rollout_math.rollout(pattern, residual_weight=0.5, discard_ratio=0.9)
+    assert np.all(np.isfinite(kept))
+    np.testing.assert_allclose(kept.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    with pytest.raises(ConfigError, match="NaN or infinite"):
+        rollout_math.rollout(np.where(pattern > 0.5, np.nan, pattern))
+
+
+def test_min_fusion_of_heads_with_disjoint_support() -> None:
+    # Head 0 attends only to key 0, head 1 only to the query itself: the min over heads is zero everywhere
+    # except on (0, 0), yet every query is present (its heads attend), unlike a padded query.
+    n = 4
+    heads = np.zeros((1, 2, n, n))
+    heads[0, 0, :, 0] = 1.0
+    heads[0, 1] = np.eye(n)
+    augmented = rollout_math.augmented_attention(heads, head_fusion="min", residual_weight=0.5)
+    np.testing.assert_allclose(augmented[0], np.eye(n), rtol=0, atol=0)  # residual only, not a zero row
+    with pytest.raises(ConfigError, match="head fusion 'min' leaves query 1 of layer 0"):
+        rollout_math.augmented_attention(heads, head_fusion="min", residual_weight=0.0)
+
+
+def test_the_error_names_the_layer_and_what_else_to_change() -> None:
+    heads = np.zeros((3, 2, 4, 4))
+    heads[:, 0] = np.eye(4)
+    heads[:, 1] = np.eye(4)
+    heads[2, 0] = np.eye(4)[[1, 0, 3, 2]]  # layer 2: the heads disagree everywhere, so min-fusion is zero
+    layers = list(heads.astype(np.float32))
+    for augment in (rollout_math.augmented_layers, lambda x, **kw: rollout_math.augmented_attention(np.stack(x), **kw)):
+        with pytest.raises(ConfigError, match=r"query 0 of layer 2 .* or head fusion 'mean'\.$"):
+            augment(layers, head_fusion="min", residual_weight=0.0)
