@@ -2,14 +2,18 @@
 
 The layered graph has a node per (layer, position); the arc from (l, i) down to (l − 1, j) has capacity
 Â_l[i, j], the residual-augmented, head-averaged attention with rows renormalised. flow[q, k] is the maximum
-flow from (L, q) to input token (0, k), solved exactly per pair (plugins/flow_math.py).
+flow from (L, q) to input token (0, k), solved exactly per pair (plugins/flow_math.py); with normalize="row"
+(the default) each row is then divided by its sum, as the paper's code does (attention_graph_util.py,
+`compute_flows` / `compute_node_flow`), so a row sums to one like a rollout row; "none" keeps the raw
+max-flow values (each at most 1, a row summing to far more).
 
 Arrays (batch first; padded positions are zero):
     flow    [batch, query, key]   every pair (rows="all"); absent with rows="readout".
     readout [batch, key]          the declared readout: the flow from the decision. When the decision reads one
                                   row ([CLS], a decoder's last token) it is that row; when it reads several
                                   with weights w (a mean-pooled head), it is the max-flow from one virtual node
-                                  joined to each top-layer node (L, i) by an arc of capacity w_i.
+                                  joined to each top-layer node (L, i) by an arc of capacity w_i
+                                  (`flow_math.max_flow_from`), normalised the same way.
 Encoder-decoder traces use the encoder's self-attention (the paper defines flow for one stack), read out
 from the first encoder token (or the `readout` positions given): the decision reads decoder positions, which
 that graph does not hold.
@@ -31,6 +35,7 @@ from interpret.trace import Trace
 
 CAPACITY_TOLERANCE = 1e-9
 FLOW_BOUND_TOLERANCE = 1e-9
+ROW_SUM_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class Flow:
 
     name = "flow"
     summary = "Attention flow (Abnar & Zuidema 2020): exact max-flow through the residual-augmented attention graph."
-    version = "2.0"
+    version = "3.0"
     requires = ("*attn.hook_pattern",)
     needs_model = False
     provides = ("readout",)
@@ -89,16 +94,27 @@ class Flow:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readout = np.zeros((trace.encoded.batch, pos))
         capacity_error = 0.0
+        workers = ctx.workers or None
         for example in examples(trace, prefix):
             target = None if prefix else target_of(ctx.targets, example.index)
             readout_of = params.readout if target is not None or params.readout != "auto" else (0,)
             weights = readout_weights(readout_of, target, example.positions)
             try:
-                augmented = rollout_math.augmented_layers(example.layers, residual_weight=params.residual)
+                augmented = rollout_math.augmented_layers(example.layers, residual_weight=params.residual, workers=workers)
                 if params.rows == "all":
-                    flow = flow_math.max_flow_matrix(augmented, None, method=params.solver, workers=ctx.workers or None)
+                    flow = flow_math.max_flow_matrix(
+                        augmented, None, method=params.solver, workers=workers, normalize=params.normalize
+                    )
                     full[example.index] = scatter(flow, example.positions, pos)
-                row = self._from_decision(augmented, weights, params, ctx)
+                rows = np.flatnonzero(weights)
+                if len(rows) == 1:  # one row read: that row of the flow (already computed with rows="all")
+                    row = (full[example.index][example.positions[rows[0]], example.positions] if params.rows == "all"
+                           else flow_math.max_flow_matrix(augmented, [int(rows[0])], method=params.solver,
+                                                          workers=workers, normalize=params.normalize)[0])
+                else:
+                    row = flow_math.max_flow_from(
+                        augmented, weights, method=params.solver, workers=workers, normalize=params.normalize
+                    )
             except ConfigError as err:
                 raise AnalyzerError(f"flow: {err}") from None
             capacity_error = max(capacity_error, row_sum_error(augmented))
@@ -115,19 +131,13 @@ class Flow:
             ),
             "flow_bound_excess": Check(bound, FLOW_BOUND_TOLERANCE, "how far any pair's flow exceeds the source's capacity 1"),
         }
+        if params.normalize == "row":
+            values = full if params.rows == "all" else readout
+            checks["row_sum_error"] = Check(
+                row_sum_error(values), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the row-normalised flow"
+            )
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
             checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),
         )
-
-    @staticmethod
-    def _from_decision(augmented: np.ndarray, weights: np.ndarray, params: FlowParams, ctx: RunContext) -> np.ndarray:
-        """Return the flow [n] from the decision: one top row, or a virtual node feeding the rows it reads."""
-        rows = np.flatnonzero(weights)
-        if len(rows) == 1:
-            return flow_math.max_flow_matrix(augmented, [int(rows[0])], method=params.solver, workers=ctx.workers or None)[0]
-        top = np.zeros((1, *augmented.shape[1:]))
-        top[0, 0] = weights  # one more layer whose node 0 is the decision, with an arc of capacity w_i to node i
-        graph = np.concatenate([augmented, top])
-        return flow_math.max_flow_matrix(graph, [0], method=params.solver, workers=ctx.workers or None)[0]

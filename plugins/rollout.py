@@ -106,16 +106,17 @@ class Rollout:
             rows = [int(row) for row in np.flatnonzero(weights)]
             if params.discard_ratio == 0.0:  # the common case: one compiled pass over each layer's heads
                 augmented = rollout_math.augmented_layers(
-                    example.layers[start:], head_fusion=params.head_fusion, residual_weight=params.residual
+                    example.layers[start:], head_fusion=params.head_fusion, residual_weight=params.residual,
+                    workers=ctx.workers or None,
                 )
             else:  # discarding protects the readout tokens' entries whichever rows are returned
                 augmented = rollout_math.augmented_attention(
                     example.pattern[start:], head_fusion=params.head_fusion, residual_weight=params.residual,
                     discard_ratio=params.discard_ratio, keep=rows,
                 )
-            if params.rows == "readout":
-                rolled = rollout_math.chain(augmented, rows, streaming=True)
-                readout[example.index] = scatter_row(weights[rows] @ rolled, example.positions, pos)
+            if params.rows == "readout":  # w · Â_{L−1} · … · Â_0, streamed: never the full product
+                rolled = rollout_math.chain(augmented, weights=weights)[0]  # one row for one weight vector
+                readout[example.index] = scatter_row(rolled, example.positions, pos)
                 continue
             if params.per_layer:  # the cumulative products end in the full rollout: multiply once
                 cumulative = rollout_math.cumulative(augmented, start)
