@@ -59,9 +59,10 @@ def _add_commands() -> None:
     from interpret.cli.analyzers_cmd import analyzers
     from interpret.cli.audit_cmd import audit
     from interpret.cli.collect_cmd import collect
+    from interpret.cli.models_cmd import models
     from interpret.cli.report_cmd import report
 
-    for command in (report, analyzers, collect, audit):
+    for command in (report, analyzers, collect, audit, models):
         cli.add_command(command)
 
 

@@ -104,9 +104,16 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
         inputs["attention_mask"] = torch.ones_like(ids)
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids[:, :PROBE_DECODER_TOKENS]
-    if "use_cache" in _parameters(model):
-        inputs["use_cache"] = False
+    inputs.update(cache_off(model))
     return inputs
+
+
+def cache_off(model: nn.Module) -> dict[str, Any]:
+    """Return {"use_cache": False} for a probe of a model that takes it, except on the meta device: there a
+    cache keeps transformers from inspecting position ids for packed sequences (which reads values)."""
+    if "use_cache" not in _parameters(model) or _device(model).type == "meta":
+        return {}
+    return {"use_cache": False}
 
 
 def capturable(

@@ -11,8 +11,8 @@ The generic adapter's core. From the modules that called the attention kernel (`
   `mlp.hook_post`) when it is dense, none for a Mixture-of-Experts block;
 - the norms by what they feed: `ln1` is the norm whose output object the attention reads, `ln2` the one the
   MLP reads, `ln_final` the one that reads the last block's output;
-- the sizes from the kernel's own tensors (heads, key/value heads, head sizes) and the block's input
-  (d_model), which the config's own names (num_attention_heads, head_dim, ...) are checked against.
+- the sizes from the kernel's own tensors (heads, key/value heads, head sizes), the block's input
+  (d_model) and the MLP's last projection (d_mlp): what the model computes, whatever its config calls them.
 
 What a model lacks is recorded per hook point with the reason, so the capture of one hook point can be
 refused alone. A model that cannot be captured at all raises UnsupportedModelError saying why.
@@ -26,11 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
-from transformers.pytorch_utils import Conv1D
 
 from interpret.collect.hf.layout import AttentionLayout, StackLayout
 from interpret.collect.hf.probe import KernelCall, ModuleCall, Probe
-from interpret.collect.sites import Side
+from interpret.collect.hf.roles import common_path, is_mixture, is_norm, is_projection, relative, weights_act_here
 from interpret.errors import UnsupportedModelError
 from interpret.trace import ModelKind
 
@@ -181,7 +180,7 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         chosen["mlp_down"] = None
         per_block += [(i, "mlp.hook_post", "blocks differ in MLP width") for i in layouts]
     d_mlp = max(layout.d_mlp for layout in layouts.values()) if chosen["mlp_down"] else 0
-    common = {hook: why for hook, why in template.unsupported if hook not in _OPTIONAL.values() or chosen[_key(hook)] is None}
+    shared = {hook: why for hook, why in template.unsupported if hook not in _OPTIONAL.values() or chosen[_key(hook)] is None}
     for index, layout in layouts.items():
         core = replace(layout, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=())
         if core != replace(template, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=()):
@@ -190,14 +189,14 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
                 f" ({_difference(template, layout)}); per-layer layouts need an adapter: {ADAPTERS_HINT}."
             )
         for hook, why in layout.unsupported:
-            if hook not in _OPTIONAL.values() and hook not in common:
+            if hook not in _OPTIONAL.values() and hook not in shared:
                 per_block.append((index, hook, why))
     return replace(
         template,
         blocks=blocks,
         ln_final=_final_norm(probe, blocks, max(layouts)),
         d_mlp=d_mlp,
-        unsupported=tuple(sorted(common.items())),
+        unsupported=tuple(sorted(shared.items())),
         block_unsupported=tuple(sorted(set(per_block))),
         **chosen,
     )
@@ -239,7 +238,7 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
             )
         joined = call.n_heads * call.d_value
         out_proj = next(
-            (c for c in inside if c.start > call.order and _is_projection(probe.modules[c.path])
+            (c for c in inside if c.start > call.order and is_projection(probe.modules[c.path])
              and c.in_shape is not None and c.in_shape[-1] == joined),
             None,
         )
@@ -251,10 +250,10 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
         else:
             # The attention is everything from the kernel's module to the output projection (BERT's
             # `attention` holds both `attention.self` and `attention.output.dense`).
-            scopes.append(_common(call.path, out_proj.path))
+            scopes.append(common_path(call.path, out_proj.path))
             attention_end = max(attention_end, out_proj.end)
-        out_path = None if out_proj is None else _relative(out_proj.path, block)
-        attentions.append(AttentionLayout(kernel=_relative(call.path, block), out_proj=out_path, name=name))
+        out_path = None if out_proj is None else relative(out_proj.path, block)
+        attentions.append(AttentionLayout(kernel=relative(call.path, block), out_proj=out_path, name=name))
         sizes = (call.n_heads, call.n_kv_heads, call.d_head, call.d_value)
         if heads is None:
             heads = sizes
@@ -266,9 +265,9 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
     in_scope = lambda path: any(path == s or path.startswith(s + ".") for s in scopes)  # noqa: E731
     leaves = [
         call for call in inside
-        if call.start > attention_end and not in_scope(call.path) and _weights_act_here(probe.modules[call.path])
+        if call.start > attention_end and not in_scope(call.path) and weights_act_here(probe.modules[call.path])
     ]
-    mlp_out, mlp_down, d_mlp = _mlp(probe, block, leaves, d_model, unsupported)
+    mlp_out, mlp_down, d_mlp = _mlp(probe, block, inside, leaves, d_model, unsupported)
     ln1, ln2 = _block_norms(probe, inside, mlp_out, leaves, block, in_scope, unsupported)
     return StackLayout(
         prefix="",
@@ -291,7 +290,8 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
 
 
 def _mlp(
-    probe: Probe, block: str, leaves: list[ModuleCall], d_model: int, unsupported: dict[str, str]
+    probe: Probe, block: str, inside: list[ModuleCall], leaves: list[ModuleCall], d_model: int,
+    unsupported: dict[str, str],
 ) -> tuple[str | None, str | None, int]:
     """Return (MLP module, its last projection, d_mlp) relative to the block, from the modules with weights the
     block calls after its attention (`leaves`); None where there is none, with the reason in `unsupported`."""
@@ -299,28 +299,30 @@ def _mlp(
         why = "no module with weights follows the attention in the block"
         unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
         return None, None, 0
-    common = _common(*(call.path for call in leaves))
-    projections = [call for call in leaves if _is_projection(probe.modules[call.path])]
+    holder = common_path(*(call.path for call in leaves))
+    projections = [call for call in leaves if is_projection(probe.modules[call.path])]
     last = projections[-1] if projections else None
-    if any(call.out_shape is None or len(call.out_shape) < 3 for call in leaves if call is leaves[-1] or call is last):
-        why = "the MLP works on flattened [batch * pos] rows, not [batch, pos, ...]"
-        unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
-        return None, None, 0
-    if common == block:  # the MLP's modules sit directly in the block (BERT, BART): its last projection is its output
+    if holder == block:  # the MLP's modules sit directly in the block (BERT, BART): its last projection is its output
         if last is None or last is not leaves[-1] or last.out_shape is None or last.out_shape[-1] != d_model:
             why = "the block's MLP has no single output module"
             unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
             return None, None, 0
-        mlp_out = last.path
+        output = last
     else:
-        mlp_out = common
-    if _is_mixture(probe.modules, None if common == block else common, leaves):
+        output = next(call for call in inside if call.path == holder)
+    if output.out_shape is None or len(output.out_shape) < 3:
+        why = "the MLP works on flattened [batch * pos] rows, not [batch, pos, ...]"
+        unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
+        return None, None, 0
+    mlp_out = relative(output.path, block)
+    if is_mixture(probe.modules, None if holder == block else holder, leaves):
         unsupported["mlp.hook_post"] = "Mixture-of-Experts block: each expert has its own hidden layer"
-        return _relative(mlp_out, block), None, 0
+        return mlp_out, None, 0
     if last is None or last.out_shape is None or last.out_shape[-1] != d_model or last.in_shape is None:
-        unsupported["mlp.hook_post"] = "the MLP does not end in a projection to d_model"
-        return _relative(mlp_out, block), None, 0
-    return _relative(mlp_out, block), _relative(last.path, block), last.in_shape[-1]
+        why = "the MLP's last projection does not map [batch, pos, d_mlp] to d_model"
+        unsupported["mlp.hook_post"] = why
+        return mlp_out, None, 0
+    return mlp_out, relative(last.path, block), last.in_shape[-1]
 
 
 def _block_norms(
@@ -330,9 +332,10 @@ def _block_norms(
     """Return (ln1, ln2) relative to the block: the norms whose output objects the attention and the MLP read."""
     norms = [
         call for call in inside
-        if _is_norm(probe.modules[call.path]) and call.out_shape is not None and len(call.out_shape) >= 3
+        if is_norm(probe.modules[call.path]) and call.out_shape is not None and len(call.out_shape) >= 3
     ]
-    attention_reads = frozenset().union(*(call.inputs for call in inside if in_scope(call.path)))
+    attention_calls = [call for call in inside if in_scope(call.path)]
+    attention_reads = frozenset().union(*(call.inputs for call in attention_calls))
     # Norms inside the attention (query/key norms) normalise heads, not the attention's input.
     ln1 = next((c for c in norms if not in_scope(c.path) and c.output in attention_reads), None)
     mlp_path = None if mlp_out is None else f"{block}.{mlp_out}"
@@ -341,13 +344,18 @@ def _block_norms(
     mlp_reads = frozenset().union(*(call.inputs for call in mlp_calls))
     ln2 = next((c for c in norms if not in_mlp(c.path) and c.output in mlp_reads), None)
     if ln1 is None:
-        unsupported["ln1.hook_normalized"] = "the attention reads the residual stream unnormalised (post-norm block)"
+        first = min((call.start for call in attention_calls), default=0)
+        before = [c for c in norms if c.end < first and not in_scope(c.path)]
+        unsupported["ln1.hook_normalized"] = (
+            f"the attention reads a reshaped copy of {relative(before[-1].path, block)}'s output, not the output itself"
+            if before else "the attention reads the residual stream unnormalised (post-norm block)"
+        )
     if ln2 is None:
-        unsupported["ln2.hook_normalized"] = "no norm's output feeds the MLP"
+        unsupported["ln2.hook_normalized"] = "no norm's output feeds the MLP as it is"
     elif ln1 is not None and ln2.path == ln1.path:
         unsupported["ln2.hook_normalized"] = "the MLP reads ln1's output (one norm for attention and MLP)"
         ln2 = None
-    return (None if ln1 is None else _relative(ln1.path, block), None if ln2 is None else _relative(ln2.path, block))
+    return (None if ln1 is None else relative(ln1.path, block), None if ln2 is None else relative(ln2.path, block))
 
 
 def _final_norm(probe: Probe, blocks: str, last: int) -> str | None:
@@ -357,7 +365,7 @@ def _final_norm(probe: Probe, blocks: str, last: int) -> str | None:
         return None
     output = last_calls[-1].output
     for call in probe.calls:
-        if call.start > last_calls[-1].end and output in call.inputs and _is_norm(probe.modules[call.path]):
+        if call.start > last_calls[-1].end and output in call.inputs and is_norm(probe.modules[call.path]):
             return call.path
     return None
 
@@ -417,66 +425,3 @@ def _no_attention_reason(model: nn.Module, probe: Probe) -> str:
         f"{type(model).__name__} (model type {model_type!r}) has no attention layers (no module called an attention"
         " kernel in a forward pass), so there is no attention to capture; interpret explains Transformers."
     )
-
-
-def _relative(path: str, block: str) -> str:
-    return path[len(block) + 1:] if path.startswith(block + ".") else path
-
-
-def _common(*paths: str) -> str:
-    """Return the longest common module path of `paths` (the smallest module holding them all)."""
-    split = [path.split(".") for path in paths]
-    common = []
-    for parts in zip(*split):
-        if len(set(parts)) != 1:
-            break
-        common.append(parts[0])
-    return ".".join(common)
-
-
-def _is_projection(module: nn.Module) -> bool:
-    """Whether `module` is a linear map of the last axis (Linear, GPT-2's Conv1D, or a leaf with a 2-D weight)."""
-    if isinstance(module, (nn.Linear, Conv1D)):
-        return True
-    weight = getattr(module, "weight", None)
-    return (
-        isinstance(weight, nn.Parameter) and weight.dim() == 2 and not isinstance(module, nn.Embedding)
-        and not any(True for _ in module.children())
-    )
-
-
-def _weights_act_here(module: nn.Module) -> bool:
-    """Whether `module` applies weight matrices itself (a projection, experts), and is not a norm."""
-    return _has_matrix(module) and not _is_norm(module) and _is_leaf_of_weights(module)
-
-
-def _has_matrix(module: nn.Module) -> bool:
-    """Whether `module` holds a weight of two or more axes directly (projections, experts), not only scales."""
-    return any(param.dim() >= 2 for param in module.parameters(recurse=False))
-
-
-def _is_leaf_of_weights(module: nn.Module) -> bool:
-    """Whether none of `module`'s children holds weights (so the module itself is where the weights act)."""
-    return not any(_has_matrix(child) for child in module.modules() if child is not module)
-
-
-def _is_norm(module: nn.Module) -> bool:
-    """Whether `module` is a normalisation layer (LayerNorm, RMSNorm and the families' own norm classes)."""
-    if isinstance(module, (nn.LayerNorm, nn.GroupNorm, getattr(nn, "RMSNorm", nn.LayerNorm))):
-        return True
-    name = type(module).__name__
-    return "Norm" in name and not any(_is_projection(child) for child in module.modules() if child is not module)
-
-
-def _is_mixture(modules: dict[str, nn.Module], mlp: str | None, leaves: list[ModuleCall]) -> bool:
-    """Whether the MLP routes tokens among experts (a module named for experts, or 3-D expert weights)."""
-    paths = [call.path for call in leaves]
-    if mlp is not None:
-        paths += [path for path in modules if path.startswith(mlp + ".")]
-    for path in paths:
-        module = modules[path]
-        if "expert" in path.rsplit(".", 1)[-1].lower() or "Expert" in type(module).__name__:
-            return True
-        if any(param.dim() >= 3 for param in module.parameters(recurse=False)):
-            return True
-    return False

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from interpret.collect.hf import generic
 from interpret.collect.hf.adapter import HFAdapter
-from interpret.collect.hf.layout import assemble, recorder_for, stack_sites
+from interpret.collect.hf.layout import StackLayout, assemble, recorder_for, stack_sites
 from interpret.collect.hf.media import pair, prepare_images
 from interpret.collect.hf.probe import Probe
 from interpret.collect.hf.recompute import LOWEST
@@ -82,7 +82,7 @@ class Geometry:
 def build(model: nn.Module, processor: Any | None) -> Capturable:
     """Return the Capturable of a Swin model (SwinModel, SwinForImageClassification) on the patch grid."""
     layout = generic.layout_of(model, discover=_discover)
-    stages = layout.stacks
+    stages = [_with_norm_before(stage) for stage in layout.stacks]
     image_size, patch_size, channels = generic.vision_sizes(model)
     patch_grid = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
     heads = [stage.n_heads for stage in stages]
@@ -121,6 +121,15 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
         raise UnsupportedModelError(f"{type(model).__name__} called no attention kernel; the Swin adapter does not match it.")
     stages = find_stacks(model, probe, calls)
     return ModelLayout(kind="vision", stacks=tuple(stages), positions=calls[0].query_length)
+
+
+def _with_norm_before(stage: StackLayout) -> StackLayout:
+    """Return the stage with `layernorm_before` as ln1: the attention reads its output rolled and cut into
+    windows (a copy), so the probe's identity test cannot see it, but it is the attention's normalised input."""
+    if stage.ln1 is not None:
+        return stage
+    missing = tuple((hook, why) for hook, why in stage.unsupported if hook != "ln1.hook_normalized")
+    return replace(stage, ln1="layernorm_before", unsupported=missing)
 
 
 def _geometry(block: nn.Module, patch_grid: tuple[int, int]) -> Geometry:

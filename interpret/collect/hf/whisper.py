@@ -46,7 +46,10 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     parameter = next(model.parameters())
     features = torch.zeros(1, mels, frames, device=parameter.device, dtype=parameter.dtype)
     ids = torch.ones(1, generic.PROBE_DECODER_TOKENS, dtype=torch.long, device=parameter.device)
-    return {"input_features": features, "decoder_input_ids": ids, "use_cache": False}
+    inputs = {"input_features": features, "decoder_input_ids": ids, **generic.cache_off(model)}
+    if with_mask:
+        inputs["decoder_attention_mask"] = torch.ones_like(ids)
+    return inputs
 
 
 def prepare_audio(
