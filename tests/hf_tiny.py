@@ -58,6 +58,7 @@ class Family:
     head: str
     implementations: tuple[str, ...] = ("sdpa", "eager")
     what: str = ""
+    padding_invariant: bool = True  # False where the model's own output reads padding (SigLIP pools the last position)
 
     @property
     def text(self) -> bool:
@@ -192,7 +193,7 @@ _FAMILY_LIST = [
     Family("clip", "dual", _dual(T.CLIPConfig, T.CLIPTextConfig, T.CLIPVisionConfig, projection_dim=16), "CLIPModel",
            what="CLIP: causal text tower, vision tower"),
     Family("siglip", "dual", _dual(T.SiglipConfig, T.SiglipTextConfig, T.SiglipVisionConfig), "SiglipModel",
-           what="SigLIP: text and vision towers"),
+           what="SigLIP: text and vision towers", padding_invariant=False),
 ]
 MATRIX: dict[str, Family] = {family.name: family for family in _FAMILY_LIST}
 
@@ -238,7 +239,7 @@ def image_size(family: str) -> int:
 
 def save_tiny(family: str, directory: Path) -> Path:
     """Save a tiny `family` model with its tokenizer (or image processor) to `directory`; return it."""
-    tiny_model(family).save_pretrained(directory)
+    tiny_model(family, MATRIX[family].implementations[0]).save_pretrained(directory)
     category = MATRIX[family].category
     (image_processor(image_size(family)) if category == "vision" else word_tokenizer()).save_pretrained(directory)
     return directory
