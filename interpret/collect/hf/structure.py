@@ -268,7 +268,9 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
         if call.start > attention_end and not in_scope(call.path) and weights_act_here(probe.modules[call.path])
     ]
     mlp_out, mlp_down, d_mlp = _mlp(probe, block, inside, leaves, d_model, unsupported)
-    ln1, ln2 = _block_norms(probe, inside, mlp_out, leaves, block, in_scope, unsupported)
+    self_scope = scopes[[a.name for a in attentions].index("attn")] if any(a.name == "attn" for a in attentions) else scopes[0]
+    in_self = lambda path: path == self_scope or path.startswith(self_scope + ".")  # noqa: E731
+    ln1, ln2 = _block_norms(probe, inside, mlp_out, leaves, block, in_scope, in_self, unsupported)
     return StackLayout(
         prefix="",
         blocks="",
@@ -327,14 +329,15 @@ def _mlp(
 
 def _block_norms(
     probe: Probe, inside: list[ModuleCall], mlp_out: str | None, mlp_leaves: list[ModuleCall], block: str,
-    in_scope: Any, unsupported: dict[str, str],
+    in_scope: Any, in_self: Any, unsupported: dict[str, str],
 ) -> tuple[str | None, str | None]:
-    """Return (ln1, ln2) relative to the block: the norms whose output objects the attention and the MLP read."""
+    """Return (ln1, ln2) relative to the block: the norms whose output objects the self-attention and the MLP
+    read (a decoder block's cross attention reads its own norm, which is neither)."""
     norms = [
         call for call in inside
         if is_norm(probe.modules[call.path]) and call.out_shape is not None and len(call.out_shape) >= 3
     ]
-    attention_calls = [call for call in inside if in_scope(call.path)]
+    attention_calls = [call for call in inside if in_self(call.path)]
     attention_reads = frozenset().union(*(call.inputs for call in attention_calls))
     # Norms inside the attention (query/key norms) normalise heads, not the attention's input.
     ln1 = next((c for c in norms if not in_scope(c.path) and c.output in attention_reads), None)
