@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.cli.common import check_analyzers, json_text, load_model, parse_sets, setup_logging
 from interpret.cli.options import analyzer_options, model_options, verbosity_options
 from interpret.datasets import read_examples
@@ -19,6 +20,8 @@ from interpret.datasets import read_examples
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Discard finished batches in the output directory and start over.")
+@click.option("--target", type=click.Choice(["prediction", "gold"]), default="prediction", show_default=True,
+              help="Explain each example's prediction, or its gold label (needs a label column).")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output directory (default: reports/<input-stem>-audit/).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -28,12 +31,12 @@ from interpret.datasets import read_examples
 def audit(
     ctx: click.Context, model: str | None, device: str, dtype: str | None, max_length: int | None,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, output: Path | None, fmt: str, quiet: bool, verbose: bool,
+    fresh: bool, target: str, output: Path | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
     ctx.obj["verbose"] = verbose
     setup_logging(quiet, verbose)
-    names = check_analyzers(analyzer_names or ("rollout", "flow"))
+    names = check_analyzers(analyzer_names or DEFAULT_ANALYZERS)
     params = parse_sets(sets, names)
     examples = read_examples(input_file)
     out_dir = output or Path("reports") / f"{input_file.stem}-audit"
@@ -43,7 +46,7 @@ def audit(
     outcome = run_audit(
         loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
         max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-        fresh=fresh,
+        fresh=fresh, target=target,
     )
     summary = {
         "output": str(out_dir), "examples": len(examples), "accuracy": outcome.accuracy,

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.cli.common import (
     check_analyzers, default_output, json_text, load_model, parse_layers, parse_sets, parse_target, setup_logging,
     slug, write_text,
@@ -16,7 +17,6 @@ from interpret.cli.common import (
 from interpret.cli.options import analyzer_options, model_options, verbosity_options
 from interpret.datasets import read_examples
 
-DEFAULT_ANALYZERS = ("rollout", "flow")
 
 
 @click.command()
@@ -52,7 +52,8 @@ def report(
     names = check_analyzers(analyzer_names or DEFAULT_ANALYZERS)
     params = parse_sets(sets, names)
     layer_list = parse_layers(layers)
-    inputs = list(texts) if texts else [example.text for example in read_examples(input_file)]
+    examples = read_examples(input_file) if input_file else []
+    inputs = list(texts) if texts else [example.text for example in examples]
     stem = input_file.stem if input_file else slug(inputs[0])
     destination = output or str(default_output(stem, "." + fmt))
 
@@ -66,6 +67,8 @@ def report(
             loaded.model, loaded.tokenizer, inputs, names, params=params, target=parse_target(target),
             layers=layer_list, max_length=max_length, head=loaded.head, seed=seed, model_id=loaded.model_id,
             decoder_inputs=list(decoder_texts) or None,
+            gold=[example.label for example in examples] if examples else None,
+            ids=[example.id for example in examples] if examples else None,
         )
         bar.update()
         bar.set_description("write")

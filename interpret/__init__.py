@@ -16,11 +16,13 @@ from interpret.errors import (
     MemoryBudgetError,
     ModelLoadError,
     ReportError,
+    ResultError,
     UnsupportedModelError,
 )
 from interpret.inputs import Encoded, encode
 from interpret.loading import load
 from interpret.report import Report
+from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import package_version
 
@@ -37,8 +39,10 @@ __all__ = [
     "InterpretError",
     "MemoryBudgetError",
     "Report",
+    "Target",
     "ModelLoadError",
     "ReportError",
+    "ResultError",
     "Trace",
     "TraceMeta",
     "UnsupportedModelError",

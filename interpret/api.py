@@ -1,4 +1,4 @@
-"""`explain`: load → encode → collect → analyze → Report, in one call."""
+"""`explain`: load → encode → collect → decide → analyze → Report, in one call."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import torch
 from torch import Tensor, nn
 
 from interpret.analyze import analyze, required_names
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
+from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
-from interpret.decision import decisions
+from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, suggest
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
 from interpret.versions import library_versions
-
-DEFAULT_ANALYZERS = ("rollout", "flow")
 
 
 def explain(
@@ -30,6 +30,11 @@ def explain(
     *,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     target: int | str | None = None,
+    contrast: int | str | None = None,
+    gold: Sequence[str | None] | None = None,
+    explain_gold: bool = False,
+    ids: Sequence[str | None] | None = None,
+    continuation: str | Sequence[str] | None = None,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
     max_length: int | None = None,
@@ -38,13 +43,23 @@ def explain(
     seed: int = 0,
     model_id: str | None = None,
     budget_bytes: int | None = 2 * GIB,
+    notes: Sequence[tuple[str, str]] = (),
 ) -> Report:
-    """Return a Report explaining the model's decision on `inputs` with each analyzer in `analyzers`.
+    """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
     params: per analyzer, its parameters ({"rollout": {"head_fusion": "max"}}).
-    target: a class index or label (classifiers) or a token (language models); default: the prediction.
+    target: a class index or label (classifiers) or a token (language models) explained for every example;
+        default: each example's own prediction.
+    contrast: explain "why target rather than contrast" (score = target − contrast).
+    gold / explain_gold: each example's gold label (shown beside the prediction), and whether to explain
+        that label instead of the prediction.
+    ids: each example's id (from an input file), shown in the report.
+    continuation: per text, a continuation of a language model's input whose tokens are explained, one
+        target per token.
     layers / heads: what the attention views embed (analyzers still see every layer they need).
-    head: a module mapping the model's hidden states and mask to class logits (for a bare encoder).
+    head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
+        `note` attribute, when it has one, is shown in the report.
+    notes: (label, text) facts every reader must see, shown at the top of the report.
     """
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -57,29 +72,38 @@ def explain(
         )
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     trace = collect(
-        model, tokenizer, inputs, names=names, max_length=max_length,
-        decoder_inputs=decoder_inputs, budget_bytes=budget_bytes,
+        model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
+        budget_bytes=budget_bytes, continuations=continuation,
     )
-    decided = decisions(model, trace, tokenizer, target, head)
-    target_index = decided[0].target_index if decided else None
-    results = [
-        analyze(trace, name, model=model, params=params.get(name), tokenizer=tokenizer, target=target_index, seed=seed)
-        for name in analyzers
-    ]
-    first = decided[0]
+    request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
+    decided = decide(model, trace, tokenizer, request, head, gold)
+    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
+    results = [analyze(trace, name, params=params.get(name), context=context) for name in analyzers]
+    head_note = getattr(head, "note", None)
     run = RunInfo(
         model_id=model_id or trace.meta.model_id,
         revision=str(getattr(getattr(model, "config", None), "_commit_hash", None) or ""),
         attention=trace.meta.attention,
         kind=trace.meta.kind,
         inputs=tuple(trace.encoded.texts or ()),
-        target=None if target is None else str(target),
-        prediction=first.predicted,
-        probability=first.probability,
+        request=describe_request(request),
+        decisions=tuple(decided),
+        analyzers=tuple(analyzers),
+        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *notes),
         seed=seed,
         versions=dict(library_versions()),
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        extra={"decisions": [d.__dict__ for d in decided], "analyzers": list(analyzers)},
     )
-    return build_report(trace, results, run, layers=layers, heads=heads)
+    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids)
+
+
+def describe_request(request: TargetRequest) -> str:
+    """Return what the user asked to explain, in words."""
+    if request.gold:
+        what = "each example's gold label"
+    elif request.target is not None:
+        what = str(request.target)
+    else:
+        what = "each example's prediction"
+    return what if request.contrast is None else f"{what} rather than {request.contrast}"

@@ -1,65 +1,199 @@
-"""Read examples for reports and audits from JSON Lines or CSV files (a `text` column, optional `label`)."""
+"""Read examples for reports and audits from JSON Lines or CSV files (a `text` column, optional `label` and `id`).
+
+Both formats are read exactly as written:
+- the file must be UTF-8; a leading byte-order mark is dropped;
+- CSV goes through the csv module (RFC 4180 quoting), so a quoted newline, comma or quote stays in its field
+  and a form feed, U+2028 or U+0085 inside a field is just a character;
+- JSON Lines are split on "\\n" only ("\\r\\n" accepted), so U+2028, U+0085 or a form feed inside a JSON
+  string never splits a line.
+Every error names the file and the physical line (1-based) where the bad row starts.
+"""
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
+import math
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from interpret.errors import InputError
+
+SUFFIXES = (".jsonl", ".csv")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CSV_LINE_END = re.compile(rb"\r\n|\r|\n")  # what the csv reader counts as a line on a newline="" file
+_JSON_BLANK = " \t\r"  # a JSONL line holding only these is skipped; anything else must be JSON
 
 
 @dataclass(frozen=True)
 class Example:
-    """One input text with its optional gold label and its row number in the file (0-based)."""
+    """One input text with its optional gold label and id, and its row number in the file (0-based).
+
+    row: the example's index among the file's examples (blank lines skipped), not its line number.
+    label: the gold label as text (a number in the file becomes its decimal text, e.g. 1 → "1").
+    id: the file's `id` for this example, as text, or None when the file has no `id` (or it is empty).
+    """
 
     row: int
     text: str
     label: str | None = None
+    id: str | None = None
 
 
 def read_examples(path: str | Path) -> list[Example]:
-    """Return the examples of a .jsonl or .csv file; one-line InputError for anything unusable."""
+    """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".csv"):
+    if suffix not in SUFFIXES:
         raise InputError(f"{str(path)!r} is neither .jsonl nor .csv; give a JSON Lines or CSV file with a text column.")
     try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read {str(path)!r} ({type(err).__name__}: {err}); check the path and that it is UTF-8.") from None
-    rows = _jsonl(raw, path) if suffix == ".jsonl" else _csv(raw, path)
-    examples = []
-    for number, row in enumerate(rows):
-        text = row.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(f"{path.name} row {number + 1} has no text; every row needs a non-empty 'text'.")
-        label = row.get("label")
-        examples.append(Example(row=number, text=text, label=None if label in (None, "") else str(label)))
+        data = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read {str(path)!r} ({err.strerror or type(err).__name__}); check the path.") from None
+    text = _decode(data, path, universal=suffix == ".csv")
+    if not text.strip():
+        raise InputError(f"{path.name} is empty; give one example per line with a 'text' field.")
+    rows = _jsonl_rows(text, path) if suffix == ".jsonl" else _csv_rows(text, path)
+    examples: list[Example] = []
+    first_line_of_id: dict[str, int] = {}
+    for line, row in rows:
+        example = _example(len(examples), line, row, path)
+        if example.id is not None:
+            if example.id in first_line_of_id:
+                raise InputError(
+                    f"{path.name} line {line} repeats id {example.id!r} (first on line {first_line_of_id[example.id]});"
+                    " give every example a unique id."
+                )
+            first_line_of_id[example.id] = line
+        examples.append(example)
     if not examples:
-        raise InputError(f"{str(path)!r} holds no examples; add rows with a 'text' column.")
+        raise InputError(f"{path.name} holds no examples; add rows with a 'text' column.")
     return examples
 
 
-def _jsonl(raw: str, path: Path) -> list[dict]:
-    rows = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
+def _decode(data: bytes, path: Path, *, universal: bool) -> str:
+    """Return the file's text without a leading BOM; an InputError naming the line of the first non-UTF-8 byte."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        before = data[: err.start]
+        line = (len(_CSV_LINE_END.findall(before)) if universal else before.count(b"\n")) + 1
+        raise InputError(
+            f"{path.name} line {line} is not UTF-8 (byte 0x{data[err.start]:02x}); save the file as UTF-8."
+        ) from None
+
+
+def _jsonl_rows(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """Yield (line number, object) for each non-blank line; lines end at "\\n" only."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line.strip(_JSON_BLANK):
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise InputError(f"{path.name} line {number} is not JSON ({err.msg}); write one JSON object per line.") from None
+            raise InputError(
+                f"{path.name} line {number} is not JSON ({err.msg} at column {err.colno});"
+                " write one JSON object per line."
+            ) from None
         if not isinstance(row, dict):
-            raise InputError(f"{path.name} line {number} is not a JSON object; write {{\"text\": ...}} per line.")
-        rows.append(row)
-    return rows
+            raise InputError(
+                f"{path.name} line {number} is a JSON {_json_kind(row)}, not an object;"
+                ' write {"text": ...} per line.'
+            )
+        yield number, row
 
 
-def _csv(raw: str, path: Path) -> list[dict]:
-    reader = csv.DictReader(raw.splitlines())
-    if reader.fieldnames is None or "text" not in reader.fieldnames:
-        found = ", ".join(reader.fieldnames or []) or "none"
-        raise InputError(f"{path.name} has no 'text' column (columns: {found}); add a header row with 'text'.")
-    return list(reader)
+def _csv_rows(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """Yield (first physical line, {column: field}) per record; the header is the first record."""
+    # newline="": the csv reader itself decides which line ends are inside quotes (a file opened this way).
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header: list[str] | None = None
+    start = 1
+    try:
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record:
+                continue  # a blank line
+            if header is None:
+                header = _header(record, line, path)
+                continue
+            if len(record) != len(header):
+                raise InputError(
+                    f"{path.name} line {line} has {len(record)} fields but the header has {len(header)}"
+                    f" ({', '.join(header)}); quote fields that hold commas, and give every row the header's fields."
+                )
+            yield line, dict(zip(header, record))
+    except csv.Error as err:
+        raise InputError(
+            f"{path.name} line {start} is not valid CSV ({err}); close every quoted field and double quotes inside one."
+        ) from None
+
+
+def _header(record: list[str], line: int, path: Path) -> list[str]:
+    header = [name.strip() for name in record]
+    if "text" not in header:
+        found = ", ".join(repr(name) for name in header) or "none"
+        raise InputError(
+            f"{path.name} line {line} (the header) has no 'text' column (columns: {found});"
+            " add a header row with 'text'."
+        )
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path.name} line {line} (the header) names {repeated[0]!r} twice; give each column once.")
+    return header
+
+
+def _example(index: int, line: int, row: Mapping[str, Any], path: Path) -> Example:
+    where = f"{path.name} line {line}"
+    text = row.get("text")
+    if text is None:
+        raise InputError(f"{where} has no text; every row needs a non-empty 'text'.")
+    if not isinstance(text, str):
+        raise InputError(f"{where} has a {_json_kind(text)} as its text; write the text as a string.")
+    if not text.strip():
+        raise InputError(f"{where} has an empty text; every row needs a non-empty 'text'.")
+    _refuse_surrogate(text, "text", where)
+    label = _optional_name(row.get("label"), "label", where)
+    identifier = _optional_name(row.get("id"), "id", where)
+    return Example(row=index, text=text, label=label, id=identifier)
+
+
+def _optional_name(value: Any, field: str, where: str) -> str | None:
+    """Return a label or id as text: strings as they are, whole numbers in decimal; None when absent or empty."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        _refuse_surrogate(value, field, where)
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    raise InputError(f"{where} has {_json_kind(value)} {value!r} as its {field}; give a string or a whole number.")
+
+
+def _refuse_surrogate(value: str, field: str, where: str) -> None:
+    found = _SURROGATE.search(value)
+    if found:
+        raise InputError(
+            f"{where}: the {field} holds a lone surrogate \\u{ord(found.group()):04x} at character {found.start()};"
+            " write the character itself (or a complete surrogate pair)."
+        )
+
+
+def _json_kind(value: Any) -> str:
+    """Return what a JSON value is, in words: 'array', 'number', 'string', ..."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string", type(None): "null"}.get(type(value), type(value).__name__)

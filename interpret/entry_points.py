@@ -14,7 +14,7 @@ from interpret.versions import DISTRIBUTION
 
 
 @dataclass(frozen=True)
-class Loaded:
+class LoadedEntry:
     """One entry point: its name and target, the distribution that provides it, and the object or error."""
 
     name: str
@@ -30,16 +30,16 @@ class Loaded:
         return self.distribution == DISTRIBUTION
 
 
-def load_group(group: str) -> list[Loaded]:
+def load_group(group: str) -> list[LoadedEntry]:
     """Return every entry point of `group`, loaded, built-ins first then by name; a failed import is kept."""
     eps = sorted(metadata.entry_points(group=group), key=lambda ep: (dist_name(ep) != DISTRIBUTION, ep.name))
     loaded = []
     for ep in eps:
         dist, version = dist_name(ep), ep.dist.version if ep.dist is not None else "?"
         try:
-            loaded.append(Loaded(ep.name, ep.value, dist, version, obj=ep.load()))
+            loaded.append(LoadedEntry(ep.name, ep.value, dist, version, obj=ep.load()))
         except Exception as err:  # a plugin's import may fail in any way; list it as broken, don't crash
-            loaded.append(Loaded(ep.name, ep.value, dist, version, error=f"import failed: {type(err).__name__}: {err}"))
+            loaded.append(LoadedEntry(ep.name, ep.value, dist, version, error=f"import failed: {type(err).__name__}: {err}"))
     return loaded
 
 

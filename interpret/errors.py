@@ -48,6 +48,11 @@ class AnalyzerError(InterpretError):
     """An analyzer is unknown, broken, or was given bad parameters."""
 
 
+class ResultError(AnalyzerError):
+    """An analyzer returned a result that cannot be right: a non-finite value, a readout that is zero on every
+    token, or a broken invariant. Refused instead of handed on."""
+
+
 class ReportError(InterpretError):
     """A report could not be rendered or written."""
 

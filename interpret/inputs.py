@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from interpret.errors import InputError
+from interpret.text import token_scheme
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
 _NO_LIMIT = 1_000_000
@@ -30,6 +31,12 @@ class Encoded:
         decoder: the decoder side of an encoder-decoder model, itself an Encoded.
         image: the image side of a text-image dual encoder (CLIP), itself an Encoded (pixel_values).
         truncated: per example, whether the text was cut to fit.
+        continuation: per example, how many of its last real tokens are a given continuation (the tokens a
+            language model's explanation targets, one target per token); () when there is none.
+        word_ids: per example, the word each position belongs to (None for special tokens and padding), as
+            the tokenizer groups subwords; () when the tokenizer cannot tell.
+        scheme: how the tokens mark subwords ("byte_bpe", "sentencepiece", "wordpiece" or "plain";
+            `interpret.text.token_scheme`), so that they can be shown as the words a person reads.
     """
 
     attention_mask: Tensor
@@ -43,6 +50,9 @@ class Encoded:
     image: Encoded | None = None
     texts: tuple[str, ...] | None = None
     truncated: tuple[bool, ...] = field(default=())
+    continuation: tuple[int, ...] = field(default=())
+    word_ids: tuple[tuple[int | None, ...], ...] = field(default=())
+    scheme: str = "plain"
 
     def __post_init__(self) -> None:
         if self.attention_mask.dim() != 2:
@@ -62,6 +72,10 @@ class Encoded:
             )
         if len(self.tokens) != batch or any(len(row) != pos for row in self.tokens):
             raise InputError(f"tokens must be {batch} lists of {pos} strings, one per position.")
+        if self.continuation and len(self.continuation) != batch:
+            raise InputError(f"continuation must give one count per example ({batch}), got {len(self.continuation)}.")
+        if self.word_ids and (len(self.word_ids) != batch or any(len(row) != pos for row in self.word_ids)):
+            raise InputError(f"word_ids must be {batch} rows of {pos} entries, one per position.")
 
     @property
     def batch(self) -> int:
@@ -82,6 +96,55 @@ class Encoded:
     def padding(self) -> Tensor:
         """[batch, pos] bool, True at padded positions."""
         return self.attention_mask == 0
+
+    def rows(
+        self,
+        examples: Tensor | None = None,
+        *,
+        input_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        pixel_values: Tensor | None = None,
+    ) -> Encoded:
+        """Return the Encoded of rows `examples` [rows] (example indices; default all), with their inputs
+        optionally replaced: input_ids [rows, pos], inputs_embeds [rows, pos, d_model] or pixel_values.
+
+        Masks, tokens and the decoder side are the examples' own; this is how a run of many rows per example
+        (an integration path, perturbations) is fed to the model.
+        """
+        if examples is None:
+            index = torch.arange(self.batch, device=self.attention_mask.device)
+        else:
+            index = examples.to(device=self.attention_mask.device, dtype=torch.long)
+            if index.dim() != 1 or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= self.batch)):
+                raise InputError(f"examples must be a 1-D tensor of indices into the {self.batch} examples.")
+        rows = len(index)
+        for label, tensor in (("input_ids", input_ids), ("inputs_embeds", inputs_embeds), ("pixel_values", pixel_values)):
+            if tensor is not None and tensor.shape[0] != rows:
+                raise InputError(f"{label} has {tensor.shape[0]} rows but {rows} examples were named; give one row per example.")
+        picked = index.tolist()
+
+        def take(tensor: Tensor | None) -> Tensor | None:
+            return None if tensor is None else tensor.index_select(0, index.to(tensor.device))
+
+        if inputs_embeds is not None:
+            ids, embeds = None, inputs_embeds
+        else:
+            ids = input_ids if input_ids is not None else take(self.input_ids)
+            embeds = None if input_ids is not None else take(self.inputs_embeds)
+        return Encoded(
+            attention_mask=take(self.attention_mask),
+            tokens=[self.tokens[i] for i in picked],
+            special=take(self.special),
+            input_ids=ids,
+            inputs_embeds=embeds,
+            pixel_values=pixel_values if pixel_values is not None else take(self.pixel_values),
+            decoder=None if self.decoder is None else self.decoder.rows(examples),
+            texts=None if self.texts is None else tuple(self.texts[i] for i in picked),
+            truncated=tuple(self.truncated[i] for i in picked) if self.truncated else (),
+            continuation=tuple(self.continuation[i] for i in picked) if self.continuation else (),
+            word_ids=tuple(self.word_ids[i] for i in picked) if self.word_ids else (),
+            scheme=self.scheme,
+        )
 
     def to(self, device: torch.device | str) -> Encoded:
         """Return a copy with every tensor on `device`."""
@@ -115,56 +178,135 @@ def encode(
     limit: int | None = None,
     max_length: int | None = None,
     add_special_tokens: bool = True,
+    continuations: str | Sequence[str] | None = None,
 ) -> Encoded:
-    """Return the Encoded batch of `texts` ([batch, pos], right-padded).
+    """Return the Encoded batch of `texts` ([batch, pos], padded on the tokenizer's padding side).
 
     A text longer than `limit` raises InputError unless `max_length` asks for truncation; `max_length`
-    above `limit` is refused too.
+    above `limit` is refused too. A batch of one is never padded. A tokenizer without a pad token (GPT-2,
+    Llama) is padded with its end-of-sequence token (else its beginning-of-sequence or unknown token), which
+    the attention mask hides; the tokenizer passed in is not changed.
+    continuations: per text, a continuation appended after it (tokenized on its own, without special
+        tokens): its tokens are what a language model's explanation targets (`Encoded.continuation`).
     """
-    batch = [texts] if isinstance(texts, str) else list(texts)
-    if not batch:
-        raise InputError("no text given; pass at least one non-empty text.")
-    for i, text in enumerate(batch):
-        if not isinstance(text, str):
-            raise InputError(f"text {i} is a {type(text).__name__}, not a string; pass str or list of str.")
-        if not text.strip():
-            raise InputError(f"text {i} is empty; give at least one word.")
+    batch = _texts(texts, "text")
+    follow = None if continuations is None else _texts(continuations, "continuation")
+    if follow is not None and len(follow) != len(batch):
+        raise InputError(f"{len(follow)} continuations for {len(batch)} texts; give one continuation per text.")
     if max_length is not None:
         if max_length < 1:
             raise InputError(f"max_length={max_length} must be a positive number of tokens.")
         if limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
-    untruncated = tokenizer(batch, add_special_tokens=add_special_tokens)["input_ids"]
+    rows = [_tokenize(tokenizer, text, add_special_tokens) for text in batch]
+    counts = [0] * len(rows)
+    if follow is not None:
+        for i, text in enumerate(follow):
+            extra = _tokenize(tokenizer, text, False)
+            rows[i] = rows[i].joined(extra)
+            counts[i] = len(extra.ids)
     cap = max_length if max_length is not None else limit
     if max_length is None and limit is not None:
-        for i, ids in enumerate(untruncated):
-            if len(ids) > limit:
+        for i, row in enumerate(rows):
+            if len(row.ids) > limit:
                 raise InputError(
-                    f"text {i} has {len(ids)} tokens but the model accepts at most {limit};"
+                    f"text {i} has {len(row.ids)} tokens but the model accepts at most {limit};"
                     f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
                 )
-    out = tokenizer(
-        batch,
-        add_special_tokens=add_special_tokens,
-        padding=True,
-        truncation=cap is not None,
-        max_length=cap,
-        return_tensors="pt",
-        return_special_tokens_mask=True,
-        return_attention_mask=True,
-    )
-    input_ids = out["input_ids"]
-    attention_mask = out["attention_mask"]
-    special = out["special_tokens_mask"].bool() | (attention_mask == 0)
-    tokens = [tokenizer.convert_ids_to_tokens(row) for row in input_ids.tolist()]
-    truncated = tuple(len(ids) > input_ids.shape[1] for ids in untruncated)
+    truncated = tuple(cap is not None and len(row.ids) > cap for row in rows)
+    if cap is not None:
+        if any(counts[i] and truncated[i] for i in range(len(rows))):
+            raise InputError(f"a text with its continuation is longer than {cap} tokens; shorten the text, the continuation must stay whole.")
+        rows = [row.cut(cap) for row in rows]
+    encoded = _padded(tokenizer, rows, batch, truncated, tuple(counts) if follow is not None else ())
+    return replace(encoded, scheme=token_scheme(tokenizer))
+
+
+def _texts(texts: str | Sequence[str], what: str) -> list[str]:
+    batch = [texts] if isinstance(texts, str) else list(texts)
+    if not batch:
+        raise InputError(f"no {what} given; pass at least one non-empty {what}.")
+    for i, text in enumerate(batch):
+        if not isinstance(text, str):
+            raise InputError(f"{what} {i} is a {type(text).__name__}, not a string; pass str or list of str.")
+        if not text.strip():
+            raise InputError(f"{what} {i} is empty; give at least one word.")
+    return batch
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One text's ids, special-token flags and word ids, before padding."""
+
+    ids: list[int]
+    special: list[bool]
+    words: list[int | None] | None
+
+    def joined(self, other: _Row) -> _Row:
+        """Return this row followed by `other`, whose words are numbered after this row's."""
+        words = None
+        if self.words is not None and other.words is not None:
+            offset = max((w for w in self.words if w is not None), default=-1) + 1
+            words = self.words + [None if w is None else w + offset for w in other.words]
+        return _Row(self.ids + other.ids, self.special + other.special, words)
+
+    def cut(self, length: int) -> _Row:
+        """Return the first `length` positions."""
+        return _Row(self.ids[:length], self.special[:length], None if self.words is None else self.words[:length])
+
+
+def _tokenize(tokenizer: Any, text: str, add_special_tokens: bool) -> _Row:
+    out = tokenizer(text, add_special_tokens=add_special_tokens, return_special_tokens_mask=True)
+    ids = [int(i) for i in out["input_ids"]]
+    special = [bool(flag) for flag in out.get("special_tokens_mask", [0] * len(ids))]
+    words = None
+    if getattr(out, "is_fast", False):
+        words = [None if flag else word for word, flag in zip(out.word_ids(), special)]
+    return _Row(ids, special, words)
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """Return the id a batch is padded with: the pad token, else end-of-sequence, beginning, unknown, or 0."""
+    for name in ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, list) and value and isinstance(value[0], int):
+            return value[0]
+    return 0
+
+
+def _padded(
+    tokenizer: Any, rows: list[_Row], texts: list[str], truncated: tuple[bool, ...], continuation: tuple[int, ...]
+) -> Encoded:
+    """Return the Encoded of `rows`, padded to the longest with a token the attention mask hides."""
+    length = max(len(row.ids) for row in rows)
+    pad = pad_token_id(tokenizer)
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    ids, mask, special = [], [], []
+    words: list[tuple[int | None, ...]] = []
+    for row in rows:
+        fill = length - len(row.ids)
+
+        def place(values: list[Any], value: Any) -> list[Any]:
+            return [value] * fill + values if left else values + [value] * fill
+
+        ids.append(place(row.ids, pad))
+        mask.append(place([1] * len(row.ids), 0))
+        special.append(place(row.special, True))
+        if row.words is not None:
+            words.append(tuple(place(row.words, None)))
+    input_ids = torch.tensor(ids, dtype=torch.long)
+    tokens = [[str(token) for token in tokenizer.convert_ids_to_tokens(row)] for row in ids]
     return Encoded(
         input_ids=input_ids,
-        attention_mask=attention_mask,
+        attention_mask=torch.tensor(mask, dtype=torch.long),
         tokens=tokens,
-        special=special,
-        texts=tuple(batch),
+        special=torch.tensor(special, dtype=torch.bool),
+        texts=tuple(texts),
         truncated=truncated,
+        continuation=continuation,
+        word_ids=tuple(words) if len(words) == len(rows) else (),
     )
 
 

@@ -27,6 +27,8 @@ class TraceMeta:
     `attention` says how the patterns were obtained: `eager` (the model's own softmax output, read by a
     hook) or `recomputed` (softmax(q·kᵀ·scale + mask) from the exact query and key that entered the
     attention kernel, while the kernel itself still produced the model's outputs).
+    adapter / implementation / model_class: the adapter that captured it (empty for reference models), the
+    attention implementation the model was loaded with, and the model's class name.
     """
 
     model_id: str
@@ -39,7 +41,9 @@ class TraceMeta:
     reduce: str | None = None
     capture_bytes: int = 0
     versions: Mapping[str, str] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    adapter: str = ""
+    implementation: str = ""
+    model_class: str = ""
 
 
 @dataclass(frozen=True)

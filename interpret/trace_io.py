@@ -32,6 +32,9 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         "tokens": json.dumps(encoded.tokens),
         "texts": json.dumps(list(encoded.texts) if encoded.texts else None),
         "truncated": json.dumps(list(encoded.truncated)),
+        "continuation": json.dumps(list(encoded.continuation)),
+        "word_ids": json.dumps([list(row) for row in encoded.word_ids]),
+        "scheme": encoded.scheme,
     }
     if encoded.decoder is not None:
         header["decoder_tokens"] = json.dumps(encoded.decoder.tokens)
@@ -73,6 +76,9 @@ def load_trace(path: str | Path) -> Trace:
         decoder=decoder,
         texts=None if texts is None else tuple(texts),
         truncated=tuple(json.loads(header["truncated"])),
+        continuation=tuple(json.loads(header.get("continuation", "[]"))),
+        word_ids=tuple(tuple(row) for row in json.loads(header.get("word_ids", "[]"))),
+        scheme=header.get("scheme", "plain"),
     )
     meta = json.loads(header["meta"])
     meta["layers"] = tuple(meta["layers"])

@@ -1,4 +1,5 @@
-"""Shared by the attention analyzers: per-example patterns over real positions, readouts, scattering back."""
+"""Shared by the attention analyzers: per-example patterns over real positions, the decision's readout
+weights, scattering back onto the padded axes."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import numpy as np
 from jaxtyping import Float
 
 from interpret.errors import AnalyzerError
+from interpret.target import Target
 from interpret.trace import Trace
 
-Readout = Literal["auto"] | tuple[int, ...]
+ReadoutRows = Literal["auto"] | tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class Example:
+class ExampleHeads:
     """One example's attention over its real positions only.
 
     layers: per layer, the heads [head, n, n] in the trace's dtype (views into the trace when nothing is
@@ -34,7 +36,7 @@ class Example:
         return np.stack(self.layers)
 
 
-def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[Example]:
+def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[ExampleHeads]:
     """Yield each example's per-layer heads [head, n, n] restricted to its real (unpadded) positions."""
     layers = trace.layers(suffix, prefix)
     if not layers:
@@ -46,42 +48,61 @@ def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") 
     for b in range(mask.shape[0]):
         positions = np.flatnonzero(mask[b])
         if positions.size == mask.shape[1]:  # nothing padded: views, no copy
-            yield Example(b, [array[b] for array in arrays], positions)
+            yield ExampleHeads(b, [array[b] for array in arrays], positions)
         else:
             real = np.ix_(positions, positions)
-            yield Example(b, [np.ascontiguousarray(array[b][:, real[0], real[1]]) for array in arrays], positions)
+            yield ExampleHeads(b, [np.ascontiguousarray(array[b][:, real[0], real[1]]) for array in arrays], positions)
 
 
-def readout_rows(readout: Readout, kind: str, positions: np.ndarray) -> list[int]:
-    """Return readout rows as indices into `positions` (auto: first real token, or last for decoders)."""
+def readout_weights(readout: ReadoutRows, target: Target | None, positions: np.ndarray) -> Float[np.ndarray, " n"]:
+    """Return the readout's weights over the example's n real positions (summing to one).
+
+    readout "auto": the rows the decision reads, weighted as it weighs them (`target.pooling`); a tuple of
+    positions (negatives count back from the last real token): those rows, equally weighted.
+    """
+    weights = np.zeros(len(positions))
     if readout == "auto":
-        return [len(positions) - 1] if kind == "decoder" else [0]
-    rows = []
+        if target is None or not target.pooling:
+            raise AnalyzerError(
+                "no decision says which rows to read; pass the model to analyze (model=) or name readout positions."
+            )
+        for position, weight in target.pooling:
+            hits = np.flatnonzero(positions == position)
+            if not hits.size:
+                raise AnalyzerError(f"the decision reads position {position}, which is padding in this example.")
+            weights[hits[0]] += weight
+        return weights
     for position in readout:
         if position < 0:  # counts back from the last real token
             row = len(positions) + position
         else:
             hits = np.flatnonzero(positions == position)
             row = int(hits[0]) if hits.size else -1
-        if row < 0:
+        if not 0 <= row < len(positions):
             raise AnalyzerError(
                 f"readout position {position} is not a real token of this example (its real positions are"
                 f" {positions.min()}..{positions.max()}); pick one of those, a negative index, or 'auto'."
             )
-        rows.append(row)
-    return rows
+        weights[row] += 1.0 / len(readout)
+    return weights
 
 
-def scatter(
-    values: Float[np.ndarray, "row key"], positions: np.ndarray, rows: Sequence[int] | None, pos: int
-) -> Float[np.ndarray, "out pos"]:
-    """Return `values` [row, n] placed back on the padded axes: [len(rows), pos], or [pos, pos] when rows is None."""
-    if rows is None:
-        out = np.zeros((pos, pos))
-        out[np.ix_(positions, positions)] = values
-        return out
-    out = np.zeros((len(rows), pos))
-    out[:, positions] = values
+def target_of(targets: Sequence[Target], index: int) -> Target | None:
+    """Return example `index`'s target, or None when the caller resolved no targets."""
+    return targets[index] if index < len(targets) else None
+
+
+def scatter(values: Float[np.ndarray, "n n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, "pos pos"]:
+    """Return a matrix over the n real positions placed back on the padded axes [pos, pos] (padding 0)."""
+    out = np.zeros((pos, pos))
+    out[np.ix_(positions, positions)] = values
+    return out
+
+
+def scatter_row(values: Float[np.ndarray, " n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, " pos"]:
+    """Return a vector over the n real positions placed back on the padded axis [pos] (padding 0)."""
+    out = np.zeros(pos)
+    out[positions] = values
     return out
 
 

@@ -2,11 +2,14 @@
 
 Arrays (batch first; padded positions are zero):
     rollout   [batch, query, key]        the full rollout (rows="all"); absent with rows="readout".
-    readout   [batch, row, key]          the readout rows (one per readout position).
+    readout   [batch, key]               the declared readout: the rollout rows the decision reads, weighted
+                                         as it weighs them (w · R, w the decision's pooling: [CLS] for a
+                                         CLS-pooled classifier, the last token of a decoder, every real
+                                         position for a mean-pooled head), or the `readout` positions given.
     per_layer [batch, layer, query, key] cumulative rollout after each layer (per_layer=True, rows="all").
 Encoder-decoder models (Chefer et al. 2021 rules, attention-only):
-    encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, row, enc]
-    are the cross rows of the readout decoder positions (auto: the last real decoder token).
+    encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, enc] is
+    the cross rows of the decoder positions the decision reads, weighted likewise.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from typing import Literal
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, RunContext, View
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import rollout_math
-from interpret.plugins._attention import Readout, examples, readout_rows, row_sum_error, scatter
+from interpret.plugins._attention import ReadoutRows
+from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
 from interpret.trace import Trace
 
 ROW_SUM_TOLERANCE = 1e-6
@@ -36,8 +40,9 @@ class RolloutParams:
         default=0.0, metadata={"help": "fraction of the lowest entries dropped per layer (readout kept), in [0, 1)"}
     )
     start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
-    readout: Readout = field(
-        default="auto", metadata={"help": "readout positions: auto (first token; last for decoders) or e.g. 0,5"}
+    readout: ReadoutRows = field(
+        default="auto",
+        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
     )
     rows: Literal["all", "readout"] = field(
         default="all", metadata={"help": "all query rows, or only the readout rows (streaming, O(L·n²))"}
@@ -60,27 +65,30 @@ class Rollout:
 
     name = "rollout"
     summary = "Attention rollout (Abnar & Zuidema 2020): residual-augmented attention multiplied through the layers."
-    version = "1.0"
+    version = "2.0"
     requires = ("*attn.hook_pattern",)
     needs_model = False
+    provides = ("readout",)
     Params = RolloutParams
 
     def run(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
         """Return the rollout of every example (arrays as the module docstring lists)."""
         try:
             if trace.meta.kind == "encoder-decoder":
-                return self._encoder_decoder(trace, params)
-            return self._single_stack(trace, params)
+                return self._encoder_decoder(trace, params, ctx)
+            return self._single_stack(trace, params, ctx)
         except ConfigError as err:
             raise AnalyzerError(f"rollout: {err}") from None
 
-    def _single_stack(self, trace: Trace, params: RolloutParams) -> AnalyzerResult:
+    def _single_stack(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
         pos = trace.encoded.pos
         full = np.zeros((trace.encoded.batch, pos, pos))
-        readouts, layers = [], []
+        readout = np.zeros((trace.encoded.batch, pos))
+        layers = []
         start = self._start_layer(trace, params)
         for example in examples(trace):
-            rows = readout_rows(params.readout, trace.meta.kind, example.positions)
+            weights = readout_weights(params.readout, target_of(ctx.targets, example.index), example.positions)
+            rows = [int(row) for row in np.flatnonzero(weights)]
             if params.discard_ratio == 0.0:  # the common case: one compiled pass over each layer's heads
                 augmented = rollout_math.augmented_layers(
                     example.layers[start:], head_fusion=params.head_fusion, residual_weight=params.residual
@@ -92,33 +100,33 @@ class Rollout:
                 )
             if params.rows == "readout":
                 rolled = rollout_math.chain(augmented, rows, streaming=True)
-                readouts.append(scatter(rolled, example.positions, rows, pos))
+                readout[example.index] = scatter_row(weights[rows] @ rolled, example.positions, pos)
                 continue
             if params.per_layer:  # the cumulative products end in the full rollout: multiply once
                 cumulative = rollout_math.cumulative(augmented, start)
                 matrix = cumulative[-1]
-                layers.append(np.stack([scatter(step, example.positions, None, pos) for step in cumulative]))
+                layers.append(np.stack([scatter(step, example.positions, pos) for step in cumulative]))
             else:
                 matrix = rollout_math.chain(augmented)
-            full[example.index] = scatter(matrix, example.positions, None, pos)
-            readouts.append(full[example.index][example.positions[rows]])
-        arrays = {"readout": NamedArray(_stack_rows(readouts), ("batch", "row", "key"))}
-        views = [View("token_strip", "readout", "Rollout from the readout token", {"row": 0})]
-        checks = {}
+            full[example.index] = scatter(matrix, example.positions, pos)
+            readout[example.index] = scatter_row(weights @ matrix, example.positions, pos)
+        arrays = {"readout": NamedArray(readout, ("batch", "key"))}
+        views = [View("token_strip", "readout", "Rollout from the decision's rows")]
+        checks = {
+            "readout_sum_error": Check(
+                row_sum_error(readout), ROW_SUM_TOLERANCE, "largest |Σ readout − 1| (a weighted mean of rows that sum to one)"
+            )
+        }
         if params.rows == "all":
             arrays["rollout"] = NamedArray(full, ("batch", "query", "key"))
             views.insert(0, View("heatmap", "rollout", "Attention rollout [query × key]"))
             checks["row_sum_error"] = Check(row_sum_error(full), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the rollout")
-        else:
-            checks["row_sum_error"] = Check(
-                row_sum_error(arrays["readout"].values), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the readout rows"
-            )
         if layers:
             arrays["per_layer"] = NamedArray(np.stack(layers), ("batch", "layer", "query", "key"))
             views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
         return self._result(trace, params, arrays, checks, views)
 
-    def _encoder_decoder(self, trace: Trace, params: RolloutParams) -> AnalyzerResult:
+    def _encoder_decoder(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
         decoder = trace.encoded.decoder
         if decoder is None:
             raise AnalyzerError("rollout of an encoder-decoder trace needs its decoder inputs; collect them too.")
@@ -126,7 +134,7 @@ class Rollout:
         r_ee = np.zeros((batch, enc_pos, enc_pos))
         r_dd = np.zeros((batch, dec_pos, dec_pos))
         r_de = np.zeros((batch, dec_pos, enc_pos))
-        readouts = []
+        readout = np.zeros((batch, enc_pos))
         enc_examples = examples(trace, "encoder.")
         dec_examples = examples(trace, "decoder.")
         cross_all = trace.stack("cross_attn.hook_pattern", "decoder.").detach().double().cpu().numpy()
@@ -136,17 +144,17 @@ class Rollout:
             r_ee[enc.index][np.ix_(enc.positions, enc.positions)] = ee
             r_dd[enc.index][np.ix_(dec.positions, dec.positions)] = dd
             r_de[enc.index][np.ix_(dec.positions, enc.positions)] = de
-            rows = readout_rows(params.readout, "decoder", dec.positions)
-            readouts.append(r_de[enc.index][dec.positions[rows]])
+            weights = readout_weights(params.readout, target_of(ctx.targets, enc.index), dec.positions)
+            readout[enc.index] = scatter_row(weights @ de, enc.positions, enc_pos)
         arrays = {
             "encoder": NamedArray(r_ee, ("batch", "query", "key")),
             "decoder": NamedArray(r_dd, ("batch", "query", "key")),
             "cross": NamedArray(r_de, ("batch", "query", "key")),
-            "readout": NamedArray(_stack_rows(readouts), ("batch", "row", "key")),
+            "readout": NamedArray(readout, ("batch", "key")),
         }
         views = [
             View("heatmap", "cross", "Decoder → encoder relevance (Chefer et al. 2021)"),
-            View("token_strip", "readout", "Relevance of the input tokens for the readout decoder token", {"row": 0}),
+            View("token_strip", "readout", "Relevance of the input tokens for the decision's decoder rows"),
         ]
         patterns = trace.stack("attn.hook_pattern", "encoder.").double().cpu().numpy()
         checks = {"pattern_row_sum_error": Check(row_sum_error(patterns), 1e-5, "encoder attention rows sum to one")}
@@ -168,9 +176,5 @@ class Rollout:
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
             checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=False),
         )
-
-
-def _stack_rows(readouts: list[np.ndarray]) -> np.ndarray:
-    """Return per-example readout rows [row, pos] stacked to [batch, row, pos]."""
-    return np.stack(readouts) if readouts else np.zeros((0, 0, 0))

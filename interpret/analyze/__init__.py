@@ -2,7 +2,7 @@
 
 from interpret.analyze.contract import GROUP, Analyzer, RunContext
 from interpret.analyze.params import ParamInfo, describe
-from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.analyze.result import AnalyzerResult, Check, HeadMap, NamedArray, Readout, View
 from interpret.analyze.run import analyze, analyzers, required_names
 
 __all__ = [
@@ -10,8 +10,10 @@ __all__ = [
     "Analyzer",
     "AnalyzerResult",
     "Check",
+    "HeadMap",
     "NamedArray",
     "ParamInfo",
+    "Readout",
     "RunContext",
     "View",
     "analyze",

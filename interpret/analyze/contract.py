@@ -1,56 +1,164 @@
 """The analyzer contract: the `Analyzer` protocol and the `RunContext` it runs in.
 
 A built-in analyzer and a third-party plugin implement exactly this and register through the entry-point
-group `interpret.analyzers`.
+group `interpret.analyzers`; `registry.validate` checks every attribute listed here, with these types.
+docs/architecture.md explains the contract with a complete example plugin.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from interpret.analyze.result import AnalyzerResult
+from interpret.errors import AnalyzerError
+from interpret.target import Target
 from interpret.trace import Trace
 
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
+
+    from interpret.inputs import Encoded
+    from interpret.runner import GradCapture, ModelRunner
+
 GROUP = "interpret.analyzers"
+ScoreOutput = Literal["logit", "logprob"]
 
 
 @dataclass(frozen=True)
 class RunContext:
     """What an analyzer may use besides the trace.
 
-    model / tokenizer: for analyzers that re-run the model (`needs_model`); None otherwise.
-    target: the class index (classifiers) or token id (language models) being explained; None = the
-        model's own prediction.
+    targets: one Target per example of the trace (what each example's explanation is for: the class or
+        tokens scored, the positions the decision reads and their pooling weights). Never assume example 0's.
+    model / tokenizer: the model and its tokenizer (None when the caller gave no model).
     seed: for analyzers with randomness (baselines, sampling).
-    workers: CPU threads an analyzer may use (0 = all cores).
+    workers: CPU threads an analyzer may use (0 = the cores this process may use).
+    device: where the model runs (None: no model).
+    runner: runs the model for analyzers that need to (`needs_model`); use it through the methods below.
+
+    Running the model (each raises AnalyzerError when no model was given):
+        score(encoded, ...) -> Tensor [rows]      the targets' scores with autograd on
+        capture(encoded, names, ...) -> GradCapture   hook tensors that stay in the autograd graph + score
+        embedding_layer(side) -> nn.Module         the module whose output Captum's layer methods attribute to
+        embeddings(encoded, ...) -> Tensor [rows, pos, d_model]   that module's output for these inputs
+        head_gates(gates) -> context manager       scale each head's output (gates [layer, head] or
+                                                   [rows, layer, head]); gradients flow to the gates
+        gate_shape -> (layers, heads)
     """
 
+    targets: tuple[Target, ...] = ()
     model: nn.Module | None = None
     tokenizer: Any = None
-    target: int | None = None
     seed: int = 0
     workers: int = 0
     device: torch.device | None = None
+    runner: ModelRunner | None = None
+
+    def _runner(self) -> ModelRunner:
+        if self.runner is None:
+            raise AnalyzerError("this analyzer runs the model; pass model= (and tokenizer=) to analyze.")
+        return self.runner
+
+    def score(
+        self,
+        encoded: Encoded,
+        *,
+        input_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        pixel_values: Tensor | None = None,
+        examples: Tensor | None = None,
+        gates: Tensor | None = None,
+        step: int | None = None,
+        output: ScoreOutput = "logit",
+        contrast: bool = True,
+    ) -> Tensor:
+        """Return each row's target score [rows] with autograd on.
+
+        encoded: the batch the targets belong to (usually `trace.encoded`). Each row of the run is an
+            example of it: `examples` [rows] (long) names which (default: every example once, in order), so
+            an integration path of many rows per example scores each row against its own example's target.
+        input_ids [rows, pos] / inputs_embeds [rows, pos, d_model] / pixel_values: replace the inputs of
+            those rows (masks and decoder inputs are the examples' own).
+        gates: head gates [layer, head] (all rows) or [rows, layer, head] (each row its own).
+        step: score only target step `step` (one token of a continuation); None sums every step.
+        output: "logit" (default) or "logprob" (log-softmax over classes or the vocabulary).
+        contrast: subtract the contrast's score when the target has one (score = target − contrast).
+        """
+        return self._runner().score(
+            encoded, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values,
+            examples=examples, gates=gates, step=step, output=output, contrast=contrast,
+        )
+
+    def capture(
+        self,
+        encoded: Encoded,
+        names: Sequence[str],
+        *,
+        input_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        pixel_values: Tensor | None = None,
+        examples: Tensor | None = None,
+        gates: Tensor | None = None,
+        step: int | None = None,
+        output: ScoreOutput = "logit",
+        contrast: bool = True,
+    ) -> GradCapture:
+        """Run the model once with autograd on and return the hook tensors of `names` (globs) kept in the graph,
+        with the score of that same forward pass: `torch.autograd.grad(cap.score.sum(), cap["...hook_pattern"])`
+        is ∂score/∂pattern per row. Patterns are captured where the real query and key enter the attention
+        (exactly as `collect` does) and, under SDPA, the kernel's outputs stay bit-identical while gradients
+        flow through the pattern. Padded positions are not zeroed here. Arguments as for `score`."""
+        return self._runner().capture(
+            encoded, names, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values,
+            examples=examples, gates=gates, step=step, output=output, contrast=contrast,
+        )
+
+    def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:
+        """Return the token-embedding module of `side` (the module Captum's layer methods attribute to)."""
+        return self._runner().embedding_layer(side)
+
+    def embeddings(self, encoded: Encoded, *, input_ids: Tensor | None = None, examples: Tensor | None = None) -> Tensor:
+        """Return the embedding layer's output [rows, pos, d_model] for the examples' ids (or `input_ids`)."""
+        return self._runner().embeddings(encoded, input_ids=input_ids, examples=examples)
+
+    def head_gates(self, gates: Tensor) -> AbstractContextManager[None]:
+        """Return a context in which head h of layer l is scaled by gates[l, h] (or gates[row, l, h])."""
+        return self._runner().head_gates(gates)
+
+    @property
+    def gate_shape(self) -> tuple[int, int]:
+        """Return (layers, heads) of the gates the model takes."""
+        return self._runner().gate_shape
 
 
 @runtime_checkable
 class Analyzer(Protocol):
-    """An analysis of a Trace.
+    """An analysis of a Trace. Every attribute below is required and checked when the plugin loads.
 
-    name equals the entry-point name; summary is one line for `analyzers list`; requires are the hook-name
-    globs read from the trace; needs_model says whether `run` re-runs the model; Params is a frozen
-    dataclass whose field metadata carries the help text ("help") of each parameter.
+    name: equals the entry-point name (snake_case, the method's name).
+    summary: one line for `interpret analyzers list`.
+    version: the analyzer's own version string; bump it when its numbers change (audits fingerprint it).
+    requires: the hook-name globs it reads from the trace (any sequence of strings; may be empty).
+    needs_model: whether `run` runs the model through the context (gradients, perturbations, gates).
+    provides: what its results declare, a subset of ("readout", "head_map"): "readout" — a per-token
+        importance for the decision (`AnalyzerResult.readout_of`); "head_map" — a per-example [layer, head]
+        score (`AnalyzerResult.head_map`). The audit tabulates only these, and refuses an analyzer that
+        provides neither before any model runs.
+    Params: a frozen dataclass constructible with its defaults; each field's metadata["help"] documents it;
+        `__post_init__` refuses (ValueError) combinations that cannot give a meaningful result.
+    run(self, trace, params, ctx): returns the AnalyzerResult; keeps no hooks or global state.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     version: ClassVar[str]
-    requires: ClassVar[tuple[str, ...]]
+    requires: ClassVar[Sequence[str]]
     needs_model: ClassVar[bool]
+    provides: ClassVar[Sequence[str]]
     Params: ClassVar[type]
 
     def run(self, trace: Trace, params: Any, ctx: RunContext) -> AnalyzerResult:

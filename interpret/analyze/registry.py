@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 from functools import cache
+from typing import Any
 
 from interpret.analyze.contract import GROUP
+from interpret.analyze.result import PROVIDES
 from interpret.entry_points import load_group
 from interpret.errors import AnalyzerError, suggest
 from interpret.versions import DISTRIBUTION
@@ -47,30 +48,45 @@ class Entry:
         return self.analyzer.summary if self.analyzer is not None else f"BROKEN: {self.error}"
 
 
+RUN_PARAMETERS = ("self", "trace", "params", "ctx")
+
+
 def validate(cls: Any, name: str) -> str | None:
-    """Return why `cls` does not meet the Analyzer contract under entry-point `name`, or None if it does."""
+    """Return why `cls` does not meet the Analyzer contract under entry-point `name`, or None if it does.
+
+    Checks exactly the attributes of `interpret.analyze.contract.Analyzer`, with the types it documents.
+    """
     if not inspect.isclass(cls):
         return f"entry point must name a class, got {type(cls).__name__}"
-    expected: dict[str, type | tuple[type, ...]] = {
-        "name": str, "summary": str, "version": str, "requires": tuple, "needs_model": bool, "Params": type,
-    }
-    for attr, kind in expected.items():
-        if not isinstance(getattr(cls, attr, None), kind):
-            return f"class attribute {attr} missing or not a {getattr(kind, '__name__', kind)}"
+    for attr in ("name", "summary", "version"):
+        if not isinstance(getattr(cls, attr, None), str) or not getattr(cls, attr):
+            return f"class attribute {attr} missing or not a non-empty str"
     if cls.name != name:
         return f"class name attribute {cls.name!r} differs from the entry-point name {name!r}"
-    if not all(isinstance(glob, str) for glob in cls.requires):
-        return "requires must be a tuple of hook-name globs (str)"
-    params_cls = cls.Params
-    if not dataclasses.is_dataclass(params_cls) or not params_cls.__dataclass_params__.frozen:
+    if "\n" in cls.summary:
+        return "summary must be one line"
+    for attr in ("requires", "provides"):
+        value = getattr(cls, attr, None)
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+            return f"class attribute {attr} missing or not a sequence of strings"
+    unknown = [item for item in cls.provides if item not in PROVIDES]
+    if unknown:
+        return f"provides names {unknown[0]!r}; an analyzer provides any of {', '.join(PROVIDES)}"
+    if not isinstance(getattr(cls, "needs_model", None), bool):
+        return "class attribute needs_model missing or not a bool"
+    params_cls = getattr(cls, "Params", None)
+    if not isinstance(params_cls, type) or not dataclasses.is_dataclass(params_cls) or not params_cls.__dataclass_params__.frozen:
         return "Params must be a frozen dataclass"
     try:
         params_cls()
-    except TypeError as err:
+    except (TypeError, ValueError) as err:
         return f"Params must be constructible with defaults ({err})"
     run: Callable[..., object] | None = getattr(cls, "run", None)
-    if not callable(run) or len(inspect.signature(run).parameters) != 4:
-        return "run(self, trace, params, ctx) is missing or has the wrong signature"
+    if not callable(run):
+        return "run(self, trace, params, ctx) is missing"
+    parameters = tuple(inspect.signature(run).parameters)
+    if parameters != RUN_PARAMETERS:
+        return f"run must take (self, trace, params, ctx), not ({', '.join(parameters)})"
     return None
 
 

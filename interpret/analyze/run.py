@@ -1,17 +1,26 @@
-"""`analyze`: run one registered analyzer on a Trace, after checking that the trace holds what it needs."""
+"""`analyze`: run one registered analyzer on a Trace, with a run context, and check what it returns.
+
+Before the analyzer runs: its parameters are validated (a combination that cannot give a meaningful result
+is refused by its Params) and the trace must hold what it reads. After it ran: every array must be finite,
+the declared readout must not be all zero for any example, and every invariant check must hold; otherwise
+the result is refused with one line naming the analyzer, what failed and the parameters — a wrong number is
+never handed on as a result.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from torch import nn
 
 from interpret.analyze import params as params_mod
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
-from interpret.errors import AnalyzerError
+from interpret.errors import AnalyzerError, ResultError
+from interpret.target import Target
 from interpret.trace import Trace
 
 
@@ -22,11 +31,21 @@ def analyze(
     params: Mapping[str, Any] | Any | None = None,
     *,
     tokenizer: Any = None,
-    target: int | None = None,
+    targets: Sequence[Target] | None = None,
+    head: nn.Module | None = None,
+    context: RunContext | None = None,
     seed: int = 0,
     workers: int = 0,
 ) -> AnalyzerResult:
-    """Return the AnalyzerResult of analyzer `name` on `trace` (params: a mapping or the Params instance)."""
+    """Return the AnalyzerResult of analyzer `name` on `trace` (params: a mapping or the Params instance).
+
+    targets: one Target per example (what each explanation is for); default: each example's prediction,
+        resolved from the trace's output when `model` is given. Without the model nothing says how the
+        decision pools, so attention analyzers read the first token (the last for decoders; see
+        `interpret.decision.structural_targets`): pass model= to read the rows the decision really reads.
+    head: a decision head on a bare encoder (the default model's sentiment head).
+    context: a RunContext built once for several analyzers (`run_context`); overrides the arguments above.
+    """
     cls = registry.get(name)
     parsed = params_mod.build(cls.Params, params, name)
     missing = [glob for glob in cls.requires if not trace.names(glob)]
@@ -34,13 +53,84 @@ def analyze(
         raise AnalyzerError(
             f"{name} needs {', '.join(missing)} in the trace; collect with names={list(cls.requires)!r}."
         )
-    if cls.needs_model and model is None:
-        raise AnalyzerError(f"{name} re-runs the model; pass model= (and tokenizer=) to analyze.")
-    ctx = RunContext(model=model, tokenizer=tokenizer, target=target, seed=seed, workers=workers)
+    ctx = context or run_context(trace, model, tokenizer, head=head, targets=targets, seed=seed, workers=workers)
+    if cls.needs_model and ctx.runner is None:
+        raise AnalyzerError(f"{name} runs the model; pass model= (and tokenizer=) to analyze.")
     result = cls().run(trace, parsed, ctx)
     if not isinstance(result, AnalyzerResult):
         raise AnalyzerError(f"analyzer {name!r} returned {type(result).__name__}, not an AnalyzerResult.")
+    check_result(result, trace, params_mod.as_dict(parsed))
     return result
+
+
+def run_context(
+    trace: Trace,
+    model: nn.Module | None,
+    tokenizer: Any = None,
+    *,
+    head: nn.Module | None = None,
+    targets: Sequence[Target] | None = None,
+    seed: int = 0,
+    workers: int = 0,
+) -> RunContext:
+    """Return the RunContext for analyzers of `trace`: each example's target and, with a model, the runner."""
+    if model is None:
+        from interpret.decision import structural_targets
+
+        chosen = tuple(targets) if targets is not None else structural_targets(trace)
+        return RunContext(targets=chosen, tokenizer=tokenizer, seed=seed, workers=workers)
+    from interpret.collect.api import capturable_for
+    from interpret.collect.prepare import model_device
+    from interpret.decision import decide, reader_for
+    from interpret.runner import ModelRunner
+
+    if targets is None:
+        targets = [decision.target for decision in decide(model, trace, tokenizer, head=head)]
+    if len(targets) != trace.encoded.batch:
+        raise AnalyzerError(f"{len(targets)} targets for {trace.encoded.batch} examples; give one target per example.")
+    capturable = capturable_for(model, tokenizer)
+    reader = reader_for(model, trace.meta.kind, head, trace.output)
+    prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
+    runner = ModelRunner(capturable, reader, targets, gate_prefix=prefix)
+    return RunContext(
+        targets=tuple(targets), model=model, tokenizer=tokenizer, seed=seed, workers=workers,
+        device=model_device(model), runner=runner,
+    )
+
+
+def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]) -> None:
+    """Raise ResultError when `result` holds a non-finite value, an all-zero readout or a broken invariant."""
+    where = f"{result.analyzer} with {_describe(params)}"
+    for array_name, array in result.arrays.items():
+        values = np.asarray(array.values)
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            bad = int((~np.isfinite(values)).sum())
+            raise ResultError(
+                f"{where} returned {bad} non-finite value(s) in {array_name!r}; these parameters cannot give a"
+                " meaningful result here: change them (see `interpret analyzers show"
+                f" {result.analyzer}`)."
+            )
+    readout = result.readout
+    if readout is not None and result.readout_of is not None:
+        side = trace.encoded.decoder if result.readout_of.side == "decoder" else trace.encoded
+        real = side.attention_mask.bool().cpu().numpy() if side is not None else np.ones(readout.shape, bool)
+        for example in range(readout.shape[0]):
+            if not np.any(readout[example][real[example, : readout.shape[1]]]):
+                raise ResultError(
+                    f"{where} gave example {example} a readout that is zero on every token, which explains"
+                    " nothing; change the parameters."
+                )
+    for check_name, check in result.checks.items():
+        if check.severity == "invariant" and not check.ok:
+            raise ResultError(
+                f"{where} broke its invariant {check_name} ({check.description or 'no description'}):"
+                f" {check.value:.3g} > {check.tolerance:.3g}; the result is wrong, so it is not returned."
+                " Report this with the input."
+            )
+
+
+def _describe(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in params.items()) or "default parameters"
 
 
 def required_names(names: Iterable[str]) -> list[str]:
@@ -56,4 +146,3 @@ def required_names(names: Iterable[str]) -> list[str]:
 def analyzers() -> list[str]:
     """Return the names of the registered, working analyzers."""
     return registry.names()
-

@@ -21,11 +21,11 @@ from typing import Any
 import pandas as pd
 
 from interpret.atomic import atomic_path, write_atomically
-from interpret.audit.stats import HeadStats
+from interpret.audit.stats import HeadSums
 from interpret.datasets import Example
 from interpret.errors import InputError
 
-FORMAT = 1  # bump when the layout or the tables change, so old parts are never mixed with new ones
+FORMAT = 2  # bump when the layout or the tables change, so old parts are never mixed with new ones
 OUTPUTS = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
 _PART = re.compile(r"^batch-(\d{5,})(-tokens\.parquet|-examples\.parquet|\.json)$")
 
@@ -39,6 +39,7 @@ def fingerprint_parts(
     model_id: str,
     head_digest: str,
     seed: int,
+    target: str = "prediction",
 ) -> dict[str, str]:
     """Return the components of the audit's identity, each as a short hash or value (JSON-ready)."""
     data = hashlib.sha256()
@@ -54,6 +55,7 @@ def fingerprint_parts(
         "model_id": model_id,
         "head": head_digest,
         "seed": str(seed),
+        "target": target,
     }
 
 
@@ -102,7 +104,7 @@ class AuditDir:
                 found.setdefault(int(match.group(1)), set()).add(match.group(2))
         return {index for index, kinds in found.items() if len(kinds) == 3}
 
-    def write(self, index: int, tokens: pd.DataFrame, examples: pd.DataFrame, stats: HeadStats) -> None:
+    def write(self, index: int, tokens: pd.DataFrame, examples: pd.DataFrame, stats: HeadSums) -> None:
         """Store batch `index`: both tables, then its statistics, which mark it done."""
         with atomic_path(self._path(index, "-tokens.parquet")) as temporary:
             tokens.to_parquet(temporary, index=False)
@@ -110,14 +112,14 @@ class AuditDir:
             examples.to_parquet(temporary, index=False)
         write_atomically(self._path(index, ".json"), json.dumps(stats.to_dict()) + "\n")
 
-    def read(self, n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadStats]]:
+    def read(self, n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
         """Return the tokens parts, examples parts and statistics of batches 0..n_batches-1, in order."""
         missing = sorted(set(range(n_batches)) - self.done())
         if missing:
             raise InputError(f"{self.parts} lacks batch {missing[0]}; re-run the audit to compute it.")
         tokens = [pd.read_parquet(self._path(i, "-tokens.parquet")) for i in range(n_batches)]
         examples = [pd.read_parquet(self._path(i, "-examples.parquet")) for i in range(n_batches)]
-        stats = [HeadStats.from_dict(json.loads(self._path(i, ".json").read_text("utf-8"))) for i in range(n_batches)]
+        stats = [HeadSums.from_dict(json.loads(self._path(i, ".json").read_text("utf-8"))) for i in range(n_batches)]
         return tokens, examples, stats
 
     def clear(self) -> None:

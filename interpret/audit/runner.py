@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import torch
@@ -23,22 +23,24 @@ from torch import nn
 from tqdm import tqdm
 
 from interpret.analyze import AnalyzerResult, analyze, registry, required_names
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.analyze.params import as_dict, build
 from interpret.atomic import atomic_path
 from interpret.audit.parts import AuditDir, fingerprint_parts
-from interpret.audit.stats import HeadStats, head_stats, head_table, merge
+from interpret.audit.stats import HeadSums, head_sums, head_table, merge
 from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
 from interpret.collect import collect
 from interpret.collect.api import capturable_for
+from interpret.csv_io import write_csv
 from interpret.datasets import Example
-from interpret.decision import decisions
+from interpret.analyze.run import run_context
+from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
 from interpret.inputs import model_limit
 
 log = logging.getLogger("interpret")
 
-DEFAULT_ANALYZERS = ("rollout", "flow")
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _PRECHECK_CHUNK = 512  # texts tokenized at once by the up-front length check
 
@@ -91,6 +93,7 @@ def run_audit(
     seed: int = 0,
     progress: bool = True,
     fresh: bool = False,
+    target: Literal["prediction", "gold"] = "prediction",
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -101,10 +104,17 @@ def run_audit(
     head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM).
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
+    target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
     """
     started = time.perf_counter()
     examples = _checked_examples(examples, batch_size)
     names = _checked_analyzers(analyzers, params)
+    if target not in ("prediction", "gold"):
+        raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
+    if target == "gold":
+        unlabelled = next((example.row for example in examples if example.label is None), None)
+        if unlabelled is not None:
+            raise InputError(f"example row {unlabelled} has no label; explaining gold labels needs one per example.")
     effective = {name: _effective_params(name, (params or {}).get(name)) for name in names}
     _check_reproducible(model)
     capturable = capturable_for(model, tokenizer)
@@ -117,11 +127,11 @@ def run_audit(
     limit = model_limit(tokenizer, capturable.max_positions)
     if max_length is not None and limit is not None and max_length > limit:
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
-    if max_length is None and capturable.extra.get("prepare") is None:
+    if max_length is None and capturable.prepare is None:
         _check_lengths(examples, tokenizer, limit)
     n_batches = -(-len(examples) // batch_size)
     components = fingerprint_parts(
-        examples, names, effective, batch_size, max_length, model_id, _module_digest(head), seed
+        examples, names, effective, batch_size, max_length, model_id, _module_digest(head), seed, target
     )
     store = AuditDir(Path(out_dir))
     store.open(components, n_batches, fresh=fresh)
@@ -136,7 +146,9 @@ def run_audit(
         for index, batch in enumerate(batches):
             if index in finished:
                 continue
-            tokens, rows, stats = _run_batch(model, tokenizer, batch, names, effective, hook_names, max_length, head, seed)
+            tokens, rows, stats = _run_batch(
+                model, tokenizer, batch, names, effective, hook_names, max_length, head, seed, target == "gold"
+            )
             store.write(index, tokens, rows, stats)
             bar.update(len(batch))
     finally:
@@ -171,23 +183,23 @@ def _run_batch(
     max_length: int | None,
     head: nn.Module | None,
     seed: int,
-) -> tuple[pd.DataFrame, pd.DataFrame, HeadStats]:
-    """Return one batch's tokens rows, examples rows and head statistics."""
+    explain_gold: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, HeadSums]:
+    """Return one batch's tokens rows, examples rows and head-map sums."""
     # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
     torch.manual_seed(seed)
     try:
         trace = collect(model, tokenizer, [example.text for example in batch], names=hook_names, max_length=max_length)
     except InputError as err:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
-    decided = decisions(model, trace, tokenizer, None, head)
-    # target=None: each analyzer explains its own default (the prediction); one batch-wide target would be wrong.
-    results: list[AnalyzerResult] = [
-        analyze(trace, name, model=model, params=params[name], tokenizer=tokenizer, seed=seed) for name in analyzers
-    ]
+    gold = [example.label for example in batch]
+    decided = decide(model, trace, tokenizer, TargetRequest(gold=explain_gold), head, gold)
+    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
+    results: list[AnalyzerResult] = [analyze(trace, name, params=params[name], context=context) for name in analyzers]
     return (
         token_table(batch, trace.encoded, results),
         example_table(batch, trace.encoded, decided, results),
-        head_stats(trace),
+        head_sums(results),
     )
 
 
@@ -195,20 +207,18 @@ def _finish(store: AuditDir, n_batches: int, analyzers: Sequence[str], facts: Ma
     """Write the final tables, heads.csv and summary.html from the parts; return the accuracy."""
     token_parts, example_parts, stats = store.read(n_batches)
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
-    examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(analyzers), ["row"])
+    examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
     heads = head_table(merge(stats))
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
         with atomic_path(store.root / f"{stem}.parquet") as temporary:
             frame.to_parquet(temporary, index=False)
-        with atomic_path(store.root / f"{stem}.csv") as temporary:
-            frame.to_csv(temporary, index=False)
-    with atomic_path(store.root / "heads.csv") as temporary:
-        heads.to_csv(temporary, index=False)
+        write_csv(frame, store.root / f"{stem}.csv")
+    write_csv(heads, store.root / "heads.csv")
     accuracy = accuracy_of(examples)
     _warn_on_foreign_labels(examples)
     render_summary(
-        store.root / "summary.html", tokens=tokens, examples=examples, heads=heads, analyzers=analyzers,
-        accuracy=accuracy, run=facts,
+        store.root / "summary.html", tokens=tokens, examples=examples, heads=heads,
+        analyzers=readout_analyzers(analyzers), accuracy=accuracy, run=facts,
     )
     return accuracy
 
@@ -268,12 +278,23 @@ def _checked_examples(examples: Sequence[Example], batch_size: int) -> list[Exam
     return examples
 
 
+def readout_analyzers(names: Sequence[str]) -> list[str]:
+    """Return the analyzers (of `names`, in order) that provide a readout: the tokens table's analyzers."""
+    return [name for name in names if "readout" in registry.get(name).provides]
+
+
 def _checked_analyzers(analyzers: Sequence[str], params: Mapping[str, Any] | None) -> list[str]:
     names = list(dict.fromkeys(analyzers))
     if not names:
         raise AnalyzerError(f"no analyzers to run; pick at least one of {', '.join(registry.names())}.")
     for name in names:
-        registry.get(name)  # raises for an unknown or broken analyzer, with a close match
+        cls = registry.get(name)  # raises for an unknown or broken analyzer, with a close match
+        if not cls.provides:
+            tabulated = [n for n in registry.names() if registry.get(n).provides]
+            raise AnalyzerError(
+                f"analyzer {name!r} declares neither a readout nor a head map, so the audit has nothing to tabulate;"
+                f" run it with `interpret report`, or audit with one of {', '.join(tabulated)}."
+            )
     for name in params or {}:
         if name not in names:
             raise AnalyzerError(

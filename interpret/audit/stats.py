@@ -1,113 +1,104 @@
-"""Per-layer/per-head attention statistics, kept as running sums so that each batch's part can store its own.
+"""Dataset aggregates of the analyzers' head maps, kept as running sums so that each batch's part stores its own.
 
-For each example and each [layer, head]:
-    entropy            mean over real query rows of −Σ p·log p over real keys (nats; 0·log 0 = 0)
-    special_attention  mean over real query rows of the attention on special keys (CLS, SEP, ...)
-A batch stores the sums of these over its examples; merging adds the batches in index order, so an
-interrupted and resumed audit adds exactly the same numbers in the same order as an uninterrupted one.
+Every analyzer that declares a head map (`AnalyzerResult.head_map`: arrays [batch, layer, head], e.g. the
+attention entropy) contributes each of its [batch, layer, head] arrays as a column of heads.csv: per
+(layer, head), Σ_b value[b] · w_b / Σ_b w_b over the dataset, w_b the head map's weight (1 when it names none).
+A batch stores its sums; merging adds the batches in index order, so an interrupted and resumed audit adds
+exactly the same numbers in the same order as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
-from jaxtyping import Bool, Float
-from torch import Tensor
 
-from interpret.trace import Trace
+from interpret.analyze import AnalyzerResult
+
+HEAD_AXES = ("batch", "layer", "head")
 
 
 @dataclass(frozen=True)
-class HeadStats:
-    """Sums over `n_examples` examples of the per-example statistics, each [layer, head] float64.
+class HeadSums:
+    """Weighted sums over examples of each head-map column, [layer, head] float64, and their total weights.
 
-    layers: the captured layer indices (axis 0 of each array).
+    sums: column name (the array's name, prefixed with the analyzer's when two analyzers share it) → Σ_b w_b·x_b.
+    weights: column name → Σ_b w_b.
     """
 
-    layers: tuple[int, ...]
-    entropy_sum: Float[np.ndarray, "layer head"]
-    special_attention_sum: Float[np.ndarray, "layer head"]
-    n_examples: int
+    sums: Mapping[str, np.ndarray] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (floats survive JSON exactly) that `from_dict` reads back."""
         return {
-            "layers": list(self.layers),
-            "entropy_sum": self.entropy_sum.tolist(),
-            "special_attention_sum": self.special_attention_sum.tolist(),
-            "n_examples": self.n_examples,
+            "sums": {name: values.tolist() for name, values in self.sums.items()},
+            "weights": dict(self.weights),
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HeadStats:
-        """Return the HeadStats that `to_dict` wrote."""
+    def from_dict(cls, data: Mapping[str, Any]) -> HeadSums:
+        """Return the HeadSums that `to_dict` wrote."""
         return cls(
-            layers=tuple(int(layer) for layer in data["layers"]),
-            entropy_sum=np.asarray(data["entropy_sum"], dtype=np.float64),
-            special_attention_sum=np.asarray(data["special_attention_sum"], dtype=np.float64),
-            n_examples=int(data["n_examples"]),
+            sums={name: np.asarray(values, dtype=np.float64) for name, values in data["sums"].items()},
+            weights={name: float(value) for name, value in data["weights"].items()},
         )
 
 
-def head_stats(trace: Trace) -> HeadStats:
-    """Return the batch's sums of per-example entropy and special-token attention, each [layer, head]."""
-    prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
-    # float64 on the trace's device: one fused pass per statistic, and sums that do not lose digits.
-    pattern = trace.stack("attn.hook_pattern", prefix).detach().to(torch.float64)
-    real = trace.encoded.attention_mask.to(pattern.device).bool()
-    special = trace.encoded.special.to(pattern.device).bool() & real
-    entropy = attention_entropy(pattern, real)
-    on_special = _mean_over_real_rows((pattern * special[:, None, None, None, :]).sum(-1), real)
-    return HeadStats(
-        layers=tuple(trace.layers("attn.hook_pattern", prefix)),
-        entropy_sum=entropy.sum(0).cpu().numpy(),
-        special_attention_sum=on_special.sum(0).cpu().numpy(),
-        n_examples=int(pattern.shape[0]),
-    )
+def head_columns(results: Sequence[AnalyzerResult]) -> list[tuple[str, AnalyzerResult, str]]:
+    """Return (column name, result, array name) for every [batch, layer, head] array of a head-map result."""
+    found = [
+        (result, name)
+        for result in results
+        if result.head_map is not None
+        for name, array in result.arrays.items()
+        if array.axes == HEAD_AXES
+    ]
+    counts: dict[str, int] = {}
+    for _, name in found:
+        counts[name] = counts.get(name, 0) + 1
+    return [(name if counts[name] == 1 else f"{result.analyzer}.{name}", result, name) for result, name in found]
 
 
-def attention_entropy(
-    pattern: Float[Tensor, "batch layer head query key"], real: Bool[Tensor, "batch key"]
-) -> Float[Tensor, "batch layer head"]:
-    """Return each example's mean over real query rows of −Σ p·log p over real keys (nats)."""
-    keys = real[:, None, None, None, :]
-    row_entropy = torch.special.entr(pattern).masked_fill(~keys, 0.0).sum(-1)  # entr(0) = 0; [batch, layer, head, query]
-    return _mean_over_real_rows(row_entropy, real)
+def head_sums(results: Sequence[AnalyzerResult]) -> HeadSums:
+    """Return one batch's weighted sums of every head-map column."""
+    sums: dict[str, np.ndarray] = {}
+    weights: dict[str, float] = {}
+    for column, result, array in head_columns(results):
+        assert result.head_map is not None
+        values = np.asarray(result[array], dtype=np.float64)
+        weight = (
+            np.ones(values.shape[0]) if result.head_map.weight is None
+            else np.asarray(result[result.head_map.weight], dtype=np.float64)
+        )
+        sums[column] = np.tensordot(weight, values, axes=1)
+        weights[column] = float(weight.sum())
+    return HeadSums(sums, weights)
 
 
-def merge(parts: Sequence[HeadStats]) -> HeadStats:
-    """Return the sum of the batches' statistics, added in the order given."""
-    if not parts:
-        raise ValueError("no batch statistics to merge; the audit wrote no parts.")
-    entropy = np.zeros_like(parts[0].entropy_sum)
-    special = np.zeros_like(parts[0].special_attention_sum)
+def merge(parts: Sequence[HeadSums]) -> HeadSums:
+    """Return the sum of the batches' sums, added in the order given."""
+    sums: dict[str, np.ndarray] = {}
+    weights: dict[str, float] = {}
     for part in parts:
-        entropy = entropy + part.entropy_sum
-        special = special + part.special_attention_sum
-    return HeadStats(parts[0].layers, entropy, special, sum(part.n_examples for part in parts))
+        for name, values in part.sums.items():
+            sums[name] = sums[name] + values if name in sums else values.copy()
+            weights[name] = weights.get(name, 0.0) + part.weights[name]
+    return HeadSums(sums, weights)
 
 
-def head_table(stats: HeadStats) -> pd.DataFrame:
-    """Return one row per (layer, head): layer int64, head int64, entropy float64, special_attention float64."""
-    n_layers, n_heads = stats.entropy_sum.shape
-    count = max(stats.n_examples, 1)
-    return pd.DataFrame(
-        {
-            "layer": np.repeat(np.asarray(stats.layers, dtype=np.int64), n_heads),
-            "head": np.tile(np.arange(n_heads, dtype=np.int64), n_layers),
-            "entropy": (stats.entropy_sum / count).reshape(-1),
-            "special_attention": (stats.special_attention_sum / count).reshape(-1),
-        }
-    )
-
-
-def _mean_over_real_rows(
-    per_row: Float[Tensor, "batch layer head query"], real: Bool[Tensor, "batch query"]
-) -> Float[Tensor, "batch layer head"]:
-    counts = real.sum(-1).clamp(min=1).to(per_row.dtype)[:, None, None]
-    return per_row.masked_fill(~real[:, None, None, :], 0.0).sum(-1) / counts
+def head_table(stats: HeadSums) -> pd.DataFrame:
+    """Return one row per (layer, head): layer int64, head int64, then one float64 column per head-map array."""
+    if not stats.sums:
+        return pd.DataFrame({"layer": pd.Series(dtype="int64"), "head": pd.Series(dtype="int64")})
+    n_layers, n_heads = next(iter(stats.sums.values())).shape
+    columns: dict[str, np.ndarray] = {
+        "layer": np.repeat(np.arange(n_layers, dtype=np.int64), n_heads),
+        "head": np.tile(np.arange(n_heads, dtype=np.int64), n_layers),
+    }
+    for name, values in stats.sums.items():
+        columns[name] = (values / max(stats.weights[name], 1e-300)).reshape(-1)
+    return pd.DataFrame(columns)

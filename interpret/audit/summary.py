@@ -121,6 +121,11 @@ td.cell { text-align: center; min-width: 3.2em; font-variant-numeric: tabular-nu
 .h9 { background: rgb(120, 165, 255); }
 .h10 { background: rgb(105, 155, 255); }
 """
+HEAD_TITLES = {"entropy": "Attention entropy (nats)", "special_attention": "Attention on special tokens"}
+HEAD_NOTES = {
+    "entropy": "Mean over examples of the mean over real query rows of −Σ p·log p over real keys.",
+    "special_attention": "Mean over examples of the mean over real query rows of the attention on special keys.",
+}
 HEAT_LEVELS = 10  # the heatmap colours are classes h0..h10, so the page needs no inline style attribute
 # Only this exact style may apply and nothing may load: a script or an injected style would not run.
 CSP = (
@@ -172,10 +177,9 @@ def summary_html(
         "confusion": _confusion(examples),
         "analyzers": [_analyzer_summary(name, tokens, examples) for name in analyzers],
         "heatmaps": [
-            _heatmap(heads, "entropy", "Attention entropy (nats)",
-                     "Mean over examples of the mean over real query rows of −Σ p·log p over real keys."),
-            _heatmap(heads, "special_attention", "Attention on special tokens",
-                     "Mean over examples of the mean over real query rows of the attention on special keys."),
+            _heatmap(heads, column, HEAD_TITLES.get(column, column.replace("_", " ")), HEAD_NOTES.get(column, ""))
+            for column in heads.columns
+            if column not in ("layer", "head")
         ],
     }
     return _ENV.from_string(_TEMPLATE).render(**context)

@@ -6,7 +6,7 @@ tokens — one row per example × analyzer × real (non-padding) token:
     position    int64     the token's position in the model input (0 = first token)
     token       string    the token string as the tokenizer writes it
     is_special  bool      a special token (CLS, SEP, BOS, EOS, ...)
-    score       float64   the analyzer's `readout` [batch, row, key] at row 0, key = position
+    score       float64   the analyzer's declared readout [batch, key] at key = position
     rank        Int64     1 = highest score within the example and analyzer; null for special tokens
 
 examples — one row per example:
@@ -16,9 +16,11 @@ examples — one row per example:
     prediction  string    the model's predicted label (or token); null for a model without a decision
     probability float64   the predicted label's probability; NaN without a decision
     correct     boolean   prediction == label; null without a label or a decision
+    target      string    what the explanations explain (the prediction, or the gold label); null without one
+    target_source string  "prediction" or "gold"; null without a decision
     n_tokens    int64     real tokens given to the model (special tokens included)
     truncated   bool      whether the text was cut to max_length
-  and for each analyzer NAME, in the order the analyzers were given:
+  and for each analyzer NAME that declares a readout, in the order the analyzers were given:
     NAME_top_token     string   the highest-scoring non-special token; null when every token is special
     NAME_top_position  Int64    its position
     NAME_top_score     float64  its score (NaN when there is none)
@@ -57,6 +59,8 @@ EXAMPLE_DTYPES: dict[str, str] = {
     "prediction": "string",
     "probability": "float64",
     "correct": "boolean",
+    "target": "string",
+    "target_source": "string",
     "n_tokens": "int64",
     "truncated": "bool",
 }
@@ -77,13 +81,13 @@ def example_dtypes(analyzers: Sequence[str]) -> dict[str, str]:
 
 
 def readout_scores(result: AnalyzerResult) -> Float[np.ndarray, "batch key"]:
-    """Return row 0 of the analyzer's `readout` [batch, row, key] as float64 [batch, key]."""
-    if "readout" not in result.arrays:
+    """Return the analyzer's declared readout [batch, key] as float64."""
+    if result.readout is None:
         raise AnalyzerError(
-            f"analyzer {result.analyzer!r} returns no 'readout' array (it has {', '.join(sorted(result.arrays))});"
-            " the audit tabulates readout rows, so run it with `interpret report` instead."
+            f"analyzer {result.analyzer!r} declares no readout; the audit tabulates readouts, so run it with"
+            " `interpret report` instead."
         )
-    return np.asarray(result["readout"], dtype=np.float64)[:, 0, :]
+    return np.asarray(result.readout, dtype=np.float64)
 
 
 def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
@@ -92,6 +96,8 @@ def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence
     special = encoded.special.bool().cpu().numpy()
     columns: dict[str, list] = {name: [] for name in TOKEN_DTYPES}
     for result in results:
+        if result.readout is None:
+            continue
         scores = readout_scores(result)
         for b, example in enumerate(examples):
             positions = np.flatnonzero(real[b])
@@ -128,12 +134,16 @@ def example_table(
         columns["probability"].append(np.nan if probability is None else float(probability))
         known = example.label is not None and prediction is not None
         columns["correct"].append(prediction == example.label if known else None)
+        has_target = decision.kind != "none"
+        columns["target"].append(decision.target.label if has_target else None)
+        columns["target_source"].append(decision.target.source if has_target else None)
         columns["n_tokens"].append(int(real[b].sum()))
         columns["truncated"].append(bool(truncated[b]))
-    for result in results:
+    readouts = [result for result in results if result.readout is not None]
+    for result in readouts:
         for suffix, values in _analyzer_columns(readout_scores(result), real, special, encoded.tokens).items():
             columns[f"{result.analyzer}_{suffix}"] = values
-    analyzers = [result.analyzer for result in results]
+    analyzers = [result.analyzer for result in readouts]
     return conform(pd.DataFrame(columns), example_dtypes(analyzers), ["row"])
 
 

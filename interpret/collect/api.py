@@ -8,7 +8,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from interpret.collect.engine import GIB, Reduce, capture, normalize_indices, select_sites
-from interpret.collect.inputs import Inputs, model_device, prepare
+from interpret.collect.prepare import Inputs, model_device, prepare
 from interpret.collect.sites import Capturable
 from interpret.errors import UnsupportedModelError
 from interpret.trace import Trace, TraceMeta
@@ -45,6 +45,7 @@ def collect(
     max_length: int | None = None,
     decoder_inputs: str | Sequence[str] | Tensor | None = None,
     budget_bytes: int | None = 2 * GIB,
+    continuations: str | Sequence[str] | None = None,
 ) -> Trace:
     """Run `model` once on `inputs` and return a Trace of the hook names matching `names` (globs).
 
@@ -55,9 +56,13 @@ def collect(
     layers / heads: indices to keep (negatives count from the end); others are not captured.
     reduce: None, "mean" or "max" over heads, applied inside the hook (head axis kept with size 1).
     budget_bytes: refuse a capture estimated above this many bytes per example.
+    continuations: per text, a continuation appended to it whose tokens a language model's explanation
+        targets (`Encoded.continuation`); text inputs only.
     """
     capturable = capturable_for(model, tokenizer)
-    encoded = prepare(capturable, tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs)
+    encoded = prepare(
+        capturable, tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs, continuations=continuations
+    )
     encoded = encoded.to(model_device(model))
     sites = select_sites(capturable, names, layers)
     tensors, output, total = capture(
@@ -76,6 +81,8 @@ def collect(
         reduce=reduce,
         capture_bytes=total,
         versions=dict(library_versions()),
-        extra={key: value for key, value in capturable.extra.items() if isinstance(value, (str, int, float, bool))},
+        adapter=capturable.adapter,
+        implementation=capturable.implementation,
+        model_class=capturable.model_class,
     )
     return Trace(tensors=tensors, encoded=encoded, meta=meta, output=output)

@@ -132,18 +132,30 @@ def _pattern_keep(site: Site, encoded: Encoded) -> Tensor:
 
 
 class _Sink:
-    """Receives one site's tensor inside its hook: selects or reduces heads, masks padding, stores it."""
+    """Receives one site's tensor inside its hook: selects or reduces heads, masks padding, stores it.
+
+    With `grad` the tensor is stored as the model holds it, in the autograd graph: no head selection, no
+    reduction, no masking of padding, no copy.
+    """
 
     def __init__(
-        self, site: Site, store: dict[str, Tensor], encoded: Encoded, heads: list[int] | None, reduce: Reduce
+        self,
+        site: Site,
+        store: dict[str, Tensor],
+        encoded: Encoded,
+        heads: list[int] | None,
+        reduce: Reduce,
+        grad: bool = False,
     ) -> None:
         self.site = site
         self.store = store
         self.heads = heads
         self.reduce = reduce
+        self.grad = grad
         self.head_axis = site.axes.index("head") if "head" in site.axes else None
         # Without padding every position is real: skip a pass over each pattern.
-        self.keep = _pattern_keep(site, encoded) if site.is_pattern and _has_padding(encoded, site.side) else None
+        masked = site.is_pattern and not grad and _has_padding(encoded, site.side)
+        self.keep = _pattern_keep(site, encoded) if masked else None
 
     def __call__(self, tensor: Tensor) -> None:
         site, axis = self.site, self.head_axis
@@ -152,6 +164,9 @@ class _Sink:
                 f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
                 " model once per collect."
             )
+        if self.grad:
+            self.store[site.name] = tensor
+            return
         source = tensor
         tensor = tensor.detach()
         if axis is not None and self.heads is not None:
@@ -175,13 +190,18 @@ def capture(
     heads: Sequence[int] | None = None,
     reduce: Reduce = None,
     budget_bytes: int | None = 2 * GIB,
+    grad: bool = False,
 ) -> tuple[dict[str, Tensor], Any, int]:
     """Run the model once with hooks on `sites`; return (tensors by name in site order, output, bytes).
 
     `budget_bytes` bounds the estimated capture per example; above it MemoryBudgetError says what to cut.
+    grad: run with autograd on and keep every captured tensor in the graph (whole: no head selection or
+        reduction, padding not zeroed), so an analyzer can differentiate the output with respect to them.
     """
     if reduce not in (None, "mean", "max"):
         raise CaptureError(f"reduce={reduce!r} is not known; use None, 'mean' or 'max'.")
+    if grad and (reduce is not None or heads is not None):
+        raise CaptureError("a capture with gradients keeps every head; drop heads= and reduce=.")
     head_list = normalize_indices(heads, capturable.n_heads, "head")
     heads_kept = 1 if reduce else (len(head_list) if head_list is not None else None)
     itemsize = _itemsize(capturable.model)
@@ -197,16 +217,16 @@ def capture(
             f" try {', '.join(hints)}, or shorter inputs, or raise budget_bytes."
         )
     store: dict[str, Tensor] = {}
-    with hook_session() as session, capturable.scope(sites):
+    with hook_session() as session, capturable.scope(sites, grad):
         for site in sites:
-            sink = _Sink(site, store, encoded, head_list, reduce)
+            sink = _Sink(site, store, encoded, head_list, reduce, grad)
             if site.attach is not None:
                 site.attach(session, sink)
             elif site.module is not None:
                 session.add(site.module, _module_hook(site, sink), pre=site.pre, with_kwargs=True)
             else:
                 raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             output = capturable.run(encoded)
     missing = [site.name for site in sites if site.name not in store]
     if missing:

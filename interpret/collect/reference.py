@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from interpret.collect.sites import Capturable, Side, Site
 from interpret.inputs import Encoded
 from interpret.reference.base import ReferenceModel
+from interpret.reference.models import Decoder
 
 
 def _side(name: str) -> Side:
@@ -36,6 +39,14 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
     def run(encoded: Encoded) -> Any:
         return model.forward_encoded(encoded)
 
+    def embedding(side: str) -> nn.Module | None:
+        if isinstance(model, Decoder):  # a decoder on its own: its main side is a memory of embeddings
+            owner: nn.Module | None = model if side == "decoder" else None
+        else:
+            owner = getattr(model, "decoder", None) if side == "decoder" else getattr(model, "encoder", model)
+        module = getattr(owner, "embed", None)
+        return module if isinstance(module, nn.Module) else None
+
     return Capturable(
         model=model,
         model_id=type(model).__name__,
@@ -46,4 +57,6 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
         run=run,
         max_positions=config.max_positions,
         attention="eager",
+        embedding=embedding,
+        model_class=type(model).__name__,
     )

@@ -73,8 +73,14 @@ class Capturable:
     """A model made ready for capture by an adapter (or by the reference model itself).
 
     run: calls the model on an Encoded (already on the model's device) and returns its output.
-    scope: given the selected sites, a context manager entered around the forward pass (for example a
-        scoped switch of the attention implementation); restored on exit.
+    scope: given the selected sites and whether the capture keeps gradients, a context manager entered around
+        the forward pass (e.g. the scoped interception of the attention kernel); restored on exit.
+    prepare: turns what a user passes to `collect` into an Encoded, for models whose inputs are not text
+        (a vision model's images); None: the text path (`interpret.collect.prepare`).
+    embedding: the token-embedding module of a side ("main" or "decoder"), what Captum's layer methods
+        attribute to; None when the model has none.
+    adapter / implementation / model_class: which adapter built this, the attention implementation the
+        model was loaded with (eager, sdpa, ...) and the model's class name (recorded in the trace's meta).
     unsupported: {hook name: why} for the canonical hook points this model does not offer (no norm before
         the attention, no single MLP hidden layer in a Mixture-of-Experts block, ...); asking for one of
         them is an error that names it and gives the reason.
@@ -89,8 +95,12 @@ class Capturable:
     run: Callable[[Encoded], Any]
     max_positions: int | None = None
     attention: AttentionSource = "eager"
-    scope: Callable[[Sequence[Site]], ContextManager[Any]] = field(
-        default=lambda sites: contextlib.nullcontext()
+    scope: Callable[[Sequence[Site], bool], ContextManager[Any]] = field(
+        default=lambda sites, grad: contextlib.nullcontext()
     )
-    extra: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[..., Encoded] | None = None
+    embedding: Callable[[str], nn.Module | None] = field(default=lambda side: None)
+    adapter: str = ""
+    implementation: str = "eager"
+    model_class: str = ""
     unsupported: Mapping[str, str] = field(default_factory=dict)

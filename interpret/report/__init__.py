@@ -10,6 +10,7 @@ and the summary to the chosen example (all examples' data is embedded; printing 
 """
 
 from interpret.report.build import build_report
-from interpret.report.model import DEFAULT_MAX_BYTES, ExampleTokens, Report, RunInfo, Section
+from interpret.report.model import DEFAULT_MAX_BYTES, ExampleTokens, ReportData, RunInfo, Section
+from interpret.report.report import Report
 
-__all__ = ["DEFAULT_MAX_BYTES", "ExampleTokens", "Report", "RunInfo", "Section", "build_report"]
+__all__ = ["DEFAULT_MAX_BYTES", "ExampleTokens", "Report", "ReportData", "RunInfo", "Section", "build_report"]

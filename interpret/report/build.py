@@ -10,7 +10,9 @@ import torch
 from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
 from interpret.errors import AnalyzerError, ReportError
 from interpret.inputs import Encoded
-from interpret.report.model import ExampleTokens, Report, RunInfo, Section, section_keys
+from interpret.report.model import ExampleTokens, RunInfo, Section, section_keys
+from interpret.report.report import Report
+from interpret.text import display_tokens
 from interpret.trace import Trace
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
@@ -39,12 +41,14 @@ def build_report(
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
     top_k: int = 5,
+    ids: Sequence[str | None] | None = None,
 ) -> Report:
     """Return the Report of `results` on `trace`: one section per result, then the attention section.
 
     layers / heads: the model layers and heads to embed in the HTML (negatives count from the end; default
     every captured one). They cut the attention patterns and any analyzer array with a `layer` or `head`
     axis; export() still writes the analyzers' arrays whole.
+    ids: each example's id from the input file (shown beside it), when it had one.
     """
     for result in results:
         _check_batch(result, trace.encoded.batch)
@@ -72,15 +76,15 @@ def build_report(
     return Report(
         run=run,
         sections=tuple(sections),
-        examples=examples_of(trace.encoded),
+        examples=examples_of(trace.encoded, ids),
         layers=tuple(layer_sel),
         heads=tuple(head_sel),
         top_k=top_k,
     )
 
 
-def examples_of(encoded: Encoded) -> tuple[ExampleTokens, ...]:
-    """Return each example's tokens, special-token and real-position flags (padded to `pos`)."""
+def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tuple[ExampleTokens, ...]:
+    """Return each example's tokens, special-token and real-position flags (padded to `pos`), and its id."""
     texts = encoded.texts or ()
     decoder = encoded.decoder
     out = []
@@ -90,12 +94,16 @@ def examples_of(encoded: Encoded) -> tuple[ExampleTokens, ...]:
             special=tuple(bool(flag) for flag in encoded.special[b].tolist()),
             real=tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
             text=texts[b] if b < len(texts) else None,
+            id=ids[b] if ids is not None and b < len(ids) else None,
+            words=tuple(encoded.word_ids[b]) if encoded.word_ids else (),
+            display=tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
         )
         if decoder is not None:
             fields.update(
                 decoder_tokens=tuple(str(token) for token in decoder.tokens[b]),
                 decoder_special=tuple(bool(flag) for flag in decoder.special[b].tolist()),
                 decoder_real=tuple(bool(flag) for flag in (decoder.attention_mask[b] != 0).tolist()),
+                decoder_display=tuple(display_tokens(decoder.tokens[b], decoder.scheme)),
             )
         out.append(ExampleTokens(**fields))
     return tuple(out)

@@ -7,6 +7,7 @@ Layout under the export directory:
     scalars.{json,csv,parquet}       one row per scalar: section, name, value
     {section}/{array}.json           {"axes", "shape", "dtype", "coords", "values" (nested lists)}
     {section}/{array}.{csv,parquet}  long format: one column per axis, then `value`
+    {section}/figures/*.{png,svg}    static figures of readouts and head maps (`figures.py`; figures=True)
 A `layer` or `head` axis holds the model's layer and head numbers (also in the JSON's coords); every other
 axis holds plain indices. NaN is written as null in JSON and empty in CSV.
 """
@@ -23,16 +24,20 @@ import pandas as pd
 
 from interpret.analyze.result import NamedArray
 from interpret.atomic import atomic_path
+from interpret.csv_io import write_csv
 from interpret.errors import ReportError
-from interpret.report.model import Report, Section
+from interpret.report.model import ReportData, Section
 from interpret.report.summary import check_rows
 
 FORMATS = ("json", "csv", "parquet")
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # no dots: the stem gets .json/.csv/.parquet
 
 
-def export_report(report: Report, directory: Path) -> list[Path]:
-    """Return the paths written under `directory` (created if needed), in writing order."""
+def export_report(report: ReportData, directory: Path, *, figures: bool = True) -> list[Path]:
+    """Return the paths written under `directory` (created if needed), in writing order.
+
+    figures: also draw each readout and head map as PNG and SVG (matplotlib) for papers and slides.
+    """
     if directory.exists() and not directory.is_dir():
         raise ReportError(f"{directory} is a file; give export() a directory path.")
     directory.mkdir(parents=True, exist_ok=True)
@@ -82,6 +87,10 @@ def export_report(report: Report, directory: Path) -> list[Path]:
         "sections": manifest_sections,
         "tables": ["tokens", "checks", "scalars"],
     }
+    if figures:
+        from interpret.report.figures import write_figures
+
+        written += write_figures(report, directory)
     text = json.dumps(_jsonable(manifest), indent=2, allow_nan=False, default=str)
     written.append(_write_text(directory / "report.json", text))
     return written
@@ -110,7 +119,7 @@ def long_frame(array: NamedArray, coords: dict[str, list[Any]]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def tokens_table(report: Report) -> pd.DataFrame:
+def tokens_table(report: ReportData) -> pd.DataFrame:
     """Return one row per (side, batch, pos): token, special, real."""
     rows = []
     for b, example in enumerate(report.examples):
@@ -125,7 +134,7 @@ def tokens_table(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["side", "batch", "pos", "token", "special", "real"])
 
 
-def checks_table(report: Report) -> pd.DataFrame:
+def checks_table(report: ReportData) -> pd.DataFrame:
     """Return one row per check: section, analyzer, name, value, tolerance, ok, description."""
     rows = [
         {
@@ -137,7 +146,7 @@ def checks_table(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["section", "analyzer", "name", "value", "tolerance", "ok", "description"])
 
 
-def scalars_table(report: Report) -> pd.DataFrame:
+def scalars_table(report: ReportData) -> pd.DataFrame:
     """Return one row per scalar: section, analyzer, name, value."""
     rows = [
         {"section": section.key, "analyzer": section.result.analyzer, "name": name, "value": float(value)}
@@ -172,8 +181,7 @@ def _write_table(stem: Path, frame: pd.DataFrame) -> list[Path]:
 
 def _write_frame(stem: Path, frame: pd.DataFrame) -> list[Path]:
     csv_path, parquet_path = stem.with_suffix(".csv"), stem.with_suffix(".parquet")
-    with atomic_path(csv_path) as temporary:
-        frame.to_csv(temporary, index=False)
+    write_csv(frame, csv_path)
     with atomic_path(parquet_path) as temporary:
         frame.to_parquet(temporary, index=False)
     return [csv_path, parquet_path]

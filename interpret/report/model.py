@@ -1,7 +1,7 @@
-"""`Report`, `RunInfo`, `Section` and `ExampleTokens`: what one audit found, ready to render or export.
+"""`ReportData`, `RunInfo`, `Section` and `ExampleTokens`: what one run found, as plain data.
 
-A report is plain data. `render` (HTML) and `export` (JSON, CSV, Parquet) live in their own modules; the
-methods here only delegate to them.
+Rendering (`render`), export (`export`) and `interpret.report.Report` (the data with those two as methods)
+build on this module; it imports none of them.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 from interpret.analyze.result import AnalyzerResult
+from interpret.decision import Decision
 from interpret.trace import Trace
 
 DEFAULT_MAX_BYTES = 20_000_000
@@ -28,18 +28,19 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What was run: model, input, decision, seed, versions and timing (shown at the top of the report).
+    """What was run: model, inputs, the decisions explained, seed, versions and timing (top of the report).
 
     model_id / revision: the model as loaded (revision: a commit hash or tag, when known).
     attention: how the patterns were obtained (`trace.meta.attention`: eager or recomputed).
     kind: encoder, decoder, encoder-decoder or vision.
     inputs: the input texts, one per example.
-    target: the class index or token the explanation is for (None: the model's own prediction).
-    prediction / probability: the decision being explained, for the first example.
+    request: what the user asked to explain, in words ("the prediction", "positive", "each gold label",
+        "positive vs negative").
+    decisions: one Decision per example: the prediction, its probability, the Target explained (each
+        example its own) and the gold label when the input gave one.
+    analyzers: the analyzers run, in section order.
+    notes: facts a reader must see, as (label, text) pairs (e.g. that the default head is a demonstration).
     created: ISO 8601 time of the run (UTC); now when not given.
-    extra: anything else worth recording (shown as key/value rows); values must be JSON-compatible.
-        `extra["decisions"]`, one mapping per example with `predicted`, `predicted_probability`, `target`
-        and `probability`, is shown in each example's summary instead.
     """
 
     model_id: str
@@ -47,14 +48,14 @@ class RunInfo:
     attention: str = "eager"
     kind: str = "encoder"
     inputs: tuple[str, ...] = ()
-    target: str | int | None = None
-    prediction: str | None = None
-    probability: float | None = None
+    request: str = "the prediction"
+    decisions: tuple[Decision, ...] = ()
+    analyzers: tuple[str, ...] = ()
+    notes: tuple[tuple[str, str], ...] = ()
     seed: int | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
     wall_seconds: float | None = None
     created: str = field(default_factory=_now)
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A lone string is one input, not a sequence of one-character inputs.
@@ -77,25 +78,27 @@ class RunInfo:
         return cls(**base)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict of every field (NaN probability as None)."""
-        probability = self.probability
-        if probability is not None and not math.isfinite(probability):
-            probability = None
+        """Return a JSON-ready dict of every field (non-finite probabilities as None)."""
         return {
             "model_id": self.model_id,
             "revision": self.revision,
             "attention": self.attention,
             "kind": self.kind,
             "inputs": list(self.inputs),
-            "target": self.target,
-            "prediction": self.prediction,
-            "probability": probability,
+            "request": self.request,
+            "decisions": [_finite(decision.to_dict()) for decision in self.decisions],
+            "analyzers": list(self.analyzers),
+            "notes": [list(note) for note in self.notes],
             "seed": self.seed,
             "versions": dict(self.versions),
             "wall_seconds": self.wall_seconds,
             "created": self.created,
-            "extra": dict(self.extra),
         }
+
+
+def _finite(data: dict[str, Any]) -> dict[str, Any]:
+    """Return `data` with non-finite float values replaced by None (JSON has no NaN)."""
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in data.items()}
 
 
 @dataclass(frozen=True)
@@ -103,27 +106,39 @@ class ExampleTokens:
     """One example's tokens, padded to the batch's length like every array of the report.
 
     tokens / special / real: [pos] token strings, special-token flags, and real (not padding) flags.
+    display: [pos] the tokens as a person reads them (subword markers resolved); () to show `tokens`.
+    decoder_display: the same for the decoder side.
+    words: [pos] the word each position belongs to (None for special tokens and padding); () when unknown.
     decoder_*: the same for the decoder side of an encoder-decoder model (empty otherwise).
+    id: the example's id from the input file, when it had one.
     """
 
     tokens: tuple[str, ...]
     special: tuple[bool, ...]
     real: tuple[bool, ...]
     text: str | None = None
+    id: str | None = None
+    display: tuple[str, ...] = ()
+    words: tuple[int | None, ...] = ()
     decoder_tokens: tuple[str, ...] = ()
     decoder_special: tuple[bool, ...] = ()
     decoder_real: tuple[bool, ...] = ()
+    decoder_display: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
         return {
+            "id": self.id,
             "text": self.text,
             "tokens": list(self.tokens),
+            "display": list(self.display),
+            "words": list(self.words),
             "special": list(self.special),
             "real": list(self.real),
             "decoder_tokens": list(self.decoder_tokens),
             "decoder_special": list(self.decoder_special),
             "decoder_real": list(self.decoder_real),
+            "decoder_display": list(self.decoder_display),
         }
 
 
@@ -149,11 +164,12 @@ class Section:
 
 
 @dataclass(frozen=True)
-class Report:
-    """The report of one audit: run info, ordered sections and the examples' tokens.
+class ReportData:
+    """The report of one run as plain data: run info, ordered sections and the examples' tokens.
 
     layers / heads: the model layers and heads embedded in the HTML (a `layer` or `head` axis of any array
-    is cut to these when rendering; export() writes every array whole). Build one with `build_report`.
+    is cut to these when rendering; export writes every array whole). `interpret.report.Report` adds
+    rendering and export; build one with `build_report`.
     """
 
     run: RunInfo
@@ -162,8 +178,6 @@ class Report:
     layers: tuple[int, ...] = ()
     heads: tuple[int | str, ...] = ()
     top_k: int = 5
-    # The rendered page, kept so that projected_size() followed by render() builds it once.
-    _cache: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def results(self) -> tuple[AnalyzerResult, ...]:
@@ -177,39 +191,9 @@ class Report:
                 return section
         raise KeyError(f"no section {key!r}; sections: {[s.key for s in self.sections]}")
 
-    def page(self) -> bytes:
-        """Return the UTF-8 bytes of the self-contained HTML page (built once, then reused)."""
-        if "page" not in self._cache:
-            from interpret.report.render import render_page
-
-            self._cache["page"] = render_page(self).encode("utf-8")
-        return self._cache["page"]
-
-    def projected_size(self) -> int:
-        """Return the size in bytes of the HTML file `render` would write (also logged at INFO)."""
-        from interpret.report.render import log_size
-
-        size = len(self.page())
-        log_size(size, None)
-        return size
-
-    def render(self, path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Path:
-        """Return the path of the one self-contained HTML file written there atomically.
-
-        Raises ReportError, writing nothing, when the page would exceed `max_bytes` (None: no limit).
-        """
-        from interpret.report.render import write_report
-
-        return write_report(self, Path(path), max_bytes=max_bytes)
-
-    def export(self, directory: str | Path) -> list[Path]:
-        """Return the files written under `directory`: every array and table as JSON, CSV and Parquet."""
-        from interpret.report.export import export_report
-
-        return export_report(self, Path(directory))
-
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict: run, examples, selection and each section with its full result."""
+        """Return a JSON-ready dict: run (with each example's decision and target), examples, selection and
+        each section with its full result."""
         return {
             "run": self.run.to_dict(),
             "layers": list(self.layers),

@@ -18,9 +18,10 @@ import jinja2
 from markupsafe import Markup
 
 from interpret.atomic import atomic_path
+from interpret.decision import Decision
 from interpret.errors import ReportError
-from interpret.report import assets
-from interpret.report.model import Report
+import interpret.report.assets as assets
+from interpret.report.model import ReportData
 from interpret.report.summary import check_rows, failed_checks, top_tokens
 from interpret.report.views import page_data
 from interpret.versions import package_version
@@ -68,23 +69,15 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["num"] = format_number
     env.filters["mb"] = megabytes
-    env.filters["plain"] = plain_value
     return env
 
 
-def plain_value(value: Any) -> str:
-    """Return a run-info value as one line of text: strings as they are, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
-
-
-def example_decisions(report: Report) -> list[dict[str, Any] | None]:
-    """Return each example's decision from `run.extra["decisions"]` (one mapping per example), else None."""
-    given = report.run.extra.get("decisions")
-    if not isinstance(given, (list, tuple)) or len(given) != len(report.examples):
+def example_decisions(report: ReportData) -> list[Decision | None]:
+    """Return each example's Decision (`run.decisions`), None for an example without one."""
+    given = report.run.decisions
+    if len(given) != len(report.examples):
         return [None] * len(report.examples)
-    return [dict(item) if isinstance(item, dict) and item.get("predicted") else None for item in given]
+    return [decision if decision.target.kind != "none" else None for decision in given]
 
 
 def format_number(value: Any) -> str:
@@ -103,7 +96,7 @@ def megabytes(size: int) -> str:
     return f"{size / 1e6:.1f}"
 
 
-def render_page(report: Report) -> str:
+def render_page(report: ReportData) -> str:
     """Return the HTML page of the report (one string; every script, style and datum inline)."""
     has_attention = any(section.kind == "attention" for section in report.sections)
     with_bertviz = has_attention and assets.has_bertviz()
@@ -130,7 +123,7 @@ def render_page(report: Report) -> str:
         "examples": report.examples,
         "tops": [top_tokens(report, b) for b in range(len(report.examples))],
         "decisions": example_decisions(report),
-        "extra": {key: value for key, value in report.run.extra.items() if key != "decisions"},
+        "notes": report.run.notes,
         "checks": check_rows(report),
         "failed": failed_checks(report),
         "version": package_version(),
@@ -145,11 +138,10 @@ def log_size(size: int, path: Path | None, limit: int | None = None) -> None:
     log.info("report: projected size %s MB%s%s", megabytes(size), bound, where)
 
 
-def write_report(report: Report, path: Path, *, max_bytes: int | None) -> Path:
-    """Return `path` after writing the report's page there atomically; refuse above `max_bytes`."""
+def write_report(page: bytes, report: ReportData, path: Path, *, max_bytes: int | None) -> Path:
+    """Return `path` after writing the report's `page` there atomically; refuse above `max_bytes`."""
     if path.is_dir():
         raise ReportError(f"{path} is a directory; give a file path such as {path / 'report.html'}.")
-    page = report.page()
     log_size(len(page), path, max_bytes)
     if max_bytes is not None and len(page) > max_bytes:
         raise ReportError(refusal(report, len(page), max_bytes))
@@ -162,7 +154,7 @@ def write_report(report: Report, path: Path, *, max_bytes: int | None) -> Path:
     return path
 
 
-def refusal(report: Report, size: int, limit: int) -> str:
+def refusal(report: ReportData, size: int, limit: int) -> str:
     """Return the one-line refusal for a page above the limit, naming what to cut."""
     attention = next((s for s in report.sections if s.kind == "attention"), None)
     detail = ""

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from interpret.report.model import Report, Section
-from interpret.report.views import token_side
+from interpret.report.model import ReportData, Section
 
 # How many of the most negative tokens a signed method also lists (evidence against the decision).
 _AGAINST = 3
@@ -16,11 +15,12 @@ _AGAINST = 3
 
 @dataclass(frozen=True)
 class TokenScore:
-    """One token of one example with its score."""
+    """One token of one example with its score: as a person reads it (`token`) and as the tokenizer wrote it."""
 
     token: str
     position: int
     value: float
+    raw: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,26 +46,31 @@ class CheckRow:
     ok: bool
 
 
-def top_tokens(report: Report, example: int) -> list[MethodTop]:
-    """Return, for each section with a `readout` array [batch, row, key], its top tokens of row 0.
+def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
+    """Return, for each section whose result declares a readout ([batch, key]), its top tokens.
 
-    Special tokens and padding are excluded; ties keep the earlier position.
+    Special tokens and padding are excluded; ties keep the earlier position. Tokens are shown as a person
+    reads them (the example's display form) when the report has one.
     """
     tops = []
     for section in report.sections:
         scores = _readout_row(report, section, example)
         if scores is None:
             continue
-        tokens, values = scores
+        shown, raw, values = scores
+
+        def item(i: int) -> TokenScore:
+            position, value = values[i]
+            return TokenScore(shown[position], position, value, raw[position])
+
         order = sorted(range(len(values)), key=lambda i: (-values[i][1], values[i][0]))
-        top = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in order[: report.top_k])
-        negative = [i for i in reversed(order) if values[i][1] < 0][:_AGAINST]
-        against = tuple(TokenScore(tokens[values[i][0]], values[i][0], values[i][1]) for i in negative)
+        top = tuple(item(i) for i in order[: report.top_k])
+        against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
     return tops
 
 
-def check_rows(report: Report) -> list[CheckRow]:
+def check_rows(report: ReportData) -> list[CheckRow]:
     """Return every check of every section, in section order."""
     return [
         CheckRow(
@@ -82,29 +87,30 @@ def check_rows(report: Report) -> list[CheckRow]:
     ]
 
 
-def failed_checks(report: Report) -> list[CheckRow]:
+def failed_checks(report: ReportData) -> list[CheckRow]:
     """Return the checks whose value is out of tolerance (or NaN)."""
     return [row for row in check_rows(report) if not row.ok]
 
 
 def _readout_row(
-    report: Report, section: Section, example: int
-) -> tuple[tuple[str, ...], list[tuple[int, float]]] | None:
-    """Return the key tokens and (position, score) of the readout's row 0, real non-special keys only."""
-    array = section.result.arrays.get("readout")
-    if array is None or array.axes[0] != "batch" or array.axes[-1] not in ("key", "pos"):
+    report: ReportData, section: Section, example: int
+) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[int, float]]] | None:
+    """Return the key tokens as shown and as written, and (position, score) of the declared readout, for real
+    non-special keys only."""
+    result = section.result
+    if result.readout is None or result.readout_of is None:
         return None
-    values = np.asarray(array.values[example], dtype=np.float64)
-    row = values.reshape(-1, values.shape[-1])[0] if values.ndim > 1 else values
-    side = token_side(array.axes[-1], "readout", row.shape[0], {}, report)
+    row = np.asarray(result.readout[example], dtype=np.float64)
     tokens_of = report.examples[example]
-    if side == "decoder":
-        tokens, special, real = tokens_of.decoder_tokens, tokens_of.decoder_special, tokens_of.decoder_real
+    if result.readout_of.side == "decoder":
+        raw, shown = tokens_of.decoder_tokens, tokens_of.decoder_display or tokens_of.decoder_tokens
+        special, real = tokens_of.decoder_special, tokens_of.decoder_real
     else:
-        tokens, special, real = tokens_of.tokens, tokens_of.special, tokens_of.real
-    if len(tokens) != row.shape[0]:
+        raw, shown = tokens_of.tokens, tokens_of.display or tokens_of.tokens
+        special, real = tokens_of.special, tokens_of.real
+    if len(raw) != row.shape[0]:
         return None
     scores = [
         (i, float(row[i])) for i in range(row.shape[0]) if real[i] and not special[i] and math.isfinite(row[i])
     ]
-    return tokens, scores
+    return shown, raw, scores

@@ -18,19 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from interpret.analyze.result import NamedArray, View
+from interpret.analyze.result import VIEW_KINDS, NamedArray, View
 from interpret.errors import ReportError
-from interpret.report.model import ExampleTokens, Report, Section
+from interpret.report.model import ExampleTokens, ReportData, Section
 
 SIGNIFICANT_DIGITS = 4
 PACK_THRESHOLD = 65_536
 _U16_NAN = 65_535
 _U16_TOP = 65_534
 TOKEN_AXES = ("query", "key", "pos")
-VIEW_KINDS = ("heatmap", "token_strip", "head_grid", "line", "table")
 
 
-def page_data(report: Report) -> dict[str, Any]:
+def page_data(report: ReportData) -> dict[str, Any]:
     """Return the JSON-ready data block of the page: examples, sections (views + packed arrays), bertviz."""
     sections = [section_data(report, section) for section in report.sections]
     attention = next((s for s in report.sections if s.kind == "attention"), None)
@@ -43,7 +42,7 @@ def page_data(report: Report) -> dict[str, Any]:
     }
 
 
-def section_data(report: Report, section: Section) -> dict[str, Any]:
+def section_data(report: ReportData, section: Section) -> dict[str, Any]:
     """Return one section's views and the packed arrays they draw (only those)."""
     result = section.result
     arrays: dict[str, Any] = {}
@@ -63,7 +62,7 @@ def section_data(report: Report, section: Section) -> dict[str, Any]:
         "kind": section.kind,
         "views": views,
         "arrays": arrays,
-        "readout": [readout_positions(result.params, report.run.kind, example) for example in report.examples],
+        "readout": [readout_positions(report, b) for b in range(len(report.examples))],
     }
 
 
@@ -134,29 +133,15 @@ def round_significant_array(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS
     return out
 
 
-def readout_positions(params: Mapping[str, Any], kind: str, example: ExampleTokens) -> list[int]:
-    """Return the readout positions (padded indices) an analyzer's `readout` parameter names for an example.
-
-    "auto" (or no parameter) is the first real token, or the last for decoders and encoder-decoders (whose
-    readout is a decoder position).
-    """
-    decoder_side = kind == "encoder-decoder" and bool(example.decoder_real)
-    real = [i for i, flag in enumerate(example.decoder_real if decoder_side else example.real) if flag]
-    if not real:
+def readout_positions(report: ReportData, example: int) -> list[int]:
+    """Return the positions (padded indices) the decision of `example` reads, from its Target's pooling."""
+    decisions = report.run.decisions
+    if example >= len(decisions):
         return []
-    readout = params.get("readout", "auto")
-    if readout == "auto" or readout is None:
-        return [real[-1]] if kind in ("decoder", "encoder-decoder") else [real[0]]
-    chosen = []
-    for position in readout if isinstance(readout, (list, tuple)) else [readout]:
-        if isinstance(position, int):
-            index = real[position] if position < 0 and -position <= len(real) else position
-            if index in real:
-                chosen.append(index)
-    return chosen
+    return [position for position, _ in decisions[example].target.pooling]
 
 
-def token_side(axis: str, name: str, size: int, options: Mapping[str, Any], report: Report) -> str | None:
+def token_side(axis: str, name: str, size: int, options: Mapping[str, Any], report: ReportData) -> str | None:
     """Return which tokens label an axis: "encoder", "decoder" or None (not a token axis)."""
     if axis not in TOKEN_AXES:
         return None
@@ -177,7 +162,7 @@ def token_side(axis: str, name: str, size: int, options: Mapping[str, Any], repo
     return None
 
 
-def _token_sides(view: View, array: NamedArray, report: Report) -> dict[str, str]:
+def _token_sides(view: View, array: NamedArray, report: ReportData) -> dict[str, str]:
     sides = {}
     for axis, size in zip(array.axes, array.values.shape):
         side = token_side(axis, view.array, size, view.options, report)
@@ -187,7 +172,7 @@ def _token_sides(view: View, array: NamedArray, report: Report) -> dict[str, str
 
 
 def _cut(
-    array: NamedArray, section: Section, report: Report
+    array: NamedArray, section: Section, report: ReportData
 ) -> tuple[np.ndarray, tuple[str, ...], dict[str, list[Any]]]:
     """Return the array with its layer/head axes cut to the report's selection, its axes and their labels."""
     values = array.values
@@ -218,6 +203,10 @@ def _options(view: View) -> dict[str, Any]:
 
 def _example_data(example: ExampleTokens) -> dict[str, Any]:
     return {
+        "id": example.id,
+        "display_tokens": list(example.display),
+        "decoder_display_tokens": list(example.decoder_display),
+        "words": list(example.words),
         "tokens": list(example.tokens),
         "special": list(example.special),
         "real": list(example.real),

@@ -42,9 +42,10 @@ def test_rollout_readout_rows_and_streaming_agree() -> None:
     trace = random_pattern_trace(batch=2, layers=3, heads=2, pos=7)
     full = interpret.analyze(trace, "rollout")
     streamed = interpret.analyze(trace, "rollout", params={"rows": "readout", "readout": "0,3"})
-    np.testing.assert_allclose(streamed["readout"], full["rollout"][:, [0, 3]], atol=1e-12)
-    np.testing.assert_allclose(full["readout"][:, 0], full["rollout"][:, 0], atol=0)
-    assert "rollout" not in streamed.arrays
+    # Two readout positions weigh one half each: the readout is the mean of their rollout rows.
+    np.testing.assert_allclose(streamed["readout"], full["rollout"][:, [0, 3]].mean(1), atol=1e-12)
+    np.testing.assert_allclose(full["readout"], full["rollout"][:, 0], atol=0)
+    assert "rollout" not in streamed.arrays and streamed.readout is streamed["readout"]
 
 
 def test_rollout_matches_the_maths_with_every_option() -> None:
@@ -63,7 +64,7 @@ def test_rollout_matches_the_maths_with_every_option() -> None:
 def test_decoder_readout_defaults_to_the_last_token() -> None:
     trace = random_pattern_trace(batch=1, layers=2, heads=2, pos=5, causal=True)
     result = interpret.analyze(trace, "rollout")
-    np.testing.assert_allclose(result["readout"][0, 0], result["rollout"][0, -1])
+    np.testing.assert_allclose(result["readout"][0], result["rollout"][0, -1])
     assert np.allclose(np.triu(result["rollout"][0], 1), 0)
 
 
@@ -93,13 +94,14 @@ def test_encoder_decoder_rollout_and_flow() -> None:
     )
     model = EncoderDecoder(config).eval()
     trace = interpret.collect(model, tokenizer, ["the cat sat", "a dog saw the mat"], decoder_inputs=["a", "the cat"])
-    rollout = interpret.analyze(trace, "rollout")
     dec_lengths = trace.encoded.decoder.lengths
-    for b, n_dec in enumerate(dec_lengths):
-        np.testing.assert_allclose(rollout["readout"][b, 0], rollout["cross"][b, n_dec - 1])
-    assert rollout.ok
+    for model_given in (None, model):  # with the model, the decision reads the last decoder token too
+        rollout = interpret.analyze(trace, "rollout", model=model_given, tokenizer=tokenizer)
+        for b, n_dec in enumerate(dec_lengths):
+            np.testing.assert_allclose(rollout["readout"][b], rollout["cross"][b, n_dec - 1])
+        assert rollout.ok
     flow = interpret.analyze(trace, "flow")
-    assert flow["readout"].shape == (2, 1, trace.encoded.pos) and flow.ok
+    assert flow["readout"].shape == (2, trace.encoded.pos) and flow.ok
 
 
 def test_discard_works_on_any_memory_layout() -> None:

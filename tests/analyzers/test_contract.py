@@ -49,3 +49,62 @@ def test_analyzer_meets_the_contract(name: str, setup) -> None:
     for array_name, array in result.arrays.items():
         assert np.array_equal(again[array_name], array.values) and again.arrays[array_name].axes == array.axes
     assert {view.array for view in result.views} <= set(result.arrays)
+
+
+BAD = '''
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout
+
+
+@dataclass(frozen=True)
+class Params:
+    fault: Literal["nan", "zero", "invariant", "none"] = field(default="none", metadata={"help": "what goes wrong"})
+
+
+class Faulty:
+    name = "faulty"
+    summary = "Returns a broken result on demand."
+    version = "0"
+    requires = ()
+    needs_model = False
+    provides = ("readout",)
+    Params = Params
+
+    def run(self, trace, params, ctx):
+        readout = trace.encoded.attention_mask.double().numpy() / trace.encoded.attention_mask.sum(-1, keepdim=True).numpy()
+        if params.fault == "nan":
+            readout[0, 1] = np.nan
+        if params.fault == "zero":
+            readout[1] = 0.0
+        error = 0.5 if params.fault == "invariant" else 0.0
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params={"fault": params.fault},
+            arrays={"readout": NamedArray(readout, ("batch", "key"))},
+            checks={"sum_error": Check(error, 1e-9, "readout sums to one")},
+            readout_of=Readout("readout"),
+        )
+'''
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [("nan", "1 non-finite value"), ("zero", "example 1 a readout that is zero on every token"),
+     ("invariant", "broke its invariant sum_error")],
+)
+def test_a_wrong_result_is_refused_naming_the_parameters(tmp_path, fault: str, message: str) -> None:
+    from fake_traces import random_pattern_trace
+    from plugin_install import install_plugin, plugin_site
+
+    from interpret.errors import ResultError
+
+    install_plugin(tmp_path, "faulty-plugin", "faulty_plugin", BAD, {"faulty": "faulty_plugin:Faulty"}, "interpret.analyzers")
+    with plugin_site(tmp_path, "faulty_plugin"):
+        trace = random_pattern_trace()
+        assert interpret.analyze(trace, "faulty").readout is not None
+        with pytest.raises(ResultError, match=message) as err:
+            interpret.analyze(trace, "faulty", params={"fault": fault})
+        assert f"fault={fault}" in str(err.value) and "\n" not in str(err.value)

@@ -15,8 +15,8 @@ def test_attention_analyzers_rank_the_marker_first(name: str, tmp_path_factory: 
     data = marker_dataset(120, seed=123)
     positive = [i for i, label in enumerate(data.labels.tolist()) if label == 1][:40]
     trace = interpret.collect(model, tokenizer, [data.texts[i] for i in positive])
-    result = interpret.analyze(trace, name)
-    scores = result["readout"][:, 0].copy()  # [batch, key]
+    result = interpret.analyze(trace, name, model=model, tokenizer=tokenizer)
+    scores = result.readout.copy()  # [batch, key]
     scores[trace.encoded.special.numpy()] = -np.inf
     top = scores.argmax(-1)
     hits = [int(top[row]) in data.decisive[i] for row, i in enumerate(positive)]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from fake_traces import random_pattern_trace
+from plugin_install import install_plugin, plugin_site
 
 import interpret
 from interpret.analyze import AnalyzerResult, registry
@@ -30,8 +30,9 @@ class LastLayer:
     name = "last_layer"
     summary = "The last captured layer's head-mean attention."
     version = "0.1"
-    requires = ("blocks.*.attn.hook_pattern",)
+    requires = ["blocks.*.attn.hook_pattern"]  # any sequence of strings
     needs_model = False
+    provides = ()
     Params = Params
 
     def run(self, trace, params, ctx):
@@ -48,28 +49,25 @@ class LastLayer:
 
 class Broken:
     name = "broken_one"
+
+
+class WrongRun(LastLayer):
+    name = "wrong_run"
+
+    def run(self, trace, options, context):
+        return None
 '''
 
 
 def _install(tmp_path: Path, dist: str, entries: dict[str, str], module: str = "fakeplug") -> None:
-    """Install a package and its dist-info (entry points) into tmp_path and put it on sys.path."""
-    (tmp_path / f"{module}.py").write_text(PLUGIN)
-    info = tmp_path / f"{dist.replace('-', '_')}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    lines = "\n".join(f"{name} = {target}" for name, target in entries.items())
-    (info / "entry_points.txt").write_text(f"[interpret.analyzers]\n{lines}\n")
+    """Install a package and its dist-info (entry points) into tmp_path."""
+    install_plugin(tmp_path, dist, module, PLUGIN, entries, "interpret.analyzers")
 
 
 @pytest.fixture
 def plugin_path(tmp_path: Path):
-    sys.path.insert(0, str(tmp_path))
-    registry.refresh()
-    yield tmp_path
-    sys.path.remove(str(tmp_path))
-    for name in [m for m in sys.modules if m.startswith("fakeplug")]:
-        del sys.modules[name]
-    registry.refresh()
+    with plugin_site(tmp_path, "fakeplug") as root:
+        yield root
 
 
 def test_third_party_plugin_is_discovered_listed_and_run(plugin_path: Path) -> None:
@@ -88,14 +86,18 @@ def test_broken_plugins_are_listed_not_run(plugin_path: Path) -> None:
     _install(
         plugin_path,
         "fake-broken",
-        {"broken_one": "fakeplug:Broken", "missing_mod": "no_such_module:Thing", "wrong_name": "fakeplug:LastLayer"},
+        {
+            "broken_one": "fakeplug:Broken", "missing_mod": "no_such_module:Thing", "wrong_name": "fakeplug:LastLayer",
+            "wrong_run": "fakeplug:WrongRun",
+        },
     )
     registry.refresh()
     found = registry.entries()
+    assert found["wrong_run"].broken and "run must take (self, trace, params, ctx)" in found["wrong_run"].error
     assert found["broken_one"].broken and "missing or not" in found["broken_one"].summary
     assert found["missing_mod"].broken and "import failed" in found["missing_mod"].error
     assert found["wrong_name"].broken and "differs from the entry-point name" in found["wrong_name"].error
-    for name in ("broken_one", "missing_mod", "wrong_name"):
+    for name in ("broken_one", "missing_mod", "wrong_name", "wrong_run"):
         assert name not in interpret.analyzers()
         with pytest.raises(AnalyzerError, match="is broken"):
             interpret.analyze(random_pattern_trace(), name)

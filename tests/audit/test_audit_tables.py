@@ -15,7 +15,8 @@ import torch
 import interpret
 from interpret.audit import AuditResult, run_audit
 from interpret.audit import tables as tables_mod
-from interpret.audit.stats import attention_entropy, head_stats
+from interpret.audit.stats import head_sums
+from interpret.plugins.attention_entropy import attention_entropy
 from interpret.audit.summary import summary_html
 from interpret.datasets import Example
 from interpret.reference import EncoderClassifier, TransformerConfig
@@ -72,6 +73,7 @@ def test_documented_columns_and_dtypes_match_the_tables(audited) -> None:
     assert {k.removeprefix("NAME_"): v for k, v in per_analyzer.items()} == tables_mod.ANALYZER_DTYPES
     assert {c: str(t) for c, t in tokens.dtypes.items()} == tables_mod.TOKEN_DTYPES
     assert {c: str(t) for c, t in examples.dtypes.items()} == tables_mod.example_dtypes(["rollout", "flow"])
+    assert set(tokens["analyzer"]) == {"rollout", "flow"}  # attention_entropy has no readout: heads.csv only
     assert list(examples["row"]) == list(range(11))
     assert tokens[["row", "analyzer", "position"]].equals(
         tokens[["row", "analyzer", "position"]].sort_values(["row", "analyzer", "position"]).reset_index(drop=True)
@@ -92,7 +94,7 @@ def test_scores_are_the_analyzers_readout_rows(audited, model, tokenizer) -> Non
     _, tokens, _, examples = audited
     batch = examples[4:8]  # the second batch, computed exactly as the audit did
     trace = interpret.collect(model, tokenizer, [e.text for e in batch], names=["*attn.hook_pattern"])
-    flow = interpret.analyze(trace, "flow")["readout"][:, 0, :]
+    flow = interpret.analyze(trace, "flow", model=model, tokenizer=tokenizer).readout
     for b, example in enumerate(batch):
         mine = tokens[(tokens["row"] == example.row) & (tokens["analyzer"] == "flow")]
         np.testing.assert_array_equal(mine["score"].to_numpy(), flow[b, mine["position"].to_numpy()])
@@ -156,7 +158,7 @@ def test_entropy_known_answers() -> None:
 def test_head_statistics_against_a_plain_loop(model, tokenizer) -> None:
     texts = ["the cat sat on the mat", "a dog", "good bad red"]
     trace = interpret.collect(model, tokenizer, texts, names=["*attn.hook_pattern"])
-    stats = head_stats(trace)
+    stats = head_sums([interpret.analyze(trace, "attention_entropy")])
     pattern = trace.stack("attn.hook_pattern").double()
     expected_entropy = torch.zeros(2, 4, dtype=torch.float64)
     expected_special = torch.zeros(2, 4, dtype=torch.float64)
@@ -166,9 +168,9 @@ def test_head_statistics_against_a_plain_loop(model, tokenizer) -> None:
         p = pattern[b][:, :, real][:, :, :, real]  # [layer, head, n, n]
         expected_entropy += torch.special.entr(p).sum(-1).mean(-1)
         expected_special += p[..., special].sum(-1).mean(-1)
-    np.testing.assert_allclose(stats.entropy_sum, expected_entropy.numpy(), rtol=1e-10)
-    np.testing.assert_allclose(stats.special_attention_sum, expected_special.numpy(), rtol=1e-10)
-    assert stats.n_examples == 3 and stats.layers == (0, 1)
+    np.testing.assert_allclose(stats.sums["entropy"], expected_entropy.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(stats.sums["special_attention"], expected_special.numpy(), rtol=1e-10)
+    assert stats.weights == {"entropy": 3.0, "special_attention": 3.0}
 
 
 def test_heads_csv_and_summary_page(audited) -> None:

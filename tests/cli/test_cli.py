@@ -63,7 +63,8 @@ def test_report_json_to_stdout_parses(model_dir: Path) -> None:
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["run"]["target"] == "positive" and data["run"]["seed"] == 3
+    assert data["run"]["request"] == "positive" and data["run"]["seed"] == 3
+    assert all(d["target"]["label"] == "positive" and d["target"]["source"] == "given" for d in data["run"]["decisions"])
 
 
 def test_report_from_input_files(model_dir: Path, tmp_path: Path) -> None:

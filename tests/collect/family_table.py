@@ -96,9 +96,12 @@ def _expected(family: str) -> str:
     """Return what the matrix marks as expected to fail for `family` (its strict xfails' reasons)."""
     import test_hf_matrix
 
-    reasons = [mark.kwargs.get("reason", "") for param in test_hf_matrix._ROLLOUT_FAMILIES
-               if getattr(param, "values", (None,))[0] == family for mark in param.marks]
-    return "; ".join(f"rollout: {reason}" for reason in reasons) or "see the matrix"
+    found = []
+    for check, params in (("rollout", test_hf_matrix._ROLLOUT_FAMILIES), ("gradient capture", test_hf_matrix._GRAD_RUNS)):
+        reasons = {mark.kwargs.get("reason", "") for param in params
+                   if getattr(param, "values", (None,))[0] == family for mark in param.marks}
+        found += [f"{check}: {reason}" for reason in sorted(reasons)]
+    return "; ".join(found) or "see the matrix"
 
 
 def main() -> int:

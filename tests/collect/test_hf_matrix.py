@@ -6,8 +6,9 @@ and hierarchical windowed vision models, text-image dual encoders), each saved a
 Per family: captured patterns equal the eager model's own `output_attentions` (TIGHT), capture with every
 hook point leaves the logits bit-identical, a hook point the family lacks is refused by name, a padded batch
 (right, and for decoders left) gives each example what it gets alone (PADDING), head gates act on the
-output projection's heads, rollout runs and a report is written, and text families run `interpret collect`
-and `interpret report`. `GRADIENT_CHECKS` is where the gradient methods' checks join, one per family each.
+output projection's heads, the gradient capture gives the target score's gradient for every pattern, rollout
+runs and a report is written, and text families run `interpret collect` and `interpret report`.
+`GRADIENT_CHECKS` is where the gradient methods' checks (IG, gradient-weighted rollout) join, one per family.
 
 `tests/collect/family_table.py` writes the README's family table from these tests' results;
 `test_readme_family_table_matches_the_models` keeps that table in step with what each family offers.
@@ -32,9 +33,10 @@ from transformers.pytorch_utils import Conv1D
 import interpret
 from interpret.cli.main import cli
 from interpret.collect.api import capturable_for
-from interpret.collect.hf.gates import head_gates
-from interpret.collect.inputs import prepare
-from interpret.errors import HookNameError
+from interpret.collect.gates import head_gates
+from interpret.collect.prepare import prepare
+from interpret.analyze.run import run_context
+from interpret.errors import CaptureError, HookNameError
 from interpret.hooks import count_hooks
 from interpret.loading import load
 
@@ -295,6 +297,34 @@ def test_rollout_runs_and_a_report_is_written(zoo, family, tmp_path) -> None:
     assert path.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html>")
     for _, check in GRADIENT_CHECKS:
         check(model, processor, family)
+
+
+# The run context's runner re-runs the model from an Encoded; it does not yet feed audio features (Whisper)
+# or a dual encoder's image side: the gradient capture of those families waits for it.
+_GRAD_RUNS = [
+    pytest.param(family, implementation, marks=pytest.mark.xfail(
+        strict=True, reason="the run context's runner feeds no audio features or image side yet"))
+    if MATRIX[family].category in ("speech", "dual") else (family, implementation)
+    for family, implementation in RUNS
+]
+
+
+@pytest.mark.parametrize(("family", "implementation"), _GRAD_RUNS, ids=[f"{f}-{i}" for f, i in RUNS])
+def test_gradient_capture_reaches_every_pattern(zoo, family, implementation) -> None:
+    model, processor, _ = zoo(family, implementation)
+    inputs, extra = collect_args(family)
+    trace = interpret.collect(model, processor, inputs, **extra)
+    context = run_context(trace, model, processor)
+    if family == "swin":  # patterns lifted to the patch grid are copies the model never reads
+        with pytest.raises(CaptureError, match="without gradients"):
+            context.capture(trace.encoded, ["*hook_pattern"])
+        return
+    captured = context.capture(trace.encoded, ["*hook_pattern"])
+    names = sorted(captured.tensors)
+    assert names == sorted(trace.names("*hook_pattern"))
+    grads = torch.autograd.grad(captured.score.sum(), [captured[name] for name in names])
+    for name, grad in zip(names, grads):
+        assert torch.isfinite(grad).all() and grad.abs().sum() > 0, name
 
 
 @pytest.mark.parametrize("family", CLI_FAMILIES)

@@ -93,7 +93,7 @@ def test_model_types_without_an_adapter_go_to_the_generic_adapter() -> None:
     assert registry.adapter_for(model).name == "generic"
     trace = interpret.collect(model, word_tokenizer(), ["the cat sat", "a dog"])
     assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 5, 5)
-    assert trace.meta.extra["adapter"] == "generic"
+    assert trace.meta.adapter == "generic"
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_third_party_adapter_is_used_and_bad_ones_are_listed_broken(plugins) -> 
     assert registry.adapter_for(tiny_electra()).name == "electra"
     trace = interpret.collect(tiny_electra(), word_tokenizer(), ["the cat sat", "a dog"])
     assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 5, 5)
-    assert trace.meta.extra["model_class"] == "ElectraForMaskedLM"
+    assert trace.meta.model_class == "ElectraForMaskedLM"
 
 
 def test_unsupported_message_mentions_broken_plugins(plugins) -> None:

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 import interpret
-from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.analyze.result import AnalyzerResult, Check, NamedArray, Readout, View
+from interpret.decision import decide
 from interpret.reference import EncoderClassifier, EncoderDecoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 from interpret.report import Report, RunInfo, build_report
@@ -29,6 +30,7 @@ PAYLOADS = (
     "&amp;",
     "line\u2028sep\u2029para",
     "</SCRIPT ><!-- <script>",
+    "--><script>window.__pwned=1</script><!--",
 )
 
 
@@ -59,13 +61,16 @@ def trace_of(texts: list[str], payloads: tuple[str, ...] = ()) -> Trace:
 
 def report_of(trace: Trace, *, signed: bool = False, **kwargs: Any) -> Report:
     """Return the report of rollout (per layer) and flow on `trace`, and `signed_result` too if asked."""
+    model, tokenizer = tiny_model()
+    decided = tuple(decide(model, trace, tokenizer))
+    targets = [decision.target for decision in decided]
     results = [
-        interpret.analyze(trace, "rollout", params={"per_layer": True}),
-        interpret.analyze(trace, "flow", params={"solver": "scipy"}),
+        interpret.analyze(trace, "rollout", params={"per_layer": True}, targets=targets),
+        interpret.analyze(trace, "flow", params={"solver": "scipy"}, targets=targets),
     ]
     if signed:
         results.append(signed_result(trace))
-    run = RunInfo.from_trace(trace, prediction="label 1", probability=0.8765, seed=0, wall_seconds=0.5)
+    run = RunInfo.from_trace(trace, decisions=decided, seed=0, wall_seconds=0.5)
     return build_report(trace, results, run, **kwargs)
 
 
@@ -79,7 +84,8 @@ def signed_result(trace: Trace) -> AnalyzerResult:
     """Return a made-up analyzer result with signed scores that asks for the views rollout and flow do not.
 
     head_score [batch, layer, head] (a head map: head grid of one cell per head, and a sortable table),
-    layer_score [batch, layer] (a line with a single series), attr [batch, pos] (a diverging token strip).
+    layer_score [batch, layer] (a line with a single series), attr [batch, key] (a signed readout: a
+    diverging token strip).
     """
     batch, pos = trace.encoded.batch, trace.encoded.pos
     layers, heads = trace.meta.n_layers, trace.meta.n_heads
@@ -87,7 +93,7 @@ def signed_result(trace: Trace) -> AnalyzerResult:
     arrays = {
         "head_score": NamedArray(generator.normal(size=(batch, layers, heads)), ("batch", "layer", "head")),
         "layer_score": NamedArray(generator.normal(size=(batch, layers)), ("batch", "layer")),
-        "attr": NamedArray(generator.normal(size=(batch, pos)), ("batch", "pos")),
+        "attr": NamedArray(generator.normal(size=(batch, pos)), ("batch", "key")),
     }
     views = (
         View("head_grid", "head_score", "Head scores [layer × head]"),
@@ -97,7 +103,8 @@ def signed_result(trace: Trace) -> AnalyzerResult:
     )
     return AnalyzerResult(
         analyzer="signed_demo", version="0", params={}, arrays=arrays, views=views,
-        checks={"delta": Check(0.5, 0.01, "made-up residual, out of tolerance on purpose")},
+        checks={"delta": Check(0.5, 0.01, "made-up residual, out of tolerance on purpose", "warning")},
+        readout_of=Readout("attr", signed=True),
     )
 
 

@@ -7,23 +7,24 @@ from pathlib import Path
 
 import pytest
 from report_cases import PAYLOADS, payload_report
-from report_chromium import Chromium, Page, find_chromium
+from report_chromium import Chromium, Page
+
+from interpret.text import printable
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = find_chromium()
+LABEL_LIMIT = 40  # report_draw.js: the longest token label drawn whole
+
+
+def shown(token: str) -> str:
+    """Return a token as the page labels it when the data has no display form: escaped, cut with an ellipsis."""
+    text = printable(token)
+    return text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
 CHANGE_EXAMPLE = (
     "(() => {{ const p = document.getElementById('example-picker'); p.value = '{}';"
     " p.dispatchEvent(new Event('change')); }})()"
 )
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    if CHROMIUM is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
-    with Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium-profile")) as chromium:
-        yield chromium
 
 
 def test_report_renders_offline_with_no_error_request_or_payload(browser: Chromium, tmp_path: Path) -> None:
@@ -36,11 +37,14 @@ def test_report_renders_offline_with_no_error_request_or_payload(browser: Chromi
     check_every_view_drew(page)
     check_interactions(page)
 
-    # The payloads display literally, as text, in our token strip and in bertviz's SVG.
+    # The payloads display literally, as text, in our token strip and in bertviz's SVG (control characters
+    # escaped, cut to 40 characters), and whole on hover.
     strip = page.evaluate("[...document.querySelector('.strip').children].map(t => t.textContent)")
+    titles = page.evaluate("[...document.querySelector('.strip').children].map(t => t.title)")
     bertviz = page.evaluate("[...document.querySelectorAll('#bertviz-head svg text')].map(t => t.textContent)")
     for payload in PAYLOADS:
-        assert payload in strip and payload in bertviz
+        assert shown(payload) in strip and shown(payload) in bertviz
+        assert any(title.startswith(printable(payload) + " [") for title in titles)
 
     shot = page.screenshot(tmp_path / "report.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

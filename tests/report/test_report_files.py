@@ -13,6 +13,7 @@ import pytest
 from report_cases import Page, encoder_decoder_trace, payload_report, report_of, trace_of
 
 import interpret
+from interpret.csv_io import read_csv
 from interpret.errors import ReportError
 from interpret.report import RunInfo, build_report, render
 from interpret.report.views import decode, pack, round_significant_array
@@ -86,10 +87,10 @@ def test_export_round_trips_at_full_precision(report, tmp_path: Path) -> None:
                 np.testing.assert_array_equal(values, array.values)
     pattern = pd.read_parquet(tmp_path / "data" / "attention" / "pattern.parquet")
     assert sorted(pattern["layer"].unique()) == list(report.layers)
-    tokens = pd.read_csv(tmp_path / "data" / "tokens.csv", keep_default_na=False)
+    tokens = read_csv(tmp_path / "data" / "tokens.csv")  # undoes the formula guard's leading '
     assert tokens["token"].tolist()[: len(report.examples[0].tokens)] == list(report.examples[0].tokens)
     checks = pd.read_parquet(tmp_path / "data" / "checks.parquet")
-    assert checks["ok"].all() and len(checks) == 4
+    assert checks["ok"].all() and len(checks) == 5
 
 
 def test_layer_and_head_selection_cuts_what_is_embedded(tmp_path: Path) -> None:
@@ -156,7 +157,12 @@ def test_encoder_decoder_report_labels_each_side(tmp_path: Path) -> None:
 
 def test_to_dict_is_json(report) -> None:
     document = json.loads(json.dumps(report.to_dict(), allow_nan=False))
-    assert document["run"]["probability"] == 0.8765
+    decisions = document["run"]["decisions"]
+    assert len(decisions) == len(report.examples)
+    for decision, expected in zip(decisions, report.run.decisions):
+        assert decision["probability"] == expected.probability
+        assert decision["target"]["ids"] == list(expected.target.ids)
+        assert decision["target"]["pooling"] == [[p, w] for p, w in expected.target.pooling]
     assert [s["key"] for s in document["sections"]] == ["rollout", "flow", "attention"]
 
 
@@ -165,3 +171,29 @@ def test_results_of_another_trace_are_refused() -> None:
     two = trace_of(["the cat sat", "a dog"])
     with pytest.raises(ReportError, match="has 1 examples but the trace has 2"):
         build_report(two, [interpret.analyze(one, "rollout")], RunInfo.from_trace(two))
+
+
+def test_export_draws_readouts_and_head_maps_as_png_and_svg(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ElementTree
+
+    from report_cases import payload_report
+
+    report = payload_report(signed=True)
+    written = report.export(tmp_path / "a")
+    figures = sorted(path.relative_to(tmp_path / "a").as_posix() for path in written if "/figures/" in path.as_posix())
+    for section in ("rollout", "flow", "signed_demo"):  # every section with a declared readout, per example
+        for example in range(len(report.examples)):
+            assert f"{section}/figures/readout-{example}.png" in figures
+            assert f"{section}/figures/readout-{example}.svg" in figures
+    assert "signed_demo/figures/head_score-0.svg" in figures  # a [batch, layer, head] array: a head map
+    png = (tmp_path / "a" / "rollout" / "figures" / "readout-0.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    svg = (tmp_path / "a" / "rollout" / "figures" / "readout-0.svg").read_text(encoding="utf-8")
+    # Tokens are drawn as glyph paths; matplotlib names each in an XML comment with "--" and "<" escaped, so the
+    # payloads stay inside their comments: the file is well-formed and holds no element of theirs.
+    tree = ElementTree.fromstring(svg)
+    assert not [element for element in tree.iter() if element.tag.split("}")[-1] in ("script", "img", "foreignObject")]
+    again = report.export(tmp_path / "b")
+    assert (tmp_path / "b" / "rollout" / "figures" / "readout-0.svg").read_bytes() == svg.encode("utf-8")
+    assert len(again) == len(written)
+    assert not any("/figures/" in path.as_posix() for path in report.export(tmp_path / "c", figures=False))

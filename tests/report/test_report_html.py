@@ -108,9 +108,11 @@ def test_bertviz_feeds_on_the_json_block_and_renders_tokens_as_text() -> None:
 
 def test_summary_lists_decision_top_tokens_and_checks(page: Page) -> None:
     text = " ".join("".join(page.text).split())
-    assert "label 1 with probability 0.8765" in text
+    decision = payload_report().run.decisions[0]
+    assert f"Prediction{decision.predicted} (probability {decision.predicted_probability:.4g})" in text
+    assert f"Explaining{decision.target.label} (probability {decision.probability:.4g}) · the prediction" in text
     assert "[CLS]" not in text.split("Invariant checks")[0].split("special tokens excluded)")[1]
-    for name in ("row_sum_error", "capacity_row_sum_error", "flow_bound_excess", "pattern_row_sum_error"):
+    for name in ("readout_sum_error", "row_sum_error", "capacity_row_sum_error", "flow_bound_excess", "pattern_row_sum_error"):
         assert name in text
     assert "OUT OF TOLERANCE" not in text and not any(attrs.get("role") == "alert" for _, attrs in page.tags)
 
@@ -138,21 +140,27 @@ def test_examples_get_a_picker_and_one_summary_each(page: Page) -> None:
     assert "hidden" not in blocks[0] and "hidden" in blocks[1]
 
 
-def test_each_example_shows_its_decision_and_extra_is_plain_text() -> None:
+def test_each_example_shows_its_own_decision_target_and_gold_as_plain_text() -> None:
     import dataclasses
 
+    from interpret.decision import Decision
+    from interpret.target import Target
+
     report = payload_report()
-    decisions = [
-        {"predicted": "<b>yes</b>", "predicted_probability": 0.9, "target": "<b>yes</b>", "probability": 0.9},
-        {"predicted": "no", "predicted_probability": 0.6, "target": "yes", "probability": 0.4},
-    ]
-    run = dataclasses.replace(report.run, extra={"decisions": decisions, "analyzers": ["rollout", "flow"]})
+    decisions = (
+        Decision(Target("class", (0,), (), ("<b>yes</b>",), pooling=((0, 1.0),)), "<b>yes</b>", 0, 0.9, 0.9, "<b>yes</b>"),
+        Decision(Target("class", (0,), (), ("yes",), source="given", pooling=((0, 1.0),)), "no", 1, 0.6, 0.4, "yes"),
+    )
+    notes = (("Decision head", "<i>a demonstration</i>"),)
+    run = dataclasses.replace(report.run, decisions=decisions, notes=notes)
     page = Page(dataclasses.replace(report, run=run).page().decode())
     text = " ".join("".join(page.text).split())
-    assert "Prediction <b>yes</b> (0.9)" in text
-    assert "Prediction no (0.6) · explaining target yes (0.4)" in text
-    assert 'analyzers["rollout", "flow"]' in text and "'predicted'" not in text
-    assert not any(tag == "b" for tag, _ in page.tags)
+    assert "Prediction<b>yes</b> (probability 0.9) Explaining<b>yes</b> (probability 0.9) · the prediction" in text
+    assert "Gold label<b>yes</b> · prediction correct" in text
+    assert "Predictionno (probability 0.6) Explainingyes (probability 0.4) · asked for" in text
+    assert "Gold labelyes · prediction wrong" in text
+    assert "Decision head<i>a demonstration</i>" in text
+    assert not any(tag in ("b", "i") for tag, _ in page.tags)
 
 
 def test_an_asset_that_could_close_its_element_is_refused() -> None:

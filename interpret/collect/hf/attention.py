@@ -8,7 +8,14 @@ that lookup returns the original kernel wrapped: the wrapper calls the kernel un
 outputs are bit-identical) and then, only for modules with listeners, hands the exact query, key and value
 to them, and the pattern: the kernel's own weights when it is the eager kernel, otherwise recomputed in
 float32 from the same tensors. The model's config is never touched; the lookup is restored on exit, also
-when the forward pass raises. The interception is process-wide while it lasts, but calls from modules that
+when the forward pass raises.
+
+With gradients (`recording(grad=True)`, for attention × gradient and gradient-weighted rollout) the pattern
+handed to the listener stays in the autograd graph: the eager kernel's own weights, which its output was
+computed from; or, for a fused kernel, the recomputed pattern P joined to the kernel's output O as
+O.detach() + (P·V − (P·V).detach()). That sum equals O exactly (the kernel's numbers, bit for bit), while its
+gradient is that of the eager statement softmax(q·kᵀ·scale + mask)·V, so ∂output/∂pattern exists under
+SDPA too and the gradients to q, k, v follow the same formula. The interception is process-wide while it lasts, but calls from modules that
 nobody listens to pass straight through. (The few transformers models that index ALL_ATTENTION_FUNCTIONS
 directly instead of calling get_interface are not seen; their attention sites report that they never fired.)
 """
@@ -47,9 +54,43 @@ class _Listener:
         attention_mask: Tensor | None,
         result: Any,
         kwargs: Mapping[str, Any],
-    ) -> None:
+        grad: bool = False,
+    ) -> Any:
         """Pass q, k, v as [batch, pos, head, d_head] (views of the kernel's inputs) and scores, pattern as
-        [batch, head, query, key] (float32 tensors of their own, which the collector keeps without copying)."""
+        [batch, head, query, key] to the sinks; return the kernel's result.
+
+        Without `grad` (under no_grad) scores and pattern are float32 tensors of their own, which the collector
+        keeps without copying. With `grad` they stay in the autograd graph: the eager kernel's own weights in
+        its dtype (the very tensor its output was computed from), or a recomputed pattern, in which case the
+        returned result's output is joined to it (see the module docstring).
+        """
+        self._record_qkv(query, key, value)
+        sinks = self.sinks
+        if "scores" not in sinks and "pattern" not in sinks:
+            return result
+        weights = self._kernel_weights(query, key, result, cast=not grad)
+        if weights is not None and "scores" not in sinks:
+            sinks["pattern"](weights)
+            return result
+        scores = attention_scores(module, query, key, attention_mask, kwargs)
+        if "scores" in sinks:
+            sinks["scores"](scores)
+        if weights is not None:
+            if "pattern" in sinks:
+                sinks["pattern"](weights)
+            return result
+        if "pattern" not in sinks:
+            return result
+        if grad or "scores" in sinks:
+            pattern = torch.softmax(scores, dim=-1)
+        else:
+            # Nobody else holds the scores: normalise them in place, sparing a [query, key] allocation
+            # (softmax reads each element of a row before writing it, so aliasing is safe).
+            pattern = torch.softmax(scores, dim=-1, out=scores)
+        sinks["pattern"](pattern)
+        return _joined(module, result, pattern, value) if grad else result
+
+    def _record_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         n_heads = query.shape[1]
         sinks = self.sinks
         if "q" in sinks:
@@ -58,32 +99,16 @@ class _Listener:
             sinks["k"](repeat_heads(key, n_heads).transpose(1, 2))
         if "v" in sinks:
             sinks["v"](repeat_heads(value, n_heads).transpose(1, 2))
-        if "scores" not in sinks and "pattern" not in sinks:
-            return
-        weights = self._kernel_weights(query, key, result)
-        scores = None
-        if "scores" in sinks or weights is None:
-            scores = attention_scores(module, query, key, attention_mask, kwargs)
-        if "scores" in sinks and scores is not None:
-            sinks["scores"](scores)
-        if "pattern" in sinks:
-            if weights is None and "scores" not in sinks:
-                # Nobody else holds the scores: normalise them in place, sparing a [query, key] allocation
-                # (softmax reads each element of a row before writing it, so aliasing is safe).
-                weights = torch.softmax(scores, dim=-1, out=scores)
-            elif weights is None:
-                weights = torch.softmax(scores, dim=-1)
-            sinks["pattern"](weights)
 
-    def _kernel_weights(self, query: Tensor, key: Tensor, result: Any) -> Tensor | None:
-        """Return the eager kernel's own weights as float32 [batch, head, query, key], or None."""
+    def _kernel_weights(self, query: Tensor, key: Tensor, result: Any, cast: bool = True) -> Tensor | None:
+        """Return the eager kernel's own weights [batch, head, query, key] (as float32 with `cast`), or None."""
         if not self.use_kernel_weights or not isinstance(result, tuple) or len(result) < 2:
             return None
         weights = result[1]
         expected = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
         if not isinstance(weights, Tensor) or tuple(weights.shape) != expected:
             return None
-        return weights.float()  # the model drops these weights after the call, so they need no copy
+        return weights.float() if cast else weights  # the model drops them after the call: no copy needed
 
 
 class AttentionRecorder:
@@ -95,6 +120,7 @@ class AttentionRecorder:
 
     def __init__(self, use_kernel_weights: bool) -> None:
         self.use_kernel_weights = use_kernel_weights
+        self.grad = False
         self._listeners: dict[int, _Listener] = {}
 
     def listen(self, module: nn.Module, field: Field, sink: Sink) -> None:
@@ -107,8 +133,12 @@ class AttentionRecorder:
         return self._listeners.get(id(module))
 
     @contextmanager
-    def recording(self) -> Iterator[None]:
-        """Yield while kernel lookups return recording wrappers; restore the lookup and drop listeners after."""
+    def recording(self, grad: bool = False) -> Iterator[None]:
+        """Yield while kernel lookups return recording wrappers; restore the lookup and drop listeners after.
+
+        grad: hand the listeners tensors in the autograd graph (see the module docstring).
+        """
+        self.grad = grad
         original = AttentionInterface.__dict__["get_interface"]
         wrappers: dict[Kernel, Kernel] = {}
 
@@ -125,6 +155,21 @@ class AttentionRecorder:
         finally:
             AttentionInterface.get_interface = original  # type: ignore[method-assign]
             self._listeners.clear()
+            self.grad = False
+
+
+def _joined(module: nn.Module, result: Any, pattern: Tensor, value: Tensor) -> Any:
+    """Return the kernel's result with its output O replaced by O.detach() + (P·V − (P·V).detach()): O's
+    numbers exactly, with the gradient of the eager statement P·V."""
+    output = result[0] if isinstance(result, tuple) else result
+    mixed = (pattern @ repeat_heads(value, pattern.shape[1]).float()).transpose(1, 2).to(output.dtype)
+    if mixed.shape != output.shape:
+        raise CaptureError(
+            f"{type(module).__name__}'s attention kernel returned {tuple(output.shape)}, not [batch, query, head,"
+            f" d_head] {tuple(mixed.shape)}; gradients through its pattern need attn_implementation='eager'."
+        )
+    joined = output.detach() + (mixed - mixed.detach())
+    return (joined, *result[1:]) if isinstance(result, tuple) else joined
 
 
 def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
@@ -136,6 +181,8 @@ def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
         if listener is not None:
             if args:
                 _raise_positional(module, len(args))
+            if recorder.grad:
+                return listener.record(module, query, key, value, attention_mask, result, kwargs, grad=True)
             with torch.no_grad():
                 listener.record(module, query, key, value, attention_mask, result, kwargs)
         return result

@@ -134,7 +134,8 @@ def capturable(
         kind=layout.kind,
         run=runner(model, layout),
         max_positions=layout.max_positions,
-        extra=extras(adapter, prepare),
+        adapter=adapter,
+        prepare=prepare,
         unsupported=unsupported,
     )
 
@@ -143,11 +144,6 @@ def runner(model: nn.Module, layout: ModelLayout) -> Callable[[Any], Any]:
     """Return how the collector runs `model` on an Encoded: no key/value cache, position ids that follow a
     left padding."""
     return partial(run_model, model, disable_cache="use_cache" in _parameters(model), position_offset=layout.position_offset)
-
-
-def extras(adapter: str, prepare: Callable[..., Any] | None) -> dict[str, Any]:
-    """Return the Capturable's extra entries: the adapter's name and the family's input preparation."""
-    return {"adapter": adapter} if prepare is None else {"adapter": adapter, "prepare": prepare}
 
 
 def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], int]:

@@ -198,9 +198,9 @@ def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, sessio
     recorder.listen(kernel, field, sink)
 
 
-def _scope(recorder: AttentionRecorder, selected: Sequence[Site]) -> contextlib.AbstractContextManager[Any]:
+def _scope(recorder: AttentionRecorder, selected: Sequence[Site], grad: bool) -> contextlib.AbstractContextManager[Any]:
     if any(site.attach is not None for site in selected):
-        return recorder.recording()
+        return recorder.recording(grad=grad)
     return contextlib.nullcontext()
 
 
@@ -212,12 +212,15 @@ def build_capturable(
     kind: ModelKind,
     run: Callable[[Encoded], Any],
     max_positions: int | None = None,
-    extra: dict[str, Any] | None = None,
+    adapter: str = "",
+    prepare: Callable[..., Encoded] | None = None,
     unsupported: Mapping[str, str] | None = None,
 ) -> Capturable:
     """Return the Capturable of a Hugging Face model whose stacks under `root` follow `stacks`.
 
-    unsupported: further {hook name: reason} the adapter declares, beside what the stacks lack.
+    adapter: the adapter's name (recorded in the trace's meta); prepare: the input preparation of a model
+    whose inputs are not text (see `Capturable.prepare`); unsupported: further {hook name: reason} the
+    adapter declares, beside what the stacks lack.
     """
     recorder = recorder_for(model)
     sites: list[Site] = []
@@ -228,7 +231,7 @@ def build_capturable(
         missing.update(stack_missing)
     n_layers = max(len(submodule(root, stack.blocks)) for stack in stacks)  # type: ignore[arg-type]
     return assemble(model, sites, recorder, kind=kind, run=run, n_layers=n_layers, n_heads=stacks[0].n_heads,
-                    max_positions=max_positions, extra=extra, unsupported=missing)
+                    max_positions=max_positions, adapter=adapter, prepare=prepare, unsupported=missing)
 
 
 def recorder_for(model: nn.Module) -> AttentionRecorder:
@@ -246,7 +249,8 @@ def assemble(
     n_layers: int,
     n_heads: int,
     max_positions: int | None = None,
-    extra: dict[str, Any] | None = None,
+    adapter: str = "",
+    prepare: Callable[..., Encoded] | None = None,
     unsupported: Mapping[str, str] | None = None,
 ) -> Capturable:
     """Return the Capturable of `model` over `sites`, whose kernel sites listen through `recorder`."""
@@ -262,13 +266,33 @@ def assemble(
         max_positions=max_positions,
         attention="eager" if implementation == "eager" else "recomputed",
         scope=partial(_scope, recorder),
-        extra={"attn_implementation": implementation, "model_class": type(model).__name__, **(extra or {})},
+        prepare=prepare,
+        embedding=partial(_embedding, model),
+        adapter=adapter,
+        implementation=implementation,
+        model_class=type(model).__name__,
         unsupported=dict(unsupported or {}),
     )
 
 
 def _implementation(model: nn.Module) -> str:
     return str(getattr(model.config, "_attn_implementation", None) or "eager")
+
+
+def _embedding(model: nn.Module, side: str) -> nn.Module | None:
+    """Return the token-embedding module of `side`: the model's input embeddings, or its decoder's."""
+    owner = model
+    if side == "decoder":
+        get_decoder = getattr(model, "get_decoder", None)
+        owner = get_decoder() if callable(get_decoder) else None
+    get = getattr(owner, "get_input_embeddings", None)
+    if not callable(get):
+        return None
+    try:
+        module = get()
+    except NotImplementedError:
+        return None
+    return module if isinstance(module, nn.Module) else None
 
 
 def run_model(

@@ -17,7 +17,8 @@ so per-head tensors keep each stage's heads (`trace.meta.n_heads` is the smalles
 head gates act, as one [layer, head] tensor) is offered only when every stage has the same heads. A stage
 whose grid is not a whole number of windows (Swin then pads with zeros the model attends to) is refused.
 Memory: lifted patterns are [batch, head, patches, patches] per block; the collector's estimate includes
-that, and `reduce=` or `layers=` bring it down.
+that, and `reduce=` or `layers=` bring it down. A capture with gradients is refused: the model's output
+depends on the windows, not on their copies on the grid.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from interpret.collect.hf.probe import Probe
 from interpret.collect.hf.recompute import LOWEST
 from interpret.collect.hf.structure import AttentionCall, ModelLayout, find_stacks
 from interpret.collect.sites import Capturable, Site, Sink
-from interpret.errors import UnsupportedModelError
+from interpret.errors import CaptureError, UnsupportedModelError
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 
@@ -110,7 +111,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     prepare = partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=())
     return assemble(
         model, sites, recorder, kind="vision", run=generic.runner(model, layout), n_layers=offset, n_heads=min(heads),
-        extra=generic.extras("swin", prepare), unsupported=unsupported,
+        adapter="swin", prepare=prepare, unsupported=unsupported,
     )
 
 
@@ -164,11 +165,22 @@ def _lifted(site: Site, name: str, geometry: Geometry) -> Site:
 
 
 def _attach_lifted(attach: Callable[[Any, Sink], None], transform: Callable[[Tensor], Tensor], session: Any, sink: Sink) -> None:
-    attach(session, lambda tensor: sink(transform(tensor)))
+    attach(session, lambda tensor: sink(transform(_no_graph(tensor))))
 
 
 def _read_lifted(read: Any, transform: Callable[[Tensor], Tensor], args: tuple[Any, ...], kwargs: Any, output: Any) -> Tensor:
-    return transform(read(args, kwargs, output))
+    return transform(_no_graph(read(args, kwargs, output)))
+
+
+def _no_graph(tensor: Tensor) -> Tensor:
+    """Return `tensor`, or raise when it is captured for gradients: a tensor put on the patch grid is a copy
+    the model never reads, so the model's output has no gradient with respect to it."""
+    if tensor.requires_grad and torch.is_grad_enabled():
+        raise CaptureError(
+            "Swin's tensors are put on the patch grid from the windows and stages the model computes with, so the"
+            " model's output has no gradient with respect to them; capture Swin without gradients."
+        )
+    return tensor
 
 
 def _lift_tokens(geometry: Geometry, tokens: Tensor) -> Tensor:

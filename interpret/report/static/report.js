@@ -5,7 +5,7 @@
 
   var D = window.AuditDraw;
   var V = window.AuditViews;
-  var el = D.el, clear = D.clear, range = D.range;
+  var el = D.el, clear = D.clear, range = D.range, shorten = D.shorten, visible = D.visible;
   var DATA = V.DATA, state = V.state, accessor = V.accessor, shownIndices = V.shownIndices, tickLabel = V.tickLabel;
   var views = [];
   var BERTVIZ_LINE_LIMIT = 300000;
@@ -55,8 +55,8 @@
       return {
         name: entry.name,
         attn: attn,
-        left_text: queries.map(function (q) { return tickLabel(spec, 3, q); }),
-        right_text: keys.map(function (k) { return tickLabel(spec, 4, k); })
+        left_text: queries.map(function (q) { return shorten(tickLabel(spec, 3, q)); }),
+        right_text: keys.map(function (k) { return shorten(tickLabel(spec, 4, k)); })
       };
     });
     var first = section.arrays[DATA.bertviz.entries[0].array];
@@ -129,6 +129,33 @@
     });
   }
 
+  /* ---------- the summary's top-token chips (rendered by the template) ---------- */
+
+  /* Each chip's token: its display form when the data has one (the chip's raw token — its data-raw, else its
+   * text — must be the raw token at the chip's data-pos on the encoder or decoder side, else it is left alone),
+   * escaped and cut to LABEL_LIMIT in a <bdi>; the whole raw token (escaped) on hover. */
+  function labelSummaryChips() {
+    document.querySelectorAll(".example-summary").forEach(function (block) {
+      var example = Number(block.getAttribute("data-example"));
+      block.querySelectorAll(".chip").forEach(function (chip) {
+        var token = chip.querySelector(".tok");
+        if (!token) { return; }
+        var raw = chip.hasAttribute("data-raw") ? chip.getAttribute("data-raw") : token.textContent;
+        var position = chip.hasAttribute("data-pos") ? Number(chip.getAttribute("data-pos")) : -1;
+        var label = raw;
+        ["encoder", "decoder"].some(function (side) {
+          var t = V.sideTokens(side, example);
+          if (t.tokens[position] !== raw) { return false; }
+          label = t.display[position];
+          return true;
+        });
+        var node = D.tokenLabel(visible(label), raw);
+        node.className = token.className;
+        token.parentNode.replaceChild(node, token);
+      });
+    });
+  }
+
   /* ---------- examples and start-up ---------- */
 
   function selectExample(index) {
@@ -145,6 +172,7 @@
 
   function start() {
     document.querySelectorAll(".no-js").forEach(function (node) { node.parentNode.removeChild(node); });
+    labelSummaryChips();
     document.querySelectorAll(".views").forEach(function (container) {
       var section = findSection(container.getAttribute("data-section"));
       if (!section) { return; }

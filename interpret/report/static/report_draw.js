@@ -38,7 +38,59 @@
 
   function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
 
-  function truncate(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
+  /* `text` cut to n characters with an ellipsis; never between the two halves of a surrogate pair (an emoji). */
+  function truncate(text, n) {
+    if (text.length <= n) { return text; }
+    var end = n - 1;
+    var last = text.charCodeAt(end - 1);
+    if (last >= 0xd800 && last <= 0xdbff) { end -= 1; }
+    return text.slice(0, end) + "…";
+  }
+
+  /* The longest token label drawn whole; a longer one is cut with an ellipsis (its whole text is on hover). */
+  var LABEL_LIMIT = 40;
+
+  function shorten(text) { return truncate(String(text), LABEL_LIMIT); }
+
+  /* Control characters, the bidi embeddings/overrides/isolates/marks, line and paragraph separators and lone
+   * surrogates written as \xNN / \uNNNN, as interpret.text.printable does: a token can then neither
+   * reorder the labels around it nor hide itself. */
+  var UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]/;
+
+  function visible(text) {
+    text = String(text);
+    if (!UNSAFE.test(text)) { return text; }
+    var out = "";
+    for (var i = 0; i < text.length; i++) {
+      var code = text.charCodeAt(i);
+      var next = text.charCodeAt(i + 1);
+      if (code >= 0xd800 && code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+        out += text.slice(i, i + 2);  // a surrogate pair is one character (an emoji), kept
+        i++;
+      } else if (UNSAFE.test(text.charAt(i))) {
+        out += code < 0x100 ? "\\x" + ("0" + code.toString(16)).slice(-2) : "\\u" + ("000" + code.toString(16)).slice(-4);
+      } else {
+        out += text.charAt(i);
+      }
+    }
+    return out;
+  }
+
+  /* "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd", "111th". */
+  function ordinal(n) {
+    var tens = n % 100;
+    var suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th");
+    return n + suffix;
+  }
+
+  /* A <bdi> holding a token's label, cut to LABEL_LIMIT, with the whole raw token (control and bidi characters
+   * escaped) as its title. <bdi> isolates the label's direction, so right-to-left text in one token cannot move
+   * what comes after it. */
+  function tokenLabel(label, raw) {
+    var node = el("bdi", "tok", shorten(label));
+    node.setAttribute("title", visible(raw === undefined || raw === null ? label : raw));
+    return node;
+  }
 
   /* ---------- colour ---------- */
 
@@ -55,24 +107,30 @@
     return [0, 1, 2].map(function (c) { return Math.round(stops[i][c] + f * (stops[i + 1][c] - stops[i][c])); });
   }
 
-  /* A diverging map around 0 for signed values, else a sequential map. `mode` picks the sequential range
-   * ("range": minimum → maximum, "zero": 0 → maximum) and "sqrt" stretches small values (√ of the position
-   * in the range). The domain comes from `values`; values outside it take the end colours. */
+  /* The colour scale of `values`: a diverging map around 0 for signed values, else a sequential map.
+   * `mode` "zero" (the default): colours start at 0 — 0 → maximum, or −m → +m with m the largest |value| when
+   * signed — so a row whose values differ little looks uniform, as it is. "range": minimum → maximum (signed:
+   * each side of 0 stretched to its own extreme), which shows small differences but exaggerates them. "sqrt":
+   * like "zero" with √ of the position, stretching small values. Values outside the domain take the end
+   * colours; `min` and `max` are the data's own range, which the legend prints. */
   function makeScale(values, mode) {
     var lo = Infinity;
     var hi = -Infinity;
     values.forEach(function (v) { if (!isNaN(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
     if (lo === Infinity) { lo = 0; hi = 0; }
+    mode = mode === "range" || mode === "sqrt" ? mode : "zero";
     var signed = lo < 0;
-    var top = signed ? Math.max(-lo, hi) : hi;
-    var bottom = signed ? -top : (mode === "zero" || mode === "sqrt" ? Math.min(0, lo) : lo);
+    var negTop = signed ? (mode === "range" ? -lo : Math.max(-lo, hi)) : 0;
+    var posTop = signed ? (mode === "range" ? Math.max(hi, 0) : Math.max(-lo, hi)) : hi;
+    var bottom = signed ? -negTop : (mode === "range" ? lo : Math.min(0, lo));
     var bend = mode === "sqrt" ? Math.sqrt : function (t) { return t; };
-    var scale = { signed: signed, lo: bottom, hi: top, mode: mode };
+    var scale = { signed: signed, lo: bottom, hi: posTop, min: lo, max: hi, mode: mode };
+    function side(stops, v, top) { return top > 0 ? ramp(stops, bend(clamp(v / top, 0, 1))) : stops[0]; }
     scale.rgb = function (v) {
       if (isNaN(v)) { return MISSING; }
-      if (top === bottom) { return signed ? NEGATIVE[0] : SEQUENTIAL[SEQUENTIAL.length - 1]; }
-      if (signed) { return v < 0 ? ramp(NEGATIVE, bend(clamp(-v / top, 0, 1))) : ramp(POSITIVE, bend(clamp(v / top, 0, 1))); }
-      return ramp(SEQUENTIAL, bend(clamp((v - bottom) / (top - bottom), 0, 1)));
+      if (signed) { return v < 0 ? side(NEGATIVE, -v, negTop) : side(POSITIVE, v, posTop); }
+      if (posTop === bottom) { return v === 0 ? SEQUENTIAL[0] : SEQUENTIAL[SEQUENTIAL.length - 1]; }
+      return ramp(SEQUENTIAL, bend(clamp((v - bottom) / (posTop - bottom), 0, 1)));
     };
     scale.css = function (v) { var c = scale.rgb(v); return "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")"; };
     scale.ink = function (v) {
@@ -80,8 +138,11 @@
       return 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2] < 140 ? "#fff" : "#111";
     };
     scale.describe = function () {
-      if (signed) { return "diverging around 0" + (mode === "sqrt" ? ", √" : ""); }
-      return { range: "minimum → maximum", zero: "0 → maximum", sqrt: "0 → maximum, √ (small values stretched)" }[mode];
+      if (signed) {
+        return { zero: "diverging around 0, symmetric", range: "diverging around 0, each side to its extreme",
+          sqrt: "diverging around 0, symmetric, √" }[mode];
+      }
+      return { zero: "0 → maximum", range: "minimum → maximum", sqrt: "0 → maximum, √ (small values stretched)" }[mode];
     };
     return scale;
   }
@@ -97,10 +158,11 @@
       ctx.fillStyle = scale.css(scale.lo + (x / (width - 1)) * (scale.hi - scale.lo));
       ctx.fillRect(x, 0, 1, 12);
     }
-    box.appendChild(el("span", null, fmt(scale.lo)));
+    box.appendChild(el("span", "end", fmt(scale.lo)));
     box.appendChild(canvas);
-    box.appendChild(el("span", null, fmt(scale.hi)));
-    box.appendChild(el("span", null, scale.describe() + (note ? " · " + note : "")));
+    box.appendChild(el("span", "end", fmt(scale.hi)));
+    box.appendChild(el("span", "range", "values " + fmt(scale.min) + " to " + fmt(scale.max)));
+    box.appendChild(el("span", null, "colours " + scale.describe() + (note ? " · " + note : "")));
     parent.appendChild(box);
   }
 
@@ -160,15 +222,15 @@
         ctx.restore();
       });
     }
-    var hint = labels.rowName + " (rows) × " + labels.colName + " (columns)" + (step > 1 ? " · every " + step + "th label shown" : "") + " · hover to read a cell";
+    var hint = labels.rowName + " (rows) × " + labels.colName + " (columns)" + (step > 1 ? " · every " + ordinal(step) + " label shown" : "") + " · hover to read a cell";
     status.textContent = hint;
     canvas.addEventListener("mousemove", function (event) {
       var box = canvas.getBoundingClientRect();
       var x = Math.floor((event.clientX - box.left - left) / cell);
       var y = Math.floor((event.clientY - box.top - top) / cell);
       if (x < 0 || y < 0 || x >= cols.length || y >= rows.length) { status.textContent = hint; return; }
-      status.textContent = labels.rowName + " " + JSON.stringify(labels.row(rows[y])) + " [" + rows[y] + "] → " +
-        labels.colName + " " + JSON.stringify(labels.col(cols[x])) + " [" + cols[x] + "]: " + fmt(get(rows[y], cols[x]));
+      status.textContent = labels.rowName + " " + JSON.stringify(shorten(labels.row(rows[y]))) + " [" + rows[y] + "] → " +
+        labels.colName + " " + JSON.stringify(shorten(labels.col(cols[x]))) + " [" + cols[x] + "]: " + fmt(get(rows[y], cols[x]));
     });
     canvas.addEventListener("mouseleave", function () { status.textContent = hint; });
     var scroller = el("div", "scroll");
@@ -205,6 +267,7 @@
 
   window.AuditDraw = {
     SVG: SVG, PALETTE: PALETTE, el: el, svg: svg, clear: clear, fmt: fmt, range: range, clamp: clamp,
-    truncate: truncate, makeScale: makeScale, legend: legend, matrix: matrix, thumbnail: thumbnail
+    truncate: truncate, shorten: shorten, visible: visible, ordinal: ordinal, tokenLabel: tokenLabel,
+    LABEL_LIMIT: LABEL_LIMIT, makeScale: makeScale, legend: legend, matrix: matrix, thumbnail: thumbnail
   };
 }());

@@ -1,12 +1,18 @@
 /* transformer-audit report, part 2 of 3: the report's data (the JSON block) and the views drawn from it.
- * Each view function draws one View an analyzer asked for into view.body, with pickers in view.controls. */
+ * Each view function draws one View an analyzer asked for into view.body, with pickers in view.controls.
+ *
+ * Tokens are labelled by their display form when the data has one — examples[b].display_tokens and
+ * examples[b].decoder_display_tokens, [pos] strings as interpret.text.display_tokens writes them — else by the
+ * raw token; either way with control and bidi characters escaped, cut to LABEL_LIMIT characters, and the raw
+ * token on hover. */
 (function () {
   "use strict";
 
   var D = window.AuditDraw;
   var el = D.el, svg = D.svg, clear = D.clear, fmt = D.fmt, range = D.range, clamp = D.clamp;
-  var truncate = D.truncate, makeScale = D.makeScale, legend = D.legend, matrix = D.matrix;
+  var makeScale = D.makeScale, legend = D.legend, matrix = D.matrix;
   var thumbnail = D.thumbnail, PALETTE = D.PALETTE;
+  var shorten = D.shorten, visible = D.visible, tokenLabel = D.tokenLabel;
   var DATA = JSON.parse(document.getElementById("report-data").textContent);
   var state = { example: 0 };
 
@@ -51,10 +57,19 @@
 
   function hasBatch(spec) { return spec.axes[0] === "batch"; }
 
-  function sideTokens(side) {
-    var ex = DATA.examples[state.example];
-    if (side === "decoder") { return { tokens: ex.decoder_tokens, special: ex.decoder_special, real: ex.decoder_real }; }
-    return { tokens: ex.tokens, special: ex.special, real: ex.real };
+  /* An example's tokens on one side: raw `tokens`, `display` forms (the raw tokens when the data has none, or
+   * a list of another length), `special` and `real` flags. */
+  function sideTokens(side, example) {
+    var ex = DATA.examples[example === undefined ? state.example : example];
+    var decoder = side === "decoder";
+    var tokens = (decoder ? ex.decoder_tokens : ex.tokens) || [];
+    var display = decoder ? ex.decoder_display_tokens : ex.display_tokens;
+    return {
+      tokens: tokens,
+      display: Array.isArray(display) && display.length === tokens.length ? display : tokens,
+      special: (decoder ? ex.decoder_special : ex.special) || [],
+      real: (decoder ? ex.decoder_real : ex.real) || []
+    };
   }
 
   function tokenSide(spec, k) { return spec.tokens[spec.axes[k]] || null; }
@@ -69,22 +84,52 @@
     return range(n).filter(function (i) { return t.real[i]; });
   }
 
+  /* The label of index i on axis k, whole: a token's display form (escaped), a coordinate, or the index. */
   function tickLabel(spec, k, i) {
     var axis = spec.axes[k];
     var side = tokenSide(spec, k);
     if (side) {
       var t = sideTokens(side);
-      if (i < t.tokens.length) { return t.tokens[i]; }
+      if (i < t.tokens.length) { return visible(t.display[i]); }
     }
     if (spec.coords[axis]) { return String(spec.coords[axis][i]); }
     return String(i);
   }
 
+  /* The raw token at index i of a token axis (null on other axes). */
+  function rawToken(spec, k, i) {
+    var side = tokenSide(spec, k);
+    if (!side) { return null; }
+    var t = sideTokens(side);
+    return i < t.tokens.length ? t.tokens[i] : null;
+  }
+
+  /* A label with its position or axis name, the token cut to LABEL_LIMIT: "cat [3]", "layer 2". */
   function longLabel(spec, k, i) {
     var axis = spec.axes[k];
-    if (tokenSide(spec, k)) { return tickLabel(spec, k, i) + " [" + i + "]"; }
+    if (tokenSide(spec, k)) { return shorten(tickLabel(spec, k, i)) + " [" + i + "]"; }
     if (axis === "row") { return "readout row " + i; }
-    return axis + " " + tickLabel(spec, k, i);
+    return axis + " " + shorten(tickLabel(spec, k, i));
+  }
+
+  /* What a hover shows for index i: the whole raw token (escaped) and its position, else the long label. */
+  function hoverLabel(spec, k, i) {
+    var raw = rawToken(spec, k, i);
+    return raw === null ? longLabel(spec, k, i) : visible(raw) + " [" + i + "]";
+  }
+
+  /* A table cell or legend entry for index i: a token as an isolated, cut label (raw token on hover) and its
+   * position; other axes as plain text. */
+  function labelNode(tag, spec, k, i) {
+    var node = el(tag);
+    var raw = rawToken(spec, k, i);
+    if (raw === null) {
+      node.textContent = longLabel(spec, k, i);
+      return node;
+    }
+    node.appendChild(tokenLabel(tickLabel(spec, k, i), raw));
+    node.appendChild(document.createTextNode(" [" + i + "]"));
+    return node;
   }
 
   function isSpecial(spec, k, i) {
@@ -94,11 +139,13 @@
     return Boolean(t.special[i]);
   }
 
-  var SCALE_MODES = [["range", "min → max"], ["zero", "0 → max"], ["sqrt", "√ (0 → max)"]];
+  /* Colours start at 0 by default (symmetric around 0 for signed values); min → max is a choice. */
+  var SCALE_MODES = [["zero", "from 0"], ["range", "min → max"], ["sqrt", "√, from 0"]];
+  var DEFAULT_SCALE = "zero";
 
   /* Adds the colour-scale picker to a view's controls; returns the chosen mode. */
-  function scaleControl(view, fallback) {
-    var mode = view.picks.scale || fallback;
+  function scaleControl(view) {
+    var mode = view.picks.scale || DEFAULT_SCALE;
     var label = el("label", null, "colour ");
     var select = el("select");
     SCALE_MODES.forEach(function (pair) {
@@ -107,6 +154,7 @@
       option.selected = pair[0] === mode;
       select.appendChild(option);
     });
+    select.className = "scale";
     select.addEventListener("change", function () { view.picks.scale = select.value; view.render(); });
     label.appendChild(select);
     view.controls.appendChild(label);
@@ -136,7 +184,7 @@
       var label = el("label", null, axis + " ");
       var select = el("select");
       shown.forEach(function (i) {
-        var option = el("option", null, truncate(longLabel(spec, k, i), 40));
+        var option = el("option", null, longLabel(spec, k, i));
         option.value = String(i);
         option.selected = i === chosen;
         select.appendChild(option);
@@ -176,14 +224,14 @@
     var get = accessor(spec, fixed, free);
     var shown = shownIndices(spec, last);
     var plain = shown.filter(function (i) { return !isSpecial(spec, last, i); });
-    var scale = makeScale(domainValues(shown.map(function (i) { return { value: get(i), special: isSpecial(spec, last, i) }; })), scaleControl(view, "range"));
+    var scale = makeScale(domainValues(shown.map(function (i) { return { value: get(i), special: isSpecial(spec, last, i) }; })), scaleControl(view));
     var strip = el("div", "strip");
     shown.forEach(function (i) {
       var value = get(i);
-      var token = el("span", "t" + (isSpecial(spec, last, i) ? " special" : ""), tickLabel(spec, last, i));
+      var token = el("span", "t" + (isSpecial(spec, last, i) ? " special" : ""), shorten(tickLabel(spec, last, i)));
       token.style.backgroundColor = scale.css(value);
       token.style.color = scale.ink(value);
-      token.setAttribute("title", longLabel(spec, last, i) + ": " + fmt(value) + (isSpecial(spec, last, i) ? " (special token)" : ""));
+      token.setAttribute("title", hoverLabel(spec, last, i) + ": " + fmt(value) + (isSpecial(spec, last, i) ? " (special token)" : ""));
       strip.appendChild(token);
     });
     view.body.appendChild(strip);
@@ -197,7 +245,7 @@
     var get = accessor(spec, fixed, [rowAxis, colAxis]);
     var rows = shownIndices(spec, rowAxis);
     var cols = shownIndices(spec, colAxis);
-    var scale = makeScale(matrixDomain(spec, rowAxis, colAxis, rows, cols, get), scaleControl(view, "range"));
+    var scale = makeScale(matrixDomain(spec, rowAxis, colAxis, rows, cols, get), scaleControl(view));
     var status = el("div", "status");
     matrix(view.body, rows, cols, get, scale, {
       name: view.title,
@@ -230,7 +278,7 @@
     var qAxis = spec.axes.length - 2;
     var kAxis = spec.axes.length - 1;
     var fixed = pickers(view, spec, [layerAxis, headAxis, qAxis, kAxis], {});
-    var mode = scaleControl(view, "range");
+    var mode = scaleControl(view);
     var get = accessor(spec, fixed, [layerAxis, headAxis, qAxis, kAxis]);
     var layers = range(spec.shape[layerAxis]);
     var heads = range(spec.shape[headAxis]);
@@ -296,7 +344,7 @@
     var heads = range(spec.shape[headAxis]);
     var all = [];
     layers.forEach(function (l) { heads.forEach(function (h) { all.push(get(l, h)); }); });
-    var scale = makeScale(all, scaleControl(view, "range"));
+    var scale = makeScale(all, scaleControl(view));
     var status = el("div", "status");
     matrix(view.body, layers, heads, get, scale, {
       name: view.title, rowName: "layer", colName: "head",
@@ -321,14 +369,14 @@
     var xs = range(spec.shape[xAxis]);
     var series;
     if (seriesAxis < 0) {
-      series = [{ label: view.title, at: function (x) { return get(x); } }];
+      series = [{ label: view.title, node: el("span", null, view.title), at: function (x) { return get(x); } }];
     } else {
       var candidates = shownIndices(spec, seriesAxis).filter(function (i) { return !isSpecial(spec, seriesAxis, i); });
       if (!candidates.length) { candidates = shownIndices(spec, seriesAxis); }
       var lastX = xs[xs.length - 1];
       candidates.sort(function (a, b) { return (get(lastX, b) || 0) - (get(lastX, a) || 0); });
       series = candidates.slice(0, 6).map(function (i) {
-        return { label: longLabel(spec, seriesAxis, i), at: function (x) { return get(x, i); } };
+        return { label: longLabel(spec, seriesAxis, i), node: labelNode("span", spec, seriesAxis, i), at: function (x) { return get(x, i); } };
       });
     }
     var lo = 0;
@@ -352,7 +400,7 @@
     }
     xs.forEach(function (x, i) {
       var tick = svg("text", { x: px(i), y: H - m.b + 16, "text-anchor": "middle" });
-      tick.textContent = tickLabel(spec, xAxis, x);
+      tick.textContent = shorten(tickLabel(spec, xAxis, x));
       plot.appendChild(tick);
     });
     var axisName = svg("text", { x: (m.l + W - m.r) / 2, y: H - 4, "text-anchor": "middle" });
@@ -372,9 +420,9 @@
       });
       var swatch = el("span", null, "■ ");
       swatch.style.color = colour;
-      var entry = el("span");
+      var entry = el("span", "entry");
       entry.appendChild(swatch);
-      entry.appendChild(document.createTextNode(s.label));
+      entry.appendChild(s.node);
       key.appendChild(entry);
     });
     view.body.appendChild(plot);
@@ -426,7 +474,7 @@
     var body = el("tbody");
     rows.forEach(function (row) {
       var tr = el("tr");
-      axes.forEach(function (k, column) { tr.appendChild(el("td", null, longLabel(spec, k, row.index[column]))); });
+      axes.forEach(function (k, column) { tr.appendChild(labelNode("td", spec, k, row.index[column])); });
       tr.appendChild(el("td", "num", fmt(row.value)));
       body.appendChild(tr);
     });
@@ -439,6 +487,7 @@
 
   var DRAW = { token_strip: drawStrip, heatmap: drawHeatmap, head_grid: drawHeadGrid, line: drawLine, table: drawTable };
   window.AuditViews = {
-    DATA: DATA, state: state, DRAW: DRAW, accessor: accessor, shownIndices: shownIndices, tickLabel: tickLabel
+    DATA: DATA, state: state, DRAW: DRAW, accessor: accessor, shownIndices: shownIndices, tickLabel: tickLabel,
+    sideTokens: sideTokens
   };
 }());

@@ -1,4 +1,4 @@
-"""Turn what a user passes to `collect` (text, texts, ids, embeddings, an Encoded) into an Encoded."""
+"""`prepare`: turn what a user passes to `collect` (text, texts, ids, embeddings, an Encoded) into an Encoded."""
 
 from __future__ import annotations
 
@@ -26,17 +26,23 @@ def prepare(
     *,
     max_length: int | None = None,
     decoder_inputs: str | Sequence[str] | Tensor | None = None,
+    continuations: str | Sequence[str] | None = None,
 ) -> Encoded:
-    """Return the Encoded for `inputs` checked against the model's position limit."""
-    custom = capturable.extra.get("prepare")
-    if custom is not None:
-        return custom(tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs)
+    """Return the Encoded for `inputs` checked against the model's position limit.
+
+    continuations: per text, a continuation appended after it (on the decoder side of an encoder-decoder).
+    """
+    if capturable.prepare is not None:
+        if continuations is not None:
+            raise InputError(f"a {capturable.kind} model takes no continuation; drop it.")
+        return capturable.prepare(tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs)
     limit = model_limit(tokenizer, capturable.max_positions)
-    encoded = _one_side(tokenizer, inputs, limit, max_length)
-    if capturable.kind == "encoder-decoder":
+    decoder_side = capturable.kind == "encoder-decoder"
+    encoded = _one_side(tokenizer, inputs, limit, max_length, None if decoder_side else continuations)
+    if decoder_side:
         if decoder_inputs is None:
             raise InputError("an encoder-decoder model needs decoder inputs; pass decoder_inputs= (text or ids; CLI: --decoder-text).")
-        encoded = replace(encoded, decoder=_one_side(tokenizer, decoder_inputs, limit, max_length))
+        encoded = replace(encoded, decoder=_one_side(tokenizer, decoder_inputs, limit, max_length, continuations))
         if encoded.decoder is not None and encoded.decoder.batch != encoded.batch:
             raise InputError(
                 f"decoder inputs have {encoded.decoder.batch} examples but the encoder inputs {encoded.batch};"
@@ -48,20 +54,23 @@ def prepare(
 
 
 def _one_side(
-    tokenizer: Any | None, inputs: Any, limit: int | None, max_length: int | None
+    tokenizer: Any | None, inputs: Any, limit: int | None, max_length: int | None, continuations: Any = None
 ) -> Encoded:
+    is_text = isinstance(inputs, str) or (
+        isinstance(inputs, Sequence) and bool(inputs) and all(isinstance(text, str) for text in inputs)
+    )
+    if continuations is not None and not is_text:
+        raise InputError("a continuation follows a text; give the inputs as text to add one.")
     if isinstance(inputs, Encoded):
         encoded = inputs
     elif isinstance(inputs, Tensor):
         encoded = from_embeds(inputs) if inputs.is_floating_point() else from_ids(inputs, tokenizer=tokenizer)
         if max_length is not None and encoded.pos > max_length:
             encoded = _cut(encoded, max_length)
-    elif isinstance(inputs, str) or (
-        isinstance(inputs, Sequence) and inputs and all(isinstance(text, str) for text in inputs)
-    ):
+    elif is_text:
         if tokenizer is None:
             raise InputError("text input needs a tokenizer; pass tokenizer= or give a tensor of token ids.")
-        return encode(tokenizer, inputs, limit=limit, max_length=max_length)
+        return encode(tokenizer, inputs, limit=limit, max_length=max_length, continuations=continuations)
     else:
         raise InputError(
             f"inputs of type {type(inputs).__name__} are not understood; pass text, a list of texts, a tensor"
