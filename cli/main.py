@@ -33,6 +33,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Run the model once and save the captured tensors with their metadata."),
     "audit": ("interpret.cli.audit_cmd", "audit",
               "Audit every example of a dataset; re-running resumes where an interrupted run stopped."),
+    "models": ("interpret.cli.models_cmd", "models",
+               "List the model types transformers knows: supported or not, by which adapter, with which hook points."),
 }
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from interpret.cli.output import usage_error
 from interpret.cli.preflight import ModelPlan
-from interpret.errors import InterpretError, listing, suggest
+
+from interpret.errors import InterpretError, suggest
 
 
 def check_analyzers_load(names: Sequence[str], params: dict[str, dict[str, str]]) -> list[Any]:
@@ -43,18 +44,27 @@ def check_device(device: str) -> None:
 
 
 def check_adapter(plan: ModelPlan) -> None:
-    """Refuse a model type no registered adapter can capture."""
+    """Refuse a model type no adapter can capture: one transformers does not know and no adapter plugin claims,
+    or one whose base model the catalog (`interpret models`, cached per version) found unsupported."""
     if plan.default:
         return
+    from interpret.collect.hf.catalog import catalog
+    from interpret.collect.hf.catalog import model_types as known_types
     from interpret.collect.hf.registry import model_types
 
-    served = model_types()
     model_type = plan.facts.model_type
-    if model_type not in served:
+    if model_type in model_types():
+        return
+    known = known_types()
+    if model_type not in known:
         raise usage_error(
-            f"--model {plan.display_name}: no adapter captures model type {model_type!r};{suggest(model_type, served)}"
-            f" adapters exist for: {listing(served) or 'none'} (an adapter plugin can add one)."
+            f"--model {plan.display_name}: no adapter captures model type {model_type!r}: the installed"
+            f" transformers does not know it;{suggest(model_type, known)} `interpret models` lists every model"
+            " type and its support (an adapter plugin can add one)."
         )
+    (support,) = catalog([model_type])
+    if support.status == "unsupported":
+        raise usage_error(f"--model {plan.display_name}: no adapter captures model type {model_type!r}: {support.reason}")
 
 
 def load_tokenizer(plan: ModelPlan) -> Any:

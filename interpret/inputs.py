@@ -27,7 +27,9 @@ class Encoded:
         special: [batch, pos] bool, True at special tokens (CLS, SEP, BOS, EOS, padding).
         inputs_embeds: [batch, pos, d_model] when the model is fed embeddings directly.
         pixel_values: [batch, channel, height, width] for vision models.
+        input_features: audio features as the model takes them (Whisper: log-mel [batch, mel, frame]).
         decoder: the decoder side of an encoder-decoder model, itself an Encoded.
+        image: the image side of a text-image dual encoder (CLIP), itself an Encoded (pixel_values).
         truncated: per example, whether the text was cut to fit.
         continuation: per example, how many of its last real tokens are a given continuation (the tokens a
             language model's explanation targets, one target per token); () when there is none.
@@ -43,7 +45,9 @@ class Encoded:
     input_ids: Tensor | None = None
     inputs_embeds: Tensor | None = None
     pixel_values: Tensor | None = None
+    input_features: Tensor | None = None
     decoder: Encoded | None = None
+    image: Encoded | None = None
     texts: tuple[str, ...] | None = None
     truncated: tuple[bool, ...] = field(default=())
     continuation: tuple[int, ...] = field(default=())
@@ -152,7 +156,9 @@ class Encoded:
             input_ids=move(self.input_ids),
             inputs_embeds=move(self.inputs_embeds),
             pixel_values=move(self.pixel_values),
+            input_features=move(self.input_features),
             decoder=None if self.decoder is None else self.decoder.to(device),
+            image=None if self.image is None else self.image.to(device),
         )
 
 

@@ -19,6 +19,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+# Tiny models run op by op: one torch thread per test process (xdist runs one per core) is an order of
+# magnitude faster than threads that wait on each other on a shared machine. INTERPRET_TEST_THREADS overrides.
+torch.set_num_threads(int(os.environ.get("INTERPRET_TEST_THREADS", "1")))
+
 
 @pytest.fixture(autouse=True)
 def _seed_everything() -> None:

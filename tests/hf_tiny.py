@@ -1,6 +1,11 @@
 """Tiny random Hugging Face models built from configs (hidden 32, 2 layers, 4 heads), one per family, and
 the word-level tokenizer built in memory (interpret.reference.vocab). Nothing is downloaded.
 
+`FAMILIES` are the ten families the detailed collector tests run on; `MATRIX` is the broad set of the
+family matrix (tests/collect/test_hf_matrix.py): encoders, decoders (absolute and rotary positions,
+grouped-query, sliding window, Mixture-of-Experts, parallel attention/MLP blocks), encoder-decoders (text and
+speech), vision (plain and hierarchical windowed) and text-image dual encoders.
+
 `save_tiny(family, directory)` writes a model and its tokenizer (or image processor) with save_pretrained,
 so tests load it back through `interpret.load` exactly as a user would.
 """
@@ -9,6 +14,8 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,172 @@ TEST_DEVICE = os.environ.get("INTERPRET_TEST_DEVICE", "cpu")
 WORDS = "the cat sat on mat a dog saw red blue ! marker".split()
 SPECIALS = list(reference_vocab.SPECIAL_TOKENS)
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
+VOCAB = len(SPECIALS) + len(set(WORDS))
+
+TEXTS = ["the cat sat on the mat !", "a dog saw red"]  # the second is padded
+DECODER_TEXTS = ["a red dog", "the cat sat on the blue mat"]  # here the first is padded
+IMAGE_SIZE, PATCH_SIZE = 16, 4  # 16 patches and the class token
+SWIN_IMAGE_SIZE = 32  # an 8 x 8 patch grid: four 4 x 4 windows in the first stage, one in the second
+MEL_BINS, AUDIO_POSITIONS = 8, 8  # Whisper: 16 feature frames, halved by the encoder's convolutions
+
+_TOKENS = {"pad_token_id": PAD, "bos_token_id": CLS, "eos_token_id": SEP}
+_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
+_ROTARY = {**_SIZES, "max_position_embeddings": 64, **_TOKENS}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One tiny family: its category, how to build its config, its task head, and its attention kernels.
+
+    category: encoder, decoder, encoder-decoder, speech (encoder-decoder on audio features), vision or
+        dual (text-image dual encoder). implementations: the kernels it is loaded with (SDPA where the
+        family has it, and eager).
+    """
+
+    name: str
+    category: str
+    config: Callable[[], Any]
+    head: str
+    implementations: tuple[str, ...] = ("sdpa", "eager")
+    what: str = ""
+    padding_invariant: bool = True  # False where the model's own output reads padding (SigLIP pools the last position)
+
+    @property
+    def text(self) -> bool:
+        """Whether the family takes text alone (so `interpret collect --text` applies)."""
+        return self.category in ("encoder", "decoder", "encoder-decoder")
+
+
+def _bert_like(cls: Any, **extra: Any) -> Callable[[], Any]:
+    return lambda: cls(vocab_size=VOCAB, **_SIZES, max_position_embeddings=66, **_TOKENS, **extra)
+
+
+def _rotary(cls: Any, **extra: Any) -> Callable[[], Any]:
+    return lambda: cls(vocab_size=VOCAB, **{**_ROTARY, **extra})
+
+
+def _bart_like(cls: Any, **extra: Any) -> Callable[[], Any]:
+    return lambda: cls(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                       decoder_start_token_id=SEP, forced_eos_token_id=None, **_TOKENS, **extra)
+
+
+def _vision(cls: Any, **extra: Any) -> Callable[[], Any]:
+    return lambda: cls(**_SIZES, image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_labels=3, **extra)
+
+
+def _t5() -> Any:
+    return transformers.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                 relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                                 decoder_start_token_id=PAD, pad_token_id=PAD, eos_token_id=SEP)
+
+
+def _whisper() -> Any:
+    return transformers.WhisperConfig(
+        vocab_size=VOCAB, num_mel_bins=MEL_BINS, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=AUDIO_POSITIONS, max_target_positions=64, decoder_start_token_id=CLS,
+        suppress_tokens=[], begin_suppress_tokens=[], **_TOKENS,
+    )
+
+
+def _swin() -> Any:
+    return transformers.SwinConfig(image_size=SWIN_IMAGE_SIZE, patch_size=PATCH_SIZE, embed_dim=16, depths=[2, 2],
+                                   num_heads=[2, 4], window_size=4, mlp_ratio=2.0, num_labels=3)
+
+
+def _dual(config: Any, text: Any, vision: Any, **extra: Any) -> Callable[[], Any]:
+    text_sizes = {"vocab_size": VOCAB, **_SIZES, "max_position_embeddings": 32, **_TOKENS}
+    vision_sizes = {**_SIZES, "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE}
+    return lambda: config(text_config=text(**text_sizes).to_dict(), vision_config=vision(**vision_sizes).to_dict(), **extra)
+
+
+T = transformers
+_FAMILY_LIST = [
+    # Encoders.
+    Family("bert", "encoder", _bert_like(T.BertConfig), "BertForMaskedLM", what="BERT: post-norm, absolute positions"),
+    Family("roberta", "encoder", _bert_like(T.RobertaConfig), "RobertaForMaskedLM",
+           what="RoBERTa: positions offset past the padding index"),
+    Family("electra", "encoder", _bert_like(T.ElectraConfig, embedding_size=16), "ElectraForMaskedLM",
+           what="ELECTRA: embeddings projected to the hidden size"),
+    Family("distilbert", "encoder",
+           lambda: T.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                      max_position_embeddings=64, pad_token_id=PAD),
+           "DistilBertForMaskedLM", what="DistilBERT: q_lin/k_lin/v_lin/out_lin, ffn"),
+    Family("deberta-v2", "encoder",
+           lambda: T.DebertaV2Config(vocab_size=VOCAB, **_SIZES, max_position_embeddings=64, relative_attention=True,
+                                     position_buckets=8, max_relative_positions=16, pos_att_type=["p2c", "c2p"],
+                                     position_biased_input=False, pad_token_id=PAD),
+           "DebertaV2ForMaskedLM", ("eager",), what="DeBERTa-v2: disentangled attention computed in the module"),
+    Family("modernbert", "encoder",
+           lambda: T.ModernBertConfig(vocab_size=VOCAB, **_SIZES, max_position_embeddings=64, local_attention=4,
+                                      global_attn_every_n_layers=2, pad_token_id=PAD, bos_token_id=CLS,
+                                      eos_token_id=SEP, cls_token_id=CLS, sep_token_id=SEP),
+           "ModernBertForMaskedLM", what="ModernBERT: rotary, alternating local (windowed) and global layers"),
+    # Decoders.
+    Family("gpt2", "decoder",
+           lambda: T.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=64, **_TOKENS),
+           "GPT2LMHeadModel", what="GPT-2: absolute positions, merged c_attn (Conv1D)"),
+    Family("opt", "decoder",
+           lambda: T.OPTConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
+                               max_position_embeddings=64, word_embed_proj_dim=32, **_TOKENS),
+           "OPTForCausalLM", what="OPT: learned positions with an offset"),
+    Family("gpt_bigcode", "decoder",
+           lambda: T.GPTBigCodeConfig(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=64,
+                                      multi_query=True, **_TOKENS),
+           "GPTBigCodeForCausalLM", what="GPT-BigCode: multi-query attention"),
+    Family("gpt_neox", "decoder", _rotary(T.GPTNeoXConfig, use_parallel_residual=True), "GPTNeoXForCausalLM",
+           what="GPT-NeoX: partial rotary, parallel attention/MLP"),
+    Family("llama", "decoder", _rotary(T.LlamaConfig, num_key_value_heads=2), "LlamaForCausalLM",
+           what="Llama: rotary, grouped-query"),
+    Family("mistral", "decoder", _rotary(T.MistralConfig, num_key_value_heads=2, sliding_window=4),
+           "MistralForCausalLM", what="Mistral: sliding window"),
+    Family("qwen2", "decoder",
+           _rotary(T.Qwen2Config, num_key_value_heads=2, use_sliding_window=True, sliding_window=4, max_window_layers=1),
+           "Qwen2ForCausalLM", what="Qwen2: sliding window on some layers"),
+    Family("qwen3", "decoder", _rotary(T.Qwen3Config, num_key_value_heads=2, head_dim=8), "Qwen3ForCausalLM",
+           what="Qwen3: query/key norms"),
+    Family("gemma2", "decoder",
+           _rotary(T.Gemma2Config, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
+           "Gemma2ForCausalLM", ("eager",), what="Gemma 2: logit soft-capping, alternating sliding window, sandwich norms"),
+    Family("phi", "decoder", _rotary(T.PhiConfig), "PhiForCausalLM", what="Phi: parallel attention/MLP, partial rotary"),
+    Family("phi3", "decoder", _rotary(T.Phi3Config, num_key_value_heads=2), "Phi3ForCausalLM",
+           what="Phi-3: merged qkv_proj and gate_up_proj"),
+    Family("cohere", "decoder", _rotary(T.CohereConfig, num_key_value_heads=2), "CohereForCausalLM",
+           what="Cohere: parallel attention/MLP with one norm"),
+    Family("olmo2", "decoder", _rotary(T.Olmo2Config, num_key_value_heads=2), "Olmo2ForCausalLM",
+           what="OLMo 2: post-norms, query/key norms"),
+    Family("mixtral", "decoder", _rotary(T.MixtralConfig, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
+           "MixtralForCausalLM", what="Mixtral: Mixture-of-Experts"),
+    Family("qwen2_moe", "decoder",
+           _rotary(T.Qwen2MoeConfig, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                   shared_expert_intermediate_size=64, decoder_sparse_step=1),
+           "Qwen2MoeForCausalLM", what="Qwen2-MoE: experts and a shared expert"),
+    # Encoder-decoders.
+    Family("t5", "encoder-decoder", _t5, "T5ForConditionalGeneration", what="T5: relative position bias, unscaled"),
+    Family("bart", "encoder-decoder", _bart_like(T.BartConfig), "BartForConditionalGeneration",
+           what="BART: learned positions"),
+    Family("marian", "encoder-decoder", _bart_like(T.MarianConfig, decoder_vocab_size=VOCAB), "MarianMTModel",
+           what="Marian: sinusoidal positions"),
+    Family("whisper", "speech", _whisper, "WhisperForConditionalGeneration",
+           what="Whisper: audio features, convolutional downsampling"),
+    # Vision.
+    Family("vit", "vision", _vision(T.ViTConfig), "ViTForImageClassification", what="ViT: class token and patches"),
+    Family("deit", "vision", _vision(T.DeiTConfig), "DeiTForImageClassificationWithTeacher",
+           what="DeiT: class and distillation tokens"),
+    Family("dinov2", "vision",
+           lambda: T.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2,
+                                  image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_labels=3),
+           "Dinov2ForImageClassification", what="DINOv2: layer scale"),
+    Family("swin", "vision", _swin, "SwinForImageClassification",
+           what="Swin: shifted windows, hierarchical stages"),
+    # Text-image dual encoders.
+    Family("clip", "dual", _dual(T.CLIPConfig, T.CLIPTextConfig, T.CLIPVisionConfig, projection_dim=16), "CLIPModel",
+           what="CLIP: causal text tower, vision tower"),
+    Family("siglip", "dual", _dual(T.SiglipConfig, T.SiglipTextConfig, T.SiglipVisionConfig), "SiglipModel",
+           what="SigLIP: text and vision towers", padding_invariant=False),
+]
+MATRIX: dict[str, Family] = {family.name: family for family in _FAMILY_LIST}
 
 ENCODERS = ("bert", "roberta", "distilbert")
 DECODERS = ("gpt2", "llama", "qwen2", "mistral")
@@ -30,84 +203,58 @@ ENCODER_DECODERS = ("t5", "bart")
 VISION = ("vit",)
 FAMILIES = ENCODERS + DECODERS + ENCODER_DECODERS + VISION
 
-TEXTS = ["the cat sat on the mat !", "a dog saw red"]  # the second is padded
-DECODER_TEXTS = ["a red dog", "the cat sat on the blue mat"]  # here the first is padded
-IMAGE_SIZE, PATCH_SIZE = 16, 4  # 16 patches and the class token
-
 
 def word_tokenizer(words: list[str] = WORDS, max_length: int = 64) -> transformers.PreTrainedTokenizerFast:
     """Return the in-memory word-level tokenizer: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4, then `words`."""
     return reference_vocab.word_tokenizer(words, model_max_length=max_length)
 
 
-def tiny_config(family: str, vocab_size: int) -> Any:
+def tiny_config(family: str, vocab_size: int = VOCAB) -> Any:
     """Return the config of a tiny `family` model: hidden 32, 2 layers, 4 heads, MLP 64."""
-    tokens = {"pad_token_id": PAD, "bos_token_id": CLS, "eos_token_id": SEP}
-    if family in ("bert", "roberta"):
-        cls = transformers.BertConfig if family == "bert" else transformers.RobertaConfig
-        return cls(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   intermediate_size=64, max_position_embeddings=66, **tokens)
-    if family == "distilbert":
-        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                             max_position_embeddings=64, pad_token_id=PAD)
-    if family == "gpt2":
-        return transformers.GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4, n_inner=64,
-                                       n_positions=64, **tokens)
-    if family in ("llama", "qwen2", "mistral"):
-        cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-               "mistral": transformers.MistralConfig}[family]
-        window = {"qwen2": {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
-                  "mistral": {"sliding_window": 4}}.get(family, {})
-        return cls(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **window, **tokens)
-    if family == "t5":
-        return transformers.T5Config(vocab_size=vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                                     relative_attention_num_buckets=8, relative_attention_max_distance=16,
-                                     decoder_start_token_id=PAD, pad_token_id=PAD, eos_token_id=SEP)
-    if family == "bart":
-        return transformers.BartConfig(vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2,
-                                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-                                       decoder_ffn_dim=64, max_position_embeddings=64, decoder_start_token_id=SEP,
-                                       forced_eos_token_id=None, **tokens)
-    if family == "vit":
-        return transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                      intermediate_size=64, image_size=IMAGE_SIZE, patch_size=PATCH_SIZE,
-                                      num_labels=3)
-    raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
-
-
-_HEADS = {
-    "bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "distilbert": "DistilBertForMaskedLM",
-    "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-    "mistral": "MistralForCausalLM", "t5": "T5ForConditionalGeneration",
-    "bart": "BartForConditionalGeneration", "vit": "ViTForImageClassification",
-}
+    if family not in MATRIX:
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(MATRIX)}")
+    config = MATRIX[family].config()
+    if vocab_size != VOCAB and hasattr(config, "vocab_size"):
+        config.vocab_size = vocab_size
+    return config
 
 
 def tiny_model(family: str, attn_implementation: str = "sdpa", seed: int = 0) -> Any:
     """Return a tiny random `family` model with a task head, in eval mode."""
     torch.manual_seed(seed)
-    config = tiny_config(family, vocab_size=len(SPECIALS) + len(set(WORDS)))
+    config = tiny_config(family)
     config._attn_implementation = attn_implementation
-    return getattr(transformers, _HEADS[family])(config).eval().to(TEST_DEVICE)
+    return getattr(transformers, MATRIX[family].head)(config).eval().to(TEST_DEVICE)
 
 
-def image_processor() -> Any:
-    """Return a ViT image processor that resizes to the tiny ViT's input size (PIL backend, no torchvision)."""
-    return transformers.ViTImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+def image_processor(size: int = IMAGE_SIZE) -> Any:
+    """Return a ViT image processor that resizes to `size` (PIL backend, no torchvision)."""
+    return transformers.ViTImageProcessorPil(size={"height": size, "width": size})
+
+
+def image_size(family: str) -> int:
+    """Return the square image side a tiny vision or dual `family` takes."""
+    return SWIN_IMAGE_SIZE if family == "swin" else IMAGE_SIZE
 
 
 def save_tiny(family: str, directory: Path) -> Path:
     """Save a tiny `family` model with its tokenizer (or image processor) to `directory`; return it."""
-    tiny_model(family).save_pretrained(directory)
-    (image_processor() if family in VISION else word_tokenizer()).save_pretrained(directory)
+    tiny_model(family, MATRIX[family].implementations[0]).save_pretrained(directory)
+    category = MATRIX[family].category
+    (image_processor(image_size(family)) if category == "vision" else word_tokenizer()).save_pretrained(directory)
     return directory
 
 
-def pixel_values(batch: int = 2, seed: int = 0) -> torch.Tensor:
-    """Return random pixel values [batch, 3, 16, 16] for the tiny ViT."""
+def pixel_values(batch: int = 2, seed: int = 0, size: int = IMAGE_SIZE) -> torch.Tensor:
+    """Return random pixel values [batch, 3, size, size] for a tiny vision model."""
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(batch, 3, IMAGE_SIZE, IMAGE_SIZE, generator=generator)
+    return torch.randn(batch, 3, size, size, generator=generator)
+
+
+def audio_features(batch: int = 2, seed: int = 0) -> torch.Tensor:
+    """Return random log-mel features [batch, mel, frame] for the tiny Whisper (16 frames)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, MEL_BINS, 2 * AUDIO_POSITIONS, generator=generator)
 
 
 def collect_args(family: str, single: bool = False) -> tuple[Any, dict[str, Any]]:
@@ -115,19 +262,33 @@ def collect_args(family: str, single: bool = False) -> tuple[Any, dict[str, Any]
 
     single: one unpadded example, so kernels take their no-mask paths (SDPA's is_causal, skipped masks).
     """
-    if family in VISION:
-        return pixel_values(1 if single else 2), {}
+    batch = 1 if single else 2
+    category = MATRIX[family].category
     texts = TEXTS[:1] if single else TEXTS
-    if family in ENCODER_DECODERS:
+    if category == "vision":
+        return pixel_values(batch, size=image_size(family)), {}
+    if category == "speech":
+        return audio_features(batch), {"decoder_inputs": DECODER_TEXTS[1:] if single else DECODER_TEXTS}
+    if category == "dual":
+        return {"text": texts, "images": pixel_values(batch)}, {}
+    if category == "encoder-decoder":
         return texts, {"decoder_inputs": DECODER_TEXTS[1:] if single else DECODER_TEXTS}
     return texts, {}
 
 
 def model_inputs(encoded: Any) -> dict[str, torch.Tensor]:
     """Return the keyword arguments that feed an Encoded to a Hugging Face model directly."""
+    inputs: dict[str, torch.Tensor] = {}
     if encoded.pixel_values is not None:
-        return {"pixel_values": encoded.pixel_values}
-    inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+        inputs["pixel_values"] = encoded.pixel_values
+    if getattr(encoded, "input_features", None) is not None:
+        inputs["input_features"] = encoded.input_features
+    if encoded.input_ids is not None:
+        inputs["input_ids"] = encoded.input_ids
+        inputs["attention_mask"] = encoded.attention_mask
+    image = getattr(encoded, "image", None)
+    if image is not None:
+        inputs["pixel_values"] = image.pixel_values
     if encoded.decoder is not None:
         inputs["decoder_input_ids"] = encoded.decoder.input_ids
         inputs["decoder_attention_mask"] = encoded.decoder.attention_mask

@@ -38,6 +38,12 @@ def select_sites(
     available = [site.name for site in capturable.sites]
     for glob in globs:
         if not any(fnmatch.fnmatchcase(name, glob) for name in available):
+            refused = [name for name in capturable.unsupported if fnmatch.fnmatchcase(name, glob)]
+            if refused:
+                raise HookNameError(
+                    f"{refused[0]} cannot be captured from this model: {capturable.unsupported[refused[0]]};"
+                    f" pick hook points it has: {summarize_names(available)}."
+                )
             raise HookNameError(
                 f"no hook matches {glob!r};{suggest(glob, available)} this model has:"
                 f" {summarize_names(available)} (layers 0..{capturable.n_layers - 1})."
@@ -69,6 +75,10 @@ def _side_lengths(encoded: Encoded, side: str) -> tuple[int, int]:
     decoder = encoded.decoder
     if side == "main":
         return encoded.pos, encoded.pos
+    if side == "image":
+        if encoded.image is None:
+            raise CaptureError("an image site needs image inputs; pass images with the text.")
+        return encoded.image.pos, encoded.image.pos
     if decoder is None:
         raise CaptureError(f"a {side} site needs decoder inputs; pass decoder text or ids.")
     return (decoder.pos, decoder.pos) if side == "decoder" else (decoder.pos, encoded.pos)
@@ -94,6 +104,10 @@ def _side_masks(encoded: Encoded, side: str) -> tuple[Tensor, Tensor]:
     main = encoded.attention_mask.bool()
     if side == "main":
         return main, main
+    if side == "image":
+        assert encoded.image is not None
+        image = encoded.image.attention_mask.bool()
+        return image, image
     assert encoded.decoder is not None
     dec = encoded.decoder.attention_mask.bool()
     return (dec, dec) if side == "decoder" else (dec, main)

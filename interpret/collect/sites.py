@@ -15,7 +15,7 @@ from interpret.hooks import HookSession
 from interpret.inputs import Encoded
 from interpret.trace import AttentionSource, ModelKind
 
-Side = Literal["main", "decoder", "cross"]
+Side = Literal["main", "decoder", "cross", "image"]
 Sink = Callable[[Tensor], None]
 Reader = Callable[[tuple[Any, ...], Mapping[str, Any], Any], Tensor]
 
@@ -33,8 +33,8 @@ class Site:
     name: canonical hook name (`blocks.{i}.attn.hook_pattern`).
     axes: the tensor's axes in the shared vocabulary, batch first.
     sizes: sizes of the static axes (head, d_head, d_model, d_mlp); batch, pos, query and key come from
-        the input, read from the side: `main` (encoder or only stack), `decoder`, or `cross` (query =
-        decoder position, key = main position).
+        the input, read from the side: `main` (encoder or only stack), `decoder`, `cross` (query =
+        decoder position, key = main position), or `image` (the image tower of a text-image dual encoder).
     module / read / pre: by default a forward hook on `module` passes `read(args, kwargs, output)` to the
         collector (or a forward-pre hook with `pre=True`, called with output=None).
     attach: overrides the module hook for sites recorded another way (an attention-function wrapper); it
@@ -81,6 +81,9 @@ class Capturable:
         attribute to; None when the model has none.
     adapter / implementation / model_class: which adapter built this, the attention implementation the
         model was loaded with (eager, sdpa, ...) and the model's class name (recorded in the trace's meta).
+    unsupported: {hook name: why} for the canonical hook points this model does not offer (no norm before
+        the attention, no single MLP hidden layer in a Mixture-of-Experts block, ...); asking for one of
+        them is an error that names it and gives the reason.
     """
 
     model: nn.Module
@@ -100,3 +103,4 @@ class Capturable:
     adapter: str = ""
     implementation: str = "eager"
     model_class: str = ""
+    unsupported: Mapping[str, str] = field(default_factory=dict)

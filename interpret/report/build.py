@@ -195,8 +195,8 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         captured = trace.layers(suffix, prefix)
         if not captured or any(layer not in captured for layer in layers):
             continue
-        stacked = trace.stack(suffix, prefix).detach()
-        picked = stacked[:, [captured.index(layer) for layer in layers]][:, :, head_index]
+        # Heads are picked per layer before stacking: layers may differ in head count (Swin's stages).
+        picked = torch.stack([trace[f"{prefix}blocks.{layer}.{suffix}"][:, head_index] for layer in layers], dim=1).detach()
         pattern = picked.to(torch.float32).cpu().numpy()
         arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
         views.append(

@@ -98,6 +98,7 @@ def _assert_declared_shapes(trace) -> None:
 def test_errors_leave_nothing_behind_and_unknown_names_list_what_exists(zoo, family) -> None:
     model, tokenizer = zoo(family, "sdpa")
     inputs, extra = collect_args(family)
+    interpret.collect(model, tokenizer, inputs, **extra)  # the adapter's probe pass runs before the hook below
     hooks_before = count_hooks(model)
     lookup_before = AttentionInterface.__dict__["get_interface"]
 

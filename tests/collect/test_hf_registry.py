@@ -1,5 +1,6 @@
-"""Adapter discovery through the `interpret.adapters` entry points: built-ins, plugins, broken ones, and
-the one-line answer for a model no adapter serves."""
+"""Adapter discovery through the `interpret.adapters` entry points: built-in family adapters, plugins,
+broken ones, the generic adapter for every other model type, and the one-line answer for a model that
+cannot be captured."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from interpret.errors import UnsupportedModelError
 from interpret.versions import DISTRIBUTION
 
 PLUGIN = '''
-from interpret.collect.hf import bert
+from interpret.collect.hf import generic
 from interpret.collect.hf.adapter import HFAdapter
 
-ELECTRA = HFAdapter(model_types=("electra",), build=bert.build)  # Electra keeps BERT's module layout
-CLAIMS_BERT = HFAdapter(model_types=("bert",), build=bert.build)
+ELECTRA = HFAdapter(model_types=("electra",), build=generic.build)
+CLAIMS_CLIP = HFAdapter(model_types=("clip",), build=generic.build)
 NOT_AN_ADAPTER = object()
 '''
 
@@ -46,7 +47,7 @@ def plugins(tmp_path, monkeypatch):
     real = list(metadata.entry_points(group=GROUP))
     fakes = [
         metadata.EntryPoint(name="electra", value="fake_adapters:ELECTRA", group=GROUP),
-        metadata.EntryPoint(name="bert_again", value="fake_adapters:CLAIMS_BERT", group=GROUP),
+        metadata.EntryPoint(name="clip_again", value="fake_adapters:CLAIMS_CLIP", group=GROUP),
         metadata.EntryPoint(name="nonsense", value="fake_adapters:NOT_AN_ADAPTER", group=GROUP),
         metadata.EntryPoint(name="broken", value="broken_adapters:ADAPTER", group=GROUP),
     ]
@@ -63,37 +64,66 @@ def plugins(tmp_path, monkeypatch):
     registry.refresh()
 
 
+def tiny_mamba() -> transformers.PreTrainedModel:
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=len(word_tokenizer()), hidden_size=32, num_hidden_layers=2, state_size=4)
+    return transformers.MambaForCausalLM(config).eval()
+
+
+def tiny_bloom() -> transformers.PreTrainedModel:
+    torch.manual_seed(0)
+    config = transformers.BloomConfig(vocab_size=len(word_tokenizer()), hidden_size=32, n_layer=2, n_head=4)
+    return transformers.BloomForCausalLM(config).eval()
+
+
 def test_built_in_adapters_register_through_entry_points() -> None:
     entries = registry.entries()
     builtins = {name: entry for name, entry in entries.items() if entry.builtin}
-    assert set(builtins) == {"bert", "distilbert", "gpt2", "llama", "t5", "bart", "vit"}
+    assert set(builtins) == {"deberta", "swin", "whisper", "dual"}
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
+    assert all(entry.adapter.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
-    assert set(FAMILIES) <= set(served)
-    assert served["qwen2"] == served["mistral"] == "llama" and served["roberta"] == "bert"
+    assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "whisper": "whisper",
+                      "clip": "dual", "siglip": "dual"}
+    assert not set(FAMILIES) & set(served)  # the families without quirks go to the generic adapter
 
 
-def test_model_without_adapter_gets_one_line_that_says_how_to_add_one() -> None:
+def test_model_types_without_an_adapter_go_to_the_generic_adapter() -> None:
+    model = tiny_electra()
+    assert registry.adapter_for(model).name == "generic"
+    trace = interpret.collect(model, word_tokenizer(), ["the cat sat", "a dog"])
+    assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 5, 5)
+    assert trace.meta.adapter == "generic"
+
+
+@pytest.mark.parametrize(
+    ("make", "fragments"),
+    [
+        (tiny_mamba, ["'mamba'", "no attention layers", "no attention to capture"]),
+        (tiny_bloom, ["'bloom'", "BloomAttention", "attention interface", "interpret.adapters"]),
+    ],
+    ids=["no-attention", "own-attention-code"],
+)
+def test_model_that_cannot_be_captured_gets_one_line_that_says_why(make, fragments) -> None:
     with pytest.raises(UnsupportedModelError) as err:
-        interpret.collect(tiny_electra(), word_tokenizer(), "the cat sat")
+        interpret.collect(make(), word_tokenizer(), "the cat sat")
     message = str(err.value)
-    assert "\n" not in message and "'electra'" in message and "ElectraForMaskedLM" in message
-    assert "interpret.adapters" in message and "build(model, tokenizer)" in message
+    assert "\n" not in message and all(fragment in message for fragment in fragments), message
+    assert "Did you mean" not in message  # a model type is not the user's to change
 
 
 def test_third_party_adapter_is_used_and_bad_ones_are_listed_broken(plugins) -> None:
     assert plugins["electra"].adapter is not None and not plugins["electra"].builtin
-    assert "claims model type 'bert'" in plugins["bert_again"].error
+    assert "claims model type 'clip'" in plugins["clip_again"].error
     assert "model_types" in plugins["nonsense"].error
     assert "needs a missing dependency" in plugins["broken"].error
-    assert registry.model_types()["bert"] == "bert"  # the built-in keeps its model type
+    assert registry.model_types()["clip"] == "dual"  # the built-in keeps its model type
+    assert registry.adapter_for(tiny_electra()).name == "electra"
     trace = interpret.collect(tiny_electra(), word_tokenizer(), ["the cat sat", "a dog"])
     assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 5, 5)
     assert trace.meta.model_class == "ElectraForMaskedLM"
 
 
 def test_unsupported_message_mentions_broken_plugins(plugins) -> None:
-    model = tiny_electra()
-    model.config.model_type = "electra-variant"
     with pytest.raises(UnsupportedModelError, match="broken"):
-        interpret.collect(model, word_tokenizer(), "the cat sat")
+        interpret.collect(tiny_mamba(), word_tokenizer(), "the cat sat")

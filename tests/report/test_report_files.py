@@ -90,7 +90,7 @@ def test_export_round_trips_at_full_precision(report, tmp_path: Path) -> None:
     tokens = read_csv(tmp_path / "data" / "tokens.csv")  # undoes the formula guard's leading '
     assert tokens["token"].tolist()[: len(report.examples[0].tokens)] == list(report.examples[0].tokens)
     checks = pd.read_parquet(tmp_path / "data" / "checks.parquet")
-    assert checks["ok"].all() and len(checks) == 5
+    assert checks["ok"].all() and len(checks) == sum(len(section.result.checks) for section in report.sections) == 6
 
 
 def test_layer_and_head_selection_cuts_what_is_embedded(tmp_path: Path) -> None:

@@ -1,14 +1,17 @@
 """The adapter contract: what a package registers under the entry-point group `interpret.adapters`.
 
-An adapter is any object with `model_types` (the `config.model_type` values it serves) and
-`build(model, tokenizer) -> Capturable`. The built-in families and third-party packages register the same
-way, in their pyproject.toml:
+Most models need none: the generic adapter (`interpret.collect.hf.generic`) serves every model type that
+no adapter claims, from the model's own structure. An adapter is for a family's real quirks (attention
+computed in the module, windowed or hierarchical attention, a second input tower, audio input): any object
+with `model_types` (the `config.model_type` values it serves), `build(model, tokenizer) -> Capturable` and
+optionally `adds` (one line: what it adds over the generic adapter). The built-in family adapters and
+third-party packages register the same way, in their pyproject.toml:
 
     [project.entry-points."interpret.adapters"]
     my_family = "my_package.adapter:ADAPTER"
 
-`HFAdapter` below is a ready-made frozen dataclass for that object; `interpret.collect.hf.layout` builds the
-Capturable from a declarative layout of module paths.
+`HFAdapter` below is a ready-made frozen dataclass for that object; `generic.layout_of` and
+`generic.capturable` are the building blocks a family adapter starts from.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ GROUP = "interpret.adapters"
 
 @dataclass(frozen=True)
 class HFAdapter:
-    """An adapter: the model types it serves and the function that makes such a model capturable."""
+    """An adapter: the model types it serves, the function that makes such a model capturable, and what it
+    adds over the generic adapter (one line, shown by `interpret models`)."""
 
     model_types: tuple[str, ...]
     build: Callable[[nn.Module, Any], Capturable]
+    adds: str = ""
 
 
 def base_model(model: nn.Module) -> nn.Module:

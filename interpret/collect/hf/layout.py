@@ -5,6 +5,7 @@ into canonical sites:
 
     {prefix}hook_embed                          [batch, pos, d_model]  what enters block 0
     {prefix}blocks.{i}.hook_resid_pre|post      [batch, pos, d_model]  block input / output
+    {prefix}blocks.{i}.ln1|ln2.hook_normalized  [batch, pos, d_model]  the norm output the attention / MLP reads
     {prefix}blocks.{i}.{attn}.hook_q|k|v        [batch, pos, head, d_head]  as the kernel received them
                                                 (after rotary embeddings; key/value heads repeated per
                                                 query head under grouped-query attention)
@@ -15,8 +16,12 @@ into canonical sites:
     {prefix}blocks.{i}.hook_cross_attn_out      [batch, pos, d_model]  same, for cross attention
     {prefix}blocks.{i}.mlp.hook_post            [batch, pos, d_mlp]  input of the MLP's last linear
     {prefix}blocks.{i}.hook_mlp_out             [batch, pos, d_model]  the MLP's contribution
+    {prefix}ln_final.hook_normalized            [batch, pos, d_model]  the norm after the last block
 
 `{attn}` is `attn` (self attention) or `cross_attn` (query = decoder position, key = encoder position).
+A hook point a model lacks (no norm before the attention, no single MLP hidden layer in a
+Mixture-of-Experts block, ...) is listed in `Capturable.unsupported` with the reason, and asking for it is
+an error that names it.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from interpret.collect.hf.attention import AttentionRecorder, Field
+from interpret.collect.hf.probe import Slot, read_slot
 from interpret.collect.sites import Capturable, Side, Site
 from interpret.errors import UnsupportedModelError
 from interpret.inputs import Encoded
@@ -43,11 +50,12 @@ class AttentionLayout:
     """One attention of a block, as module paths relative to the block.
 
     kernel: the module that calls the attention kernel. out_proj: the output projection, whose input is
-    the concatenated heads [batch, pos, head * d_head]. name: `attn` or `cross_attn`.
+    the concatenated heads [batch, pos, head * d_head]; None when the model has none (no hook_z, no
+    hook_attn_out). name: `attn` or `cross_attn`.
     """
 
     kernel: str
-    out_proj: str
+    out_proj: str | None
     name: str = "attn"
 
 
@@ -57,30 +65,47 @@ class StackLayout:
 
     blocks: path of the block list under the model. mlp_out: module whose output is the MLP's
     contribution to the residual stream. mlp_down: the MLP's last linear (its input is mlp.hook_post).
+    d_value: size of one value head (defaults to d_head). block_input: where a block receives the residual
+    stream (("arg", 0) or ("kwarg", "hidden_states")). ln1 / ln2: the norms whose outputs the attention and
+    the MLP read, relative to the block; ln_final: the norm after the last block, relative to the root.
+    unsupported: (hook-name suffix, reason) for what every block of the stack lacks, e.g. ("mlp.hook_post",
+    "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack.
     """
 
     prefix: str
     blocks: str
     side: Side
     attentions: tuple[AttentionLayout, ...]
-    mlp_out: str
-    mlp_down: str
+    mlp_out: str | None
+    mlp_down: str | None
     n_heads: int
     d_head: int
     d_model: int
     d_mlp: int
-
-
-def _read_input(args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
-    return args[0] if args else kwargs["hidden_states"]
+    d_value: int | None = None
+    n_kv_heads: int | None = None
+    block_input: Slot = ("arg", 0)
+    ln1: str | None = None
+    ln2: str | None = None
+    ln_final: str | None = None
+    unsupported: tuple[tuple[str, str], ...] = ()
+    block_unsupported: tuple[tuple[int, str, str], ...] = ()
 
 
 def _read_first(args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
     return output if isinstance(output, Tensor) else output[0]
 
 
+def _read_projection_input(args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
+    return args[0] if args else next(value for value in kwargs.values() if isinstance(value, Tensor))
+
+
+def _read_slot(slot: Slot, args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
+    return read_slot(slot, args, kwargs)
+
+
 def _read_heads(n_heads: int, d_head: int, args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
-    joined = _read_input(args, kwargs, output)
+    joined = _read_projection_input(args, kwargs, output)
     return joined.view(*joined.shape[:-1], n_heads, d_head)
 
 
@@ -96,41 +121,50 @@ def submodule(root: nn.Module, path: str) -> nn.Module:
         ) from None
 
 
-def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder) -> list[Site]:
-    """Return the sites of every block of `stack`, in forward order."""
+def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder) -> tuple[list[Site], dict[str, str]]:
+    """Return the sites of every block of `stack` in forward order, and {hook name: why it is not offered}."""
     blocks = submodule(root, stack.blocks)
     if not isinstance(blocks, (nn.ModuleList, nn.Sequential)) or len(blocks) == 0:
         raise UnsupportedModelError(
             f"{stack.blocks!r} of {type(root).__name__} is not a non-empty list of blocks; register an adapter"
             " that matches this model under the entry-point group 'interpret.adapters'."
         )
+    d_value = stack.d_value or stack.d_head
     sizes = {"head": stack.n_heads, "d_head": stack.d_head, "d_model": stack.d_model, "d_mlp": stack.d_mlp}
+    value_sizes = {**sizes, "d_head": d_value}
     residual = ("batch", "pos", "d_model")
     per_head = ("batch", "pos", "head", "d_head")
     square = ("batch", "head", "query", "key")
     p, side = stack.prefix, stack.side
-    sites = [Site(f"{p}hook_embed", residual, sizes, module=blocks[0], read=_read_input, pre=True, side=side)]
+    missing = dict(stack.unsupported)
+    skipped = {(index, suffix): why for index, suffix, why in stack.block_unsupported}
+    read_block = partial(_read_slot, stack.block_input)
+    sites = [Site(f"{p}hook_embed", residual, sizes, module=blocks[0], read=read_block, pre=True, side=side)]
+    unsupported: dict[str, str] = {}
     for i, block in enumerate(blocks):
         name = f"{p}blocks.{i}"
-        sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, _read_input, pre=True, side=side))
+        unsupported.update({f"{name}.{suffix}": why for suffix, why in missing.items()})
+        unsupported.update({f"{name}.{suffix}": why for (index, suffix), why in skipped.items() if index == i})
+        sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, read_block, pre=True, side=side))
+        if stack.ln1 is not None and (i, "ln1.hook_normalized") not in skipped:
+            sites.append(Site(f"{name}.ln1.hook_normalized", residual, sizes, submodule(block, stack.ln1), _read_first, side=side))
         for attention in stack.attentions:
             kernel = submodule(block, attention.kernel)
-            out_proj = submodule(block, attention.out_proj)
             cross = attention.name == "cross_attn"
             key_side: Side = "main" if cross else side
-            fields: tuple[tuple[str, Field, tuple[str, ...], Side], ...] = (
-                ("hook_q", "q", per_head, side),
-                ("hook_k", "k", per_head, key_side),
-                ("hook_v", "v", per_head, key_side),
-                ("hook_attn_scores", "scores", square, "cross" if cross else side),
-                ("hook_pattern", "pattern", square, "cross" if cross else side),
+            fields: tuple[tuple[str, Field, tuple[str, ...], Side, Mapping[str, int]], ...] = (
+                ("hook_q", "q", per_head, side, sizes),
+                ("hook_k", "k", per_head, key_side, sizes),
+                ("hook_v", "v", per_head, key_side, value_sizes),
+                ("hook_attn_scores", "scores", square, "cross" if cross else side, sizes),
+                ("hook_pattern", "pattern", square, "cross" if cross else side, sizes),
             )
-            for hook, field, axes, site_side in fields:
+            for hook, field, axes, site_side, site_sizes in fields:
                 sites.append(
                     Site(
                         f"{name}.{attention.name}.{hook}",
                         axes,
-                        sizes,
+                        site_sizes,
                         module=kernel,
                         side=site_side,
                         attach=partial(_listen, recorder, kernel, field),
@@ -138,17 +172,26 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                         fresh=field in ("scores", "pattern"),
                     )
                 )
-            z_reader = partial(_read_heads, stack.n_heads, stack.d_head)
-            sites.append(Site(f"{name}.{attention.name}.hook_z", per_head, sizes, out_proj, z_reader, True, side))
-            out_name = "hook_cross_attn_out" if cross else "hook_attn_out"
-            sites.append(Site(f"{name}.{out_name}", residual, sizes, out_proj, _read_first, side=side))
-        mlp_down = submodule(block, stack.mlp_down)
-        mlp_out = submodule(block, stack.mlp_out)
-        post_axes = ("batch", "pos", "d_mlp")
-        sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_input, pre=True, side=side))
-        sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, mlp_out, _read_first, side=side))
+            if attention.out_proj is not None:
+                out_proj = submodule(block, attention.out_proj)
+                z_reader = partial(_read_heads, stack.n_heads, d_value)
+                sites.append(Site(f"{name}.{attention.name}.hook_z", per_head, value_sizes, out_proj, z_reader, True, side))
+                out_name = "hook_cross_attn_out" if cross else "hook_attn_out"
+                sites.append(Site(f"{name}.{out_name}", residual, sizes, out_proj, _read_first, side=side))
+        if stack.ln2 is not None and (i, "ln2.hook_normalized") not in skipped:
+            sites.append(Site(f"{name}.ln2.hook_normalized", residual, sizes, submodule(block, stack.ln2), _read_first, side=side))
+        if stack.mlp_down is not None and (i, "mlp.hook_post") not in skipped:
+            post_axes = ("batch", "pos", "d_mlp")
+            mlp_down = submodule(block, stack.mlp_down)
+            sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
+        if stack.mlp_out is not None:
+            sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, submodule(block, stack.mlp_out), _read_first, side=side))
         sites.append(Site(f"{name}.hook_resid_post", residual, sizes, block, _read_first, side=side))
-    return sites
+    if stack.ln_final is not None:
+        sites.append(Site(f"{p}ln_final.hook_normalized", residual, sizes, submodule(root, stack.ln_final), _read_first, side=side))
+    else:
+        unsupported[f"{p}ln_final.hook_normalized"] = "no norm follows the last block"
+    return sites, unsupported
 
 
 def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, session: Any, sink: Any) -> None:
@@ -171,24 +214,54 @@ def build_capturable(
     max_positions: int | None = None,
     adapter: str = "",
     prepare: Callable[..., Encoded] | None = None,
+    unsupported: Mapping[str, str] | None = None,
 ) -> Capturable:
     """Return the Capturable of a Hugging Face model whose stacks under `root` follow `stacks`.
 
     adapter: the adapter's name (recorded in the trace's meta); prepare: the input preparation of a model
-    whose inputs are not text (see `Capturable.prepare`).
+    whose inputs are not text (see `Capturable.prepare`); unsupported: further {hook name: reason} the
+    adapter declares, beside what the stacks lack.
     """
-    implementation = str(getattr(model.config, "_attn_implementation", None) or "eager")
-    recorder = AttentionRecorder(use_kernel_weights=implementation == "eager")
-    sites = [site for stack in stacks for site in stack_sites(root, stack, recorder)]
-
+    recorder = recorder_for(model)
+    sites: list[Site] = []
+    missing: dict[str, str] = dict(unsupported or {})
+    for stack in stacks:
+        stack_sites_, stack_missing = stack_sites(root, stack, recorder)
+        sites += stack_sites_
+        missing.update(stack_missing)
     n_layers = max(len(submodule(root, stack.blocks)) for stack in stacks)  # type: ignore[arg-type]
+    return assemble(model, sites, recorder, kind=kind, run=run, n_layers=n_layers, n_heads=stacks[0].n_heads,
+                    max_positions=max_positions, adapter=adapter, prepare=prepare, unsupported=missing)
+
+
+def recorder_for(model: nn.Module) -> AttentionRecorder:
+    """Return a recorder for `model`'s attention kernel (patterns read from the eager kernel's own weights)."""
+    return AttentionRecorder(use_kernel_weights=_implementation(model) == "eager")
+
+
+def assemble(
+    model: nn.Module,
+    sites: Sequence[Site],
+    recorder: AttentionRecorder,
+    *,
+    kind: ModelKind,
+    run: Callable[[Encoded], Any],
+    n_layers: int,
+    n_heads: int,
+    max_positions: int | None = None,
+    adapter: str = "",
+    prepare: Callable[..., Encoded] | None = None,
+    unsupported: Mapping[str, str] | None = None,
+) -> Capturable:
+    """Return the Capturable of `model` over `sites`, whose kernel sites listen through `recorder`."""
+    implementation = _implementation(model)
     return Capturable(
         model=model,
         model_id=str(getattr(model, "name_or_path", "") or type(model).__name__),
         kind=kind,
         n_layers=n_layers,
-        n_heads=stacks[0].n_heads,
-        sites=sites,
+        n_heads=n_heads,
+        sites=list(sites),
         run=run,
         max_positions=max_positions,
         attention="eager" if implementation == "eager" else "recomputed",
@@ -198,7 +271,12 @@ def build_capturable(
         adapter=adapter,
         implementation=implementation,
         model_class=type(model).__name__,
+        unsupported=dict(unsupported or {}),
     )
+
+
+def _implementation(model: nn.Module) -> str:
+    return str(getattr(model.config, "_attn_implementation", None) or "eager")
 
 
 def _embedding(model: nn.Module, side: str) -> nn.Module | None:
@@ -217,18 +295,46 @@ def _embedding(model: nn.Module, side: str) -> nn.Module | None:
     return module if isinstance(module, nn.Module) else None
 
 
-def run_model(model: nn.Module, encoded: Encoded, *, disable_cache: bool) -> Any:
-    """Return the model's output on an Encoded: ids or embeddings, masks, the decoder side, pixels."""
+def run_model(
+    model: nn.Module, encoded: Encoded, *, disable_cache: bool, position_offset: int | None = None
+) -> Any:
+    """Return the model's output on an Encoded: ids or embeddings, masks, the decoder or image side, pixels, audio.
+
+    position_offset: for models that take `position_ids` (absolute or rotary positions), the id of the first
+    position; a left-padded batch then gets position ids that follow the padding, so every example sees the
+    positions it would see alone. Unpadded and right-padded batches get none (the model's own are right).
+    """
     inputs: dict[str, Any] = {}
     if encoded.pixel_values is not None:
         inputs["pixel_values"] = encoded.pixel_values
+    elif encoded.input_features is not None:
+        inputs["input_features"] = encoded.input_features
     else:
         inputs.update(_side_inputs(encoded, ""))
+        if position_offset is not None:
+            positions = padded_positions(encoded.attention_mask, position_offset)
+            if positions is not None:
+                inputs["position_ids"] = positions
     if encoded.decoder is not None:
         inputs.update(_side_inputs(encoded.decoder, "decoder_"))
+    if encoded.image is not None:
+        inputs["pixel_values"] = encoded.image.pixel_values
     if disable_cache:  # a decoder would otherwise build a key/value cache it never reuses here
         inputs["use_cache"] = False
     return model(**inputs, return_dict=True)
+
+
+def padded_positions(attention_mask: Tensor, offset: int = 0) -> Tensor | None:
+    """Return position ids [batch, pos] that count real tokens only (offset + 0, 1, ...), or None when no
+    padding precedes a real token (the model's default positions are then the same for every real token).
+
+    Padding gets `offset - 1` (RoBERTa's padding index) or 0; it is masked, so its value changes nothing.
+    """
+    mask = attention_mask.bool()
+    if not bool((~mask[:, :-1] & mask[:, 1:]).any()):
+        return None
+    counted = mask.long().cumsum(-1) - 1 + offset
+    return torch.where(mask, counted, torch.full_like(counted, max(offset - 1, 0)))
 
 
 def _side_inputs(encoded: Encoded, prefix: str) -> Iterator[tuple[str, Tensor]]:

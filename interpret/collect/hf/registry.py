@@ -1,9 +1,10 @@
 """Adapter discovery through the entry-point group `interpret.adapters`, validated when loaded.
 
-Built-in families register in this project's pyproject.toml exactly as a third-party package does. An
-entry that fails to import or to meet the contract (`model_types`, `build`) is listed as broken and never
-used; a plugin may not claim a model type a built-in serves; an unknown model type gets one line that says
-how to add an adapter.
+A model type that a family adapter claims uses it; every other model type goes to the generic adapter,
+which works from the model's own structure. Built-in family adapters register in this project's
+pyproject.toml exactly as a third-party package does. An entry that fails to import or to meet the contract
+(`model_types`, `build`) is listed as broken and never used; a plugin may not claim a model type a built-in
+serves.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from torch import nn
 from interpret.collect.hf.adapter import GROUP
 from interpret.collect.sites import Capturable
 from interpret.entry_points import load_group
-from interpret.errors import UnsupportedModelError, listing, suggest
+from interpret.errors import UnsupportedModelError
 from interpret.versions import DISTRIBUTION
+
+GENERIC_TARGET = "interpret.collect.hf.generic:ADAPTER"
 
 
 @dataclass(frozen=True)
@@ -91,27 +94,33 @@ def model_types() -> dict[str, str]:
     }
 
 
+def generic_entry() -> AdapterEntry:
+    """Return the entry of the generic adapter (built in, serving every model type no adapter claims)."""
+    from interpret.collect.hf import generic
+
+    return AdapterEntry("generic", GENERIC_TARGET, DISTRIBUTION, (), generic.ADAPTER)
+
+
 def adapter_for(model: nn.Module) -> AdapterEntry:
-    """Return the entry of the adapter serving `model.config.model_type`, or raise UnsupportedModelError."""
+    """Return the entry of the adapter that claims `model.config.model_type`, else the generic adapter's."""
     model_type = str(getattr(model.config, "model_type", "") or "")
     served = model_types()
     if model_type in served:
         return entries()[served[model_type]]
-    broken = [entry for entry in entries().values() if entry.broken]
-    note = f" ({len(broken)} adapter plugin(s) broken, e.g. {broken[0].name}: {broken[0].error})" if broken else ""
-    known = listing(served) if served else "none (reinstall the toolkit: pip install -e .)"
-    raise UnsupportedModelError(
-        f"no adapter for model type {model_type!r} ({type(model).__name__});{suggest(model_type, served)}"
-        f" adapters exist for: {known}{note}. To add one, register an object with `model_types` and"
-        f" `build(model, tokenizer) -> Capturable` under the entry-point group {GROUP!r} in your package's"
-        " pyproject.toml (see interpret/collect/hf/bert.py)."
-    )
+    return generic_entry()
 
 
 def hf_capturable(model: nn.Module, tokenizer: Any | None) -> Capturable:
     """Return the Capturable that the registered adapter for this Hugging Face model builds."""
     entry = adapter_for(model)
-    capturable = entry.adapter.build(model, tokenizer)
+    try:
+        capturable = entry.adapter.build(model, tokenizer)
+    except UnsupportedModelError as err:
+        broken = [e for e in entries().values() if e.broken]
+        if not broken:
+            raise
+        note = f" ({len(broken)} adapter plugin(s) broken, e.g. {broken[0].name}: {broken[0].error})"
+        raise UnsupportedModelError(f"{str(err).rstrip('.')}{note}.") from None
     if not isinstance(capturable, Capturable):
         raise UnsupportedModelError(
             f"adapter {entry.name!r} from {entry.distribution} returned {type(capturable).__name__}, not a"

@@ -1,0 +1,78 @@
+"""`interpret models [MODEL_TYPE]...`: which model types can be captured, by which adapter, with which hook points."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from interpret.cli.common import json_text
+
+if TYPE_CHECKING:
+    from interpret.collect.hf.catalog import TypeSupport
+
+
+@click.command(short_help="List the model types transformers knows: supported or not, by which adapter, with which hook points.")
+@click.argument("model_types", nargs=-1, metavar="[MODEL_TYPE]...")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(["supported", "unsupported", "unknown"]),
+              help="Show only model types with this status (repeatable).")
+@click.option("--refresh", is_flag=True, help="Probe again instead of reading the cached table.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format.")
+def models(model_types: tuple[str, ...], statuses: tuple[str, ...], refresh: bool, fmt: str) -> None:
+    """List the model types the installed transformers knows: supported or not, by which adapter, and the hook
+    points each offers (found by a probe pass on the meta device: no weights, no memory; cached per version).
+    Naming model types shows each one's hook points in full."""
+    from interpret.collect.hf import catalog
+    from interpret.errors import suggest
+
+    known = catalog.model_types()
+    unknown = [name for name in model_types if name not in known]
+    if unknown:
+        raise click.UsageError(
+            f"model type {unknown[0]!r} is not known to the installed transformers;{suggest(unknown[0], known)}"
+            " run `interpret models` for the list."
+        )
+    rows = catalog.catalog(list(model_types) or known, refresh=refresh, progress=_bar if fmt == "text" else None)
+    if statuses:
+        rows = [row for row in rows if row.status in statuses]
+    if fmt == "json":
+        click.echo(json_text(catalog.as_dicts(rows)))
+    elif model_types:
+        for row in rows:
+            _detail(row)
+    else:
+        _table(rows)
+
+
+def _table(rows: list[TypeSupport]) -> None:
+    """Print one line per model type, and the counts on stderr."""
+    width = max((len(row.model_type) for row in rows), default=10)
+    click.echo(f"{'model type':<{width}}  {'status':<11}  {'adapter':<8}  {'kind':<15}  hook points not offered / reason")
+    for row in rows:
+        note = ", ".join(row.missing) if row.status == "supported" else row.reason
+        click.echo(f"{row.model_type:<{width}}  {row.status:<11}  {row.adapter or '-':<8}  {row.kind or '-':<15}  {note or '-'}")
+    counts = {status: sum(row.status == status for row in rows) for status in ("supported", "unsupported", "unknown")}
+    click.echo(f"{len(rows)} model types: " + ", ".join(f"{count} {status}" for status, count in counts.items()), err=True)
+
+
+def _detail(row: TypeSupport) -> None:
+    """Print one model type in full: status, adapter, kind, every hook point offered, and what is not, with why."""
+    click.echo(f"{row.model_type} ({row.model_class or '?'}): {row.status}")
+    if row.status != "supported":
+        click.echo(f"  {row.reason}")
+        return
+    click.echo(f"  adapter: {row.adapter}   kind: {row.kind}")
+    click.echo("  offers: " + ", ".join(row.offered))
+    for hook, why in row.missing.items():
+        click.echo(f"  not offered: {hook}: {why}")
+
+
+def _bar(todo: Iterable[str]) -> Iterator[str]:
+    """Yield the model types still to probe, with a progress bar on stderr when there are many."""
+    items = list(todo)
+    if len(items) < 5:
+        return iter(items)
+    from tqdm import tqdm
+
+    return iter(tqdm(items, desc="probing model types on the meta device", unit="type", leave=False))

@@ -1,0 +1,250 @@
+"""Watch one tiny forward pass of a model to learn its structure from what it does.
+
+`observe(model, inputs)` runs the model once (inputs of a few positions, no gradients, random-number state
+restored) with a hook on every module and with transformers' attention-function lookup wrapped, and returns
+a `Probe`: every module call in order (which tensors went in, which came out, their shapes) and every call
+of the attention kernel, with the module that made it (transformers 5 calls the kernel as
+`kernel(module, query, key, value, attention_mask, ...)`, so the caller is its first argument) and the
+shapes of query [batch, head, query, d_head], key and value [batch, kv_head, key, d_head].
+
+Tensors are told apart by identity (`id`), which holds on the `meta` device too: a norm whose output
+object is the input object of a projection feeds that projection. The probe keeps every tensor it sees
+alive until it returns, so no id is reused. Everything it adds (module hooks, the lookup wrapper, the
+meta-device nonzero switch) is removed when it returns, also when the forward pass raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers.modeling_utils import AttentionInterface
+
+from interpret.hooks import hook_session
+
+Slot = tuple[str, int | str]  # ("arg", index) or ("kwarg", name): where a module received a tensor
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One call of the attention kernel: the calling module's path, when, and the tensor shapes."""
+
+    path: str
+    order: int
+    query: tuple[int, ...]
+    key: tuple[int, ...]
+    value: tuple[int, ...]
+    kwargs: frozenset[str] = frozenset()
+
+    @property
+    def n_heads(self) -> int:
+        """Query heads."""
+        return self.query[1]
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads (fewer than query heads under grouped-query attention)."""
+        return self.key[1]
+
+    @property
+    def d_head(self) -> int:
+        """Size of one query/key head."""
+        return self.query[-1]
+
+    @property
+    def d_value(self) -> int:
+        """Size of one value head (the size of each head where the heads are joined)."""
+        return self.value[-1]
+
+    @property
+    def query_length(self) -> int:
+        """Query positions of the call."""
+        return self.query[2]
+
+    @property
+    def key_length(self) -> int:
+        """Key positions of the call."""
+        return self.key[2]
+
+
+@dataclass
+class ModuleCall:
+    """One call of a module: its path, when it started and ended, and its tensors.
+
+    inputs: ids of the tensors among its arguments (top level and inside tuples or lists).
+    hidden: where its first floating tensor of 3 or more dimensions was passed ([batch, pos, ...]).
+    """
+
+    path: str
+    start: int
+    end: int = -1
+    inputs: frozenset[int] = frozenset()
+    hidden: Slot | None = None
+    in_shape: tuple[int, ...] | None = None
+    output: int | None = None
+    out_shape: tuple[int, ...] | None = None
+
+
+@dataclass
+class Probe:
+    """What one forward pass showed: module calls in start order and attention-kernel calls in order."""
+
+    calls: list[ModuleCall] = field(default_factory=list)
+    kernels: list[KernelCall] = field(default_factory=list)
+    modules: dict[str, nn.Module] = field(default_factory=dict)
+
+    def calls_of(self, path: str) -> list[ModuleCall]:
+        """Return the calls of the module at `path`, in order."""
+        return [call for call in self.calls if call.path == path]
+
+
+def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
+    """Return the Probe of one forward pass of `model` on `inputs` (no gradients, RNG state restored)."""
+    probe = Probe(modules=dict(model.named_modules()))
+    paths = {id(module): path for path, module in probe.modules.items()}
+    alive: list[Any] = []
+    clock = [0]
+    open_calls: dict[int, list[ModuleCall]] = {}
+
+    def tick() -> int:
+        clock[0] += 1
+        return clock[0]
+
+    def before(path: str, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        call = ModuleCall(path=path, start=tick())
+        tensors = list(_tensors(args)) + list(_tensors(kwargs.values()))
+        alive.append(tensors)
+        call.inputs = frozenset(id(tensor) for tensor in tensors)
+        slot = _hidden_slot(args, kwargs)
+        if slot is not None:
+            call.hidden = slot
+            call.in_shape = tuple(_at(slot, args, kwargs).shape)
+        probe.calls.append(call)
+        open_calls.setdefault(id(module), []).append(call)
+
+    def after(module: nn.Module, output: Any) -> None:
+        call = open_calls[id(module)].pop()
+        call.end = tick()
+        first = _first_tensor(output)
+        if first is not None:
+            alive.append(first)
+            call.output, call.out_shape = id(first), tuple(first.shape)
+
+    def on_kernel(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, kwargs: Mapping[str, Any]) -> None:
+        path = paths.get(id(module))
+        if path is not None:
+            probe.kernels.append(
+                KernelCall(path, tick(), tuple(query.shape), tuple(key.shape), tuple(value.shape), frozenset(kwargs))
+            )
+
+    with hook_session() as session, _watch_kernels(on_kernel), _meta_nonzero(), _rng_kept(model), torch.no_grad():
+        for path, module in probe.modules.items():
+            session.add(module, _pre_hook(before, path), pre=True, with_kwargs=True)
+            session.add(module, _post_hook(after))
+        model(**inputs)
+    return probe
+
+
+def _pre_hook(before: Any, path: str) -> Any:
+    return lambda module, args, kwargs: before(path, module, args, kwargs)
+
+
+def _post_hook(after: Any) -> Any:
+    return lambda module, args, output: after(module, output)
+
+
+def _tensors(values: Any) -> Iterator[Tensor]:
+    for value in values:
+        if isinstance(value, Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            yield from (item for item in value if isinstance(item, Tensor))
+
+
+def _hidden_slot(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Slot | None:
+    """Return where the first floating [batch, pos, ...] tensor was passed, positional arguments first."""
+    for index, value in enumerate(args):
+        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= 3:
+            return ("arg", index)
+    for name, value in kwargs.items():
+        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= 3:
+            return ("kwarg", name)
+    return None
+
+
+def _at(slot: Slot, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Tensor:
+    kind, where = slot
+    return args[where] if kind == "arg" else kwargs[where]  # type: ignore[index]
+
+
+def read_slot(slot: Slot, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Tensor:
+    """Return the tensor a module received at `slot` (as recorded by the probe)."""
+    kind, where = slot
+    if kind == "arg" and isinstance(where, int) and where < len(args):
+        return args[where]
+    if kind == "kwarg" and where in kwargs:
+        return kwargs[where]  # type: ignore[index]
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def _first_tensor(output: Any) -> Tensor | None:
+    if isinstance(output, Tensor):
+        return output
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
+        return output[0]
+    first = getattr(output, "last_hidden_state", None)
+    return first if isinstance(first, Tensor) else None
+
+
+@contextlib.contextmanager
+def _watch_kernels(on_kernel: Any) -> Iterator[None]:
+    """Yield while every attention kernel fetched through transformers' lookup reports its calls."""
+    original = AttentionInterface.__dict__["get_interface"]
+
+    def get_interface(interface: AttentionInterface, attn_implementation: Any, default: Any) -> Any:
+        kernel = original(interface, attn_implementation, default)
+
+        def watched(module, query, key, value, attention_mask, *args, **kwargs):  # noqa: ANN001, ANN202
+            on_kernel(module, query, key, value, kwargs)
+            return kernel(module, query, key, value, attention_mask, *args, **kwargs)
+
+        return watched
+
+    AttentionInterface.get_interface = get_interface  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AttentionInterface.get_interface = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _meta_nonzero() -> Iterator[None]:
+    """Yield while torch.nonzero on the meta device assumes every element is non-zero (Mixture-of-Experts
+    routing calls it); the probe needs shapes, not values."""
+    try:
+        from torch.fx.experimental import _config as fx_config
+    except ImportError:  # an older torch without the switch: routing simply fails on meta
+        yield
+        return
+    before = getattr(fx_config, "meta_nonzero_assume_all_nonzero", None)
+    if before is None:
+        yield
+        return
+    fx_config.meta_nonzero_assume_all_nonzero = True
+    try:
+        yield
+    finally:
+        fx_config.meta_nonzero_assume_all_nonzero = before
+
+
+@contextlib.contextmanager
+def _rng_kept(model: nn.Module) -> Iterator[None]:
+    """Yield with the random-number state of the CPU and the model's CUDA device restored afterwards, so a
+    probe changes nothing a later seeded run would draw."""
+    devices = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        yield

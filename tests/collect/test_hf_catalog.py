@@ -1,0 +1,88 @@
+"""`interpret models`: every model type's support found on the meta device, cached per version, one line per
+refusal; and the probe leaves the model as it found it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+from hf_tiny import tiny_model
+from transformers.modeling_utils import AttentionInterface
+
+from interpret.cli.main import cli
+from interpret.collect.hf import catalog, generic
+from interpret.hooks import count_hooks
+
+TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert"]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """The JSON rows of `interpret models TYPES --format json`, with a fresh cache."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INTERPRET_CACHE_DIR", str(cache))
+        result = CliRunner().invoke(cli, ["models", *TYPES, "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    rows = {row["model_type"]: row for row in json.loads(result.stdout)}
+    rows["_cache"] = {"dir": str(cache)}
+    return rows
+
+
+def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table) -> None:
+    # Llama's default config is a 7B model: built on meta, it costs no memory.
+    for model_type, adapter, kind in [("bert", "generic", "encoder"), ("llama", "generic", "decoder"),
+                                      ("mixtral", "generic", "decoder"), ("t5", "generic", "encoder-decoder"),
+                                      ("swin", "swin", "vision"), ("whisper", "whisper", "encoder-decoder"),
+                                      ("clip", "dual", "encoder"), ("deberta-v2", "deberta", "encoder")]:
+        row = table[model_type]
+        assert (row["status"], row["adapter"], row["kind"]) == ("supported", adapter, kind), row
+        assert any(name.endswith("blocks.{i}.attn.hook_pattern") for name in row["offered"]), row["offered"]
+    assert table["llama"]["missing"] == {}
+    assert "Mixture-of-Experts" in table["mixtral"]["missing"]["blocks.{i}.mlp.hook_post"]
+    assert "post-norm" in table["bert"]["missing"]["blocks.{i}.ln1.hook_normalized"]
+    assert "inside the module" in table["deberta-v2"]["missing"]["blocks.{i}.attn.hook_attn_scores"]
+    assert "decoder.blocks.{i}.cross_attn.hook_pattern" in table["whisper"]["offered"]
+    assert "vision.blocks.{i}.attn.hook_pattern" in table["clip"]["offered"]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "fragment"),
+    [("bloom", "attention interface"), ("mamba", "no attention layers"), ("albert", "share one module")],
+)
+def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
+    row = table[model_type]
+    assert row["status"] == "unsupported" and fragment in row["reason"] and "\n" not in row["reason"]
+
+
+def test_the_table_is_cached_per_version(table, monkeypatch) -> None:
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
+    path = catalog.cache_path()
+    assert path.is_file() and "transformers" in path.name
+    monkeypatch.setattr(catalog, "describe", lambda model_type: pytest.fail(f"{model_type} was probed again"))
+    assert [row.model_type for row in catalog.catalog(["bert", "mamba"])] == ["bert", "mamba"]
+
+
+def test_text_output_and_usage_errors(table, monkeypatch) -> None:
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
+    shown = CliRunner().invoke(cli, ["models", "mixtral", "bloom"], catch_exceptions=False)
+    assert shown.exit_code == 0
+    assert "adapter: generic   kind: decoder" in shown.stdout and "not offered: blocks.{i}.mlp.hook_post" in shown.stdout
+    assert "bloom (BloomModel): unsupported" in shown.stdout
+    unknown = CliRunner().invoke(cli, ["models", "lama"])
+    assert unknown.exit_code == 2 and "Did you mean 'llama'?" in unknown.stderr
+
+
+def test_the_probe_leaves_no_hook_and_no_patch_and_keeps_the_random_state() -> None:
+    model = tiny_model("bert", "sdpa").train()  # dropout draws random numbers during the probe pass
+    hooks, lookup = count_hooks(model), AttentionInterface.__dict__["get_interface"]
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    layout = generic.layout_of(model)
+    assert torch.equal(torch.rand(3), expected)
+    assert count_hooks(model) == hooks and AttentionInterface.__dict__["get_interface"] is lookup
+    assert generic.layout_of(model) is layout  # probed once per model
+    assert layout.kind == "encoder" and layout.stacks[0].n_heads == 4 and layout.position_offset == 0
