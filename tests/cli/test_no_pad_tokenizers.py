@@ -9,7 +9,6 @@ readout, the attention patterns over its real tokens); the tokenizer the user pa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,7 +76,7 @@ def test_a_batch_is_explained_as_each_example_alone(shipped) -> None:
 
 
 def test_the_command_line_reports_one_text_and_a_batch(shipped) -> None:
-    family, tokenizer, model, directory = shipped
+    _, tokenizer, model, directory = shipped
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     data = directory / "texts.jsonl"
