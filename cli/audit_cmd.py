@@ -85,7 +85,7 @@ def audit(
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-            fresh=fresh, target=target,
+            fresh=fresh, target=target, model_dir=directory, input_file=input_file,
         )
     if fmt == "json":
         say(json_text({
