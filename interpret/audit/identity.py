@@ -164,5 +164,26 @@ def difference(found: Mapping[str, str], wanted: Mapping[str, str]) -> str:
     described = []
     for key in changed:
         there, now = str(found.get(key, "none")), str(wanted[key])
-        described.append(key if len(there) + len(now) > 120 else f"{key} ({there} there, {now} now)")
+        if key == "params":
+            described.append(_params_difference(there, now))
+        else:
+            described.append(key if len(there) + len(now) > 120 else f"{key} ({there} there, {now} now)")
     return ", ".join(described)
+
+
+def _params_difference(there: str, now: str) -> str:
+    '''Return e.g. "params (rollout.head_fusion: mean there, max now)" for the first parameter that differs.'''
+    try:
+        old, new = json.loads(there), json.loads(now)
+    except ValueError:
+        return "params"
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return "params"
+    for analyzer in sorted(set(old) | set(new)):
+        before, after = old.get(analyzer) or {}, new.get(analyzer) or {}
+        for key in sorted(set(before) | set(after)):
+            if before.get(key) != after.get(key):
+                text = f"{analyzer}.{key}: {before.get(key, 'unset')} there, {after.get(key, 'unset')} now"
+                return f"params ({text[:160]})"
+    return "params"
+
