@@ -43,12 +43,9 @@ class AuditLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(fd)
+            error = self._locked(fd)
             os.close(fd)
-            raise DirectoryLocked(
-                f"{self.root} is in use by another audit ({holder}); wait for it to finish, or choose another"
-                " output directory (--output)."
-            ) from None
+            raise error from None
         except BaseException:
             os.close(fd)
             raise
@@ -57,6 +54,19 @@ class AuditLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, record.encode("utf-8"), 0)
         self._fd = fd
+
+    def probe(self) -> None:
+        """Raise DirectoryLocked when another process holds the lock now; leave the lock file as it is."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._locked(fd) from None
+        finally:
+            os.close(fd)  # also releases the lock if it was taken
 
     def release(self) -> None:
         """Empty the holder record and release the lock (the file stays: deleting it would race a new holder)."""
@@ -67,6 +77,12 @@ class AuditLock:
             os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing the last descriptor releases the flock
+
+    def _locked(self, fd: int) -> DirectoryLocked:
+        return DirectoryLocked(
+            f"{self.root} is in use by another audit ({_holder(fd)}); wait for it to finish, or choose another"
+            " output directory (--output)."
+        )
 
     def __enter__(self) -> AuditLock:
         self.acquire()
