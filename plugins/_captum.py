@@ -42,7 +42,19 @@ Reduction = Literal["sum", "l2"]
 
 @dataclass(frozen=True)
 class TokenParams:
-    """Parameters shared by every token-attribution analyzer (baseline, reduction, special tokens)."""
+    """Parameters shared by every token-attribution analyzer: the reduction and the special tokens."""
+
+    reduce: Reduction = field(
+        default="sum", metadata={"help": "embedding axis to one score per token: sum (signed) or l2 (norm, unsigned)"}
+    )
+    include_special: bool = field(
+        default=False, metadata={"help": "attribute to special tokens ([CLS], [SEP], <s>) too; by default they keep their id"}
+    )
+
+
+@dataclass(frozen=True)
+class BaselineParams(TokenParams):
+    """Token-attribution parameters with a baseline (what a token is compared with)."""
 
     baseline: Baseline = field(
         default="pad",
@@ -50,12 +62,6 @@ class TokenParams:
     )
     baseline_text: str = field(
         default="", metadata={"help": "with baseline=text: the text whose tokens replace the attributed tokens"}
-    )
-    reduce: Reduction = field(
-        default="sum", metadata={"help": "embedding axis to one score per token: sum (signed) or l2 (norm, unsigned)"}
-    )
-    include_special: bool = field(
-        default=False, metadata={"help": "attribute to special tokens ([CLS], [SEP], <s>) too; by default they keep their id"}
     )
 
     def __post_init__(self) -> None:
@@ -93,13 +99,15 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
     attributed = real if params.include_special else real & ~special
     if not bool(attributed.any(dim=1).all()):
         raise AnalyzerError(f"{analyzer}: an example has no token to attribute (only special tokens); pass include_special=true.")
-    fill = _baseline_fill(ctx, params, attributed, analyzer)
-    baseline_ids = torch.where(attributed, fill, input_ids)
+    if isinstance(params, BaselineParams):
+        baseline_ids = torch.where(attributed, _baseline_fill(ctx, params, attributed, analyzer), input_ids)
+    else:
+        baseline_ids = input_ids
     examples = torch.arange(encoded.batch, device=device)
     return TokenBatch(encoded, input_ids, baseline_ids, examples, attributed)
 
 
-def _baseline_fill(ctx: RunContext, params: TokenParams, attributed: Tensor, analyzer: str) -> Tensor:
+def _baseline_fill(ctx: RunContext, params: BaselineParams, attributed: Tensor, analyzer: str) -> Tensor:
     """Return the id each attributed position takes in the baseline [batch, pos] (the input's elsewhere)."""
     tokenizer = ctx.tokenizer
     pad = _token_id(tokenizer, "pad_token_id") if tokenizer is not None else None
@@ -160,6 +168,12 @@ def embeddings(ctx: RunContext, batch: TokenBatch) -> tuple[Float[Tensor, "batch
     return inputs, baseline_ids
 
 
+def baseline_embeddings(ctx: RunContext, batch: TokenBatch, params: BaselineParams) -> tuple[Tensor, Tensor]:
+    """Return (input embeddings, baseline embeddings) [batch, pos, d_model] for the chosen baseline."""
+    inputs, baseline = embeddings(ctx, batch)
+    return inputs, zero_baseline(inputs, batch) if params.baseline == "zero" else baseline
+
+
 def zero_baseline(inputs: Tensor, batch: TokenBatch) -> Tensor:
     """Return `inputs` [batch, pos, d_model] with every attributed position's vector set to zero."""
     return inputs * (~batch.attributed).unsqueeze(-1).to(inputs.dtype)
@@ -185,6 +199,25 @@ def signed(how: Reduction) -> bool:
     return how == "sum"
 
 
-def seeded(ctx: RunContext) -> torch.Generator:
-    """Seed torch's global generator with the run's seed (Captum samples with it) and return the CPU generator."""
-    return torch.manual_seed(ctx.seed)
+def seed(ctx: RunContext) -> None:
+    """Seed torch's and NumPy's global generators with the run's seed: Captum's sampling methods draw from both
+    (GradientShap draws its α and baselines with `np.random`, its noise and LIME's subsets with torch)."""
+    torch.manual_seed(ctx.seed)
+    np.random.seed(ctx.seed)
+
+
+def token_masks(batch: TokenBatch, d_model: int) -> list[Tensor]:
+    """Return per example its feature mask [1, pos, d_model]: attributed position k (in order) is feature k,
+    every other position one last feature whose baseline equals the input (so it never changes the score)."""
+    masks = []
+    for row in range(batch.input_ids.shape[0]):
+        attributed = batch.attributed[row]
+        groups = torch.full(attributed.shape, int(attributed.sum()), dtype=torch.long, device=attributed.device)
+        groups[attributed] = torch.arange(int(attributed.sum()), device=attributed.device)
+        masks.append(groups[None, :, None].expand(1, -1, d_model).contiguous())
+    return masks
+
+
+def result_tokens(trace: Trace) -> tuple[tuple[str, ...], ...]:
+    """Return the trace's tokens per example, as results carry them."""
+    return tuple(tuple(row) for row in trace.encoded.tokens)

@@ -31,7 +31,7 @@ IntegrationMethod = Literal["gausslegendre", "riemann_trapezoid", "riemann_left"
 
 
 @dataclass(frozen=True)
-class IntegratedGradientsParams(_captum.TokenParams):
+class IntegratedGradientsParams(_captum.BaselineParams):
     """Parameters of Integrated Gradients."""
 
     steps: int = field(default=50, metadata={"help": "points of the path integral (more: smaller completeness delta)"})
