@@ -4,7 +4,7 @@
 with AOPC, MoRF/LeRF deletion curves and the area between them, the random baseline, rank agreement).
 """
 
-from interpret.evidence.evidence import DEFAULT_SEEDS, Evidence, MethodEvidence, evaluate_evidence
+from interpret.evidence.evidence import DEFAULT_SEEDS, Evidence, MethodEvidence, evaluate_evidence, evidence_or_reason
 from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, order_of, score_rankings
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, default_removal
 
@@ -20,6 +20,7 @@ __all__ = [
     "candidates",
     "default_removal",
     "evaluate_evidence",
+    "evidence_or_reason",
     "order_of",
     "score_rankings",
 ]

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
 from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, order_of, score_rankings
-from interpret.evidence.removal import REMOVALS, Removal, RemovalScorer, candidates, default_removal
+from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
 from interpret.trace import Trace
 
 RANDOM = "random"
@@ -94,7 +94,7 @@ class Evidence:
         """Return the methods ordered by faithfulness: mean comp − suff over examples, highest first."""
         return sorted(self.methods, key=lambda method: -_nanmean(method.gap))
 
-    def better_than_random(self, method: str) -> Float[np.ndarray, " batch"]:
+    def better_than_random(self, method: str) -> Bool[np.ndarray, " batch"]:
         """Return [batch] bool: the method's comp − suff exceeds random's mean by more than random's spread."""
         found = next(m for m in self.methods if m.method == method)
         threshold = self.random.gap + self.random.spread["gap"]
@@ -143,6 +143,7 @@ def evaluate_evidence(
     if seeds < 2:
         raise AnalyzerError(f"seeds={seeds}: the random baseline needs at least 2 seeds for its spread.")
     scorer = RemovalScorer(ctx, encoded, chosen)
+    on_decoder = decoder_side(ctx, encoded)
     readouts: dict[str, np.ndarray] = {}
     skipped: list[tuple[str, str]] = []
     for result in results:
@@ -163,7 +164,7 @@ def evaluate_evidence(
     spearman = np.full((batch, len(names), len(names)), np.nan)
     kendall = np.full_like(spearman, np.nan)
     for example in range(batch):
-        positions = candidates(encoded, example, ctx.targets[example])
+        positions = candidates(encoded, example, ctx.targets[example], decoder_side=on_decoder)
         counts.append(len(positions))
         if len(positions) == 0:
             for values in per_method.values():
@@ -187,6 +188,22 @@ def evaluate_evidence(
         candidates=tuple(counts), methods=methods, random=_mean_of(random_runs), spearman=spearman,
         kendall=kendall, skipped=tuple(skipped),
     )
+
+
+def evidence_or_reason(
+    trace: Trace, results: Sequence[AnalyzerResult], ctx: RunContext, removal: str | None, seeds: int
+) -> tuple[Evidence | None, str | None]:
+    """Return (the Evidence, None), or (None, why none was computed) when the inputs or results allow none."""
+    encoded = trace.encoded
+    if ctx.runner is None:
+        return None, "not computed: no model to re-run"
+    if encoded.pixel_values is not None or encoded.input_features is not None:
+        return None, "not computed: removing tokens applies to text inputs, and this model reads pixels or audio"
+    if not any(r.readout_of is not None and r.readout_of.side == "main" for r in results):
+        return None, "not computed: no method declares a readout over the input tokens"
+    if any(target.kind == "none" for target in ctx.targets):
+        return None, "not computed: an example has no decision to score"
+    return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds), None
 
 
 def _random_names(seeds: int) -> list[str]:
@@ -224,7 +241,7 @@ def _nanmean(values: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else float("-inf")
 
 
-def _plain(values: np.ndarray) -> Any:
+def _plain(values: Any) -> Any:
     array = np.asarray(values, dtype=float)
     if array.ndim == 0:
         return None if not np.isfinite(array) else float(array)

@@ -47,10 +47,16 @@ def default_removal(encoded: Encoded) -> Removal:
     return "delete" if encoded.input_ids is not None else "zero"
 
 
-def candidates(encoded: Encoded, example: int, target: Target) -> Int[np.ndarray, " n"]:
-    """Return the positions of `example` that may be removed [n], in order (see the module docstring)."""
+def candidates(encoded: Encoded, example: int, target: Target, *, decoder_side: bool = False) -> Int[np.ndarray, " n"]:
+    """Return the positions of `example` that may be removed [n], in order (see the module docstring).
+
+    decoder_side: the decision reads an encoder-decoder's decoder, so its positions say nothing about the
+    (encoder) input's positions, of which every real, non-special one may be removed.
+    """
     real = encoded.attention_mask[example].bool() & ~encoded.special[example].bool()
     keep = real.cpu().numpy().copy()
+    if decoder_side:
+        return np.flatnonzero(keep)
     if target.kind == "token" and target.positions:
         keep[min(target.positions):] = False
     if target.kind == "class" and len(target.pooling) == 1:
@@ -134,7 +140,8 @@ class RemovalScorer:
             mask[row, place] = 1
             special[row, place] = encoded.special[example, kept].cpu().bool()
             moved = {int(old): int(new) for old, new in zip(kept, place)}
-            targets.append(replace(target, positions=tuple(moved[p] for p in target.positions), pooling=()))
+            positions = target.positions if decoder_side(self.ctx, encoded) else tuple(moved[p] for p in target.positions)
+            targets.append(replace(target, positions=positions, pooling=()))
         batch = replace(
             base.rows(torch.zeros(rows, dtype=torch.long)),
             input_ids=ids.to(encoded.input_ids.device),
@@ -146,6 +153,11 @@ class RemovalScorer:
         rerun = ModelRunner(runner.capturable, runner.reader, targets, runner.gate_prefix)
         scores = rerun.score(batch, output="logprob", contrast=False)
         return scores.detach().double().exp().cpu().numpy()
+
+
+def decoder_side(ctx: RunContext, encoded: Encoded) -> bool:
+    """Return whether the decision reads the decoder of an encoder-decoder (its positions are not the input's)."""
+    return ctx.runner is not None and ctx.runner.reader.side == "decoder" and encoded.decoder is not None
 
 
 def _pads_left(encoded: Encoded, example: int) -> bool:

@@ -112,3 +112,26 @@ def test_refusals() -> None:
         RemovalScorer(ctx, trace.encoded, "drop")  # type: ignore[arg-type]
     with pytest.raises(AnalyzerError, match="pass model="):
         RemovalScorer(run_context(trace, None), trace.encoded, "delete")
+
+
+def test_encoder_decoder_deletes_encoder_tokens_and_keeps_the_decoder() -> None:
+    model = tiny_model("t5")
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, TEXTS, names=["*attn.hook_pattern"], decoder_inputs=["a red dog", "the cat"])
+    ctx = run_context(trace, model, tokenizer)
+    encoded = trace.encoded
+    for example in range(2):
+        target = ctx.targets[example]
+        positions = candidates(encoded, example, target, decoder_side=True)
+        assert len(positions) == int((encoded.attention_mask[example].bool() & ~encoded.special[example]).sum())
+        removed = np.zeros((1, encoded.pos), dtype=bool)
+        removed[0, positions[:2]] = True
+        scored = RemovalScorer(ctx, encoded, "delete").probabilities(example, removed)
+        real = encoded.attention_mask[example].bool().numpy()
+        ids = encoded.input_ids[example][torch.from_numpy(real & ~removed[0])]
+        decoder = encoded.decoder
+        decoder_ids = decoder.input_ids[example][decoder.attention_mask[example].bool()]
+        with torch.no_grad():
+            logits = model(input_ids=ids[None], decoder_input_ids=decoder_ids[None]).logits.double()
+        expected = float(logits[0].log_softmax(-1)[list(target.positions), list(target.ids)].sum().exp())
+        assert scored[0] == pytest.approx(expected, rel=1e-5, abs=1e-9)
