@@ -40,6 +40,15 @@ from interpret.target import Target
 Removal = Literal["delete", "mask", "zero"]
 REMOVALS: tuple[str, ...] = ("delete", "mask", "zero")
 ROWS_PER_PASS = 64  # rows of one forward pass; all removals of an example go through ceil(rows / 64) passes
+PASS_BYTES = 1 << 30  # a pass's activations are kept under about this many bytes (long inputs: fewer rows)
+
+
+def rows_per_pass(pos: int, heads: int, limit: int = ROWS_PER_PASS, budget: int = PASS_BYTES) -> int:
+    """Return how many rows of `pos` tokens one forward pass may take: at most `limit`, and few enough that
+    one layer's float32 attention scores and pattern (2 · heads · pos²) plus a generous 16 · 1024 · pos of
+    other activations per row stay under `budget` bytes."""
+    per_row = 4 * pos * (2 * heads * pos + 16 * 1024)
+    return max(1, min(limit, budget // per_row))
 
 
 def default_removal(encoded: Encoded) -> Removal:
@@ -86,6 +95,7 @@ class RemovalScorer:
             raise AnalyzerError(f"removal {self.removal!r} needs token ids; these inputs are embeddings: use zero.")
         if self.encoded.pixel_values is not None or self.encoded.input_features is not None:
             raise AnalyzerError("evidence removes tokens of text inputs; this model reads pixels or audio.")
+        self.rows_per_pass = min(self.rows_per_pass, rows_per_pass(self.encoded.pos, self.ctx.gate_shape[1]))
 
     def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:
         """Return m(x \\ r) [rows] for each removal mask [rows, pos] of `example` (True = removed)."""

@@ -135,3 +135,12 @@ def test_encoder_decoder_deletes_encoder_tokens_and_keeps_the_decoder() -> None:
             logits = model(input_ids=ids[None], decoder_input_ids=decoder_ids[None]).logits.double()
         expected = float(logits[0].log_softmax(-1)[list(target.positions), list(target.ids)].sum().exp())
         assert scored[0] == pytest.approx(expected, rel=1e-5, abs=1e-9)
+
+
+def test_long_inputs_take_fewer_rows_per_pass() -> None:
+    from interpret.evidence.removal import rows_per_pass
+
+    assert rows_per_pass(20, 12) == 64
+    assert rows_per_pass(1024, 12) == 6  # 4 · 1024 · (2 · 12 · 1024 + 16384) = 160 MiB a row, 1 GiB a pass
+    assert rows_per_pass(4096, 12) == 1
+    assert rows_per_pass(100_000, 32) == 1
