@@ -35,6 +35,8 @@ from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
 from interpret.analyze.run import run_context
+from interpret.evidence import evaluate_evidence
+from interpret.evidence.aggregate import evidence_rows, read_batch_parts, write_batch_part, write_evidence_tables
 from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
 from interpret.inputs import model_limit
@@ -94,6 +96,7 @@ def run_audit(
     progress: bool = True,
     fresh: bool = False,
     target: Literal["prediction", "gold"] = "prediction",
+    evidence: bool = False,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -105,6 +108,8 @@ def run_audit(
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
+    evidence: also measure each readout's faithfulness (interpret.evidence) and write evidence.csv (per method,
+        bootstrap 95% intervals, ranked) and evidence_examples.csv.
     """
     started = time.perf_counter()
     examples = _checked_examples(examples, batch_size)
@@ -146,8 +151,10 @@ def run_audit(
         for index, batch in enumerate(batches):
             if index in finished:
                 continue
+            evidence_part = store.parts / f"batch-{index:05d}-evidence.parquet" if evidence else None
             tokens, rows, stats = _run_batch(
-                model, tokenizer, batch, names, effective, hook_names, max_length, head, seed, target == "gold"
+                model, tokenizer, batch, names, effective, hook_names, max_length, head, seed, target == "gold",
+                evidence_part,
             )
             store.write(index, tokens, rows, stats)
             bar.update(len(batch))
@@ -155,6 +162,9 @@ def run_audit(
         bar.close()
     facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
     accuracy = _finish(store, n_batches, names, facts)
+    if evidence:
+        parts = [store.parts / f"batch-{index:05d}-evidence.parquet" for index in range(n_batches)]
+        write_evidence_tables(read_batch_parts(parts), store.root, seed=seed)
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -184,6 +194,7 @@ def _run_batch(
     head: nn.Module | None,
     seed: int,
     explain_gold: bool,
+    evidence_part: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, HeadSums]:
     """Return one batch's tokens rows, examples rows and head-map sums."""
     # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
@@ -196,6 +207,9 @@ def _run_batch(
     decided = decide(model, trace, tokenizer, TargetRequest(gold=explain_gold), head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results: list[AnalyzerResult] = [analyze(trace, name, params=params[name], context=context) for name in analyzers]
+    if evidence_part is not None:
+        found = evaluate_evidence(trace, results, context)
+        write_batch_part(evidence_rows(found, [example.row for example in batch]), evidence_part)
     return (
         token_table(batch, trace.encoded, results),
         example_table(batch, trace.encoded, decided, results),
