@@ -22,12 +22,15 @@ Pre-norm blocks (GPT-2, ViT) have no norm on the residual path: T_i(x_j) = y_ij 
 x_i + attn_out_i + (nothing): the norm the next attention applies acts on its own input, which is that
 layer's token.
 
-Supported: blocks whose attention output is one projection of the concatenated heads and whose norms are
-LayerNorms (mean-centred, scaled by the standard deviation): BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2, ViT
-and the like. Not supported, with the reason raised: RMSNorm families (Llama, Qwen, Mistral: the
-decomposition of LayerNorm above is what the papers define; an RMSNorm would need its own statement),
-parallel attention/MLP blocks (Phi, Cohere: the MLP reads the same norm, so no residual stream follows the
-attention alone), encoder-decoders (cross attention mixes two token streams the papers decompose separately).
+Supported: one stack of self-attention blocks whose attention output is one projection of the
+concatenated heads, either post-norm with LayerNorms (BERT, RoBERTa, DistilBERT, ELECTRA; each norm is
+checked numerically to be a LayerNorm) or sequential pre-norm (GPT-2, ViT, and RMSNorm decoders such as
+Llama, Qwen2, Mistral: the norm acts before the value projection, which hook_v already holds, so its kind
+does not matter). Refused, with the reason: encoder-decoders (cross attention mixes two token streams these
+papers decompose separately), parallel attention/MLP blocks (Phi, Cohere: no norm feeds the MLP alone, so
+no residual stream follows the attention alone; the collector refuses ln2.hook_normalized), and blocks whose
+output is not x + attn_out + mlp_out (Gemma 2's sandwich norms inside the branches: found by the structure
+check in `_contributions`). ALTI-Logit also needs the final norm to be a LayerNorm.
 """
 
 from __future__ import annotations
@@ -204,7 +207,8 @@ class ExampleLayer:
 
     pattern [head, query, key], value [key, head, d_value], resid_pre [pos, d_model] (x), attn_out
     [pos, d_model] (the attention's output, b_O included), normalized [pos, d_model] (post-norm: the norm's
-    real output; pre-norm: None), mlp_out [pos, d_model] (GlobEnc only, else None). The stream tensors are
+    real output; pre-norm: None), mlp_out [pos, d_model] and resid_post [pos, d_model] (the block's output, to
+    check the block is the sequential residual structure the decomposition assumes). The stream tensors are
     None when not read (norm-based attention needs only the pattern and the values).
     """
 
@@ -214,14 +218,15 @@ class ExampleLayer:
     attn_out: Tensor | None
     normalized: Tensor | None
     mlp_out: Tensor | None
+    resid_post: Tensor | None
 
 
 def example_layers(
-    trace: Trace, parts: list[BlockParts], *, stream: bool = True, mlp: bool = False
+    trace: Trace, parts: list[BlockParts], *, stream: bool = True
 ) -> Iterator[tuple[int, np.ndarray, list[ExampleLayer]]]:
     """Yield (example index, real positions [n], one ExampleLayer per part) for every example of the trace.
 
-    stream: also read the residual stream (resid_pre, attn_out and the attention's norm); mlp: and hook_mlp_out.
+    stream: also read the residual stream (resid_pre, attn_out, the attention's norm, mlp_out, resid_post).
     """
     mask = trace.encoded.attention_mask.bool().cpu()
     for b in range(mask.shape[0]):
@@ -241,7 +246,8 @@ def example_layers(
                     resid_pre=take("hook_resid_pre") if stream else None,
                     attn_out=take("hook_attn_out") if stream else None,
                     normalized=take("ln2.hook_normalized") if stream and part.post_norm else None,
-                    mlp_out=take("hook_mlp_out") if mlp and part.post_norm else None,
+                    mlp_out=take("hook_mlp_out") if stream else None,
+                    resid_post=take("hook_resid_post") if stream else None,
                 )
             )
         yield b, real.numpy(), layers

@@ -90,3 +90,82 @@ def norm_based(model: Any, stream: Stream, layer: int) -> tuple[torch.Tensor, to
                 per_head[h, i, j] = torch.linalg.vector_norm(vector)
             summed[i, j] = torch.linalg.vector_norm(sum(vectors))
     return per_head, summed
+
+
+def _layer_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
+
+
+def _linear_norm(vector: torch.Tensor, norm: Any, pre: torch.Tensor) -> torch.Tensor:
+    """Return γ ⊙ (vector − mean(vector)) / sqrt(var(pre) + ε): the norm's linear part with pre's deviation."""
+    return norm.weight * (vector - vector.mean()) / torch.sqrt(pre.var(unbiased=False) + norm.eps)
+
+
+@torch.no_grad()
+def split(model: Any, stream: Stream, layer: int) -> tuple[list[list[torch.Tensor]], list[torch.Tensor], Any]:
+    """Return (T[i][j] [d_model], the block's real attention output y[i], the block) for one layer.
+
+    BERT (post-norm): T_i(x_j) = γ₁ ⊙ (y_ij − mean) / s₁(x_i + attn_i), y_ij = Σ_h α^h_ij f^h(x_j) + δ_ij x_i, and
+    y_i = LN₁(x_i + attn_i); GPT-2 (pre-norm): T_i(x_j) = y_ij and y_i = x_i + attn_i (Ferrando et al. 2022, eq. 8).
+    """
+    f = transformed(model, stream, layer)
+    alpha = stream.attentions[layer]
+    x = stream.hidden[layer]
+    n = x.shape[0]
+    if model.config.model_type == "bert":
+        block = model.bert.encoder.layer[layer]
+        out_bias, norm = block.attention.output.dense.bias, block.attention.output.LayerNorm
+    else:
+        block = model.transformer.h[layer]
+        out_bias, norm = block.attn.c_proj.bias, None
+    parts = [[sum(alpha[h, i, j] * f[h, j] for h in range(alpha.shape[0])) + (x[i] if i == j else 0.0) for j in range(n)]
+             for i in range(n)]
+    pre = [sum(parts[i]) + out_bias for i in range(n)]
+    if norm is None:
+        return parts, pre, block
+    transformed_parts = [[_linear_norm(parts[i][j], norm, pre[i]) for j in range(n)] for i in range(n)]
+    return transformed_parts, [_layer_norm(pre[i], norm) for i in range(n)], block
+
+
+def _rows_over_sum(matrix: torch.Tensor) -> torch.Tensor:
+    return matrix / matrix.sum(-1, keepdim=True)
+
+
+@torch.no_grad()
+def alti_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
+    """Return ALTI's c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), rows over their sums [n, n] (eqs. 9-10)."""
+    parts, resultant, _ = split(model, stream, layer)
+    n = len(parts)
+    matrix = torch.zeros((n, n), dtype=torch.float64)
+    for i in range(n):
+        for j in range(n):
+            closeness = resultant[i].abs().sum() - (resultant[i] - parts[i][j]).abs().sum()
+            matrix[i, j] = max(0.0, float(closeness))
+    return _rows_over_sum(matrix)
+
+
+@torch.no_grad()
+def globenc_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
+    """Return GlobEnc's N_Enc ‖γ₂ ⊙ (T_i(x_j) − mean) / s₂(z_i + FFN(z_i))‖, rows over sums [n, n] (eq. 7);
+    GPT-2 (pre-norm, no norm on the residual path): ‖T_i(x_j)‖."""
+    parts, resultant, block = split(model, stream, layer)
+    n = len(parts)
+    matrix = torch.zeros((n, n), dtype=torch.float64)
+    for i in range(n):
+        if model.config.model_type == "bert":
+            z = resultant[i]
+            closing_input = z + block.output.dense(block.intermediate(z[None]))[0]
+        for j in range(n):
+            vector = parts[i][j]
+            if model.config.model_type == "bert":
+                vector = _linear_norm(vector, block.output.LayerNorm, closing_input)
+            matrix[i, j] = torch.linalg.vector_norm(vector)
+    return _rows_over_sum(matrix)
+
+
+def rolled(matrices: list[torch.Tensor]) -> torch.Tensor:
+    """Return C_{L−1} · … · C_0."""
+    product = matrices[0]
+    for matrix in matrices[1:]:
+        product = matrix @ product
+    return product
