@@ -125,6 +125,16 @@ def linear_part(parts: Float[Tensor, "*any d_model"], norm: NormParams, scale: T
     return norm.weight * (parts - parts.mean(-1, keepdim=True)) / scale
 
 
+def final_norm(model: nn.Module, name: str) -> NormParams:
+    """Return the LayerNorm after the last block (ln_final), checked numerically to be a LayerNorm."""
+    from interpret.collect.api import capturable_for
+
+    site = next((s for s in capturable_for(model).sites if s.name == "ln_final.hook_normalized"), None)
+    if site is None or site.module is None:
+        raise AnalyzerError(f"{name}: {type(model).__name__} has no norm after its last block to linearise.")
+    return _norm_params(site.module, "after the last block")
+
+
 def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
     """Return (W [d_in, d_out], b [d_out]) of an affine module (Linear, GPT-2's Conv1D) by probing it."""
     param = next(module.parameters())
@@ -146,6 +156,13 @@ def block_parts(
     if model is None:
         raise AnalyzerError(f"{name} reads the model's output projections and norms; pass model= to analyze.")
     check_kind(trace, name)
+    if norms:  # an aggregation across layers that skipped one would be silently wrong
+        captured, every = trace.layers("attn.hook_pattern"), list(range(trace.meta.n_layers))
+        if captured != every:
+            raise AnalyzerError(
+                f"{name} aggregates every layer, but the trace holds layers {captured} of {trace.meta.n_layers};"
+                " collect all layers (no layers= selection)."
+            )
     capturable = capturable_for(model)
     sites = {site.name: site for site in capturable.sites}
     parts = []

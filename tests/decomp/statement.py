@@ -169,3 +169,38 @@ def rolled(matrices: list[torch.Tensor]) -> torch.Tensor:
     for matrix in matrices[1:]:
         product = matrix @ product
     return product
+
+
+@torch.no_grad()
+def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None = None) -> tuple[torch.Tensor, float]:
+    """Return (ALTI-Logit of every real input token [n], the model's logit (difference) at the last real token).
+
+    Δ^l_j = γ_f ⊙ (a_j − mean a_j)/s_f(x^L_p) · (U_w − U_c), a_j = Σ_h α^{h,l}_pj f^{h,l}(x^l_j), p the last real
+    token; ALTI-Logit_k = Σ_l Σ_j Δ^l_j R^l[j, k], R^l the ALTI rollout of the layers below l (Ferrando et al. 2023).
+    """
+    stream = run(model, trace, b)
+    seen: list[torch.Tensor] = []
+    handle = model.transformer.ln_f.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    try:
+        out = model(input_ids=trace.encoded.input_ids, attention_mask=trace.encoded.attention_mask, use_cache=False)
+    finally:
+        handle.remove()
+    real = stream.positions
+    p = int(real[-1])
+    x_final = seen[0][b, p]
+    ln_f = model.transformer.ln_f
+    direction = model.lm_head.weight[token] - (model.lm_head.weight[contrast] if contrast is not None else 0.0)
+    n = len(real)
+    relevance = torch.zeros(n, dtype=torch.float64)
+    reach = torch.eye(n, dtype=torch.float64)
+    for layer in range(model.config.num_hidden_layers):
+        f = transformed(model, stream, layer)
+        alpha = stream.attentions[layer]
+        delta = torch.zeros(n, dtype=torch.float64)
+        for j in range(n):
+            update = sum(alpha[h, n - 1, j] * f[h, j] for h in range(alpha.shape[0]))
+            delta[j] = _linear_norm(update, ln_f, x_final) @ direction
+        relevance += delta @ reach
+        reach = alti_layer(model, stream, layer) @ reach
+    logit = out.logits[b, p, token] - (out.logits[b, p, contrast] if contrast is not None else 0.0)
+    return relevance, float(logit)
