@@ -204,3 +204,47 @@ def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None 
         reach = alti_layer(model, stream, layer) @ reach
     logit = out.logits[b, p, token] - (out.logits[b, p, contrast] if contrast is not None else 0.0)
     return relevance, float(logit)
+
+
+@torch.no_grad()
+def block_output(model: Any, x: torch.Tensor, layer: int, zeroed: int | None) -> torch.Tensor:
+    """Return block `layer`'s output [n, d_model] on its input x [n, d_model] (real positions only), with the
+    value vectors of token `zeroed` set to zero in every head (None: nothing zeroed), written out by hand."""
+    config = model.config
+    heads = config.num_attention_heads
+    n, d_model = x.shape
+    d_head = d_model // heads
+    if config.model_type == "bert":
+        block = model.bert.encoder.layer[layer]
+        attn = block.attention.self
+        q, k, v = attn.query(x), attn.key(x), attn.value(x)
+    else:
+        block = model.transformer.h[layer]
+        q, k, v = block.attn.c_attn(block.ln_1(x)).split(d_model, dim=-1)
+    q, k, v = (t.view(n, heads, d_head).transpose(0, 1) for t in (q, k, v))  # [head, n, d_head]
+    if zeroed is not None:
+        v = v.clone()
+        v[:, zeroed] = 0.0
+    scores = q @ k.transpose(-1, -2) / d_head**0.5
+    if config.model_type == "gpt2":
+        scores = scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+    context = (torch.softmax(scores, -1) @ v).transpose(0, 1).reshape(n, d_model)
+    if config.model_type == "bert":
+        h = block.attention.output.LayerNorm(block.attention.output.dense(context) + x)
+        return block.output.LayerNorm(block.output.dense(block.intermediate(h)) + h)
+    h = x + block.attn.c_proj(context)
+    return h + block.mlp(block.ln_2(h))
+
+
+@torch.no_grad()
+def value_zeroing_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
+    """Return C_ij = 1 − cos(x̃^{¬j}_i, x̃_i), rows over their sums [n, n] (Mohebbi et al. 2023, eq. 2)."""
+    x = stream.hidden[layer]
+    original = block_output(model, x, layer, None)
+    n = x.shape[0]
+    matrix = torch.zeros((n, n), dtype=torch.float64)
+    for j in range(n):
+        changed = block_output(model, x, layer, j)
+        for i in range(n):
+            matrix[i, j] = 1.0 - torch.nn.functional.cosine_similarity(changed[i], original[i], dim=0)
+    return _rows_over_sum(matrix.clamp(min=0.0))
