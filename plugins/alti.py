@@ -46,6 +46,13 @@ def contribution_result(
 ) -> AnalyzerResult:
     """Return the AnalyzerResult of ALTI or GlobEnc (arrays as `alti`'s module docstring lists)."""
     parts = _decompose.block_parts(ctx.model, trace, analyzer.name, closing=method == "globenc")
+    batch, pos, layers = trace.encoded.batch, trace.encoded.pos, len(parts)
+    d_model = int(parts[0].out_weight.shape[-1])
+    stored = batch * (2 + (layers if params.per_layer else 0)) * pos * pos * _decompose.BYTES_PER_FLOAT
+    _decompose.check_memory(
+        analyzer.name, _decompose.estimate_bytes(pos, d_model, layers) + stored,
+        f"[query, key, d_model] per chunk of queries and {batch}×{'L×' if params.per_layer else ''}n² maps at n={pos}",
+    )
     arrays, error = _contributions.aggregate(trace, ctx, parts, method, per_layer=params.per_layer)
     named = {
         "rollout": NamedArray(arrays["rollout"], ("batch", "query", "key")),

@@ -84,6 +84,14 @@ class ValueZeroing:
         blocks = [sites[f"blocks.{layer}.hook_resid_pre"].module for layer in layers]
         attentions = [sites[f"blocks.{layer}.attn.hook_v"].module for layer in layers]
         batch, pos = trace.encoded.batch, trace.encoded.pos
+        rows_max = min(pos, params.max_rows - 1) + 1
+        d_model = int(trace["blocks.0.hook_resid_post"].shape[-1])
+        heads = int(trace["blocks.0.attn.hook_pattern"].shape[1])
+        item = trace["blocks.0.hook_resid_post"].element_size()
+        # the recorded block inputs of every layer, one block's attention and MLP activations, the maps
+        estimate = rows_max * pos * (len(layers) * d_model * item + heads * pos * 4 + 8 * d_model * item)
+        estimate += batch * (2 + (len(layers) if params.per_layer else 0)) * pos * pos * 8
+        _decompose.check_memory(self.name, estimate, f"{rows_max} copies of each example at n={pos}; lower max_rows")
         out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
         per_layer = np.zeros((batch, len(layers), pos, pos)) if params.per_layer else None
         replay_error = 0.0

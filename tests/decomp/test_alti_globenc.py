@@ -84,3 +84,27 @@ def test_unsupported_families_are_refused_with_the_reason(family: str, reason: s
             interpret.collect(model, tokenizer, TEXTS, names=NAMES)
     assert "\n" not in str(raised.value)
     assert isinstance(raised.value, (AnalyzerError, interpret.errors.InterpretError))
+
+
+def test_memory_is_estimated_and_bounded_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    from interpret.plugins import _decompose
+
+    model, tokenizer = bert_classifier(), word_tokenizer()
+    trace = interpret.collect(model, tokenizer, TEXTS, names=NAMES)
+    monkeypatch.setattr(_decompose, "MEMORY_LIMIT_BYTES", 1000)
+    for method in ("alti", "globenc", "value_zeroing"):
+        with pytest.raises(AnalyzerError, match=r"would hold about .* GiB") as raised:
+            interpret.analyze(trace, method, model=model, tokenizer=tokenizer)
+        assert "\n" not in str(raised.value)
+
+
+def test_explain_and_render_with_every_decomposition(tmp_path) -> None:
+    """The analyzers run through interpret.explain (the report's path) on an encoder and a decoder."""
+    for model, names in ((bert_classifier(), ["norm_attention", "globenc", "alti", "value_zeroing"]),
+                         (gpt2_lm(), ["norm_attention", "globenc", "alti", "alti_logit", "value_zeroing"])):
+        report = interpret.explain(model, word_tokenizer(), TEXTS, analyzers=names)
+        results = {section.result.analyzer: section.result for section in report.sections if getattr(section, "result", None)}
+        assert set(names) <= set(results)
+        for name in names:
+            assert results[name].ok and np.all(np.isfinite(results[name]["readout"]))
+        report.render(tmp_path / f"{model.config.model_type}.html")
