@@ -198,7 +198,7 @@ def _zeroing(attention: nn.Module, tokens: list[int], rows: int) -> Iterator[Non
                 if value.shape[0] != rows:
                     raise AnalyzerError(f"value_zeroing expected {rows} rows at the kernel, got {value.shape[0]}.")
                 value = value.clone()
-                value[row_index, :, token_index.to(value.device), :] = 0.0  # [batch, kv_head, pos, d_head]
+                value[row_index.to(value.device), :, token_index.to(value.device), :] = 0.0  # [batch, kv_head, pos, d_head]
                 fired.append(True)
             return kernel(module, query, key, value, attention_mask, *args, **kwargs)
 
