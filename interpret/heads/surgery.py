@@ -13,7 +13,8 @@ family honours `head_dim` is tested, not assumed: the model is built from the ne
 shape must equal the sliced weights'. Families that derive the head size from hidden_size / heads (BERT,
 RoBERTa, GPT-2, OPT, DistilBERT, ...) cannot store fewer heads; for them the heads are removed by zeroing
 their weights in place (same shapes, same parameter count, outputs equal to the gated model's), and the
-result says so. BERT-architecture encoders have a third way, `interpret.heads.bert_to_deberta`.
+result says so. (DeBERTa-v2's `attention_head_size` does not help BERT either: its attention output projection
+takes hidden_size inputs whatever the head count.)
 """
 
 from __future__ import annotations
