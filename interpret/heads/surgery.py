@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -90,8 +91,17 @@ def keep_query_heads(mask: Float[Tensor, "layer head"], groups: list[list[int]],
     return kept
 
 
-def prune_heads(model: nn.Module, mask: Float[Tensor, "layer head"], *, prefix: str = "") -> Pruned:
-    """Return the model with the heads whose mask is 0 removed (see the module docstring); `model` is unchanged."""
+def prune_heads(
+    model: nn.Module, mask: Float[Tensor, "layer head"], *, prefix: str = "", in_memory: bool = False
+) -> Pruned:
+    """Return the model with the heads whose mask is 0 removed (see the module docstring); `model` is unchanged.
+
+    in_memory: where the family's config cannot store fewer heads, still remove them from the modules of a
+        copy (smaller projections swapped in; families whose attention infers the head count from the
+        projection's width, as BERT, RoBERTa and DistilBERT do in transformers 5; checked by a probe pass):
+        faster, but save_pretrained would write weights its config cannot load. Without it, and where the
+        probe fails (GPT-2, OPT read the head count from the config), such families get the zeroed copy.
+    """
     from interpret.collect.api import capturable_for
 
     capturable = capturable_for(model)
@@ -118,6 +128,13 @@ def prune_heads(model: nn.Module, mask: Float[Tensor, "layer head"], *, prefix: 
     except (InterpretError, ValueError, TypeError) as err:
         return _zeroed(model, mask, outs, n_heads, before, f"its config cannot be rebuilt with fewer heads ({err})")
     mismatch = _mismatch(smaller, state)
+    if mismatch and in_memory:
+        swapped = _swapped(model, state, parts, width_q, width_kv, before, mismatch, kept)
+        try:  # a family that reads its head count from the config fails its probe pass: zero instead
+            _capturable(swapped.model)
+            return swapped
+        except InterpretError as err:
+            mismatch = f"{mismatch}; in memory, {err}"
     if mismatch:
         name = type(model.config).__name__ if hasattr(model, "config") else type(model).__name__
         return _zeroed(
@@ -241,6 +258,44 @@ def _mismatch(built: nn.Module, state: dict[str, Tensor]) -> str:
         if tuple(target[name].shape) != tuple(tensor.shape):
             return f"{name} of shape {tuple(target[name].shape)}, the sliced weight has {tuple(tensor.shape)}"
     return ""
+
+
+def _swapped(
+    model: nn.Module, state: dict[str, Tensor], parts: list[LayerParts], width_q: int, width_kv: int,
+    before: int, why: str, kept: list[list[int]],
+) -> Pruned:
+    """Return a copy of `model` whose projections are replaced by smaller ones holding the sliced weights."""
+    copied = copy.deepcopy(model)
+    inside = dict(copied.named_modules())
+    for layer_parts_ in parts:
+        for path in (layer_parts_.query, layer_parts_.key, layer_parts_.value, layer_parts_.fused, layer_parts_.out):
+            if path is None:
+                continue
+            old = inside[path]
+            weight = state[f"{path}.weight"]
+            bias = state.get(f"{path}.bias")
+            if isinstance(old, nn.Linear):
+                new = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device, dtype=weight.dtype)
+            else:  # GPT-2's Conv1D: weight [in, out]
+                new = type(old)(weight.shape[1], weight.shape[0]).to(device=weight.device, dtype=weight.dtype)
+            with torch.no_grad():
+                new.weight.copy_(weight)
+                if bias is not None:
+                    new.bias.copy_(bias)
+            parent, _, name = path.rpartition(".")
+            setattr(inside[parent] if parent else copied, name, new)
+    copied = copied.eval()
+    return Pruned(
+        copied, True, width_q, width_kv, tuple(tuple(k) for k in kept), before, count_parameters(copied),
+        f"removed in memory only ({width_q} query heads per layer): the config cannot describe it ({why}), so"
+        " save_pretrained would write a model that does not load",
+    )
+
+
+def _capturable(model: nn.Module) -> Any:
+    from interpret.collect.api import capturable_for
+
+    return capturable_for(model)
 
 
 def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int, before: int, why: str) -> Pruned:

@@ -79,3 +79,21 @@ def test_a_key_value_head_goes_only_with_its_whole_group() -> None:
     assert pruned.kv_heads_per_layer == 2 and pruned.heads_per_layer == 2
     assert pruned.kept == ((0, 2), (0, 3))  # layer 1: group 0 is padding (its head 0, off), group 1 keeps head 3
     assert pruned.parameters_after < pruned.parameters_before
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "gpt2", "opt"])
+def test_in_memory_removal_where_the_config_cannot_store_it(family: str) -> None:
+    """BERT-likes infer the head count from the projection: removed in memory; GPT-2 and OPT do not: zeroed."""
+    tokenizer = word_tokenizer()
+    encoded = encode(tokenizer, TEXTS)
+    model = tiny_model(family, attn_implementation="eager")
+    with torch.no_grad():
+        reference = GatedModel.of(model, tokenizer, encoded).logits(encoded, MASK)
+    pruned = prune_heads(model, MASK, in_memory=True)
+    if family in ("gpt2", "opt"):
+        assert not pruned.removed and "zeroed in place" in pruned.note and "in memory" in pruned.note
+    else:
+        assert pruned.removed and "in memory only" in pruned.note
+        assert pruned.parameters_after < pruned.parameters_before
+    with torch.no_grad():
+        _compare(reference, GatedModel.of(pruned.model, tokenizer, encoded).logits(encoded), encoded.attention_mask.bool())
