@@ -42,6 +42,8 @@ def _check_kind(trace: Trace, what: str) -> None:
 
 def _per_example(tensor: Tensor, b: int, positions: np.ndarray) -> Tensor:
     """Return example b of a [batch, pos, head, d_head] tensor over its real positions as [head, n, d_head]."""
+    if len(positions) == tensor.shape[1]:  # nothing padded: a view, no copy
+        return tensor[b].transpose(0, 1)
     index = torch.as_tensor(positions, device=tensor.device)
     return tensor[b].index_select(0, index).transpose(0, 1)
 

@@ -3,7 +3,8 @@
 Each function takes one example's `StreamedLayer`s (layer order, first to last) and the readout weights w
 [n] (the decision's rows and pooling weights, summing to one) and returns w·M for the method's matrix M
 without forming M or any [head, n, n] pattern: the row vector is carried backwards through the layers and
-each layer's pattern is rebuilt one block of query rows at a time (`pattern_rows`). Products are float64.
+each layer's pattern is rebuilt one block of query rows at a time (`pattern_rows`). A block's product is
+float32 (heads fused, rows of a few hundred terms); the carried vector is float64.
 
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
@@ -32,13 +33,14 @@ HEAD_FUSIONS = ("mean", "max", "min")
 
 
 def _fuse(pattern: torch.Tensor, how: str) -> torch.Tensor:
-    """Return the heads of `pattern` [head, rows, keys] fused into [rows, keys] (float64)."""
+    """Return the heads of `pattern` [head, rows, keys] fused into [rows, keys] (float32: a mean of a few
+    probabilities loses nothing a 1e-5 comparison sees, and halves the traffic of a float64 copy)."""
     if how == "mean":
-        return pattern.double().mean(0)
+        return pattern.mean(0)
     if how == "max":
-        return pattern.amax(0).double()
+        return pattern.amax(0)
     if how == "min":
-        return pattern.amin(0).double()
+        return pattern.amin(0)
     raise ValueError(f"head fusion {how!r} is unknown; use one of {', '.join(HEAD_FUSIONS)}")
 
 
@@ -69,7 +71,7 @@ def rollout_readout(
                 index = torch.arange(stop - start, device=augmented.device)
                 augmented[index, index + start] += residual
                 augmented /= augmented.sum(-1, keepdim=True)
-                carried[: augmented.shape[1]] += rows @ augmented
+                carried[: augmented.shape[1]] += (rows.float() @ augmented).double()
         vector = carried
     return vector.cpu().numpy(), worst
 
@@ -92,8 +94,8 @@ def attention_gradient_readout(
                 continue
             pattern = pattern_rows(layer, start, stop)
             worst = max(worst, output_error(layer, start, stop, pattern))
-            product = (pattern * pattern_grad_rows(layer, start, stop)).double().mean(0)  # [rows, keys]
-            out[index, : product.shape[1]] += (rows @ product).cpu().numpy()
+            product = pattern_grad_rows(layer, start, stop).mul_(pattern).mean(0)  # [rows, keys]
+            out[index, : product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
     return out, worst
 
 
@@ -116,7 +118,7 @@ def grad_rollout_readout(
             pattern = pattern_rows(layer, start, stop)
             if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
                 worst = max(worst, output_error(layer, start, stop, pattern))
-            relevance = (pattern_grad_rows(layer, start, stop).mul_(pattern)).clamp_(min=0).double().mean(0)
-            carried[: relevance.shape[1]] += rows @ relevance
+            relevance = pattern_grad_rows(layer, start, stop).mul_(pattern).clamp_(min=0).mean(0)  # [rows, keys]
+            carried[: relevance.shape[1]] += (rows.float() @ relevance).double()
         vector = carried
     return vector.cpu().numpy(), worst
