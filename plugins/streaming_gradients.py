@@ -7,8 +7,10 @@ Both run the model once with autograd (queries, keys and values captured where t
 gradients (tests, 1e-5).
 
 streaming_attention_gradient arrays (batch first; padding is zero):
-    per_layer [batch, layer, key]  Σ_i w_i · mean_h (A ⊙ ∂score/∂A)[h, i, key] for the readout rows i
-    readout   [batch, key]         the last layer's row (layers="last") or the sum over layers (layers="sum"); signed
+    per_layer [batch, layer, key]  Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, key]: w the decision's pooling over its
+                                   rows (rows="readout"), or 1 on every query row (rows="all")
+    readout   [batch, key]         the sum over layers (layers="all") or the last layer's (layers="last"); signed.
+                                   rows="all" is `attention_x_gradient`'s readout (Σ_layer Σ_head Σ_query ∇A ⊙ A).
 streaming_grad_rollout (Chefer, Gur & Wolf 2021, eqs. 5–6):
     readout   [batch, key]         w · (I + Ā_{L−1})⋯(I + Ā_0), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺
 """
@@ -33,21 +35,27 @@ from interpret.trace import Trace
 class AttentionGradientParams(StreamingParams):
     """Parameters of streaming attention × gradient."""
 
-    layers: Literal["last", "sum"] = field(
-        default="last", metadata={"help": "the readout: the last layer's row, or the sum over every layer"}
+    layers: Literal["all", "last"] = field(
+        default="all", metadata={"help": "layers summed into the readout: all, or the last one only"}
+    )
+    rows: Literal["readout", "all"] = field(
+        default="readout",
+        metadata={"help": "query rows summed: the decision's (weighted as it pools) or all (attention_x_gradient's)"},
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.layers not in ("last", "sum"):
-            raise ValueError(f"layers={self.layers!r} is unknown; use last or sum")
+        if self.layers not in ("all", "last"):
+            raise ValueError(f"layers={self.layers!r} is unknown; use all or last")
+        if self.rows not in ("readout", "all"):
+            raise ValueError(f"rows={self.rows!r} is unknown; use readout or all")
 
 
 class StreamingAttentionGradient:
     """Attention × gradient of the readout rows, streamed."""
 
     name = "streaming_attention_gradient"
-    summary = "Attention × gradient of the decision's rows in O(n·d) memory: A ⊙ ∂score/∂A rebuilt in blocks of rows."
+    summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: patterns and their gradients rebuilt in blocks of rows."
     version = "1.0"
     requires = ()
     needs_model = True
@@ -61,6 +69,8 @@ class StreamingAttentionGradient:
         per_layer = np.zeros((batch, len(per_example[0]), pos))
         worst = 0.0
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
+            if params.rows == "all":
+                weights = np.ones(len(positions))
             rows, error = attention_gradient_readout(per_example[b], weights, block_bytes=params.block_bytes)
             per_layer[b] = place(rows, positions, pos)
             worst = max(worst, error)
@@ -69,8 +79,8 @@ class StreamingAttentionGradient:
             if not np.any(readout[b]):
                 raise AnalyzerError(
                     f"streaming_attention_gradient: the score gets no gradient through the readout rows of example {b}"
-                    f" ({params.layers} layer{'s' if params.layers == 'sum' else ''}: the decision does not read them);"
-                    " use readout=auto or layers=sum."
+                    f" ({params.layers} layer{'s' if params.layers == 'all' else ''}: the decision does not read them);"
+                    " use readout=auto, layers=all or rows=all."
                 )
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),

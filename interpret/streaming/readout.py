@@ -9,9 +9,10 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
   v ← v·Â_l from the last layer down, v·Â_l = Σ_blocks v[block]·Â_l[block, :].
-- Attention × gradient of the readout rows: per layer, Σ_i w_i · mean_h (A ⊙ ∂score/∂A)[h, i, :]
-  (the first-order contribution of each attention weight to the score), with ∂score/∂A[h, i, j] =
-  ∂score/∂z[h, i] · v[h, j]; only the readout rows' blocks are rebuilt.
+- Attention × gradient: per layer, Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, :] (the first-order contribution of
+  each attention weight to the score, Chefer et al. 2021 eq. 5 before the head mean), with ∂score/∂A[h, i, j] =
+  ∂score/∂z[h, i] · v[h, j]; only the blocks of rows with a weight are rebuilt (w = 1 on every row gives the
+  sum over all query rows).
 - Gradient-weighted rollout (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability", eqs. 5–6):
   Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺, R = (I + Ā_{L−1}) ⋯ (I + Ā_0), readout w·R: v ← v + v·Ā_l.
 
@@ -82,7 +83,7 @@ def attention_gradient_readout(
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> tuple[Float[np.ndarray, "layer n"], float]:
-    """Return (per layer Σ_i w_i mean_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error)."""
+    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error)."""
     weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     out = np.zeros((len(layers), len(weights)))
     worst = 0.0
@@ -94,7 +95,7 @@ def attention_gradient_readout(
                 continue
             pattern = pattern_rows(layer, start, stop)
             worst = max(worst, output_error(layer, start, stop, pattern))
-            product = pattern_grad_rows(layer, start, stop).mul_(pattern).mean(0)  # [rows, keys]
+            product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
             out[index, : product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
     return out, worst
 

@@ -60,14 +60,15 @@ def test_streaming_rollout_start_layer_and_given_rows_equal_the_rollout_analyzer
     assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
 
 
-def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Return (attention × gradient per layer [batch, layer, pos], grad rollout readout [batch, pos]) from the full
-    patterns A and ∂score/∂A of one autograd pass: plain matrices, every row."""
+def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (attention × gradient per layer [batch, layer, pos] from the readout rows, the same from every
+    row, grad rollout readout [batch, pos]) from the full patterns A and ∂score/∂A of one autograd pass."""
     captured = ctx.capture(trace.encoded, ["*attn.hook_pattern"])
     names = sorted(captured.tensors, key=lambda name: int(name.split(".")[1]))
     grads = torch.autograd.grad(captured.score.sum(), [captured[name] for name in names])
     batch, pos = trace.encoded.batch, trace.encoded.pos
     per_layer, rollout = np.zeros((batch, len(names), pos)), np.zeros((batch, pos))
+    every_row = np.zeros((batch, len(names), pos))
     for b, positions in enumerate(real_positions(trace)):
         index = torch.as_tensor(positions)
         weights = torch.as_tensor(readout_weights("auto", ctx.targets[b], positions))
@@ -75,26 +76,30 @@ def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray]:
         for layer, (name, grad) in enumerate(zip(names, grads)):
             pattern = captured[name][b].detach()[:, index][:, :, index].double()  # [head, n, n]
             pattern_grad = grad[b][:, index][:, :, index].double()
-            per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).mean(0)).numpy()
+            per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).sum(0)).numpy()
+            every_row[b, layer, positions] = (pattern * pattern_grad).sum((0, 1)).numpy()
             relevance = relevance + (pattern * pattern_grad).clamp(min=0).mean(0) @ relevance  # Chefer eq. 6
         rollout[b, positions] = (weights @ relevance).numpy()
-    return per_layer, rollout
+    return per_layer, every_row, rollout
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     model, tokenizer, trace = _trace(family)
     ctx = run_context(trace, model, tokenizer)
-    per_layer, rollout = _full_gradient_statement(trace, ctx)
-    gradient = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
-    summed = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "sum"}, model=model,
-                               tokenizer=tokenizer)
+    per_layer, every_row, rollout = _full_gradient_statement(trace, ctx)
+    gradient = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "last"}, model=model,
+                                 tokenizer=tokenizer)
+    summed = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
+    all_rows = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": "all"}, model=model,
+                                 tokenizer=tokenizer)
     weighted = interpret.analyze(trace, "streaming_grad_rollout", model=model, tokenizer=tokenizer)
     scale = np.abs(per_layer).max()
     assert scale > 0
     assert np.abs(gradient["per_layer"] - per_layer).max() <= TOLERANCE * scale
     assert np.abs(gradient["readout"] - per_layer[:, -1]).max() <= TOLERANCE * scale
     assert np.abs(summed["readout"] - per_layer.sum(1)).max() <= TOLERANCE * scale
+    assert np.abs(all_rows["readout"] - every_row.sum(1)).max() <= TOLERANCE * np.abs(every_row).max()
     assert np.abs(weighted["readout"] - rollout).max() <= TOLERANCE
     # Blocks of one row.
     layers = layers_with_gradients(trace, ctx, "test")
