@@ -16,9 +16,10 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, suggest
+from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
+from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
 
 
@@ -44,6 +45,7 @@ def explain(
     model_id: str | None = None,
     budget_bytes: int | None = 2 * GIB,
     notes: Sequence[tuple[str, str]] = (),
+    streaming: str = "auto",
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
@@ -60,6 +62,9 @@ def explain(
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
     notes: (label, text) facts every reader must see, shown at the top of the report.
+    streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
+        always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
+        (`interpret.streaming.select`), refusing one that needs every pattern and has none.
     """
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -70,11 +75,27 @@ def explain(
             f"params given for {unknown[0]!r}, which is not among the analyzers run ({', '.join(analyzers)});"
             f"{suggest(unknown[0], analyzers)} add it with -a/analyzers= or drop its params."
         )
+    check_streaming(streaming)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
-    trace = collect(
-        model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
-        budget_bytes=budget_bytes, continuations=continuation,
-    )
+    why = "streaming=on"
+    trace = None
+    if streaming != "on":
+        try:
+            trace = collect(
+                model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
+                budget_bytes=budget_bytes, continuations=continuation,
+            )
+        except MemoryBudgetError as err:
+            if streaming == "off":
+                raise
+            why = f"their capture is over the budget ({str(err).split(';')[0]})"
+    if trace is None:  # streamed: no pattern is captured, each analyzer runs its streaming version
+        analyzers, params = streamed_plan(analyzers, params, why)
+        trace = collect(
+            model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
+            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation,
+        )
+        notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)

@@ -7,8 +7,8 @@ Both run the model once with autograd (queries, keys and values captured where t
 gradients (tests, 1e-5).
 
 streaming_attention_gradient arrays (batch first; padding is zero):
-    per_layer [batch, layer, key]  Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, key]: w the decision's pooling over its
-                                   rows (rows="readout"), or 1 on every query row (rows="all")
+    per_layer [batch, layer, key]  Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, key]: w = 1 on every query row (rows="all",
+                                   the default), or the decision's pooling over its rows (rows="readout")
     readout   [batch, key]         the sum over layers (layers="all") or the last layer's (layers="last"); signed.
                                    rows="all" is `attention_x_gradient`'s readout (Σ_layer Σ_head Σ_query ∇A ⊙ A).
 streaming_grad_rollout (Chefer, Gur & Wolf 2021, eqs. 5–6):
@@ -38,9 +38,9 @@ class AttentionGradientParams(StreamingParams):
     layers: Literal["all", "last"] = field(
         default="all", metadata={"help": "layers summed into the readout: all, or the last one only"}
     )
-    rows: Literal["readout", "all"] = field(
-        default="readout",
-        metadata={"help": "query rows summed: the decision's (weighted as it pools) or all (attention_x_gradient's)"},
+    rows: Literal["all", "readout"] = field(
+        default="all",
+        metadata={"help": "query rows summed: all (attention_x_gradient's readout) or the decision's, weighted as it pools"},
     )
 
     def __post_init__(self) -> None:
@@ -55,6 +55,7 @@ class StreamingAttentionGradient:
     """Attention × gradient of the readout rows, streamed."""
 
     name = "streaming_attention_gradient"
+    streams = "attention_x_gradient"  # the full analyzer it stands for (interpret.streaming.select)
     summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: patterns and their gradients rebuilt in blocks of rows."
     version = "1.0"
     requires = ()
@@ -102,6 +103,7 @@ class StreamingGradRollout:
     """Gradient-weighted rollout of the readout rows, streamed."""
 
     name = "streaming_grad_rollout"
+    streams = "gradient_weighted_rollout"  # the full analyzer it stands for (interpret.streaming.select)
     summary = "Gradient-weighted rollout (Chefer et al. 2021) of the decision's rows in O(n·d) memory."
     version = "1.0"
     requires = ()

@@ -50,6 +50,7 @@ class StreamingRollout:
     """Rollout of the readout rows, streamed: memory linear in the input length."""
 
     name = "streaming_rollout"
+    streams = "rollout"  # the full analyzer it stands for when a run streams (interpret.streaming.select)
     summary = "Attention rollout of the decision's rows in O(n·d) memory: patterns rebuilt in blocks of rows from q and k."
     version = "1.0"
     requires = REQUIRES

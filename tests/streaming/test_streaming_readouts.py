@@ -88,11 +88,11 @@ def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     model, tokenizer, trace = _trace(family)
     ctx = run_context(trace, model, tokenizer)
     per_layer, every_row, rollout = _full_gradient_statement(trace, ctx)
-    gradient = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "last"}, model=model,
-                                 tokenizer=tokenizer)
-    summed = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
-    all_rows = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": "all"}, model=model,
-                                 tokenizer=tokenizer)
+    gradient = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "last", "rows": "readout"},
+                                 model=model, tokenizer=tokenizer)
+    summed = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": "readout"}, model=model,
+                               tokenizer=tokenizer)
+    all_rows = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
     weighted = interpret.analyze(trace, "streaming_grad_rollout", model=model, tokenizer=tokenizer)
     scale = np.abs(per_layer).max()
     assert scale > 0
