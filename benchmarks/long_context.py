@@ -11,8 +11,8 @@ the child's peak resident set is its own):
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
     s_rollout  interpret.collect of hook_q/k/v/z + the `streaming_rollout` analyzer (the whole user path).
-    s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer (its own
-               autograd pass through the model, then the readout rows rebuilt in blocks).
+    s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
+               rows=readout (its own autograd pass through the model, then the readout rows rebuilt).
 Memory: CPU, the process's peak resident set (VmHWM) and its rise above the resident set once the model and
 inputs exist; CUDA, torch.cuda.max_memory_allocated and its rise above the weights and inputs. Time: min and
 median of --repeat runs after one warm-up. Equality: the streaming rollout's readout against the rollout of
@@ -89,7 +89,7 @@ def _child(args: argparse.Namespace) -> None:
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
             return result["readout"][0]
         trace = interpret.collect(model, tokenizer, ids, names=["blocks.0.attn.hook_z"], budget_bytes=None)
-        result = interpret.analyze(trace, "streaming_attention_gradient", params=block, model=model,
+        result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout"}, model=model,
                                    tokenizer=tokenizer)
         return result["readout"][0]
 

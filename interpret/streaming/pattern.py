@@ -78,10 +78,9 @@ def pattern_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "
     query = layer.q[:, start:stop].float()
     key = layer.k[:, :keys].float()
     scores = torch.matmul(query, key.transpose(1, 2)).mul_(layer.scale)  # [head, rows, keys]
-    if layer.causal:
-        rows = torch.arange(start, stop, device=scores.device)[:, None]
-        cols = torch.arange(keys, device=scores.device)[None, :]
-        scores.masked_fill_(cols > rows, LOWEST)
+    if layer.causal:  # keys before `start` are visible to every row: only the square start..stop needs masking
+        square = torch.ones(stop - start, stop - start, dtype=torch.bool, device=scores.device).triu_(1)
+        scores[:, :, start:stop].masked_fill_(square, LOWEST)
     return torch.softmax(scores, dim=-1, out=scores)
 
 

@@ -68,6 +68,11 @@ def rollout_readout(
                     worst = max(worst, output_error(layer, start, stop, pattern))
                 if not needed:
                     continue
+                if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v·A_h + r·v: rows of Â sum to one as they are
+                    mixed = torch.matmul(rows.float(), pattern).sum(0)  # [keys]
+                    carried[: mixed.shape[0]] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
+                    carried[start:stop] += residual * rows
+                    continue
                 augmented = _fuse(pattern, head_fusion).mul_(1.0 - residual)  # [rows, keys]
                 index = torch.arange(stop - start, device=augmented.device)
                 augmented[index, index + start] += residual
