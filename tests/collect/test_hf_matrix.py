@@ -8,7 +8,8 @@ hook point leaves the logits bit-identical, a hook point the family lacks is ref
 (right, and for decoders left) gives each example what it gets alone (PADDING), head gates act on the
 output projection's heads, the gradient capture gives the target score's gradient for every pattern, rollout
 runs and a report is written, and text families run `interpret collect` and `interpret report`.
-`GRADIENT_CHECKS` is where the gradient methods' checks (IG, gradient-weighted rollout) join, one per family.
+`GRADIENT_CHECKS` holds the gradient methods' checks (Integrated Gradients, gradient-weighted rollout), run
+on every family whose gradient capture works.
 
 `tests/collect/family_table.py` writes the README's family table from these tests' results;
 `test_readme_family_table_matches_the_models` keeps that table in step with what each family offers.
@@ -36,7 +37,7 @@ from interpret.collect.api import capturable_for
 from interpret.collect.gates import head_gates
 from interpret.collect.prepare import prepare
 from interpret.analyze.run import run_context
-from interpret.errors import CaptureError, HookNameError
+from interpret.errors import AnalyzerError, CaptureError, HookNameError
 from interpret.hooks import count_hooks
 from interpret.loading import load
 
@@ -49,7 +50,51 @@ DECODERS = [family for family in FAMILIES if MATRIX[family].category == "decoder
 CLI_FAMILIES = [family for family in FAMILIES if MATRIX[family].text]
 
 # The gradient issue adds one (name, check(model, processor, family)) per method here; each runs per family.
-GRADIENT_CHECKS: tuple[tuple[str, Callable[[Any, Any, str], None]], ...] = ()
+# Families whose "pad" baseline sits where the model is steep: the tiny Gemma 2's pad embedding is the zero vector
+# and its RMSNorm rescales a vector near zero by up to 1/sqrt(eps), so the path integral does not converge there;
+# the analyzer must say so in its completeness check rather than return a silently incomplete attribution.
+_STEEP_BASELINE = {"gemma2"}
+
+
+def _check_integrated_gradients(model: Any, processor: Any, family: str) -> None:
+    """IG on the family's token embeddings: finite, not all zero, complete within the analyzer's tolerance at 64
+    steps (MoE routing and RMSNorm keep some families' deltas at 1e-3 to 1e-2), or its completeness check flags
+    the delta; pixel inputs are refused in one line."""
+    inputs, extra = collect_args(family)
+    trace = interpret.collect(model, processor, inputs, **extra)
+    context = run_context(trace, model, processor)
+    if MATRIX[family].category == "vision":
+        with pytest.raises(AnalyzerError, match="pixels"):
+            interpret.analyze(trace, "integrated_gradients", context=context)
+        return
+    result = interpret.analyze(trace, "integrated_gradients", params={"steps": 64}, context=context)
+    readout, delta = result["readout"], result["delta"]
+    assert np.isfinite(readout).all() and np.abs(readout).sum() > 0
+    check = result.checks["completeness_delta"]
+    if family in _STEEP_BASELINE:
+        assert not check.ok and check.severity == "warning" and np.abs(delta).max() > 0.05
+    else:  # within the analyzer's tolerance (0.05); the toy tests hold IG to 1e-4 where it is known in closed form
+        assert np.abs(delta).max() < 0.05 and check.ok
+
+
+def _check_gradient_weighted_rollout(model: Any, processor: Any, family: str) -> None:
+    """Chefer et al.'s gradient-weighted rollout: a finite, non-negative, non-zero readout (Swin's patterns,
+    lifted to the patch grid, are copies the model never reads: refused by name)."""
+    inputs, extra = collect_args(family)
+    trace = interpret.collect(model, processor, inputs, **extra)
+    context = run_context(trace, model, processor)
+    if family == "swin":
+        with pytest.raises(CaptureError, match="without gradients"):
+            interpret.analyze(trace, "gradient_weighted_rollout", context=context)
+        return
+    readout = interpret.analyze(trace, "gradient_weighted_rollout", context=context)["readout"]
+    assert np.isfinite(readout).all() and (readout >= 0).all() and readout.sum() > 0
+
+
+GRADIENT_CHECKS: tuple[tuple[str, Callable[[Any, Any, str], None]], ...] = (
+    ("integrated_gradients", _check_integrated_gradients),
+    ("gradient_weighted_rollout", _check_gradient_weighted_rollout),
+)
 
 
 @pytest.fixture(scope="module")
@@ -295,8 +340,6 @@ def test_rollout_runs_and_a_report_is_written(zoo, family, tmp_path) -> None:
     path = tmp_path / f"{family}.html"
     report.render(path)
     assert path.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html>")
-    for _, check in GRADIENT_CHECKS:
-        check(model, processor, family)
 
 
 # The run context's runner re-runs the model from an Encoded; it does not yet feed audio features (Whisper)
@@ -325,6 +368,20 @@ def test_gradient_capture_reaches_every_pattern(zoo, family, implementation) -> 
     grads = torch.autograd.grad(captured.score.sum(), [captured[name] for name in names])
     for name, grad in zip(names, grads):
         assert torch.isfinite(grad).all() and grad.abs().sum() > 0, name
+
+
+_GRAD_METHOD_RUNS = [
+    pytest.param(family, name, marks=pytest.mark.xfail(
+        strict=True, reason="the run context's runner feeds no audio features or image side yet"))
+    if MATRIX[family].category in ("speech", "dual") else (family, name)
+    for family in FAMILIES for name, _ in GRADIENT_CHECKS
+]
+
+
+@pytest.mark.parametrize(("family", "method"), _GRAD_METHOD_RUNS)
+def test_gradient_methods_run(zoo, family, method) -> None:
+    model, processor, _ = zoo(family, MATRIX[family].implementations[0])
+    dict(GRADIENT_CHECKS)[method](model, processor, family)
 
 
 @pytest.mark.parametrize("family", CLI_FAMILIES)

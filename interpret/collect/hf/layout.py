@@ -280,8 +280,13 @@ def _implementation(model: nn.Module) -> str:
 
 
 def _embedding(model: nn.Module, side: str) -> nn.Module | None:
-    """Return the token-embedding module of `side`: the model's input embeddings, or its decoder's."""
+    """Return the token-embedding module of `side` that the forward really calls: the encoder's in an
+    encoder-decoder (transformers 5 ties `shared` to separate modules of each stack, so `shared` never runs),
+    the model's input embeddings otherwise, or the decoder's."""
     owner = model
+    if side == "main" and getattr(model.config, "is_encoder_decoder", False):
+        get_encoder = getattr(model, "get_encoder", None)
+        owner = get_encoder() if callable(get_encoder) else model
     if side == "decoder":
         get_decoder = getattr(model, "get_decoder", None)
         owner = get_decoder() if callable(get_decoder) else None
@@ -312,7 +317,9 @@ def run_model(
     else:
         inputs.update(_side_inputs(encoded, ""))
         if position_offset is not None:
-            positions = padded_positions(encoded.attention_mask, position_offset)
+            # Positions numbered after a padding index (RoBERTa) are derived from the ids themselves, so ids
+            # replaced by a baseline (pad tokens) would move them: such models always get the real positions.
+            positions = padded_positions(encoded.attention_mask, position_offset, always=position_offset > 0)
             if positions is not None:
                 inputs["position_ids"] = positions
     if encoded.decoder is not None:
@@ -324,14 +331,15 @@ def run_model(
     return model(**inputs, return_dict=True)
 
 
-def padded_positions(attention_mask: Tensor, offset: int = 0) -> Tensor | None:
+def padded_positions(attention_mask: Tensor, offset: int = 0, *, always: bool = False) -> Tensor | None:
     """Return position ids [batch, pos] that count real tokens only (offset + 0, 1, ...), or None when no
-    padding precedes a real token (the model's default positions are then the same for every real token).
+    padding precedes a real token (the model's default positions are then the same for every real token) and
+    not `always`.
 
     Padding gets `offset - 1` (RoBERTa's padding index) or 0; it is masked, so its value changes nothing.
     """
     mask = attention_mask.bool()
-    if not bool((~mask[:, :-1] & mask[:, 1:]).any()):
+    if not always and not bool((~mask[:, :-1] & mask[:, 1:]).any()):
         return None
     counted = mask.long().cumsum(-1) - 1 + offset
     return torch.where(mask, counted, torch.full_like(counted, max(offset - 1, 0)))
