@@ -4,13 +4,14 @@ Each task is a binary classification of random filler sentences, trained on the 
 (seeded, deterministic, a few seconds on a CPU; cached like `interpret.reference.toy.marker_task`), with the
 positions of the evidence that decides each example recorded when the sentence is made:
 
-- ``negation``: every sentence holds "good" once; label 0 iff it is directly preceded by "not" (a marker that
-  counts only in context). Stray "not"s elsewhere are frequent. Evidence of a negated example: "not" and "good".
+- ``negation``: every sentence holds "good" once; label 0 iff a "not" comes before it (a marker that counts
+  only after a negation); most positives hold a "not" after "good", which negates nothing. Evidence of a
+  negated example: that "not" and "good".
 - ``cooccur``: label 1 iff both "alpha" and "beta" occur; a negative holds one of them, or neither.
   Evidence of a positive: both.
 - ``distractor``: label 1 iff "!" occurs; every sentence holds 3–6 copies of "wow", frequent and irrelevant.
   Evidence of a positive: the "!".
-- ``far``: long sentences (40–60 words); label 1 iff "!" occurs, always in the last fifth, far from the
+- ``far``: long sentences (32–48 words); label 1 iff "!" occurs, always in the last fifth, far from the
   [CLS] row the decision reads. Evidence of a positive: the "!".
 
 `evidence_recovery` scores a ranking by precision at k (k = the number of evidence tokens): the share of its k
@@ -44,7 +45,7 @@ from interpret.reference.vocab import word_tokenizer
 TASK_VERSION = "v1"
 EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow")
 VOCABULARY = (*FILLERS, *EXTRA_WORDS)
-LONG_WORDS = 60
+LONG_WORDS = 48
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,12 @@ def _negation(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...
     words = _fillers(rng, 8, 12)
     spot = rng.randrange(1, len(words))
     words[spot] = "good"
-    for _ in range(rng.randint(1, 2)):  # stray negations that do not touch "good"
-        other = rng.randrange(len(words))
-        if other not in (spot, spot - 1):
-            words[other] = "not"
     if label == 0:
-        words[spot - 1] = "not"
-        return words, (spot, spot + 1)
-    if words[spot - 1] == "not":
-        words[spot - 1] = rng.choice(FILLERS)
+        at = rng.randrange(0, spot)
+        words[at] = "not"
+        return words, (at + 1, spot + 1)
+    if rng.random() < 0.7 and spot < len(words) - 1:  # a "not" after "good" negates nothing
+        words[rng.randrange(spot + 1, len(words))] = "not"
     return words, ()
 
 
@@ -100,7 +98,7 @@ def _distractor(rng: random.Random, label: int) -> tuple[list[str], tuple[int, .
 
 
 def _far(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
-    words = _fillers(rng, 40, LONG_WORDS)
+    words = _fillers(rng, 32, LONG_WORDS)
     if label == 1:
         spot = rng.randrange(len(words) * 4 // 5, len(words))
         words[spot] = "!"
@@ -109,10 +107,10 @@ def _far(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
 
 
 TASKS: dict[str, tuple[Callable[[random.Random, int], tuple[list[str], tuple[int, ...]]], str]] = {
-    "negation": (_negation, "'good' counts only when not directly after 'not' (evidence: 'not good')"),
+    "negation": (_negation, "'good' counts only when no 'not' precedes it (evidence: the 'not' and 'good')"),
     "cooccur": (_cooccur, "positive iff 'alpha' and 'beta' both occur (evidence: both)"),
     "distractor": (_distractor, "positive iff '!' occurs, among frequent irrelevant 'wow's (evidence: '!')"),
-    "far": (_far, "positive iff '!' occurs, in the last fifth of 40-60 words (evidence: '!')"),
+    "far": (_far, "positive iff '!' occurs, in the last fifth of 32-48 words (evidence: '!')"),
 }
 
 
