@@ -11,6 +11,9 @@ positions of the evidence that decides each example recorded when the sentence i
   Evidence of a positive: both.
 - ``distractor``: label 1 iff "!" occurs; every sentence holds 3–6 copies of "wow", frequent and irrelevant.
   Evidence of a positive: the "!".
+- ``balance``: label 1 iff "up" occurs more often than "down" (2-4 against 1-3). Evidence: the tokens of the
+  majority, which support the decision; the minority's tokens, just as necessary to attend to, oppose it, so
+  a method that cannot tell support from opposition (attention is unsigned) recovers about half.
 - ``far``: long sentences (32–48 words); label 1 iff "!" occurs, always in the last fifth, far from the
   [CLS] row the decision reads. Evidence of a positive: the "!".
 
@@ -43,7 +46,7 @@ from interpret.reference.toy import FILLERS, _deterministic, load_toy, save_toy
 from interpret.reference.vocab import word_tokenizer
 
 TASK_VERSION = "v1"
-EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow")
+EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow", "up", "down")
 VOCABULARY = (*FILLERS, *EXTRA_WORDS)
 LONG_WORDS = 48
 
@@ -106,10 +109,25 @@ def _far(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
     return words, ()
 
 
+def _balance(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 10, 14)
+    many, few = rng.randint(2, 4), 0
+    few = rng.randint(1, many - 1)
+    ups, downs = (many, few) if label == 1 else (few, many)
+    spots = rng.sample(range(len(words)), ups + downs)
+    for spot in spots[:ups]:
+        words[spot] = "up"
+    for spot in spots[ups:]:
+        words[spot] = "down"
+    support = spots[:ups] if label == 1 else spots[ups:]
+    return words, tuple(sorted(spot + 1 for spot in support))
+
+
 TASKS: dict[str, tuple[Callable[[random.Random, int], tuple[list[str], tuple[int, ...]]], str]] = {
     "negation": (_negation, "'good' counts only when no 'not' precedes it (evidence: the 'not' and 'good')"),
     "cooccur": (_cooccur, "positive iff 'alpha' and 'beta' both occur (evidence: both)"),
     "distractor": (_distractor, "positive iff '!' occurs, among frequent irrelevant 'wow's (evidence: '!')"),
+    "balance": (_balance, "positive iff more 'up' than 'down' (evidence: the majority's tokens, which support it)"),
     "far": (_far, "positive iff '!' occurs, in the last fifth of 32-48 words (evidence: '!')"),
 }
 

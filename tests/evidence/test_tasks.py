@@ -29,6 +29,10 @@ def test_generators_follow_their_rule(task: str) -> None:
         elif task == "cooccur":
             assert label == int("alpha" in words and "beta" in words)
             assert sorted(tokens[p] for p in evidence) == (["alpha", "beta"] if label else [])
+        elif task == "balance":
+            ups, downs = words.count("up"), words.count("down")
+            assert label == int(ups > downs) and ups != downs
+            assert [tokens[p] for p in evidence] == ["up" if label else "down"] * max(ups, downs)
         else:
             assert label == int("!" in words) and [tokens[p] for p in evidence] == (["!"] if label else [])
             if task == "distractor":
