@@ -16,10 +16,11 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, suggest
+from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
+from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
 
 
@@ -48,6 +49,7 @@ def explain(
     evidence: bool = True,
     removal: str | None = None,
     evidence_seeds: int = DEFAULT_SEEDS,
+    streaming: str = "auto",
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
@@ -68,6 +70,9 @@ def explain(
         against `evidence_seeds` random rankings (`interpret.evidence`); the report shows it per method.
     removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
         `interpret.evidence.default_removal`).
+    streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
+        always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
+        (`interpret.streaming.select`), refusing one that needs every pattern and has none.
     """
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -80,11 +85,27 @@ def explain(
         )
     if removal is not None and removal not in REMOVALS:
         raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
+    check_streaming(streaming)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
-    trace = collect(
-        model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
-        budget_bytes=budget_bytes, continuations=continuation,
-    )
+    why = "streaming=on"
+    trace = None
+    if streaming != "on":
+        try:
+            trace = collect(
+                model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
+                budget_bytes=budget_bytes, continuations=continuation,
+            )
+        except MemoryBudgetError as err:
+            if streaming == "off":
+                raise
+            why = f"their capture is over the budget ({str(err).split(';')[0]})"
+    if trace is None:  # streamed: no pattern is captured, each analyzer runs its streaming version
+        analyzers, params = streamed_plan(analyzers, params, why)
+        trace = collect(
+            model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
+            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation,
+        )
+        notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)

@@ -85,20 +85,3 @@ def write_evidence_tables(frame: pd.DataFrame, directory: Path, *, seed: int = 0
     write_csv(aggregate_rows(frame, seed=seed), summary)
     return [examples, summary]
 
-
-def write_batch_part(frame: pd.DataFrame, path: Path) -> None:
-    """Write one audit batch's evidence rows to `path` (parquet) atomically."""
-    from interpret.atomic import atomic_path
-
-    with atomic_path(path) as temporary:
-        frame.to_parquet(temporary, index=False)
-
-
-def read_batch_parts(paths: Sequence[Path]) -> pd.DataFrame:
-    """Return the evidence rows of the audit's batches, in order; a missing part is an error naming it."""
-    from interpret.errors import InputError
-
-    missing = next((path for path in paths if not path.is_file()), None)
-    if missing is not None:
-        raise InputError(f"{missing} is missing (the audit was resumed with evidence turned on); run it with --fresh.")
-    return pd.concat([pd.read_parquet(path) for path in paths], ignore_index=True)
