@@ -37,6 +37,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
                "List the model types transformers knows: supported or not, by which adapter, with which hook points."),
     "heads": ("interpret.cli.heads_cmd", "heads",
               "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."),
+    "evaluate": ("interpret.cli.evaluate_cmd", "evaluate",
+                 "Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."),
 }
 
 

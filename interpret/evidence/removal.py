@@ -35,6 +35,7 @@ from torch import Tensor
 from interpret.analyze.contract import RunContext
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
+from interpret.runner import ModelRunner
 from interpret.target import Target
 
 Removal = Literal["delete", "mask", "zero"]
@@ -108,6 +109,8 @@ class RemovalScorer:
 
     @torch.no_grad()
     def _pass(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
+        runner = self.ctx.runner
+        assert runner is not None
         rows = len(removed)
         examples = torch.full((rows,), example, dtype=torch.long)
         if self.removal == "delete":
@@ -115,12 +118,12 @@ class RemovalScorer:
         if self.removal == "mask":
             ids = self.encoded.input_ids[example].expand(rows, -1).clone()
             ids[removed.to(ids.device)] = _mask_id(self.ctx.tokenizer)
-            scores = self.ctx.score(self.encoded, input_ids=ids, examples=examples, output="logprob", contrast=False)
+            batch = self.encoded.rows(examples, input_ids=ids)
         else:
             embeds = self._embeddings(example, rows)
             embeds = embeds * (~removed).to(embeds.device, embeds.dtype).unsqueeze(-1)
-            scores = self.ctx.score(self.encoded, inputs_embeds=embeds, examples=examples, output="logprob", contrast=False)
-        return scores.detach().double().exp().cpu().numpy()
+            batch = self.encoded.rows(examples, inputs_embeds=embeds)
+        return _probabilities(runner, batch, examples)
 
     def _embeddings(self, example: int, rows: int) -> Tensor:
         if self.encoded.inputs_embeds is not None:
@@ -130,8 +133,6 @@ class RemovalScorer:
 
     def _deleted(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
         """Score rows with the removed tokens taken out of the sequence (positions after them move up)."""
-        from interpret.runner import ModelRunner
-
         runner = self.ctx.runner
         assert runner is not None
         encoded, target = self.encoded, self.ctx.targets[example]
@@ -161,8 +162,20 @@ class RemovalScorer:
             word_ids=(),
         )
         rerun = ModelRunner(runner.capturable, runner.reader, targets, runner.gate_prefix)
-        scores = rerun.score(batch, output="logprob", contrast=False)
-        return scores.detach().double().exp().cpu().numpy()
+        return _probabilities(rerun, batch, torch.arange(rows))
+
+
+def _probabilities(runner: ModelRunner, batch: Encoded, examples: Tensor) -> Float[np.ndarray, " rows"]:
+    """Return m [rows]: exp of each row's target log-probability (no contrast), computed without autograd.
+
+    Runs the model as `ModelRunner.score` does (the Capturable's forward, the decision's own reader), but
+    under no_grad: `score` keeps autograd on for gradient analyzers, which removal does not need.
+    """
+    runner._check_eval()
+    with torch.no_grad():
+        result = runner.capturable.run(batch)
+        scores = runner._scores(result, batch, examples, None, "logprob", False)
+    return scores.double().exp().cpu().numpy()
 
 
 def decoder_side(ctx: RunContext, encoded: Encoded) -> bool:

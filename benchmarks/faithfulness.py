@@ -1,0 +1,146 @@
+"""Faithfulness of every installed analyzer with a readout, in one table.
+
+Columns: on the default model (MiniLM-L6 with its sentiment head) over the first N held-out sentences
+(interpret/data/sentiment_heldout.jsonl): comprehensiveness AOPC (↑), sufficiency AOPC (↓), area between LeRF
+and MoRF (↑), how many sentences it beat random on, the analyzer's seconds per example; then evidence recovery
+(precision at k of the planted evidence) on each known-answer task. Rows: every registered analyzer that
+provides a readout (rollout, flow, last-layer attention and whatever gradient or decomposition analyzers are
+installed), "random" (5 seeds) and, on the tasks, the planted evidence. Tokens are deleted (ERASER).
+
+Also: the time the evidence adds to a default report (`explain` with and without evidence), min and median
+of the repeats.
+
+    python benchmarks/faithfulness.py [--sentences 40] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import table  # noqa: E402
+
+import interpret  # noqa: E402
+from interpret.analyze import registry  # noqa: E402
+from interpret.analyze.run import required_names, run_context  # noqa: E402
+from interpret.decision import TargetRequest, decide  # noqa: E402
+from interpret.evidence import evaluate_evidence  # noqa: E402
+from interpret.evidence.suite import run_suite  # noqa: E402
+
+DATA = Path(interpret.__file__).parent / "data" / "sentiment_heldout.jsonl"
+
+
+def readout_analyzers() -> list[str]:
+    """Return the registered analyzers that provide a readout, in registry order."""
+    return [name for name in registry.names() if "readout" in registry.get(name).provides]
+
+
+def default_model_rows(names: list[str], sentences: int, batch: int = 8) -> dict[str, dict[str, float]]:
+    """Return per method the mean metrics over `sentences` held-out sentences on the default model."""
+    from interpret.default_model import load_default
+
+    model, tokenizer, head = load_default("cpu")
+    texts = [json.loads(line)["text"] for line in DATA.read_text(encoding="utf-8").splitlines()[:sentences]]
+    hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
+    per: dict[str, dict[str, list[float]]] = {name: {} for name in [*names, "random"]}
+    for start in range(0, len(texts), batch):
+        chunk = texts[start:start + batch]
+        trace = interpret.collect(model, tokenizer, chunk, names=hooks)
+        targets = [d.target for d in decide(model, trace, tokenizer, TargetRequest(), head)]
+        ctx = run_context(trace, model, tokenizer, head=head, targets=targets)
+        results = []
+        for name in names:
+            started = time.perf_counter()
+            results.append(interpret.analyze(trace, name, context=ctx))
+            per[name].setdefault("seconds", []).append((time.perf_counter() - started) / len(chunk))
+        started = time.perf_counter()
+        evidence = evaluate_evidence(trace, results, ctx)
+        per["random"].setdefault("seconds", []).append((time.perf_counter() - started) / len(chunk))
+        for method in [*evidence.methods, evidence.random]:
+            stats = per[method.method]
+            stats.setdefault("comp", []).extend(method.comprehensiveness.tolist())
+            stats.setdefault("suff", []).extend(method.sufficiency.tolist())
+            stats.setdefault("area", []).extend(method.area.tolist())
+            if method.method != "random":
+                stats.setdefault("better", []).extend(evidence.better_than_random(method.method).astype(float).tolist())
+    return {
+        name: {key: float(np.nanmean(values)) if key != "better" else float(np.sum(values)) for key, values in stats.items()}
+        for name, stats in per.items()
+    }
+
+
+def evidence_overhead(sentences: int, repeat: int) -> tuple[list[float], list[float]]:
+    """Return the wall times of a default `explain` (the default analyzers) on `sentences` sentences, without
+    and with evidence, `repeat` times each (after one warm-up of each)."""
+    from interpret.default_model import load_default
+
+    model, tokenizer, head = load_default("cpu")
+    texts = [json.loads(line)["text"] for line in DATA.read_text(encoding="utf-8").splitlines()[:sentences]]
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    for with_evidence in (False, True):
+        interpret.explain(model, tokenizer, texts, head=head, evidence=with_evidence)
+    for _ in range(repeat):
+        for with_evidence in (False, True):
+            started = time.perf_counter()
+            interpret.explain(model, tokenizer, texts, head=head, evidence=with_evidence)
+            runs[with_evidence].append(time.perf_counter() - started)
+    return runs[False], runs[True]
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=40)
+    parser.add_argument("--tasks-n", type=int, default=16, help="examples with evidence per known-answer task")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    names = readout_analyzers()
+    print(f"analyzers with a readout: {', '.join(names)}", flush=True)
+    started = time.perf_counter()
+    task_rows = run_suite(names, n=args.tasks_n)
+    print(f"known-answer tasks: {time.perf_counter() - started:.1f} s", flush=True)
+    tasks = list(dict.fromkeys(row.task for row in task_rows))
+    recovery = {(row.task, row.method): row.recovery for row in task_rows}
+    task_comp = {(row.task, row.method): row.comprehensiveness for row in task_rows}
+    started = time.perf_counter()
+    default = default_model_rows(names, args.sentences)
+    print(f"default model, {args.sentences} sentences: {time.perf_counter() - started:.1f} s", flush=True)
+    headers = ["method", "comp AOPC ↑", "suff AOPC ↓", "area ↑", f"> random (of {args.sentences})", "s/example",
+               *[f"{task} P@k" for task in tasks], *[f"{task} comp" for task in tasks]]
+    rows = []
+    for name in [*names, "random", "planted"]:
+        stats = default.get(name, {})
+        rows.append([
+            name, _cell(stats.get("comp")), _cell(stats.get("suff")), _cell(stats.get("area")),
+            _cell(stats.get("better"), 0) if name not in ("random", "planted") else "",
+            _cell(stats.get("seconds"), 4) if name != "planted" else "",
+            *[_cell(recovery.get((task, name))) for task in tasks],
+            *[_cell(task_comp.get((task, name))) for task in tasks],
+        ])
+    print(table(headers, rows))
+    print("(random's s/example is the whole evidence computation per example: every method and 5 random rankings.)")
+    accuracy = {row.task: row.accuracy for row in task_rows}
+    print("task model accuracy: " + ", ".join(f"{task} {accuracy[task]:.3f}" for task in tasks))
+    without, with_evidence = evidence_overhead(min(args.sentences, 8), args.repeat)
+    print(table(
+        ["default report (8 sentences)", "min s", "median s"],
+        [["without evidence", f"{min(without):.2f}", f"{statistics.median(without):.2f}"],
+         ["with evidence", f"{min(with_evidence):.2f}", f"{statistics.median(with_evidence):.2f}"]],
+    ))
+
+
+if __name__ == "__main__":
+    main()

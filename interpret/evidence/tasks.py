@@ -1,0 +1,233 @@
+"""Known-answer tasks whose decisive evidence is known but not trivial, to tell explanation methods apart.
+
+Each task is a binary classification of random filler sentences, trained on the reference EncoderClassifier
+(seeded, deterministic, a few seconds on a CPU; cached like `interpret.reference.toy.marker_task`), with the
+positions of the evidence that decides each example recorded when the sentence is made:
+
+- ``negation``: every sentence holds "good" once; label 0 iff a "not" comes before it (a marker that counts
+  only after a negation); most positives hold a "not" after "good", which negates nothing. Evidence of a
+  negated example: that "not" and "good".
+- ``cooccur``: label 1 iff both "alpha" and "beta" occur; a negative holds one of them, or neither.
+  Evidence of a positive: both.
+- ``distractor``: label 1 iff "!" occurs; every sentence holds 3–6 copies of "wow", frequent and irrelevant.
+  Evidence of a positive: the "!".
+- ``balance``: label 1 iff "up" occurs more often than "down" (2-4 against 1-3). Evidence: the tokens of the
+  majority, which support the decision; the minority's tokens, just as necessary to attend to, oppose it, so
+  a method that cannot tell support from opposition (attention is unsigned) recovers about half.
+- ``far``: long sentences (32–48 words); label 1 iff "!" occurs, always in the last fifth, far from the
+  [CLS] row the decision reads. Evidence of a positive: the "!".
+
+`evidence_recovery` scores a ranking by precision at k (k = the number of evidence tokens): the share of its k
+highest-ranked removable tokens that are evidence; a random ranking scores k / n in expectation.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformers import PreTrainedTokenizerFast
+
+from interpret.cache import cache_dir as default_cache_dir
+from interpret.errors import ConfigError
+from interpret.inputs import encode
+from interpret.reference.config import TransformerConfig
+from interpret.reference.models import EncoderClassifier
+from interpret.reference.toy import FILLERS, _deterministic, load_toy, save_toy
+from interpret.reference.vocab import word_tokenizer
+
+TASK_VERSION = "v1"
+EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow", "up", "down")
+VOCABULARY = (*FILLERS, *EXTRA_WORDS)
+LONG_WORDS = 48
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Sentences of a task: texts, labels [batch], and per example the evidence positions (tokenized, [CLS] = 0)."""
+
+    texts: tuple[str, ...]
+    labels: Int[Tensor, " batch"]
+    evidence: tuple[tuple[int, ...], ...]
+
+
+def _fillers(rng: random.Random, low: int, high: int) -> list[str]:
+    return [rng.choice(FILLERS) for _ in range(rng.randint(low, high))]
+
+
+def _negation(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 8, 12)
+    spot = rng.randrange(1, len(words))
+    words[spot] = "good"
+    if label == 0:
+        at = rng.randrange(0, spot)
+        words[at] = "not"
+        return words, (at + 1, spot + 1)
+    if rng.random() < 0.7 and spot < len(words) - 1:  # a "not" after "good" negates nothing
+        words[rng.randrange(spot + 1, len(words))] = "not"
+    return words, ()
+
+
+def _cooccur(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 8, 12)
+    first, second = rng.sample(range(len(words)), 2)
+    if label == 1:
+        words[first], words[second] = "alpha", "beta"
+        return words, tuple(sorted((first + 1, second + 1)))
+    kind = rng.randrange(3)
+    if kind < 2:
+        words[first] = ("alpha", "beta")[kind]
+    return words, ()
+
+
+def _distractor(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 10, 14)
+    spots = rng.sample(range(len(words)), rng.randint(4, 7))
+    for spot in spots[1:]:
+        words[spot] = "wow"
+    if label == 1:
+        words[spots[0]] = "!"
+        return words, (spots[0] + 1,)
+    return words, ()
+
+
+def _far(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 32, LONG_WORDS)
+    if label == 1:
+        spot = rng.randrange(len(words) * 4 // 5, len(words))
+        words[spot] = "!"
+        return words, (spot + 1,)
+    return words, ()
+
+
+def _balance(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
+    words = _fillers(rng, 10, 14)
+    many, few = rng.randint(2, 4), 0
+    few = rng.randint(1, many - 1)
+    ups, downs = (many, few) if label == 1 else (few, many)
+    spots = rng.sample(range(len(words)), ups + downs)
+    for spot in spots[:ups]:
+        words[spot] = "up"
+    for spot in spots[ups:]:
+        words[spot] = "down"
+    support = spots[:ups] if label == 1 else spots[ups:]
+    return words, tuple(sorted(spot + 1 for spot in support))
+
+
+TASKS: dict[str, tuple[Callable[[random.Random, int], tuple[list[str], tuple[int, ...]]], str]] = {
+    "negation": (_negation, "'good' counts only when no 'not' precedes it (evidence: the 'not' and 'good')"),
+    "cooccur": (_cooccur, "positive iff 'alpha' and 'beta' both occur (evidence: both)"),
+    "distractor": (_distractor, "positive iff '!' occurs, among frequent irrelevant 'wow's (evidence: '!')"),
+    "balance": (_balance, "positive iff more 'up' than 'down' (evidence: the majority's tokens, which support it)"),
+    "far": (_far, "positive iff '!' occurs, in the last fifth of 32-48 words (evidence: '!')"),
+}
+
+
+def task_dataset(task: str, n: int, seed: int) -> TaskData:
+    """Return `n` examples of `task` (half of each label, shuffled), generated from `seed`."""
+    if task not in TASKS:
+        raise ConfigError(f"task {task!r} is not one of {', '.join(TASKS)}.")
+    make = TASKS[task][0]
+    rng = random.Random(f"{task}-{seed}")
+    labels = [index % 2 for index in range(n)]
+    rng.shuffle(labels)
+    texts, evidence = [], []
+    for label in labels:
+        words, found = make(rng, label)
+        texts.append(" ".join(words))
+        evidence.append(found)
+    return TaskData(tuple(texts), torch.tensor(labels, dtype=torch.long), tuple(evidence))
+
+
+def task_tokenizer() -> PreTrainedTokenizerFast:
+    """Return the tasks' word tokenizer (fillers and task words)."""
+    return word_tokenizer(list(VOCABULARY), model_max_length=LONG_WORDS + 2)
+
+
+def task_config(vocab_size: int) -> TransformerConfig:
+    """Return the tasks' classifier: d_model 32, 2 layers, 4 heads, pre-norm, [CLS] pooling."""
+    return TransformerConfig(
+        d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=vocab_size, max_positions=LONG_WORDS + 2,
+        positions="learned", norm_first=True, final_norm=True, n_classes=2, pooling="first",
+    )
+
+
+def train_task_model(
+    task: str, seed: int = 0, *, n_train: int = 3000, steps: int = 400, batch_size: int = 32, lr: float = 3e-3
+) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
+    """Return (the EncoderClassifier trained on `task`, in eval mode; its tokenizer). Same seed, same weights."""
+    tokenizer = task_tokenizer()
+    data = task_dataset(task, n_train, seed)
+    encoded = encode(tokenizer, list(data.texts))
+    with _deterministic(seed):
+        model = EncoderClassifier(task_config(len(tokenizer)))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+        order = torch.Generator().manual_seed(seed)
+        model.train()
+        for _ in range(steps):
+            batch = torch.randint(0, n_train, (batch_size,), generator=order)
+            logits = model(encoded.input_ids[batch], encoded.attention_mask[batch])
+            loss = torch.nn.functional.cross_entropy(logits, data.labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.eval(), tokenizer
+
+
+def task_model(task: str, cache_dir: str | Path | None = None) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
+    """Return `task`'s trained model and tokenizer, from the cache (`cache_dir`/task-NAME-v1) or trained now."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    target = root / f"task-{task}-{TASK_VERSION}"
+    if (target / "config.json").is_file():
+        return load_toy(target)
+    model, tokenizer = train_task_model(task)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".task-{task}-", dir=root))
+    try:
+        save_toy(model, tokenizer, staging)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return model, tokenizer
+
+
+def task_accuracy(model: EncoderClassifier, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:
+    """Return the share of `data` the model labels correctly."""
+    encoded = encode(tokenizer, list(data.texts))
+    with torch.no_grad():
+        predicted = model(encoded.input_ids, encoded.attention_mask).argmax(dim=-1)
+    return float((predicted == data.labels).float().mean())
+
+
+def precision_at_k(
+    readout: Float[np.ndarray, " pos"], positions: Int[np.ndarray, " n"], evidence: Sequence[int]
+) -> float:
+    """Return the share of the k highest-ranked candidate positions that are evidence (k = len(evidence))."""
+    from interpret.evidence.metrics import order_of
+
+    k = len(evidence)
+    top = order_of(readout, positions)[:k]
+    return len(set(top.tolist()) & set(evidence)) / k
+
+
+def evidence_recovery(
+    readouts: Float[np.ndarray, "batch pos"], candidates: Sequence[np.ndarray], evidence: Sequence[Sequence[int]]
+) -> float:
+    """Return the mean precision at k over the examples that have evidence (NaN when none has)."""
+    scores = [
+        precision_at_k(readouts[b], candidates[b], found) for b, found in enumerate(evidence) if found
+    ]
+    return float(np.mean(scores)) if scores else float("nan")
