@@ -99,7 +99,8 @@ class ValueZeroing:
         for b in range(batch):
             positions = torch.nonzero(mask[b]).flatten()
             n = len(positions)
-            rows = min(n, params.max_rows - 1) + 1
+            calls = -(-n // (params.max_rows - 1))  # block calls per layer; then as few rows as they need
+            rows = -(-n // calls) + 1
             encoded = trace.encoded.rows(torch.full((rows,), b, dtype=torch.long))
             inputs = _record_block_inputs(capturable.run, encoded, blocks)
             matrices = []
