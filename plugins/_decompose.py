@@ -3,7 +3,7 @@ attention output split into one vector per source token, from the trace's tensor
 
 For one example with n real positions, layer l, head h (all float64):
 
-    f^h(x_j)  = v^h_j · W_O^h                                   [head, key, d_model]   (Kobayashi et al. 2020, eq. 4)
+    f^h(x_j)  = v^h_j · W_O^h                                   [head, key, d_model]   (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)
     a_ij      = Σ_h α^h_ij f^h(x_j)                            [query, key, d_model]  (the attention's part)
     y_ij      = a_ij + δ_ij x_i                                [query, key, d_model]  (with the residual)
 
@@ -13,7 +13,7 @@ bias b_O is no token's and is left out (as in every paper decomposed here). Summ
 y_ij gives the residual stream after the attention, x_i + attn_out_i: `decomposition_error` checks it.
 
 Post-norm blocks (BERT, DistilBERT: x' = LN(x + attn)) apply the norm's linear part to each y_ij with the
-standard deviation of the real sum (Kobayashi et al. 2021, eq. 8; Ferrando et al. 2022, eq. 8):
+standard deviation of the real sum (Kobayashi et al. 2021, the decomposed LayerNorm; Ferrando et al. 2022, T_i(x_j)):
 
     T_i(x_j) = γ ⊙ (y_ij − mean(y_ij)) / sqrt(var(x_i + attn_out_i) + ε)
 
@@ -271,7 +271,7 @@ def example_layers(
 
 
 def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "head key d_model"]:
-    """Return f^h(x_j) = v^h_j · W_O^h [head, key, d_model] (Kobayashi et al. 2020, eq. 4)."""
+    """Return f^h(x_j) = v^h_j · W_O^h [head, key, d_model] (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)."""
     return torch.einsum("jhv,hvd->hjd", layer.value, part.out_weight)
 
 

@@ -58,7 +58,7 @@ def run(model: Any, trace: Any, b: int) -> Stream:
 
 @torch.no_grad()
 def transformed(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h [head, n, d_model] (Kobayashi et al. 2020, eq. 4)."""
+    """Return f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h [head, n, d_model] (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)."""
     config = model.config
     heads = config.num_attention_heads if hasattr(config, "num_attention_heads") else config.n_head
     x = stream.hidden[layer]
@@ -106,7 +106,7 @@ def split(model: Any, stream: Stream, layer: int) -> tuple[list[list[torch.Tenso
     """Return (T[i][j] [d_model], the block's real attention output y[i], the block) for one layer.
 
     BERT (post-norm): T_i(x_j) = γ₁ ⊙ (y_ij − mean) / s₁(x_i + attn_i), y_ij = Σ_h α^h_ij f^h(x_j) + δ_ij x_i, and
-    y_i = LN₁(x_i + attn_i); GPT-2 (pre-norm): T_i(x_j) = y_ij and y_i = x_i + attn_i (Ferrando et al. 2022, eq. 8).
+    y_i = LN₁(x_i + attn_i); GPT-2 (pre-norm): T_i(x_j) = y_ij and y_i = x_i + attn_i (Ferrando et al. 2022).
     """
     f = transformed(model, stream, layer)
     alpha = stream.attentions[layer]
@@ -133,7 +133,7 @@ def _rows_over_sum(matrix: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def alti_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return ALTI's c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), rows over their sums [n, n] (eqs. 9-10)."""
+    """Return ALTI's c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), rows over their sums [n, n] (Ferrando et al. 2022)."""
     parts, resultant, _ = split(model, stream, layer)
     n = len(parts)
     matrix = torch.zeros((n, n), dtype=torch.float64)
@@ -146,7 +146,7 @@ def alti_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
 
 @torch.no_grad()
 def globenc_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return GlobEnc's N_Enc ‖γ₂ ⊙ (T_i(x_j) − mean) / s₂(z_i + FFN(z_i))‖, rows over sums [n, n] (eq. 7);
+    """Return GlobEnc's N_Enc ‖γ₂ ⊙ (T_i(x_j) − mean) / s₂(z_i + FFN(z_i))‖, rows over sums [n, n] (N_Enc);
     GPT-2 (pre-norm, no norm on the residual path): ‖T_i(x_j)‖."""
     parts, resultant, block = split(model, stream, layer)
     n = len(parts)
@@ -238,7 +238,7 @@ def block_output(model: Any, x: torch.Tensor, layer: int, zeroed: int | None) ->
 
 @torch.no_grad()
 def value_zeroing_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return C_ij = 1 − cos(x̃^{¬j}_i, x̃_i), rows over their sums [n, n] (Mohebbi et al. 2023, eq. 2)."""
+    """Return C_ij = 1 − cos(x̃^{¬j}_i, x̃_i), rows over their sums [n, n] (Mohebbi et al. 2023)."""
     x = stream.hidden[layer]
     original = block_output(model, x, layer, None)
     n = x.shape[0]
