@@ -66,6 +66,13 @@ def transformed(model: Any, stream: Stream, layer: int) -> torch.Tensor:
         block = model.bert.encoder.layer[layer]
         value = block.attention.self.value(x)
         w_out = block.attention.output.dense.weight.T  # [in, out]
+    elif config.model_type == "llama":  # grouped-query: query head h reads key/value head h // (heads / kv_heads)
+        block = model.model.layers[layer]
+        kv = block.self_attn.v_proj(block.input_layernorm(x))
+        d_head = kv.shape[-1] // config.num_key_value_heads
+        group = heads // config.num_key_value_heads
+        value = torch.cat([kv[:, (h // group) * d_head : (h // group + 1) * d_head] for h in range(heads)], dim=-1)
+        w_out = block.self_attn.o_proj.weight.T
     else:
         block = model.transformer.h[layer]
         d_model = x.shape[-1]
@@ -97,7 +104,10 @@ def _layer_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
 
 
 def _linear_norm(vector: torch.Tensor, norm: Any, pre: torch.Tensor) -> torch.Tensor:
-    """Return γ ⊙ (vector − mean(vector)) / sqrt(var(pre) + ε): the norm's linear part with pre's deviation."""
+    """Return γ ⊙ (vector − mean(vector)) / sqrt(var(pre) + ε): the norm's linear part with pre's deviation; for
+    an RMSNorm (Llama's, which has `variance_epsilon`) γ ⊙ vector / sqrt(mean(pre²) + ε)."""
+    if hasattr(norm, "variance_epsilon"):
+        return norm.weight * vector / torch.sqrt(pre.pow(2).mean() + norm.variance_epsilon)
     return norm.weight * (vector - vector.mean()) / torch.sqrt(pre.var(unbiased=False) + norm.eps)
 
 
@@ -115,6 +125,9 @@ def split(model: Any, stream: Stream, layer: int) -> tuple[list[list[torch.Tenso
     if model.config.model_type == "bert":
         block = model.bert.encoder.layer[layer]
         out_bias, norm = block.attention.output.dense.bias, block.attention.output.LayerNorm
+    elif model.config.model_type == "llama":
+        block = model.model.layers[layer]
+        out_bias, norm = torch.zeros(x.shape[-1], dtype=torch.float64), None
     else:
         block = model.transformer.h[layer]
         out_bias, norm = block.attn.c_proj.bias, None
@@ -180,7 +193,8 @@ def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None 
     """
     stream = run(model, trace, b)
     seen: list[torch.Tensor] = []
-    handle = model.transformer.ln_f.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    ln_f = model.model.norm if model.config.model_type == "llama" else model.transformer.ln_f
+    handle = ln_f.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
     try:
         out = model(input_ids=trace.encoded.input_ids, attention_mask=trace.encoded.attention_mask, use_cache=False)
     finally:
@@ -188,7 +202,6 @@ def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None 
     real = stream.positions
     p = int(real[-1])
     x_final = seen[0][b, p]
-    ln_f = model.transformer.ln_f
     direction = model.lm_head.weight[token] - (model.lm_head.weight[contrast] if contrast is not None else 0.0)
     n = len(real)
     relevance = torch.zeros(n, dtype=torch.float64)
