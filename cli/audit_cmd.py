@@ -32,13 +32,15 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="Explain each example's prediction, or its gold label (needs a label column).")
 @click.option("-o", "--output", default=None, metavar="DIR",
               help="Output directory (default: reports/<input-stem>-audit/).")
+@click.option("--evidence", is_flag=True,
+              help="Also measure each method's faithfulness (evidence.csv: bootstrap intervals, methods ranked).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @verbosity_options
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: str | None, fmt: str, quiet: bool, verbose: bool,
+    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
     from interpret.cli.common import json_text, load_model, setup_logging
@@ -51,6 +53,7 @@ def audit(
     if out_dir == "-":
         raise usage_error("-o -: an audit writes a directory of tables; give a directory path.")
     preflight.check_output_dir(out_dir)
+    _check_not_locked(out_dir)
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
@@ -85,7 +88,7 @@ def audit(
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-            fresh=fresh, target=target,
+            fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
         )
     if fmt == "json":
         say(json_text({
@@ -110,6 +113,16 @@ def audit_table(outcome: Any, input_name: str) -> list[str]:
     ]
     width = max(len(label) for label, _ in rows)
     return [f"audit of {input_name}"] + [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def _check_not_locked(out_dir: str) -> None:
+    """Refuse (exit 1) at once, before the model loads, when another audit holds the output directory; run_audit
+    takes the lock itself for the run, so a holder that appears in between is still refused there."""
+    from interpret.audit.lock import AuditLock
+
+    directory = Path(out_dir).expanduser()
+    if (directory / ".audit.lock").is_file():
+        AuditLock(directory).probe()
 
 
 def _check_model(plan: ModelPlan, target: str) -> None:
