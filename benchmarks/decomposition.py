@@ -9,10 +9,12 @@ Columns:
     × forward       analyzer median / one forward pass of the model at n (no capture)
     statement median s      the plain statement (same formula, same weights)
     × statement     analyzer median / statement median
-    peak MiB        peak resident memory the analyzer call adds (VmHWM; a shared machine adds noise)
+    peak MiB        peak resident memory one analyzer call adds, measured in a fresh process after a warm-up
+                    call (VmHWM above the resident set before the call); statement peak MiB likewise
     max |Δ|         the analyzer's readout against the statement's (float32 model)
 
-    python benchmarks/decomposition.py [--lengths 32 128] [--repeat 3]
+    python benchmarks/decomposition.py [--lengths 32 128] [--repeat 3] [--methods alti ...]
+    (child mode, used by the script itself: --child analyzer|statement|forward METHOD N prints one peak)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import mib, peak_bytes, table  # noqa: E402
+from _bench import mib, peak_bytes, peak_in_fresh_process, table  # noqa: E402
 from flow import TEXT  # noqa: E402
 
 import interpret  # noqa: E402
@@ -126,33 +128,61 @@ def _value_zeroing_layer(layer: Any, x: torch.Tensor, heads: int) -> torch.Tenso
     return (1.0 - cosine).T.clamp(min=0).float()
 
 
+def _setup(n: int) -> tuple[Any, Any, Any, torch.Tensor, Any]:
+    """Return (model, tokenizer, head, ids [1, n], trace holding what every method requires) at length n."""
+    model, tokenizer, head = load_default("cpu")
+    ids = tokenizer(TEXT * (n // 40 + 2), truncation=True, max_length=n, return_tensors="pt")["input_ids"]
+    assert ids.shape[1] == n, f"the text gives fewer than {n} tokens"
+    return model, tokenizer, head, ids, interpret.collect(model, tokenizer, ids, names=list(STREAM))
+
+
+def _child(kind: str, method: str, n: int) -> None:
+    """Print the peak bytes of one call of `kind` (after a warm-up call), for peak_in_fresh_process."""
+    torch.set_num_threads(1)
+    model, tokenizer, head, ids, trace = _setup(n)
+    calls = {
+        "analyzer": lambda: interpret.analyze(trace, method, model=model, tokenizer=tokenizer, head=head),
+        "statement": lambda: statement(model, ids, method),
+        "forward": lambda: model(input_ids=ids),
+    }
+    with torch.no_grad() if kind == "forward" else torch.enable_grad():
+        calls[kind]()
+        peak = peak_bytes(calls[kind])
+    print("n/a" if peak is None else peak)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--child", nargs=3, metavar=("KIND", "METHOD", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], args.child[1], int(args.child[2]))
+        return
     torch.set_num_threads(1)  # a shared machine: one thread for every row, so ratios compare like with like
-    model, tokenizer, head = load_default("cpu")
+    script = str(Path(__file__).resolve())
     rows = []
     for n in args.lengths:
-        text = TEXT * (n // 40 + 2)
-        ids = tokenizer(text, truncation=True, max_length=n, return_tensors="pt")["input_ids"]
-        assert ids.shape[1] == n, f"the text gives fewer than {n} tokens"
-        trace = interpret.collect(model, tokenizer, ids, names=list(STREAM))
-        forward = _times(lambda: model(input_ids=ids), args.repeat)[1]
-        for method in METHODS:
+        model, tokenizer, head, ids, trace = _setup(n)
+        with torch.no_grad():
+            forward = _times(lambda: model(input_ids=ids), args.repeat)[1]
+        for method in args.methods:
             run = lambda: interpret.analyze(trace, method, model=model, tokenizer=tokenizer, head=head)  # noqa: E731
             lo, med = _times(run, args.repeat)
             reference = lambda: statement(model, ids, method)  # noqa: E731
             ref_med = _times(reference, args.repeat)[1]
-            peak = peak_bytes(run)
+            peak = peak_in_fresh_process(script, ["--child", "analyzer", method, str(n)])
+            ref_peak = peak_in_fresh_process(script, ["--child", "statement", method, str(n)])
             delta = float(np.abs(run()["readout"][0] - reference()).max())
             rows.append((method, n, f"{lo:.3f}", f"{med:.3f}", f"{med / forward:.1f}", f"{ref_med:.3f}",
-                         f"{med / ref_med:.2f}", mib(peak), f"{delta:.1e}"))
+                         f"{med / ref_med:.2f}", mib(peak), mib(ref_peak), f"{delta:.1e}"))
             print(rows[-1], file=sys.stderr, flush=True)
-        rows.append(("one forward", n, "", f"{forward:.4f}", "1.0", "", "", "", ""))
+        forward_peak = peak_in_fresh_process(script, ["--child", "forward", "-", str(n)])
+        rows.append(("one forward", n, "", f"{forward:.4f}", "1.0", "", "", mib(forward_peak), "", ""))
     print(table(("method", "n", "analyzer min s", "analyzer median s", "× forward", "statement median s",
-                 "× statement", "peak MiB", "max |Δ|"), rows))
+                 "× statement", "peak MiB", "statement peak MiB", "max |Δ|"), rows))
 
 
 if __name__ == "__main__":

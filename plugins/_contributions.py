@@ -4,8 +4,8 @@ their aggregation across layers: shared by GlobEnc and ALTI (and ALTI-Logit, whi
 For one example (n real positions) and layer l, with T_i(x_j) [query, key, d_model] and the resultant y_i
 [query, d_model] of `_decompose.decomposed`:
 
-    ALTI (Ferrando et al. 2022, eqs. 9-10):  c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row over its sum.
-    GlobEnc (Modarressi et al. 2022, eq. 7): g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, rows over
+    ALTI (Ferrando et al. 2022, §3):  c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row over its sum.
+    GlobEnc (Modarressi et al. 2022, N_Enc): g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, rows over
         their sum, where γ₂ is the block's second (closing) LayerNorm and s₂(z_i) = sqrt(var(z_i) + ε₂) of its
         real input z_i = LN₁-output_i + mlp_out_i (the MLP is not decomposed: it mixes no tokens). A pre-norm
         block has no norm on its residual path: g_ij = ‖T_i(x_j)‖₂ (the paper's N_Res, attention and residual).

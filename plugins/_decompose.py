@@ -3,7 +3,7 @@ attention output split into one vector per source token, from the trace's tensor
 
 For one example with n real positions, layer l, head h (all float64):
 
-    f^h(x_j)  = v^h_j · W_O^h                                   [head, key, d_model]   (Kobayashi et al. 2020, eq. 4)
+    f^h(x_j)  = v^h_j · W_O^h                                   [head, key, d_model]   (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)
     a_ij      = Σ_h α^h_ij f^h(x_j)                            [query, key, d_model]  (the attention's part)
     y_ij      = a_ij + δ_ij x_i                                [query, key, d_model]  (with the residual)
 
@@ -13,7 +13,7 @@ bias b_O is no token's and is left out (as in every paper decomposed here). Summ
 y_ij gives the residual stream after the attention, x_i + attn_out_i: `decomposition_error` checks it.
 
 Post-norm blocks (BERT, DistilBERT: x' = LN(x + attn)) apply the norm's linear part to each y_ij with the
-standard deviation of the real sum (Kobayashi et al. 2021, eq. 8; Ferrando et al. 2022, eq. 8):
+standard deviation of the real sum (Kobayashi et al. 2021, the decomposed LayerNorm; Ferrando et al. 2022, T_i(x_j)):
 
     T_i(x_j) = γ ⊙ (y_ij − mean(y_ij)) / sqrt(var(x_i + attn_out_i) + ε)
 
@@ -30,7 +30,7 @@ does not matter). Refused, with the reason: encoder-decoders (cross attention mi
 papers decompose separately), parallel attention/MLP blocks (Phi, Cohere: no norm feeds the MLP alone, so
 no residual stream follows the attention alone; the collector refuses ln2.hook_normalized), and blocks whose
 output is not x + attn_out + mlp_out (Gemma 2's sandwich norms inside the branches: found by the structure
-check in `_contributions`). ALTI-Logit also needs the final norm to be a LayerNorm.
+check in `_contributions`). ALTI-Logit also needs the final norm to be a LayerNorm or an RMSNorm.
 """
 
 from __future__ import annotations
@@ -53,11 +53,15 @@ DEFAULT_BUDGET_BYTES = 2 * 1024**3  # the [query, key, d_model] tensors of one l
 
 @dataclass(frozen=True)
 class NormParams:
-    """A LayerNorm's affine parameters: weight γ [d_model], bias β [d_model], eps (float64, CPU)."""
+    """A norm's affine parameters: weight γ [d_model], bias β [d_model] (zero for RMSNorm), eps (float64, CPU).
+
+    centred: True for LayerNorm (γ ⊙ (x − mean) / sqrt(var + ε) + β); False for RMSNorm (γ ⊙ x / sqrt(mean(x²) + ε)).
+    """
 
     weight: Float[Tensor, " d_model"]
     bias: Float[Tensor, " d_model"]
     eps: float
+    centred: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,52 +91,58 @@ def check_kind(trace: Trace, name: str) -> None:
         )
 
 
-def _norm_params(module: nn.Module, where: str) -> NormParams:
-    """Return the LayerNorm parameters of `module`, verified numerically to be a LayerNorm."""
+def _norm_params(module: nn.Module, where: str, rms: bool = False) -> NormParams:
+    """Return the parameters of `module`, verified numerically to be a LayerNorm (or, with `rms`, an RMSNorm)."""
     weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
     eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
-    if not isinstance(weight, Tensor) or not isinstance(bias, Tensor) or eps is None:
-        raise AnalyzerError(
-            f"the norm {where} ({type(module).__name__}) is not a LayerNorm with weight and bias; the decomposition"
-            " is stated for LayerNorm (RMSNorm families are not supported)."
-        )
-    params = NormParams(weight.detach().double().cpu(), bias.detach().double().cpu(), float(eps))
+    kinds = "a LayerNorm or an RMSNorm" if rms else "a LayerNorm"
+    if not isinstance(weight, Tensor) or eps is None or (bias is not None and not isinstance(bias, Tensor)):
+        raise AnalyzerError(f"the norm {where} ({type(module).__name__}) is not {kinds} with a weight; this decomposition is stated for {kinds}.")
+    weight64 = weight.detach().double().cpu()
+    bias64 = bias.detach().double().cpu() if isinstance(bias, Tensor) else torch.zeros_like(weight64)
     probe = torch.linspace(-2.0, 3.0, weight.shape[-1], dtype=weight.dtype, device=weight.device)[None]
     with torch.no_grad():
         got = module(probe).double().cpu()
-    if not torch.allclose(got, layer_norm(probe.double().cpu(), params), rtol=1e-3, atol=1e-3):
-        raise AnalyzerError(
-            f"the norm {where} ({type(module).__name__}) does not compute γ ⊙ (x − mean) / std + β; the decomposition"
-            " is stated for LayerNorm (RMSNorm families are not supported)."
-        )
-    return params
+    for centred in (True, False) if rms else (True,):
+        params = NormParams(weight64, bias64, float(eps), centred)
+        if torch.allclose(got, layer_norm(probe.double().cpu(), params), rtol=1e-3, atol=1e-3):
+            return params
+    raise AnalyzerError(
+        f"the norm {where} ({type(module).__name__}) is not {kinds} (its output differs from the formula);"
+        f" this decomposition is stated for {kinds}."
+    )
+
+
+def _centre(x: Tensor, norm: NormParams) -> Tensor:
+    return x - x.mean(-1, keepdim=True) if norm.centred else x
 
 
 def layer_norm(x: Float[Tensor, "*any d_model"], norm: NormParams) -> Float[Tensor, "*any d_model"]:
-    """Return γ ⊙ (x − mean(x)) / sqrt(var(x) + ε) + β over the last axis (biased variance, as LayerNorm)."""
-    centred = x - x.mean(-1, keepdim=True)
+    """Return γ ⊙ (x − mean(x)) / sqrt(var(x) + ε) + β over the last axis (biased variance, as LayerNorm), or
+    γ ⊙ x / sqrt(mean(x²) + ε) for an RMSNorm (`norm.centred` False)."""
+    centred = _centre(x, norm)
     return norm.weight * centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps) + norm.bias
 
 
 def norm_scale(pre: Float[Tensor, "*any d_model"], norm: NormParams) -> Float[Tensor, "*any 1"]:
-    """Return sqrt(var(pre) + ε) [*any, 1]: the divisor LayerNorm applies to `pre`."""
-    centred = pre - pre.mean(-1, keepdim=True)
-    return torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps)
+    """Return sqrt(var(pre) + ε) [*any, 1] (RMSNorm: sqrt(mean(pre²) + ε)): the divisor the norm applies to `pre`."""
+    return torch.sqrt(_centre(pre, norm).pow(2).mean(-1, keepdim=True) + norm.eps)
 
 
 def linear_part(parts: Float[Tensor, "*any d_model"], norm: NormParams, scale: Tensor) -> Float[Tensor, "*any d_model"]:
-    """Return γ ⊙ (parts − mean(parts)) / scale: LayerNorm's linear part applied to summands of its input."""
-    return norm.weight * (parts - parts.mean(-1, keepdim=True)) / scale
+    """Return γ ⊙ (parts − mean(parts)) / scale (RMSNorm: γ ⊙ parts / scale): the norm's linear part applied to
+    summands of its input."""
+    return norm.weight * _centre(parts, norm) / scale
 
 
 def final_norm(model: nn.Module, name: str) -> NormParams:
-    """Return the LayerNorm after the last block (ln_final), checked numerically to be a LayerNorm."""
+    """Return the norm after the last block (ln_final), checked numerically to be a LayerNorm or an RMSNorm."""
     from interpret.collect.api import capturable_for
 
     site = next((s for s in capturable_for(model).sites if s.name == "ln_final.hook_normalized"), None)
     if site is None or site.module is None:
         raise AnalyzerError(f"{name}: {type(model).__name__} has no norm after its last block to linearise.")
-    return _norm_params(site.module, "after the last block")
+    return _norm_params(site.module, "after the last block", rms=True)
 
 
 def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
@@ -271,7 +281,7 @@ def example_layers(
 
 
 def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "head key d_model"]:
-    """Return f^h(x_j) = v^h_j · W_O^h [head, key, d_model] (Kobayashi et al. 2020, eq. 4)."""
+    """Return f^h(x_j) = v^h_j · W_O^h [head, key, d_model] (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)."""
     return torch.einsum("jhv,hvd->hjd", layer.value, part.out_weight)
 
 

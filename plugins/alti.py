@@ -5,9 +5,9 @@ Each block's attention output (attention, residual and, in post-norm blocks, the
 one vector T_i(x_j) per source token (`_decompose`); the contribution of token j to token i is how much closer
 T_i(x_j) brings the output to itself than to nothing, in Manhattan distance,
 
-    c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) / Σ_k max(0, ‖y_i‖₁ − ‖y_i − T_i(x_k)‖₁)      (eqs. 9-10)
+    c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) / Σ_k max(0, ‖y_i‖₁ − ‖y_i − T_i(x_k)‖₁)
 
-and the layers are aggregated by rollout, R = C_{L−1} · … · C_0 (eq. 11; see `_contributions`).
+and the layers are aggregated by rollout, R = C_{L−1} · … · C_0 (the paper's aggregation; see `_contributions`).
 
 Arrays (batch first; padding zero):
     rollout   [batch, query, key]        R: how much each input token contributes to each top-layer token.

@@ -7,7 +7,8 @@ For the target position p (the row whose logits score token w) and each layer l 
     Δ^l_j  = L(Σ_h α^{h,l}_pj f^{h,l}(x^l_j)) · (U_w − U_c)          the attention's update of p from token j
              L(v) = γ_f ⊙ (v − mean(v)) / sqrt(var(x^L_p) + ε_f)      the final LayerNorm's linear part, with
                                                                       the deviation of its real input x^L_p
-    ALTI-Logit_k = Σ_l Σ_j Δ^l_j · R^l[j, k],    R^l = C_{l−1} · … · C_0 (R^0 = I)     (eqs. 5-8)
+                    (RMSNorm: γ_f ⊙ v / sqrt(mean((x^L_p)²) + ε_f))
+    ALTI-Logit_k = Σ_l Σ_j Δ^l_j · R^l[j, k],    R^l = C_{l−1} · … · C_0 (R^0 = I)
 
 U the unembedding rows (U_c the contrast's, or 0), C_l ALTI's contribution matrices (`_contributions`):
 the update that layer l's attention writes from x^l_j is traced back to the input tokens through ALTI's
@@ -17,8 +18,8 @@ Arrays (batch first; padding zero):
     readout   [batch, key]         ALTI-Logit of each input token (signed).
     per_layer [batch, layer, key]  the part of the readout from each layer's attention.
 Check `logit_error`: the final norm's linearisation and the unembedding reproduce the model's own logit
-(difference) at p; `decomposition_error` as ALTI's. Decoders (language models) with a LayerNorm final norm
-(GPT-2); not RMSNorm final norms (Llama: L would be stated without the centring) nor classifiers.
+(difference) at p; `decomposition_error` as ALTI's. Decoders (language models) whose final norm is a LayerNorm
+(GPT-2) or an RMSNorm (Llama, Qwen2, Mistral); not classifier heads (the decision must be token targets).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ by Incorporating the Whole Encoder Layer in Transformers", NAACL).
 Norm-based attention extended with the residual and both layer norms of an encoder block, aggregated by
 rollout: per layer
 
-    g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, each row over its sum     (N_Enc, eq. 7)
+    g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, each row over its sum     (the paper's N_Enc)
 
 with T_i(x_j) the attention-residual-LN₁ split of `_decompose` and γ₂, s₂ the block's second norm and the
 standard deviation of its real input (the MLP, which mixes no tokens, is not decomposed); a pre-norm block

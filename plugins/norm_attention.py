@@ -2,10 +2,10 @@
 token's transformed value reaches each query, ‖α_ij f(x_j)‖, instead of the weight α_ij alone.
 
 For layer l, head h, query i, key j (f^h(x_j) = v^h_j W_O^h, the value through the output projection;
-eq. 4 of the paper, bias of the output projection left out as there):
+as in the paper, bias of the output projection left out as there):
 
     norms[h, i, j] = α^h_ij ‖f^h(x_j)‖                       (per head, the paper's ‖α f(x)‖)
-    fused[i, j]    = ‖Σ_h α^h_ij f^h(x_j)‖      head_fusion="sum" (the paper's layer-level analysis, eq. 5)
+    fused[i, j]    = ‖Σ_h α^h_ij f^h(x_j)‖      head_fusion="sum" (the paper's layer-level analysis)
                    = mean_h α^h_ij ‖f^h(x_j)‖   head_fusion="mean"
 
 Arrays (batch first; padding zero):

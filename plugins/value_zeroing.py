@@ -4,7 +4,7 @@ EACL): how much the output of a block changes when one token's value vectors are
 For layer l and each token j, the block is run again on its own input with v_j = 0 in every head of its
 attention (the token still attends and is attended to; only what it passes on is removed), and
 
-    C^l_ij = 1 − cos(x̃^{l, ¬j}_i, x̃^l_i)           (eq. 2: cosine distance of the block outputs)
+    C^l_ij = 1 − cos(x̃^{l, ¬j}_i, x̃^l_i)           (cosine distance of the block outputs)
 
 each row over its sum; the layers are aggregated by rollout, R = C^{L−1} · … · C^0 (the paper's global
 analysis), and the readout is w · R for the decision's pooling w.
@@ -99,7 +99,8 @@ class ValueZeroing:
         for b in range(batch):
             positions = torch.nonzero(mask[b]).flatten()
             n = len(positions)
-            rows = min(n, params.max_rows - 1) + 1
+            calls = -(-n // (params.max_rows - 1))  # block calls per layer; then as few rows as they need
+            rows = -(-n // calls) + 1
             encoded = trace.encoded.rows(torch.full((rows,), b, dtype=torch.long))
             inputs = _record_block_inputs(capturable.run, encoded, blocks)
             matrices = []

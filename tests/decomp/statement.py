@@ -58,7 +58,7 @@ def run(model: Any, trace: Any, b: int) -> Stream:
 
 @torch.no_grad()
 def transformed(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h [head, n, d_model] (Kobayashi et al. 2020, eq. 4)."""
+    """Return f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h [head, n, d_model] (Kobayashi et al. 2020, §3: f(x) = (x W_V + b_V) W_O)."""
     config = model.config
     heads = config.num_attention_heads if hasattr(config, "num_attention_heads") else config.n_head
     x = stream.hidden[layer]
@@ -66,6 +66,13 @@ def transformed(model: Any, stream: Stream, layer: int) -> torch.Tensor:
         block = model.bert.encoder.layer[layer]
         value = block.attention.self.value(x)
         w_out = block.attention.output.dense.weight.T  # [in, out]
+    elif config.model_type == "llama":  # grouped-query: query head h reads key/value head h // (heads / kv_heads)
+        block = model.model.layers[layer]
+        kv = block.self_attn.v_proj(block.input_layernorm(x))
+        d_head = kv.shape[-1] // config.num_key_value_heads
+        group = heads // config.num_key_value_heads
+        value = torch.cat([kv[:, (h // group) * d_head : (h // group + 1) * d_head] for h in range(heads)], dim=-1)
+        w_out = block.self_attn.o_proj.weight.T
     else:
         block = model.transformer.h[layer]
         d_model = x.shape[-1]
@@ -97,7 +104,10 @@ def _layer_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
 
 
 def _linear_norm(vector: torch.Tensor, norm: Any, pre: torch.Tensor) -> torch.Tensor:
-    """Return γ ⊙ (vector − mean(vector)) / sqrt(var(pre) + ε): the norm's linear part with pre's deviation."""
+    """Return γ ⊙ (vector − mean(vector)) / sqrt(var(pre) + ε): the norm's linear part with pre's deviation; for
+    an RMSNorm (Llama's, which has `variance_epsilon`) γ ⊙ vector / sqrt(mean(pre²) + ε)."""
+    if hasattr(norm, "variance_epsilon"):
+        return norm.weight * vector / torch.sqrt(pre.pow(2).mean() + norm.variance_epsilon)
     return norm.weight * (vector - vector.mean()) / torch.sqrt(pre.var(unbiased=False) + norm.eps)
 
 
@@ -106,7 +116,7 @@ def split(model: Any, stream: Stream, layer: int) -> tuple[list[list[torch.Tenso
     """Return (T[i][j] [d_model], the block's real attention output y[i], the block) for one layer.
 
     BERT (post-norm): T_i(x_j) = γ₁ ⊙ (y_ij − mean) / s₁(x_i + attn_i), y_ij = Σ_h α^h_ij f^h(x_j) + δ_ij x_i, and
-    y_i = LN₁(x_i + attn_i); GPT-2 (pre-norm): T_i(x_j) = y_ij and y_i = x_i + attn_i (Ferrando et al. 2022, eq. 8).
+    y_i = LN₁(x_i + attn_i); GPT-2 (pre-norm): T_i(x_j) = y_ij and y_i = x_i + attn_i (Ferrando et al. 2022).
     """
     f = transformed(model, stream, layer)
     alpha = stream.attentions[layer]
@@ -115,6 +125,9 @@ def split(model: Any, stream: Stream, layer: int) -> tuple[list[list[torch.Tenso
     if model.config.model_type == "bert":
         block = model.bert.encoder.layer[layer]
         out_bias, norm = block.attention.output.dense.bias, block.attention.output.LayerNorm
+    elif model.config.model_type == "llama":
+        block = model.model.layers[layer]
+        out_bias, norm = torch.zeros(x.shape[-1], dtype=torch.float64), None
     else:
         block = model.transformer.h[layer]
         out_bias, norm = block.attn.c_proj.bias, None
@@ -133,7 +146,7 @@ def _rows_over_sum(matrix: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def alti_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return ALTI's c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), rows over their sums [n, n] (eqs. 9-10)."""
+    """Return ALTI's c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), rows over their sums [n, n] (Ferrando et al. 2022)."""
     parts, resultant, _ = split(model, stream, layer)
     n = len(parts)
     matrix = torch.zeros((n, n), dtype=torch.float64)
@@ -146,7 +159,7 @@ def alti_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
 
 @torch.no_grad()
 def globenc_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return GlobEnc's N_Enc ‖γ₂ ⊙ (T_i(x_j) − mean) / s₂(z_i + FFN(z_i))‖, rows over sums [n, n] (eq. 7);
+    """Return GlobEnc's N_Enc ‖γ₂ ⊙ (T_i(x_j) − mean) / s₂(z_i + FFN(z_i))‖, rows over sums [n, n] (N_Enc);
     GPT-2 (pre-norm, no norm on the residual path): ‖T_i(x_j)‖."""
     parts, resultant, block = split(model, stream, layer)
     n = len(parts)
@@ -180,7 +193,8 @@ def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None 
     """
     stream = run(model, trace, b)
     seen: list[torch.Tensor] = []
-    handle = model.transformer.ln_f.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    ln_f = model.model.norm if model.config.model_type == "llama" else model.transformer.ln_f
+    handle = ln_f.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
     try:
         out = model(input_ids=trace.encoded.input_ids, attention_mask=trace.encoded.attention_mask, use_cache=False)
     finally:
@@ -188,7 +202,6 @@ def alti_logit(model: Any, trace: Any, b: int, token: int, contrast: int | None 
     real = stream.positions
     p = int(real[-1])
     x_final = seen[0][b, p]
-    ln_f = model.transformer.ln_f
     direction = model.lm_head.weight[token] - (model.lm_head.weight[contrast] if contrast is not None else 0.0)
     n = len(real)
     relevance = torch.zeros(n, dtype=torch.float64)
@@ -238,7 +251,7 @@ def block_output(model: Any, x: torch.Tensor, layer: int, zeroed: int | None) ->
 
 @torch.no_grad()
 def value_zeroing_layer(model: Any, stream: Stream, layer: int) -> torch.Tensor:
-    """Return C_ij = 1 − cos(x̃^{¬j}_i, x̃_i), rows over their sums [n, n] (Mohebbi et al. 2023, eq. 2)."""
+    """Return C_ij = 1 − cos(x̃^{¬j}_i, x̃_i), rows over their sums [n, n] (Mohebbi et al. 2023)."""
     x = stream.hidden[layer]
     original = block_output(model, x, layer, None)
     n = x.shape[0]

@@ -1,5 +1,6 @@
 """ALTI-Logit (Ferrando et al. 2023) equals a plain PyTorch statement on tiny GPT-2 (padded batch, float64),
-for the predicted next token and for a contrast; it refuses encoders and RMSNorm final norms in one line."""
+for the predicted next token and for a contrast, and on tiny Llama (RMSNorm final norm, grouped-query
+attention); it refuses encoders in one line."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from interpret.plugins.alti import STREAM
 from interpret.target import Target
 
 
-def test_equals_the_statement_for_the_predicted_token() -> None:
-    model, tokenizer = gpt2_lm(), word_tokenizer()
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_equals_the_statement_for_the_predicted_token(family: str) -> None:
+    model = gpt2_lm() if family == "gpt2" else tiny_model("llama", "eager").double()
+    tokenizer = word_tokenizer()
     trace = interpret.collect(model, tokenizer, TEXTS, names=list(STREAM))
     result = interpret.analyze(trace, "alti_logit", model=model, tokenizer=tokenizer)
-    assert result.checks["logit_error"].value < 1e-9
+    # Llama's RMSNorm computes in float32 even in a float64 model: its logit carries ~1e-8 relative noise.
+    assert result.checks["logit_error"].value < (1e-9 if family == "gpt2" else 1e-6)
     for b in range(2):
         real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().numpy()
         token = int(trace.output.logits[b, real[-1]].argmax())
@@ -43,11 +47,9 @@ def test_equals_the_statement_for_a_contrast() -> None:
         np.testing.assert_allclose(result["readout"][b][real], expected.numpy(), rtol=1e-5, atol=1e-10)
 
 
-@pytest.mark.parametrize(("family", "reason"), [("bert", "encoder model"), ("llama", "not a LayerNorm")])
-def test_refused_in_one_line(family: str, reason: str) -> None:
-    model = bert_classifier() if family == "bert" else tiny_model("llama", "eager").double()
-    tokenizer = word_tokenizer()
+def test_refused_in_one_line() -> None:
+    model, tokenizer = bert_classifier(), word_tokenizer()
     trace = interpret.collect(model, tokenizer, TEXTS, names=list(STREAM))
-    with pytest.raises(AnalyzerError, match=reason) as raised:
+    with pytest.raises(AnalyzerError, match="encoder model") as raised:
         interpret.analyze(trace, "alti_logit", model=model, tokenizer=tokenizer)
     assert "\n" not in str(raised.value)

@@ -19,7 +19,7 @@ def _results(family: str, implementation: str) -> dict[str, interpret.AnalyzerRe
     model = tiny_model(family, implementation).double()
     inputs, tokenizer = (pixel_values().double(), None) if family == "vit" else (TEXTS, word_tokenizer())
     trace = interpret.collect(model, tokenizer, inputs, names=list(STREAM))
-    methods = METHODS + (("alti_logit",) if family == "gpt2" else ())
+    methods = METHODS + (("alti_logit",) if family in ("gpt2", "llama", "qwen2") else ())
     return {name: interpret.analyze(trace, name, model=model, tokenizer=tokenizer) for name in methods}
 
 
