@@ -35,7 +35,9 @@ from interpret.audit.lock import AuditLock
 from interpret.audit.parts import AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_sums, head_table, merge
 from interpret.audit.summary import render_summary
-from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
+from interpret.audit.tables import (
+    TOKEN_DTYPES, Columns, conform, example_columns, example_dtypes, example_frame, token_columns, token_frame,
+)
 from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
@@ -69,12 +71,13 @@ class BatchSettings:
 
 @dataclass(frozen=True)
 class BatchOutput:
-    """One computed batch: its index, its examples' row ids, its table rows and its head-map sums."""
+    """One computed batch: its index, its examples' row ids, its table columns (`interpret.audit.tables`:
+    plain lists and arrays, converted to pandas once per part) and its head-map sums."""
 
     index: int
     rows: tuple[int, ...]
-    tokens: pd.DataFrame
-    examples: pd.DataFrame
+    tokens: Columns
+    examples: Columns
     stats: HeadSums
 
 
@@ -278,8 +281,8 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     return BatchOutput(
         index=index,
         rows=tuple(example.row for example in batch),
-        tokens=token_table(batch, trace.encoded, results),
-        examples=example_table(batch, trace.encoded, decided, results),
+        tokens=token_columns(batch, trace.encoded, results),
+        examples=example_columns(batch, trace.encoded, decided, results),
         stats=head_sums(results),
     )
 
@@ -290,8 +293,8 @@ def write_part(store: AuditDir, outputs: Sequence[BatchOutput]) -> None:
     if not indices or indices != list(range(indices[0], indices[0] + len(indices))):
         raise ValueError(f"a part holds consecutive batches in order, not {indices}")
     tables = {
-        "tokens": pd.concat([output.tokens for output in outputs], ignore_index=True),
-        "examples": pd.concat([output.examples for output in outputs], ignore_index=True),
+        "tokens": token_frame([output.tokens for output in outputs]),
+        "examples": example_frame([output.examples for output in outputs]),
     }
     rows = [row for output in outputs for row in output.rows]
     store.write_part(indices[0], indices[-1], rows, tables, [output.stats for output in outputs])
