@@ -8,7 +8,9 @@ truncation), run the encoder and the head under torch.inference_mode. Each audit
 into a temporary directory, with the model's directory given as the CLI gives it (weight files fingerprinted,
 memoised by size and mtime): fingerprint, lock, collect (attention captured), decisions, analyzers, tables,
 parts, the final Parquet/CSV tables and the summary page. Prints per batch size the min and median wall time
-of each (after one warm-up run), examples/s from the medians, the throughput ratio audit/plain (the issue's
+of each (after one warm-up run; plain and audit runs alternate, so a passing load on a shared machine hits
+both), examples/s from the medians, the throughput ratio audit/plain from the median and from the minimum wall
+times and from the median process CPU times (the steadiest on a loaded machine with --threads 1; the issue's
 goal: at least 0.8), and the audit's peak memory above the plain loop's (CPU: resident set; CUDA: allocated).
 """
 
@@ -48,19 +50,23 @@ def make_examples(n: int, tokens: int, tokenizer) -> list[Example]:
     return examples
 
 
-def timings(fn: Callable[[], object], repeat: int, device: str) -> list[float]:
-    """Return the wall times of `repeat` runs of fn after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+def timings(fns: list[Callable[[], object]], repeat: int, device: str) -> list[tuple[list[float], list[float]]]:
+    """Return per function its (wall times, process CPU times) over `repeat` rounds after one warm-up round;
+    the functions alternate within each round, so a load that comes and goes on a shared machine hits both."""
+    for fn in fns:
         fn()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return times
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in fns]
+    for _ in range(repeat):
+        for fn, (walls, cpus) in zip(fns, out):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start, cpu = time.perf_counter(), time.process_time()
+            fn()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+    return out
 
 
 def main() -> None:
@@ -97,22 +103,22 @@ def main() -> None:
                           max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID, progress=False, fresh=True,
                           model_dir=model_dir)
 
-            plain_times = timings(plain, args.repeat, args.device)
-            audit_times = timings(audit, args.repeat, args.device)
+            (plain_times, plain_cpu), (audit_times, audit_cpu) = timings([plain, audit], args.repeat, args.device)
             plain_peak, audit_peak = peak_bytes(plain, args.device), peak_bytes(audit, args.device)
             p_med, a_med = statistics.median(plain_times), statistics.median(audit_times)
             extra = None if plain_peak is None or audit_peak is None else max(audit_peak - plain_peak, 0)
             rows.append([
                 batch_size, f"{min(plain_times):.2f}", f"{p_med:.2f}", f"{min(audit_times):.2f}", f"{a_med:.2f}",
                 f"{args.examples / p_med:.1f}", f"{args.examples / a_med:.1f}", f"{p_med / a_med:.2f}",
-                f"{min(plain_times) / min(audit_times):.2f}", mib(extra),
+                f"{min(plain_times) / min(audit_times):.2f}",
+                f"{statistics.median(plain_cpu) / statistics.median(audit_cpu):.2f}", mib(extra),
             ])
     print(f"{DEFAULT_MODEL_ID}, {args.tokens} tokens, {args.examples} examples, analyzers {'+'.join(args.analyzers)},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
           f" {args.repeat} repeats after a warm-up")
     print(table(
         ["batch", "plain min s", "plain med s", "audit min s", "audit med s", "plain ex/s", "audit ex/s",
-         "ratio (med)", "ratio (min)", "audit extra peak MiB"],
+         "ratio (med)", "ratio (min)", "ratio (CPU med)", "audit extra peak MiB"],
         rows,
     ))
 
