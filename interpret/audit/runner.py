@@ -165,10 +165,10 @@ def run_audit(
     store = AuditDir(Path(out_dir))
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
-        n_computed = 0
+        computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            n_computed += _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
+            computed |= _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
                 break
@@ -189,8 +189,8 @@ def run_audit(
         summary=root / "summary.html",
         manifest=store.manifest,
         n_examples=len(examples),
-        n_computed=n_computed,
-        n_resumed=len(examples) - n_computed,
+        n_computed=sum(len(batches[index]) for index in computed),
+        n_resumed=len(examples) - sum(len(batches[index]) for index in computed),
         accuracy=accuracy,
         wall_seconds=time.perf_counter() - started,
     )
@@ -205,9 +205,9 @@ def _compute_missing(
     settings: BatchSettings,
     part_examples: int,
     progress: bool,
-) -> int:
+) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    number of examples computed."""
+    indices of the batches computed."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
@@ -230,7 +230,7 @@ def _compute_missing(
                 pending = []
     finally:
         bar.close()
-    return sum(len(batches[index]) for index in todo)
+    return set(todo)
 
 
 def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
