@@ -32,13 +32,15 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="Explain each example's prediction, or its gold label (needs a label column).")
 @click.option("-o", "--output", default=None, metavar="DIR",
               help="Output directory (default: reports/<input-stem>-audit/).")
+@click.option("--evidence", is_flag=True,
+              help="Also measure each method's faithfulness (evidence.csv: bootstrap intervals, methods ranked).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @verbosity_options
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: str | None, fmt: str, quiet: bool, verbose: bool,
+    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
     from interpret.cli.common import json_text, load_model, setup_logging
@@ -86,7 +88,7 @@ def audit(
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-            fresh=fresh, target=target, model_dir=directory, input_file=input_file,
+            fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
         )
     if fmt == "json":
         say(json_text({

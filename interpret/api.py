@@ -16,9 +16,11 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, suggest
+from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
+from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
+from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
 
 
@@ -44,6 +46,10 @@ def explain(
     model_id: str | None = None,
     budget_bytes: int | None = 2 * GIB,
     notes: Sequence[tuple[str, str]] = (),
+    evidence: bool = True,
+    removal: str | None = None,
+    evidence_seeds: int = DEFAULT_SEEDS,
+    streaming: str = "auto",
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
@@ -60,6 +66,13 @@ def explain(
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
     notes: (label, text) facts every reader must see, shown at the top of the report.
+    evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs,
+        against `evidence_seeds` random rankings (`interpret.evidence`); the report shows it per method.
+    removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
+        `interpret.evidence.default_removal`).
+    streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
+        always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
+        (`interpret.streaming.select`), refusing one that needs every pattern and has none.
     """
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -70,15 +83,38 @@ def explain(
             f"params given for {unknown[0]!r}, which is not among the analyzers run ({', '.join(analyzers)});"
             f"{suggest(unknown[0], analyzers)} add it with -a/analyzers= or drop its params."
         )
+    if removal is not None and removal not in REMOVALS:
+        raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
+    check_streaming(streaming)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
-    trace = collect(
-        model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
-        budget_bytes=budget_bytes, continuations=continuation,
-    )
+    why = "streaming=on"
+    trace = None
+    if streaming != "on":
+        try:
+            trace = collect(
+                model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
+                budget_bytes=budget_bytes, continuations=continuation,
+            )
+        except MemoryBudgetError as err:
+            if streaming == "off":
+                raise
+            why = f"their capture is over the budget ({str(err).split(';')[0]})"
+    if trace is None:  # streamed: no pattern is captured, each analyzer runs its streaming version
+        analyzers, params = streamed_plan(analyzers, params, why)
+        trace = collect(
+            model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
+            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation,
+        )
+        notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results = [analyze(trace, name, params=params.get(name), context=context) for name in analyzers]
+    found, skipped = None, None
+    if evidence:
+        found, skipped = evidence_or_reason(trace, results, context, removal, evidence_seeds)
+        if skipped:
+            notes = (*notes, ("Evidence", skipped))
     head_note = getattr(head, "note", None)
     run = RunInfo(
         model_id=model_id or trace.meta.model_id,
@@ -95,7 +131,7 @@ def explain(
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids)
+    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
 
 
 def describe_request(request: TargetRequest) -> str:

@@ -96,6 +96,7 @@ class Flow:
         capacity_error = 0.0
         workers = ctx.workers or None
         for example in examples(trace, prefix):
+            _check_cost(len(example.layers), len(example.positions))
             target = None if prefix else target_of(ctx.targets, example.index)
             readout_of = params.readout if target is not None or params.readout != "auto" else (0,)
             weights = readout_weights(readout_of, target, example.positions)
@@ -140,4 +141,20 @@ class Flow:
             analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
             checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),
+        )
+
+
+# Flow needs the whole residual-augmented graph: L·n² float64 capacities and the solver's arrays of the same
+# size per example (12 layers at 2,048 tokens is 5e7 edges, about 0.4 GB each).
+FLOW_MAX_EDGES = 50_000_000
+
+
+def _check_cost(layers: int, n: int) -> None:
+    """Raise AnalyzerError when the flow graph of `layers` layers over `n` tokens has more than FLOW_MAX_EDGES edges."""
+    edges = layers * n * n
+    if edges > FLOW_MAX_EDGES:
+        raise AnalyzerError(
+            f"flow: the graph of {layers} layers over {n} tokens has {edges:.2e} edges, over the bound of"
+            f" {FLOW_MAX_EDGES:.0e} (flow needs the whole graph); use the streaming alternatives (streaming_rollout,"
+            " streaming_attention_gradient, streaming_grad_rollout) or shorter inputs."
         )

@@ -12,18 +12,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import torch
 from torch import nn
 
 from interpret.analyze import AnalyzerResult, analyze
 from interpret.analyze.run import run_context
-from interpret.audit.parts import AuditDir
+from interpret.audit.parts import EVIDENCE_TABLE, AuditDir
 from interpret.audit.stats import HeadSums, head_sums
 from interpret.audit.tables import Columns, example_columns, example_frame, token_columns, token_frame
 from interpret.collect import collect
 from interpret.datasets import Example
 from interpret.decision import TargetRequest, decide
 from interpret.errors import InputError
+from interpret.evidence import evaluate_evidence
+from interpret.evidence.aggregate import evidence_rows
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class BatchSettings:
     head: nn.Module | None
     seed: int
     explain_gold: bool
+    evidence: bool = False  # also measure each readout's faithfulness (interpret.evidence)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class BatchOutput:
     tokens: Columns
     examples: Columns
     stats: HeadSums
+    evidence: pd.DataFrame | None = None  # one row per example × method when the audit measures evidence
 
 
 def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings) -> BatchOutput:
@@ -68,12 +73,15 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     results: list[AnalyzerResult] = [
         analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
     ]
+    rows = [example.row for example in batch]
+    found = evidence_rows(evaluate_evidence(trace, results, context), rows) if settings.evidence else None
     return BatchOutput(
         index=index,
-        rows=tuple(example.row for example in batch),
+        rows=tuple(rows),
         tokens=token_columns(batch, trace.encoded, results),
         examples=example_columns(batch, trace.encoded, decided, results),
         stats=head_sums(results),
+        evidence=found,
     )
 
 
@@ -86,5 +94,7 @@ def write_part(store: AuditDir, outputs: Sequence[BatchOutput]) -> None:
         "tokens": token_frame([output.tokens for output in outputs]),
         "examples": example_frame([output.examples for output in outputs]),
     }
+    if store.tables[-1] == EVIDENCE_TABLE:
+        tables[EVIDENCE_TABLE] = pd.concat([output.evidence for output in outputs], ignore_index=True)
     rows = [row for output in outputs for row in output.rows]
     store.write_part(indices[0], indices[-1], rows, tables, [output.stats for output in outputs])

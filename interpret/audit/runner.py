@@ -34,7 +34,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.lock import AuditLock
-from interpret.audit.parts import AuditDir, Part, PartCheckError
+from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes
@@ -42,6 +42,7 @@ from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
 from interpret.errors import ConfigError, InputError
+from interpret.evidence.aggregate import write_evidence_tables
 from interpret.inputs import model_limit
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
@@ -105,6 +106,7 @@ def run_audit(
     model_dir: str | Path | None = None,
     input_file: str | Path | None = None,
     part_examples: int = PART_EXAMPLES,
+    evidence: bool = False,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -121,6 +123,8 @@ def run_audit(
     input_file: the file the examples were read from; its content joins the fingerprint.
     part_examples: store finished batches as one part once they hold this many examples (or after
         PART_SECONDS); the tables do not depend on it.
+    evidence: also measure each readout's faithfulness (interpret.evidence), stored in every part, and write
+        evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
     that differs from the audit already in `out_dir`.
     """
@@ -155,14 +159,15 @@ def run_audit(
     components = fingerprint_parts(
         examples=examples, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
-        model_dir=model_dir, input_file=input_file,
+        model_dir=model_dir, input_file=input_file, evidence=evidence,
     )
     settings = BatchSettings(
         analyzers=tuple(names), params=effective,
         hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])),
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
+        evidence=evidence,
     )
-    store = AuditDir(Path(out_dir))
+    store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
         computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
@@ -177,7 +182,7 @@ def run_audit(
         else:
             raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
         facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
-        accuracy = _finish(store, tables, names, facts)
+        accuracy = _finish(store, tables, names, facts, seed)
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -233,34 +238,40 @@ def _compute_missing(
     return set(todo)
 
 
-def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
-    """Return every part's tables and per-batch statistics in batch order; PartCheckError (after discarding the
-    part) when one fails its check on reading, or a batch has no part."""
+def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[dict[str, list[pd.DataFrame]], list[HeadSums]]:
+    """Return every part's tables (table name → frames) and per-batch statistics in batch order; PartCheckError
+    (after discarding the part) when one fails its check on reading, or a batch has no part."""
     covered = [index for part in parts for index in part.batches]
     if covered != list(range(n_batches)):
         missing = sorted(set(range(n_batches)) - set(covered))
         raise PartCheckError(f"batch {missing[0] if missing else '?'} has no part")
-    tokens, examples, stats = [], [], []
+    frames: dict[str, list[pd.DataFrame]] = {table: [] for table in store.tables}
+    stats: list[HeadSums] = []
     for part in parts:
         try:
-            part_tokens, part_examples, part_stats = store.read(part)
+            part_frames, part_stats = store.read(part)
         except PartCheckError as err:
             store.discard(part)
             raise PartCheckError(f"part {part.first}-{part.last}: {err}") from None
-        tokens.append(part_tokens)
-        examples.append(part_examples)
+        for table, frame in part_frames.items():
+            frames[table].append(frame)
         stats.extend(part_stats)
-    return tokens, examples, stats
+    return frames, stats
 
 
 def _finish(
     store: AuditDir,
-    tables: tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]],
+    tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
     analyzers: Sequence[str],
     facts: Mapping[str, str],
+    seed: int,
 ) -> float | None:
-    """Write the final tables, heads.csv and summary.html from the parts' contents; return the accuracy."""
-    token_parts, example_parts, stats = tables
+    """Write the final tables, heads.csv, the evidence tables (when measured) and summary.html from the parts'
+    contents; return the accuracy."""
+    frames, stats = tables
+    token_parts, example_parts = frames["tokens"], frames["examples"]
+    if EVIDENCE_TABLE in frames:
+        write_evidence_tables(pd.concat(frames[EVIDENCE_TABLE], ignore_index=True), store.root, seed=seed)
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
     examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
     heads = head_table(merge(stats))

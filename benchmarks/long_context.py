@@ -1,0 +1,210 @@
+"""Long inputs: peak memory and time of the streaming readouts beside a plain SDPA forward and eager
+`output_attentions`, on a Llama-shaped decoder built from a config (random weights).
+
+    python benchmarks/long_context.py                      # CPU: 4 layers, 8 heads of 64, GQA (2 KV heads), 1k..8k
+    python benchmarks/long_context.py --lengths 1024,2048,4096,8192,16384
+    python benchmarks/long_context.py --device cuda --size 6b --lengths 8192
+
+Cases, each measured in a fresh process (`python long_context.py --child ...`; this parent imports no torch, so
+the child's peak resident set is its own):
+    sdpa       model(ids) under no_grad, attn_implementation="sdpa": the floor.
+    eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
+               every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
+    s_rollout  interpret.collect of hook_q/k/v/z + the `streaming_rollout` analyzer (the whole user path).
+    s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
+               rows=readout (its own autograd pass through the model, then the readout rows rebuilt).
+Memory: CPU, the process's peak resident set (VmHWM) and its rise above the resident set once the model and
+inputs exist; CUDA, torch.cuda.max_memory_allocated and its rise above the weights and inputs. Time: min and
+median of --repeat runs after one warm-up. Equality: the streaming rollout's readout against the rollout of
+the eager patterns (rollout_math, float64), where eager ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {
+    # Llama-shaped: hidden, layers, heads, kv heads, MLP, vocab.
+    "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=1408, vocab_size=512),
+    "6b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=11008, vocab_size=32000),
+}
+CASES = ("sdpa", "eager", "s_rollout", "s_attgrad")
+
+
+def _status_kib(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(key)
+
+
+def _child(args: argparse.Namespace) -> None:
+    """Run one case in this fresh process and print one JSON line."""
+    import numpy as np
+    import torch
+    import transformers
+
+    import interpret
+    from interpret.reference import vocab
+
+    cuda = args.device.startswith("cuda")
+    dtype = torch.bfloat16 if args.size == "6b" else torch.float32
+    tokenizer = vocab.word_tokenizer("the cat sat on mat a dog saw red blue".split(), model_max_length=1 << 20)
+    config = transformers.LlamaConfig(
+        **{**SIZES[args.size], "vocab_size": max(SIZES[args.size]["vocab_size"], len(tokenizer))},
+        max_position_embeddings=max(args.n, 4096), pad_token_id=0, bos_token_id=2, eos_token_id=3,
+    )
+    config._attn_implementation = "eager" if args.case == "eager" else "sdpa"
+    torch.manual_seed(0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in its dtype on its device: no float32 copy of 5.9B weights first
+    with torch.device(args.device):
+        model = transformers.LlamaForCausalLM(config).to(dtype).eval()
+    torch.set_default_dtype(default)
+    block = {"block_mib": args.block_mib}
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, len(tokenizer), (1, args.n), generator=generator).to(args.device)
+
+    def run():  # one measured run; returns the readout [n] of the rollout cases, or None
+        if args.case == "sdpa":
+            with torch.no_grad():
+                model(ids)
+            return None
+        if args.case == "eager":
+            with torch.no_grad():
+                return model(ids, output_attentions=True).attentions
+        if args.case == "s_rollout":
+            trace = interpret.collect(model, tokenizer, ids, names=["*attn.hook_q", "*attn.hook_k", "*attn.hook_v",
+                                                                     "*attn.hook_z"], budget_bytes=None)
+            result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
+            return result["readout"][0]
+        trace = interpret.collect(model, tokenizer, ids, names=["blocks.0.attn.hook_z"], budget_bytes=None)
+        result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout"}, model=model,
+                                   tokenizer=tokenizer)
+        return result["readout"][0]
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        Path("/proc/self/clear_refs").write_text("5")
+        base = _status_kib("VmRSS") * 1024
+    times = []
+    output = None
+    for attempt in range(args.repeat + 1):
+        sync()
+        start = time.perf_counter()
+        output = run()
+        sync()
+        if attempt:  # the first run warms up
+            times.append(time.perf_counter() - start)
+        if args.case == "eager":
+            output = output if attempt == args.repeat else None
+    peak = torch.cuda.max_memory_allocated() if cuda else _status_kib("VmHWM") * 1024
+    record = {"case": args.case, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
+              "peak": peak, "base": base}
+    if args.case == "eager" and args.out:  # the reference rollout of the eager patterns (after the peak is read)
+        from interpret.plugins import rollout_math
+
+        pattern = torch.stack([layer[0] for layer in output]).float().cpu().numpy()  # [layer, head, n, n]
+        del output
+        augmented = rollout_math.augmented_attention(pattern, head_fusion="mean", residual_weight=0.5)
+        weights = np.zeros(args.n)
+        weights[-1] = 1.0
+        np.save(args.out, rollout_math.chain(augmented, weights=weights)[0])
+    elif args.case == "s_rollout" and args.out:
+        np.save(args.out, np.asarray(output))
+    print(json.dumps(record))
+
+
+def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | str:
+    command = [sys.executable, __file__, "--child", "--case", case, "--n", str(n), "--device", args.device,
+               "--size", args.size, "--repeat", str(args.repeat), "--out", out, "--block-mib", str(args.block_mib)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return f"over {args.timeout} s"
+    if args.log_dir:  # each child's stderr, for a failure's whole story
+        Path(args.log_dir, f"{case}_{n}.err").write_text(done.stderr)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return "out of memory" if "memory" in tail.lower() or done.returncode in (-9, 137) else f"failed: {tail[:60]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--lengths", default="1024,2048,4096,8192")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--eager-bound", type=float, default=6e9, help="skip eager above this many bytes of patterns")
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--log-dir", default="", help="write each case's stderr there")
+    parser.add_argument("--block-mib", type=int, default=64, help="the streaming analyzers' block_mib")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    import numpy as np
+
+    shape = SIZES[args.size]
+    itemsize = 2 if args.size == "6b" else 4
+    print(f"Llama-shaped decoder '{args.size}' ({shape['num_hidden_layers']} layers, {shape['num_attention_heads']}"
+          f" heads of {shape['hidden_size'] // shape['num_attention_heads']}, {shape['num_key_value_heads']} KV heads),"
+          f" {args.device}, {os.cpu_count()} CPUs, median of {args.repeat} after a warm-up; fresh process per case")
+    print(f"{'n':>6} {'case':<10} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
+          f" {'x sdpa time':>12}  note")
+    with tempfile.TemporaryDirectory() as scratch:
+        for n in [int(x) for x in args.lengths.split(",")]:
+            rows: dict[str, dict | str] = {}
+            for case in args.cases.split(","):
+                patterns = shape["num_hidden_layers"] * shape["num_attention_heads"] * n * n * itemsize
+                if case == "eager" and patterns > args.eager_bound:
+                    rows[case] = f"skipped: patterns alone {patterns / 2**30:.1f} GiB"
+                    continue
+                rows[case] = _run_case(case, n, args, str(Path(scratch) / f"{case}_{n}.npy"))
+            sdpa = rows.get("sdpa")
+            for case, row in rows.items():
+                if isinstance(row, str):
+                    print(f"{n:>6} {case:<10} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12}  {row}")
+                    continue
+                ratio_peak = ratio_time = ""
+                if isinstance(sdpa, dict):
+                    ratio_peak = f"{row['peak'] / sdpa['peak']:.2f}"
+                    ratio_time = f"{row['median_s'] / sdpa['median_s']:.2f}"
+                note = ""
+                if case == "s_rollout" and isinstance(rows.get("eager"), dict):
+                    streamed = np.load(Path(scratch) / f"s_rollout_{n}.npy")
+                    full = np.load(Path(scratch) / f"eager_{n}.npy")
+                    note = f"max |streamed - full rollout| = {np.abs(streamed - full).max():.1e}"
+                print(f"{n:>6} {case:<10} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
+                      f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12}  {note}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

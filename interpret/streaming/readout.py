@@ -1,0 +1,130 @@
+"""Readout rows of rollout, attention × gradient and gradient-weighted rollout, streamed layer by layer.
+
+Each function takes one example's `StreamedLayer`s (layer order, first to last) and the readout weights w
+[n] (the decision's rows and pooling weights, summing to one) and returns w·M for the method's matrix M
+without forming M or any [head, n, n] pattern: the row vector is carried backwards through the layers and
+each layer's pattern is rebuilt one block of query rows at a time (`pattern_rows`). A block's product is
+float32 (heads fused, rows of a few hundred terms); the carried vector is float64.
+
+- Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
+  Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
+  v ← v·Â_l from the last layer down, v·Â_l = Σ_blocks v[block]·Â_l[block, :].
+- Attention × gradient: per layer, Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, :] (the first-order contribution of
+  each attention weight to the score, Chefer et al. 2021 eq. 5 before the head mean), with ∂score/∂A[h, i, j] =
+  ∂score/∂z[h, i] · v[h, j]; only the blocks of rows with a weight are rebuilt (w = 1 on every row gives the
+  sum over all query rows).
+- Gradient-weighted rollout (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability", eqs. 5–6):
+  Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺, R = (I + Ā_{L−1}) ⋯ (I + Ā_0), readout w·R: v ← v + v·Ā_l.
+
+Every function also returns the largest `output_error` it saw (A·V against the kernel's output z) on the
+blocks it rebuilt, so a mask or scale that does not restate the model's is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from interpret.streaming.pattern import DEFAULT_BLOCK_BYTES, StreamedLayer, output_error, pattern_grad_rows, pattern_rows, row_blocks
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def _fuse(pattern: torch.Tensor, how: str) -> torch.Tensor:
+    """Return the heads of `pattern` [head, rows, keys] fused into [rows, keys] (float32: a mean of a few
+    probabilities loses nothing a 1e-5 comparison sees, and halves the traffic of a float64 copy)."""
+    if how == "mean":
+        return pattern.mean(0)
+    if how == "max":
+        return pattern.amax(0)
+    if how == "min":
+        return pattern.amin(0)
+    raise ValueError(f"head fusion {how!r} is unknown; use one of {', '.join(HEAD_FUSIONS)}")
+
+
+def rollout_readout(
+    layers: Sequence[StreamedLayer],
+    weights: Float[np.ndarray, " n"],
+    *,
+    residual: float = 0.5,
+    head_fusion: str = "mean",
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> tuple[Float[np.ndarray, " n"], float]:
+    """Return (w·Â_{L−1}⋯Â_0 [n], largest output error) for `layers` (first to last), Â as the module says."""
+    vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
+    worst = 0.0
+    for layer in reversed(layers):
+        vector = vector.to(layer.q.device)
+        carried = torch.zeros(layer.n, dtype=torch.float64, device=vector.device)
+        for start, stop in row_blocks(layer, block_bytes):
+            rows = vector[start:stop]
+            needed = bool(torch.any(rows != 0))
+            if needed or stop == layer.n:
+                pattern = pattern_rows(layer, start, stop)  # [head, rows, keys]
+                if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
+                    worst = max(worst, output_error(layer, start, stop, pattern))
+                if not needed:
+                    continue
+                if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v·A_h + r·v: rows of Â sum to one as they are
+                    mixed = torch.matmul(rows.float(), pattern).sum(0)  # [keys]
+                    carried[: mixed.shape[0]] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
+                    carried[start:stop] += residual * rows
+                    continue
+                augmented = _fuse(pattern, head_fusion).mul_(1.0 - residual)  # [rows, keys]
+                index = torch.arange(stop - start, device=augmented.device)
+                augmented[index, index + start] += residual
+                augmented /= augmented.sum(-1, keepdim=True)
+                carried[: augmented.shape[1]] += (rows.float() @ augmented).double()
+        vector = carried
+    return vector.cpu().numpy(), worst
+
+
+def attention_gradient_readout(
+    layers: Sequence[StreamedLayer],
+    weights: Float[np.ndarray, " n"],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> tuple[Float[np.ndarray, "layer n"], float]:
+    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error)."""
+    weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
+    out = np.zeros((len(layers), len(weights)))
+    worst = 0.0
+    for index, layer in enumerate(layers):
+        weight_vector = weight_vector.to(layer.q.device)
+        for start, stop in row_blocks(layer, block_bytes):
+            rows = weight_vector[start:stop]
+            if not torch.any(rows != 0):
+                continue
+            pattern = pattern_rows(layer, start, stop)
+            worst = max(worst, output_error(layer, start, stop, pattern))
+            product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
+            out[index, : product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
+    return out, worst
+
+
+def grad_rollout_readout(
+    layers: Sequence[StreamedLayer],
+    weights: Float[np.ndarray, " n"],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> tuple[Float[np.ndarray, " n"], float]:
+    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺."""
+    vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
+    worst = 0.0
+    for layer in reversed(layers):
+        vector = vector.to(layer.q.device)
+        carried = vector.clone()
+        for start, stop in row_blocks(layer, block_bytes):
+            rows = vector[start:stop]
+            if stop < layer.n and not torch.any(rows != 0):
+                continue
+            pattern = pattern_rows(layer, start, stop)
+            if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
+                worst = max(worst, output_error(layer, start, stop, pattern))
+            relevance = pattern_grad_rows(layer, start, stop).mul_(pattern).clamp_(min=0).mean(0)  # [rows, keys]
+            carried[: relevance.shape[1]] += (rows.float() @ relevance).double()
+        vector = carried
+    return vector.cpu().numpy(), worst

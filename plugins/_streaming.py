@@ -1,0 +1,68 @@
+"""Shared by the streaming analyzers: their common parameters, the readout weights of each example over its
+real positions, the output check's tolerance, and the result's common fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from interpret.analyze import Check
+from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
+from interpret.streaming.capture import real_positions
+from interpret.trace import Trace
+
+# |A·V − z| relative to max|z| when the recomputed pattern is the kernel's: float32 rounding of a d_head-long
+# sum (measured ≤ 3e-8 on the tiny families), or half-precision rounding of the kernel's own output.
+OUTPUT_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2}
+
+
+@dataclass(frozen=True)
+class StreamingParams:
+    """Parameters every streaming analyzer takes."""
+
+    readout: ReadoutRows = field(
+        default="auto",
+        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
+    )
+    block_mib: int = field(
+        default=64, metadata={"help": "working memory of one block of recomputed pattern rows, in MiB (at least 1)"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.block_mib < 1:
+            raise ValueError(f"block_mib={self.block_mib} must be 1 or more; use e.g. 64")
+        if self.readout != "auto" and not self.readout:
+            raise ValueError("readout=() names no rows; use auto or positions, e.g. 0,5")
+
+    @property
+    def block_bytes(self) -> int:
+        """The block budget in bytes."""
+        return self.block_mib << 20
+
+
+def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Return per example (its real positions [n], its readout weights [n])."""
+    return [
+        (positions, readout_weights(readout, target_of(targets, b), positions))
+        for b, positions in enumerate(real_positions(trace))
+    ]
+
+
+def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:
+    """Return values over the real positions [..., n] placed on the padded axis [..., pos] (padding 0)."""
+    if values.ndim == 1:
+        return scatter_row(values, positions, pos)
+    out = np.zeros((*values.shape[:-1], pos))
+    out[..., positions] = values
+    return out
+
+
+def output_check(error: float, dtype: torch.dtype) -> Check:
+    """Return the invariant that the recomputed pattern reproduces the kernel's output z."""
+    return Check(
+        error, OUTPUT_TOLERANCE.get(dtype, 3e-2),
+        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
+        " for decoders, scale 1/√d_head) is the kernel's",
+    )

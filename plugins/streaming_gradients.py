@@ -1,0 +1,130 @@
+"""Attention × gradient and gradient-weighted rollout of the decision's readout rows in O(n·d) memory per layer.
+
+Both run the model once with autograd (queries, keys and values captured where they enter the attention,
+∂score/∂z at each output projection's input) and rebuild the patterns one block of query rows at a time;
+∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j] needs no [n, n] gradient either
+(`interpret.streaming.readout`). Equal to the full computation from captured patterns and their autograd
+gradients (tests, 1e-5).
+
+streaming_attention_gradient arrays (batch first; padding is zero):
+    per_layer [batch, layer, key]  Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, key]: w = 1 on every query row (rows="all",
+                                   the default), or the decision's pooling over its rows (rows="readout")
+    readout   [batch, key]         the sum over layers (layers="all") or the last layer's (layers="last"); signed.
+                                   rows="all" is `attention_x_gradient`'s readout (Σ_layer Σ_head Σ_query ∇A ⊙ A).
+streaming_grad_rollout (Chefer, Gur & Wolf 2021, eqs. 5–6):
+    readout   [batch, key]         w · (I + Ā_{L−1})⋯(I + Ā_0), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.errors import AnalyzerError
+from interpret.plugins._streaming import StreamingParams, example_weights, output_check, place
+from interpret.streaming.capture import layers_with_gradients
+from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout
+from interpret.trace import Trace
+
+
+@dataclass(frozen=True)
+class AttentionGradientParams(StreamingParams):
+    """Parameters of streaming attention × gradient."""
+
+    layers: Literal["all", "last"] = field(
+        default="all", metadata={"help": "layers summed into the readout: all, or the last one only"}
+    )
+    rows: Literal["all", "readout"] = field(
+        default="all",
+        metadata={"help": "query rows summed: all (attention_x_gradient's readout) or the decision's, weighted as it pools"},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.layers not in ("all", "last"):
+            raise ValueError(f"layers={self.layers!r} is unknown; use all or last")
+        if self.rows not in ("readout", "all"):
+            raise ValueError(f"rows={self.rows!r} is unknown; use readout or all")
+
+
+class StreamingAttentionGradient:
+    """Attention × gradient of the readout rows, streamed."""
+
+    name = "streaming_attention_gradient"
+    streams = "attention_x_gradient"  # the full analyzer it stands for (interpret.streaming.select)
+    summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: patterns and their gradients rebuilt in blocks of rows."
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+    Params = AttentionGradientParams
+
+    def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
+        """Return per_layer [batch, layer, key] and readout [batch, key] (see the module docstring)."""
+        per_example = layers_with_gradients(trace, ctx, self.name)
+        batch, pos = trace.encoded.batch, trace.encoded.pos
+        per_layer = np.zeros((batch, len(per_example[0]), pos))
+        worst = 0.0
+        for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
+            if params.rows == "all":
+                weights = np.ones(len(positions))
+            rows, error = attention_gradient_readout(per_example[b], weights, block_bytes=params.block_bytes)
+            per_layer[b] = place(rows, positions, pos)
+            worst = max(worst, error)
+        readout = per_layer[:, -1] if params.layers == "last" else per_layer.sum(1)
+        for b in range(batch):
+            if not np.any(readout[b]):
+                raise AnalyzerError(
+                    f"streaming_attention_gradient: the score gets no gradient through the readout rows of example {b}"
+                    f" ({params.layers} layer{'s' if params.layers == 'all' else ''}: the decision does not read them);"
+                    " use readout=auto, layers=all or rows=all."
+                )
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params),
+            arrays={
+                "readout": NamedArray(readout, ("batch", "key")),
+                "per_layer": NamedArray(per_layer, ("batch", "layer", "key")),
+            },
+            checks={"output_error": output_check(worst, per_example[0][0].q.dtype)},
+            views=(
+                View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
+                View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"),
+            ),
+            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=True),
+        )
+
+
+class StreamingGradRollout:
+    """Gradient-weighted rollout of the readout rows, streamed."""
+
+    name = "streaming_grad_rollout"
+    streams = "gradient_weighted_rollout"  # the full analyzer it stands for (interpret.streaming.select)
+    summary = "Gradient-weighted rollout (Chefer et al. 2021) of the decision's rows in O(n·d) memory."
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+    Params = StreamingParams
+
+    def run(self, trace: Trace, params: StreamingParams, ctx: RunContext) -> AnalyzerResult:
+        """Return readout [batch, key] (see the module docstring)."""
+        per_example = layers_with_gradients(trace, ctx, self.name)
+        readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
+        worst = 0.0
+        for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
+            row, error = grad_rollout_readout(per_example[b], weights, block_bytes=params.block_bytes)
+            readout[b] = place(row, positions, trace.encoded.pos)
+            worst = max(worst, error)
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params),
+            arrays={"readout": NamedArray(readout, ("batch", "key"))},
+            checks={"output_error": output_check(worst, per_example[0][0].q.dtype)},
+            views=(View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)"),),
+            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=False),
+        )

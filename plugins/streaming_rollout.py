@@ -1,0 +1,92 @@
+"""Attention rollout of the decision's readout rows in O(n·d) memory per layer (Abnar & Zuidema 2020).
+
+Reads each layer's queries, keys, values and kernel output (hook_q, hook_k, hook_v, hook_z), never a
+pattern: every layer's pattern is rebuilt one block of query rows at a time while the readout row is carried
+back through the layers (`interpret.streaming.readout.rollout_readout`). Same definition as `rollout` with
+rows="readout" (Â = rownorm(r·I + (1 − r)·fuse_h A), readout w·Â_{L−1}⋯Â_start) and equal to it (tests, 1e-5).
+
+Arrays (batch first; padding is zero):
+    readout [batch, key]  w · rollout, w the decision's pooling (or the `readout` positions given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.errors import AnalyzerError
+from interpret.plugins._attention import row_sum_error
+from interpret.plugins._streaming import StreamingParams, example_weights, output_check, place
+from interpret.streaming.capture import REQUIRES, layers_from_trace
+from interpret.streaming.readout import rollout_readout
+from interpret.trace import Trace
+
+
+@dataclass(frozen=True)
+class StreamingRolloutParams(StreamingParams):
+    """Parameters of streaming rollout."""
+
+    residual: float = field(
+        default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"}
+    )
+    head_fusion: Literal["mean", "max", "min"] = field(default="mean", metadata={"help": "how heads are combined"})
+    start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.residual < 1.0:
+            raise ValueError(f"residual={self.residual} is outside [0, 1); use a weight in [0, 1) (the paper's 0.5)")
+        if self.head_fusion not in ("mean", "max", "min"):
+            raise ValueError(f"head_fusion={self.head_fusion!r} is unknown; use mean, max or min")
+        if self.start_layer < 0:
+            raise ValueError(f"start_layer={self.start_layer} must be 0 or more; use 0 for every layer")
+
+
+class StreamingRollout:
+    """Rollout of the readout rows, streamed: memory linear in the input length."""
+
+    name = "streaming_rollout"
+    streams = "rollout"  # the full analyzer it stands for when a run streams (interpret.streaming.select)
+    summary = "Attention rollout of the decision's rows in O(n·d) memory: patterns rebuilt in blocks of rows from q and k."
+    version = "1.0"
+    requires = REQUIRES
+    needs_model = False
+    provides = ("readout",)
+    Params = StreamingRolloutParams
+
+    def run(self, trace: Trace, params: StreamingRolloutParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the readout [batch, key] of every example (see the module docstring)."""
+        per_example = layers_from_trace(trace, self.name)
+        captured = trace.layers("attn.hook_q")
+        if params.start_layer not in captured:
+            raise AnalyzerError(
+                f"start_layer={params.start_layer} was not captured (captured layers: {captured}); pick one of those."
+            )
+        start = captured.index(params.start_layer)
+        readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
+        worst = 0.0
+        for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
+            row, error = rollout_readout(
+                per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
+                block_bytes=params.block_bytes,
+            )
+            readout[b] = place(row, positions, trace.encoded.pos)
+            worst = max(worst, error)
+        dtype = per_example[0][0].q.dtype
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params),
+            arrays={"readout": NamedArray(readout, ("batch", "key"))},
+            checks={
+                "readout_sum_error": Check(
+                    row_sum_error(readout), 1e-6, "largest |Σ readout − 1| (a weighted mean of rows that sum to one)"
+                ),
+                "output_error": output_check(worst, dtype),
+            },
+            views=(View("token_strip", "readout", "Rollout from the decision's rows (streamed)"),),
+            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=False),
+        )

@@ -1,0 +1,172 @@
+"""Streaming readouts equal the full computation: streaming rollout equals the `rollout` analyzer (rows="readout",
+from captured patterns), and streaming attention × gradient and gradient-weighted rollout equal a plain PyTorch
+statement over the full patterns and their autograd gradients, on tiny GPT-2, Llama (grouped-query, rotary)
+and BERT, padded batches included, with blocks of one row and of many; a wrong mask is caught by the output
+check; no hook survives."""
+
+from __future__ import annotations
+
+import dataclasses
+import numpy as np
+import pytest
+import torch
+from hf_tiny import TEXTS, tiny_model, word_tokenizer
+
+import interpret
+from interpret.analyze.run import run_context
+from interpret.errors import ResultError
+from interpret.hooks import count_hooks
+from interpret.plugins._attention import readout_weights
+from interpret.streaming import StreamedLayer, grad_rollout_readout, rollout_readout
+from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
+from interpret.streaming.pattern import output_error, pattern_rows
+
+FAMILIES = ("gpt2", "llama", "bert")
+TOLERANCE = 1e-5
+ONE_ROW = 1  # block_bytes so small that every block is a single query row
+
+
+def _trace(family: str, implementation: str = "sdpa", texts=TEXTS):
+    model = tiny_model(family, implementation)
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, texts, names=["*attn.hook_pattern", *REQUIRES])
+    return model, tokenizer, trace
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("head_fusion", ["mean", "max"])
+def test_streaming_rollout_equals_the_rollout_analyzer(family: str, head_fusion: str) -> None:
+    model, tokenizer, trace = _trace(family)
+    params = {"head_fusion": head_fusion, "residual": 0.4}
+    full = interpret.analyze(trace, "rollout", params={**params, "rows": "all"}, model=model, tokenizer=tokenizer)
+    streamed = interpret.analyze(trace, "streaming_rollout", params=params, model=model, tokenizer=tokenizer)
+    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
+    assert streamed.checks["output_error"].value <= 1e-6
+    # One row per block walks every block boundary and skips the blocks whose readout weight is zero.
+    ctx = run_context(trace, model, tokenizer)
+    layers = layers_from_trace(trace, "test")
+    for b, positions in enumerate(real_positions(trace)):
+        weights = readout_weights("auto", ctx.targets[b], positions)
+        row, error = rollout_readout(layers[b], weights, residual=0.4, head_fusion=head_fusion, block_bytes=ONE_ROW)
+        assert np.abs(row - full["readout"][b][positions]).max() <= TOLERANCE
+        assert error <= 1e-6
+
+
+def test_streaming_rollout_start_layer_and_given_rows_equal_the_rollout_analyzer() -> None:
+    model, tokenizer, trace = _trace("llama")
+    params = {"start_layer": 1, "readout": (0, -1)}
+    full = interpret.analyze(trace, "rollout", params=params, model=model, tokenizer=tokenizer)
+    streamed = interpret.analyze(trace, "streaming_rollout", params=params, model=model, tokenizer=tokenizer)
+    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
+
+
+def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (attention × gradient per layer [batch, layer, pos] from the readout rows, the same from every
+    row, grad rollout readout [batch, pos]) from the full patterns A and ∂score/∂A of one autograd pass."""
+    captured = ctx.capture(trace.encoded, ["*attn.hook_pattern"])
+    names = sorted(captured.tensors, key=lambda name: int(name.split(".")[1]))
+    grads = torch.autograd.grad(captured.score.sum(), [captured[name] for name in names])
+    batch, pos = trace.encoded.batch, trace.encoded.pos
+    per_layer, rollout = np.zeros((batch, len(names), pos)), np.zeros((batch, pos))
+    every_row = np.zeros((batch, len(names), pos))
+    for b, positions in enumerate(real_positions(trace)):
+        index = torch.as_tensor(positions)
+        weights = torch.as_tensor(readout_weights("auto", ctx.targets[b], positions))
+        relevance = torch.eye(len(positions), dtype=torch.float64)
+        for layer, (name, grad) in enumerate(zip(names, grads)):
+            pattern = captured[name][b].detach()[:, index][:, :, index].double()  # [head, n, n]
+            pattern_grad = grad[b][:, index][:, :, index].double()
+            per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).sum(0)).numpy()
+            every_row[b, layer, positions] = (pattern * pattern_grad).sum((0, 1)).numpy()
+            relevance = relevance + (pattern * pattern_grad).clamp(min=0).mean(0) @ relevance  # Chefer eq. 6
+        rollout[b, positions] = (weights @ relevance).numpy()
+    return per_layer, every_row, rollout
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
+    model, tokenizer, trace = _trace(family)
+    ctx = run_context(trace, model, tokenizer)
+    per_layer, every_row, rollout = _full_gradient_statement(trace, ctx)
+    gradient = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "last", "rows": "readout"},
+                                 model=model, tokenizer=tokenizer)
+    summed = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": "readout"}, model=model,
+                               tokenizer=tokenizer)
+    all_rows = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
+    weighted = interpret.analyze(trace, "streaming_grad_rollout", model=model, tokenizer=tokenizer)
+    scale = np.abs(per_layer).max()
+    assert scale > 0
+    assert np.abs(gradient["per_layer"] - per_layer).max() <= TOLERANCE * scale
+    assert np.abs(gradient["readout"] - per_layer[:, -1]).max() <= TOLERANCE * scale
+    assert np.abs(summed["readout"] - per_layer.sum(1)).max() <= TOLERANCE * scale
+    assert np.abs(all_rows["readout"] - every_row.sum(1)).max() <= TOLERANCE * np.abs(every_row).max()
+    assert np.abs(weighted["readout"] - rollout).max() <= TOLERANCE
+    # Blocks of one row.
+    layers = layers_with_gradients(trace, ctx, "test")
+    for b, positions in enumerate(real_positions(trace)):
+        weights = readout_weights("auto", ctx.targets[b], positions)
+        row, _ = grad_rollout_readout(layers[b], weights, block_bytes=ONE_ROW)
+        assert np.abs(row - rollout[b, positions]).max() <= TOLERANCE
+
+
+def test_longer_input_in_blocks_equals_the_full_computation() -> None:
+    torch.manual_seed(1)
+    words = "the cat sat on mat a dog saw red blue".split()
+    text = " ".join(words[i] for i in torch.randint(len(words), (60,)).tolist())
+    model, tokenizer, trace = _trace("llama", texts=[text])
+    full = interpret.analyze(trace, "rollout", params={"rows": "readout"}, model=model, tokenizer=tokenizer)
+    layers = layers_from_trace(trace, "test")
+    ctx = run_context(trace, model, tokenizer)
+    positions = real_positions(trace)[0]
+    weights = readout_weights("auto", ctx.targets[0], positions)
+    for block_bytes in (ONE_ROW, 7 * 3 * 4 * len(positions) * 4, 1 << 30):  # 1 row, 7 rows, all rows
+        row, _ = rollout_readout(layers[0], weights, block_bytes=block_bytes)
+        assert np.abs(row - full["readout"][0][positions]).max() <= TOLERANCE
+
+
+def test_pattern_rows_equal_the_captured_pattern_and_a_wrong_mask_is_caught() -> None:
+    _, _, trace = _trace("gpt2", texts=[TEXTS[0]])
+    layer = layers_from_trace(trace, "test")[0][1]
+    captured = trace["blocks.1.attn.hook_pattern"][0]  # [head, n, n]
+    rows = pattern_rows(layer, 2, 5)  # [head, 3, 5] under the causal mask
+    assert torch.allclose(rows, captured[:, 2:5, :5], atol=1e-6, rtol=0)
+    assert float(captured[:, 2:5, 5:].abs().max()) == 0.0
+    unmasked = StreamedLayer(layer.q, layer.k, layer.v, causal=False, z=layer.z)
+    error = output_error(unmasked, 0, layer.n, pattern_rows(unmasked, 0, layer.n))
+    assert error > 1e-2
+
+
+def test_a_wrong_mask_is_refused_by_analyze(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, tokenizer, trace = _trace("gpt2")
+
+    def unmasked(trace, what):  # the decoder's layers as if its attention were not causal
+        return [[dataclasses.replace(layer, causal=False) for layer in layers] for layers in layers_from_trace(trace, what)]
+
+    monkeypatch.setattr("interpret.plugins.streaming_rollout.layers_from_trace", unmasked)
+    with pytest.raises(ResultError, match="output_error"):
+        interpret.analyze(trace, "streaming_rollout", model=model, tokenizer=tokenizer)
+
+
+def test_no_hook_survives_the_gradient_pass_also_when_it_raises() -> None:
+    model, tokenizer, trace = _trace("llama")
+    ctx = run_context(trace, model, tokenizer)
+    before = count_hooks(model)
+    layers_with_gradients(trace, ctx, "test")
+    assert count_hooks(model) == before
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the capture fails on purpose")
+
+    broken = type(ctx)(targets=ctx.targets, model=ctx.model, tokenizer=ctx.tokenizer, runner=ctx.runner)
+    object.__setattr__(broken, "capture", fail)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        layers_with_gradients(trace, broken, "test")
+    assert count_hooks(model) == before
+
+
+def test_streaming_parameters_are_refused_when_meaningless() -> None:
+    from interpret.plugins.streaming_rollout import StreamingRolloutParams
+
+    for bad in ({"residual": 1.0}, {"block_mib": 0}, {"start_layer": -1}):
+        with pytest.raises(ValueError):
+            StreamingRolloutParams(**bad)
