@@ -54,7 +54,8 @@ class AttentionEntropy:
         real = side.attention_mask.to(pattern.device).bool()
         special = side.special.to(pattern.device).bool() & real
         entropy = attention_entropy(pattern, real)
-        on_special = _mean_over_real_rows((pattern * special[:, None, None, None, :]).sum(-1), real)
+        # Σ over special keys as a contraction with the key mask: no [batch, layer, head, query, key] temporary.
+        on_special = _mean_over_real_rows(torch.einsum("blhqk,bk->blhq", pattern, special.to(pattern.dtype)), real)
         row_sums = pattern.sum(-1).masked_fill(~real[:, None, None, :], 1.0)
         arrays = {
             "entropy": NamedArray(entropy.cpu().numpy(), ("batch", "layer", "head")),
@@ -88,8 +89,8 @@ def attention_entropy(
     pattern: Float[Tensor, "batch layer head query key"], real: Bool[Tensor, "batch key"]
 ) -> Float[Tensor, "batch layer head"]:
     """Return each example's mean over real query rows of −Σ p·log p over real keys (nats)."""
-    keys = real[:, None, None, None, :]
-    row_entropy = torch.special.entr(pattern).masked_fill(~keys, 0.0).sum(-1)  # entr(0) = 0; [batch, layer, head, query]
+    # entr(0) = 0; padding keys drop out of the contraction with the real-key mask. [batch, layer, head, query]
+    row_entropy = torch.einsum("blhqk,bk->blhq", torch.special.entr(pattern), real.to(pattern.dtype))
     return _mean_over_real_rows(row_entropy, real)
 
 

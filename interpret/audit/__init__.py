@@ -2,10 +2,14 @@
 
 `run_audit(model, tokenizer, examples, out_dir)` writes tokens.parquet/.csv (example × analyzer × token),
 examples.parquet/.csv (one row per example), heads.csv ([layer, head] statistics) and summary.html; the
-columns and dtypes are listed in `interpret.audit.tables`.
+columns and dtypes are listed in `interpret.audit.tables`. Resuming requires the same fingerprint
+(`interpret.audit.identity`); the directory is locked while an audit runs (`DirectoryLocked` otherwise).
 """
 
+from interpret.audit.lock import DirectoryLocked
 from interpret.audit.runner import DEFAULT_ANALYZERS, AuditResult, run_audit
 from interpret.audit.tables import EXAMPLE_DTYPES, TOKEN_DTYPES, example_dtypes
 
-__all__ = ["DEFAULT_ANALYZERS", "EXAMPLE_DTYPES", "TOKEN_DTYPES", "AuditResult", "example_dtypes", "run_audit"]
+__all__ = [
+    "DEFAULT_ANALYZERS", "EXAMPLE_DTYPES", "TOKEN_DTYPES", "AuditResult", "DirectoryLocked", "example_dtypes", "run_audit",
+]

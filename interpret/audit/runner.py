@@ -4,15 +4,15 @@ Batch i always holds examples[i·batch_size : (i+1)·batch_size], so a resumed a
 exactly as an uninterrupted one would, and the final tables (concatenated from the parts, with fixed dtypes
 and sorted rows) are byte-identical whatever parts the batches were stored in.
 
-The engine's two steps are plain functions another engine (e.g. one that spreads batches over workers) can
-reuse: `run_batch(model, tokenizer, batch, index, settings) -> BatchOutput` computes one batch's table rows
-and head statistics, and `write_part(store, outputs)` stores consecutive batches' outputs as one checked part
-(`interpret.audit.parts`). The output directory is locked for the whole run (`interpret.audit.lock`).
+The engine's two steps live in `interpret.audit.engine`, for reuse by other engines (e.g. one that spreads
+batches over workers): `run_batch(model, tokenizer, batch, index, settings) -> BatchOutput` computes one
+batch's table rows and head statistics, and `write_part(store, outputs)` stores consecutive batches' outputs
+as one checked part (`interpret.audit.parts`). The output directory is locked for the whole run
+(`interpret.audit.lock`); argument checks are in `interpret.audit.checks`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
@@ -22,64 +22,36 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import torch
 from torch import nn
 from tqdm import tqdm
 
-from interpret.analyze import AnalyzerResult, analyze, registry, required_names
+from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.analyze.params import as_dict, build
 from interpret.atomic import atomic_path
+from interpret.audit.checks import (
+    check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
+)
+from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.lock import AuditLock
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
-from interpret.audit.stats import HeadSums, head_sums, head_table, merge
+from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
-from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
-from interpret.collect import collect
+from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
-from interpret.analyze.run import run_context
-from interpret.evidence import evaluate_evidence
-from interpret.evidence.aggregate import evidence_rows, write_evidence_tables
-from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
+from interpret.errors import ConfigError, InputError
+from interpret.evidence.aggregate import write_evidence_tables
 from interpret.inputs import model_limit
+
+__all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
 
 log = logging.getLogger("interpret")
 
-_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
-_PRECHECK_CHUNK = 512  # texts tokenized at once by the up-front length check
 PART_EXAMPLES = 512  # a part is stored once it holds this many examples ...
 PART_SECONDS = 60.0  # ... or its batches took this long, whichever comes first
 _READ_ROUNDS = 3  # parts found changed while the audit ran are recomputed at most this many times
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """What every batch of one audit is computed with (picklable apart from `head`, which is a module)."""
-
-    analyzers: tuple[str, ...]
-    params: Mapping[str, Mapping[str, Any]]
-    hook_names: tuple[str, ...]
-    max_length: int | None
-    head: nn.Module | None
-    seed: int
-    explain_gold: bool
-    evidence: bool = False
-
-
-@dataclass(frozen=True)
-class BatchOutput:
-    """One computed batch: its index, its examples' row ids, its table rows and its head-map sums."""
-
-    index: int
-    rows: tuple[int, ...]
-    tokens: pd.DataFrame
-    examples: pd.DataFrame
-    stats: HeadSums
-    evidence: pd.DataFrame | None = None  # one row per example × method when the audit measures evidence
 
 
 @dataclass(frozen=True)
@@ -157,8 +129,8 @@ def run_audit(
     that differs from the audit already in `out_dir`.
     """
     started = time.perf_counter()
-    examples = _checked_examples(examples, batch_size)
-    names = _checked_analyzers(analyzers, params)
+    examples = checked_examples(examples, batch_size)
+    names = checked_analyzers(analyzers, params)
     if target not in ("prediction", "gold"):
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
     if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
@@ -167,8 +139,8 @@ def run_audit(
         unlabelled = next((example.row for example in examples if example.label is None), None)
         if unlabelled is not None:
             raise InputError(f"example row {unlabelled} has no label; explaining gold labels needs one per example.")
-    effective = {name: _effective_params(name, (params or {}).get(name)) for name in names}
-    _check_reproducible(model)
+    effective = {name: effective_params(name, (params or {}).get(name)) for name in names}
+    check_reproducible(model)
     capturable = capturable_for(model, tokenizer)
     if capturable.kind not in ("encoder", "decoder"):
         raise InputError(
@@ -180,7 +152,7 @@ def run_audit(
     if max_length is not None and limit is not None and max_length > limit:
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     if max_length is None and capturable.prepare is None:
-        _check_lengths(examples, tokenizer, limit)
+        check_lengths(examples, tokenizer, limit)
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
     batch_rows = [tuple(example.row for example in batch) for batch in batches]
@@ -198,10 +170,10 @@ def run_audit(
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
-        n_computed = 0
+        computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            n_computed += _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
+            computed |= _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
                 break
@@ -222,8 +194,8 @@ def run_audit(
         summary=root / "summary.html",
         manifest=store.manifest,
         n_examples=len(examples),
-        n_computed=n_computed,
-        n_resumed=len(examples) - n_computed,
+        n_computed=sum(len(batches[index]) for index in computed),
+        n_resumed=len(examples) - sum(len(batches[index]) for index in computed),
         accuracy=accuracy,
         wall_seconds=time.perf_counter() - started,
     )
@@ -238,9 +210,9 @@ def _compute_missing(
     settings: BatchSettings,
     part_examples: int,
     progress: bool,
-) -> int:
+) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    number of examples computed."""
+    indices of the batches computed."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
@@ -263,51 +235,7 @@ def _compute_missing(
                 pending = []
     finally:
         bar.close()
-    return sum(len(batches[index]) for index in todo)
-
-
-def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings) -> BatchOutput:
-    """Return batch `index`'s tokens rows, examples rows and head-map sums (depends on nothing but its inputs)."""
-    # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
-    torch.manual_seed(settings.seed)
-    texts = [example.text for example in batch]
-    try:
-        trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
-    except InputError as err:
-        raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
-    gold = [example.label for example in batch]
-    decided = decide(model, trace, tokenizer, TargetRequest(gold=settings.explain_gold), settings.head, gold)
-    context = run_context(
-        trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided], seed=settings.seed
-    )
-    results: list[AnalyzerResult] = [
-        analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
-    ]
-    rows = [example.row for example in batch]
-    found = evidence_rows(evaluate_evidence(trace, results, context), rows) if settings.evidence else None
-    return BatchOutput(
-        index=index,
-        rows=tuple(example.row for example in batch),
-        tokens=token_table(batch, trace.encoded, results),
-        examples=example_table(batch, trace.encoded, decided, results),
-        stats=head_sums(results),
-        evidence=found,
-    )
-
-
-def write_part(store: AuditDir, outputs: Sequence[BatchOutput]) -> None:
-    """Store the outputs of consecutive batches (in index order) as one part of `store`."""
-    indices = [output.index for output in outputs]
-    if not indices or indices != list(range(indices[0], indices[0] + len(indices))):
-        raise ValueError(f"a part holds consecutive batches in order, not {indices}")
-    tables = {
-        "tokens": pd.concat([output.tokens for output in outputs], ignore_index=True),
-        "examples": pd.concat([output.examples for output in outputs], ignore_index=True),
-    }
-    if store.tables[-1] == EVIDENCE_TABLE:
-        tables[EVIDENCE_TABLE] = pd.concat([output.evidence for output in outputs], ignore_index=True)
-    rows = [row for output in outputs for row in output.rows]
-    store.write_part(indices[0], indices[-1], rows, tables, [output.stats for output in outputs])
+    return set(todo)
 
 
 def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[dict[str, list[pd.DataFrame]], list[HeadSums]]:
@@ -402,79 +330,3 @@ def _warn_on_foreign_labels(examples: pd.DataFrame) -> None:
         )
 
 
-def _checked_examples(examples: Sequence[Example], batch_size: int) -> list[Example]:
-    if isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size} must be a positive number of examples; use e.g. 8.")
-    examples = list(examples)
-    if not examples:
-        raise InputError("no examples to audit; give at least one (a .jsonl or .csv file with a text column).")
-    seen: set[int] = set()
-    for example in examples:
-        if not isinstance(example.text, str) or not example.text.strip():
-            raise InputError(f"example row {example.row} has no text; give every example a non-empty text.")
-        if example.row in seen:
-            raise InputError(f"example row {example.row} appears twice; give every example a unique row id.")
-        seen.add(example.row)
-    return examples
-
-
-def readout_analyzers(names: Sequence[str]) -> list[str]:
-    """Return the analyzers (of `names`, in order) that provide a readout: the tokens table's analyzers."""
-    return [name for name in names if "readout" in registry.get(name).provides]
-
-
-def _checked_analyzers(analyzers: Sequence[str], params: Mapping[str, Any] | None) -> list[str]:
-    names = list(dict.fromkeys(analyzers))
-    if not names:
-        raise AnalyzerError(f"no analyzers to run; pick at least one of {', '.join(registry.names())}.")
-    for name in names:
-        cls = registry.get(name)  # raises for an unknown or broken analyzer, with a close match
-        if not cls.provides:
-            tabulated = [n for n in registry.names() if registry.get(n).provides]
-            raise AnalyzerError(
-                f"analyzer {name!r} declares neither a readout nor a head map, so the audit has nothing to tabulate;"
-                f" run it with `interpret report`, or audit with one of {', '.join(tabulated)}."
-            )
-    for name in params or {}:
-        if name not in names:
-            raise AnalyzerError(
-                f"params given for {name!r}, which is not among the analyzers run ({', '.join(names)});"
-                f"{suggest(name, names)} add it to analyzers or drop its params."
-            )
-    return names
-
-
-def _effective_params(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Return the analyzer's full parameters as a JSON-ready dict, preferring readout-only computation."""
-    cls = registry.get(name)
-    given = dict(given or {})
-    if "rows" not in given and "rows" in {field.name for field in dataclasses.fields(cls.Params)}:
-        try:
-            return as_dict(build(cls.Params, {**given, "rows": "readout"}, name))
-        except AnalyzerError:
-            pass  # readout-only is not possible with the given params (e.g. per_layer); keep the analyzer's own
-    return as_dict(build(cls.Params, given, name))
-
-
-def _check_reproducible(model: nn.Module) -> None:
-    """Refuse a model with active dropout: its results would change between runs, and resuming relies on them."""
-    for module in model.modules():
-        if module.training and isinstance(module, _DROPOUTS) and module.p > 0:
-            raise ConfigError(
-                f"{type(model).__name__} is in training mode with dropout, so the audit would not be reproducible;"
-                " call model.eval() first."
-            )
-
-
-def _check_lengths(examples: Sequence[Example], tokenizer: Any, limit: int | None) -> None:
-    """Raise InputError naming the first example longer than `limit` tokens, before any batch runs."""
-    if limit is None or not callable(tokenizer):
-        return
-    for start in range(0, len(examples), _PRECHECK_CHUNK):
-        chunk = examples[start:start + _PRECHECK_CHUNK]
-        for example, ids in zip(chunk, tokenizer([example.text for example in chunk])["input_ids"]):
-            if len(ids) > limit:
-                raise InputError(
-                    f"example row {example.row} has {len(ids)} tokens but the model accepts at most {limit};"
-                    f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
-                )

@@ -32,6 +32,7 @@ Rows are sorted by (row, analyzer, position) and (row); ties in rank go to the e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -90,44 +91,56 @@ def readout_scores(result: AnalyzerResult) -> Float[np.ndarray, "batch key"]:
     return np.asarray(result.readout, dtype=np.float64)
 
 
-def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
-    """Return the tokens table (columns as the module docstring lists) of one batch.
+Columns = dict[str, Any]  # one batch's column name → list or numpy array, before any pandas conversion
 
-    Built column by column with numpy over every real token of the batch at once, each column in its final
-    dtype, so no per-token Python objects are made except the token strings.
-    """
+
+def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> Columns:
+    """Return one batch's tokens-table columns as numpy arrays and lists (no pandas: `token_frame` converts
+    many batches at once). `rank` is int64 with 0 standing for null (special tokens)."""
     real = encoded.attention_mask.bool().cpu().numpy()
     special = encoded.special.bool().cpu().numpy()
     batch, position = np.nonzero(real)  # row-major: by example, then position
     rows = np.asarray([example.row for example in examples], dtype=np.int64)[batch]
     tokens = [encoded.tokens[b][p] for b, p in zip(batch.tolist(), position.tolist())]
     is_special = special[batch, position]
-    frames = []
+    columns: dict[str, list] = {name: [] for name in TOKEN_DTYPES}
     for result in results:
         if result.readout is None:
             continue
         scores = readout_scores(result)[batch, position]
-        frames.append(pd.DataFrame({
-            "row": rows,
-            "analyzer": pd.array([result.analyzer] * len(rows), dtype="string"),
-            "position": position.astype(np.int64),
-            "token": pd.array(tokens, dtype="string"),
-            "is_special": is_special,
-            "score": scores,
-            "rank": _ranks(batch, position, scores, is_special),
-        }))
-    if not frames:
-        return conform(pd.DataFrame({name: [] for name in TOKEN_DTYPES}), TOKEN_DTYPES, ["row", "analyzer", "position"])
-    return conform(pd.concat(frames, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
+        columns["row"].append(rows)
+        columns["analyzer"].append([result.analyzer] * len(rows))
+        columns["position"].append(position.astype(np.int64))
+        columns["token"].append(tokens)
+        columns["is_special"].append(is_special)
+        columns["score"].append(scores)
+        columns["rank"].append(_ranks(batch, position, scores, is_special))
+    return {name: _joined(pieces) for name, pieces in columns.items()}
 
 
-def example_table(
+def token_frame(parts: Sequence[Columns]) -> pd.DataFrame:
+    """Return the tokens table (dtypes as the module docstring lists, sorted) of the batches' columns."""
+    joined = {name: _joined([part[name] for part in parts]) for name in TOKEN_DTYPES}
+    rank = np.asarray(joined["rank"], dtype=np.int64)
+    frame = pd.DataFrame({
+        **{name: joined[name] for name in TOKEN_DTYPES if name != "rank"},
+        "rank": pd.arrays.IntegerArray(rank, rank == 0),
+    })
+    return conform(frame, TOKEN_DTYPES, ["row", "analyzer", "position"])
+
+
+def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
+    """Return the tokens table (columns as the module docstring lists) of one batch."""
+    return token_frame([token_columns(examples, encoded, results)])
+
+
+def example_columns(
     examples: Sequence[Example],
     encoded: Encoded,
     decided: Sequence[Decision],
     results: Sequence[AnalyzerResult],
-) -> pd.DataFrame:
-    """Return the examples table (columns as the module docstring lists) of one batch."""
+) -> Columns:
+    """Return one batch's examples-table columns as lists (None for null); `example_frame` converts them."""
     real = encoded.attention_mask.bool().cpu().numpy()
     special = encoded.special.bool().cpu().numpy()
     truncated = encoded.truncated or tuple(False for _ in examples)
@@ -151,8 +164,32 @@ def example_table(
     for result in readouts:
         for suffix, values in _analyzer_columns(readout_scores(result), real, special, encoded.tokens).items():
             columns[f"{result.analyzer}_{suffix}"] = values
-    analyzers = [result.analyzer for result in readouts]
-    return conform(pd.DataFrame(columns), example_dtypes(analyzers), ["row"])
+    return columns
+
+
+def example_frame(parts: Sequence[Columns]) -> pd.DataFrame:
+    """Return the examples table (dtypes as the module docstring lists, sorted by row) of the batches' columns."""
+    names = list(parts[0]) if parts else list(EXAMPLE_DTYPES)
+    analyzers = [name.removesuffix("_top_token") for name in names if name.endswith("_top_token")]
+    frame = pd.DataFrame({name: _joined([part[name] for part in parts]) for name in names})
+    return conform(frame, example_dtypes(analyzers), ["row"])
+
+
+def example_table(
+    examples: Sequence[Example],
+    encoded: Encoded,
+    decided: Sequence[Decision],
+    results: Sequence[AnalyzerResult],
+) -> pd.DataFrame:
+    """Return the examples table (columns as the module docstring lists) of one batch."""
+    return example_frame([example_columns(examples, encoded, decided, results)])
+
+
+def _joined(pieces: Sequence[Any]) -> Any:
+    """Return the pieces (lists or numpy arrays of one column) joined into one list or array."""
+    if pieces and all(isinstance(piece, np.ndarray) for piece in pieces):
+        return np.concatenate(pieces)
+    return [value for piece in pieces for value in (piece.tolist() if isinstance(piece, np.ndarray) else piece)]
 
 
 def conform(frame: pd.DataFrame, dtypes: Mapping[str, str], order: Sequence[str]) -> pd.DataFrame:
@@ -164,8 +201,8 @@ def conform(frame: pd.DataFrame, dtypes: Mapping[str, str], order: Sequence[str]
     return typed.sort_values(list(order), kind="mergesort").reset_index(drop=True)
 
 
-def _ranks(batch: np.ndarray, position: np.ndarray, scores: np.ndarray, special: np.ndarray) -> pd.arrays.IntegerArray:
-    """Return 1-based ranks by descending score among each example's non-special tokens (null for special ones).
+def _ranks(batch: np.ndarray, position: np.ndarray, scores: np.ndarray, special: np.ndarray) -> np.ndarray:
+    """Return 1-based ranks (int64) by descending score among each example's non-special tokens (0 for special ones).
 
     batch, position, scores, special: one entry per real token, grouped by example. Ties go to the earlier
     position. lexsort sorts by the last key first: example, then non-special first, descending score, position.
@@ -175,7 +212,8 @@ def _ranks(batch: np.ndarray, position: np.ndarray, scores: np.ndarray, special:
     starts = np.searchsorted(in_order, in_order, side="left")  # first index of each token's example group
     ranks = np.empty(len(order), dtype=np.int64)
     ranks[order] = np.arange(len(order)) - starts + 1
-    return pd.arrays.IntegerArray(ranks, special.astype(bool).copy())
+    ranks[special.astype(bool)] = 0
+    return ranks
 
 
 def _analyzer_columns(

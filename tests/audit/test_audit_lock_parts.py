@@ -265,3 +265,20 @@ def test_the_table_read_is_the_table_written(model, tokenizer, tmp_path, referen
     parts = pd.concat([pd.read_parquet(_part(tmp_path, i, "-tokens.parquet")) for i in range(6)], ignore_index=True)
     assert_frame_equal(tokens, parts.sort_values(["row", "analyzer", "position"], kind="mergesort")
                        .reset_index(drop=True), check_exact=True)
+
+
+def test_a_batch_computed_twice_in_one_call_counts_once(model, tokenizer, tmp_path, reference, monkeypatch) -> None:
+    from interpret.audit.parts import AuditDir
+
+    real_read, damaged = AuditDir.read, []
+
+    def read_after_damage(self, part):
+        if not damaged:
+            _truncate(tmp_path)  # a part this very call wrote, damaged before it is read back
+            damaged.append(part)
+        return real_read(self, part)
+
+    monkeypatch.setattr(AuditDir, "read", read_after_damage)
+    result = _audit(model, tokenizer, tmp_path)
+    assert (result.n_computed, result.n_resumed) == (N_EXAMPLES, 0)
+    assert _outputs(tmp_path) == reference
