@@ -123,10 +123,10 @@ def prune_heads(
     state = _sliced_state(model, modules, parts, kept, groups, mask, d_head, n_heads, n_kv)
     width_q, width_kv = len(kept[0]), len(groups[0])
     try:
-        smaller = _build(model, width_q, width_kv, d_head)
+        smaller: nn.Module | None = _build(model, width_q, width_kv, d_head)
+        mismatch = _mismatch(smaller, state)
     except (InterpretError, ValueError, TypeError) as err:
-        return _zeroed(model, mask, outs, n_heads, before, f"its config cannot be rebuilt with fewer heads ({err})")
-    mismatch = _mismatch(smaller, state)
+        smaller, mismatch = None, f"its config cannot be rebuilt with {width_q} heads ({' '.join(str(err).split())[:160]})"
     if mismatch and in_memory and n_kv == n_heads:
         # in memory every layer keeps only its own heads (at least one, zeroed when none is on)
         own = [[h for h in range(n_heads) if mask[l, h] != 0] or [0] for l in range(n_layers)]
@@ -136,12 +136,12 @@ def prune_heads(
         if not problem:
             return swapped
         mismatch = f"{mismatch}; swapped in memory, {problem}"
-    if mismatch:
+    if mismatch or smaller is None:
         name = type(model.config).__name__ if hasattr(model, "config") else type(model).__name__
         return _zeroed(
             model, mask, outs, n_heads, before,
-            f"{name} cannot store {width_q} heads of width {d_head} (building it gives {mismatch}): the family"
-            " derives the head size from the model width",
+            f"{name} cannot store {width_q} heads of width {d_head} ({mismatch}): the family derives the head"
+            " size from the model width",
         )
     smaller.load_state_dict(state, strict=True)
     smaller = smaller.to(_device(model)).eval()
@@ -254,10 +254,10 @@ def _mismatch(built: nn.Module, state: dict[str, Tensor]) -> str:
     target = built.state_dict()
     if set(target) != set(state):
         missing = sorted(set(state) ^ set(target))
-        return f"different tensors ({missing[0]})"
+        return f"building it gives different tensors ({missing[0]})"
     for name, tensor in state.items():
         if tuple(target[name].shape) != tuple(tensor.shape):
-            return f"{name} of shape {tuple(target[name].shape)}, the sliced weight has {tuple(tensor.shape)}"
+            return f"building it gives {name} of shape {tuple(target[name].shape)}, the sliced weight has {tuple(tensor.shape)}"
     return ""
 
 
