@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -124,23 +123,25 @@ def prune_heads(
     state = _sliced_state(model, modules, parts, kept, groups, mask, d_head, n_heads, n_kv)
     width_q, width_kv = len(kept[0]), len(groups[0])
     try:
-        smaller = _build(model, width_q, width_kv, d_head)
+        smaller: nn.Module | None = _build(model, width_q, width_kv, d_head)
+        mismatch = _mismatch(smaller, state)
     except (InterpretError, ValueError, TypeError) as err:
-        return _zeroed(model, mask, outs, n_heads, before, f"its config cannot be rebuilt with fewer heads ({err})")
-    mismatch = _mismatch(smaller, state)
-    if mismatch and in_memory:
-        swapped = _swapped(model, state, parts, width_q, width_kv, before, mismatch, kept)
-        try:  # a family that reads its head count from the config fails its probe pass: zero instead
-            _capturable(swapped.model)
+        smaller, mismatch = None, f"its config cannot be rebuilt with {width_q} heads ({' '.join(str(err).split())[:160]})"
+    if mismatch and in_memory and n_kv == n_heads:
+        # in memory every layer keeps only its own heads (at least one, zeroed when none is on)
+        own = [[h for h in range(n_heads) if mask[l, h] != 0] or [0] for l in range(n_layers)]
+        own_state = _sliced_state(model, modules, parts, own, own, mask, d_head, n_heads, n_kv)
+        swapped = _swapped(model, own_state, parts, before, mismatch, own)
+        problem = _differs_from_gated(model, swapped.model, mask, prefix)
+        if not problem:
             return swapped
-        except InterpretError as err:
-            mismatch = f"{mismatch}; in memory, {err}"
-    if mismatch:
+        mismatch = f"{mismatch}; swapped in memory, {problem}"
+    if mismatch or smaller is None:
         name = type(model.config).__name__ if hasattr(model, "config") else type(model).__name__
         return _zeroed(
             model, mask, outs, n_heads, before,
-            f"{name} cannot store {width_q} heads of width {d_head} (building it gives {mismatch}): the family"
-            " derives the head size from the model width",
+            f"{name} cannot store {width_q} heads of width {d_head} ({mismatch}): the family derives the head"
+            " size from the model width",
         )
     smaller.load_state_dict(state, strict=True)
     smaller = smaller.to(_device(model)).eval()
@@ -253,16 +254,15 @@ def _mismatch(built: nn.Module, state: dict[str, Tensor]) -> str:
     target = built.state_dict()
     if set(target) != set(state):
         missing = sorted(set(state) ^ set(target))
-        return f"different tensors ({missing[0]})"
+        return f"building it gives different tensors ({missing[0]})"
     for name, tensor in state.items():
         if tuple(target[name].shape) != tuple(tensor.shape):
-            return f"{name} of shape {tuple(target[name].shape)}, the sliced weight has {tuple(tensor.shape)}"
+            return f"building it gives {name} of shape {tuple(target[name].shape)}, the sliced weight has {tuple(tensor.shape)}"
     return ""
 
 
 def _swapped(
-    model: nn.Module, state: dict[str, Tensor], parts: list[LayerParts], width_q: int, width_kv: int,
-    before: int, why: str, kept: list[list[int]],
+    model: nn.Module, state: dict[str, Tensor], parts: list[LayerParts], before: int, why: str, kept: list[list[int]],
 ) -> Pruned:
     """Return a copy of `model` whose projections are replaced by smaller ones holding the sliced weights."""
     copied = copy.deepcopy(model)
@@ -286,16 +286,35 @@ def _swapped(
             setattr(inside[parent] if parent else copied, name, new)
     copied = copied.eval()
     return Pruned(
-        copied, True, width_q, width_kv, tuple(tuple(k) for k in kept), before, count_parameters(copied),
-        f"removed in memory only ({width_q} query heads per layer): the config cannot describe it ({why}), so"
-        " save_pretrained would write a model that does not load",
+        copied, True, max(map(len, kept)), max(map(len, kept)), tuple(tuple(k) for k in kept), before,
+        count_parameters(copied),
+        f"removed in memory only ({', '.join(str(len(k)) for k in kept)} heads per layer): the config cannot"
+        f" describe it ({why}), so save_pretrained would write a model that does not load; layers of different"
+        " widths are not captured by the collector",
     )
 
 
-def _capturable(model: nn.Module) -> Any:
-    from interpret.collect.api import capturable_for
+def _differs_from_gated(model: nn.Module, swapped: nn.Module, mask: Tensor, prefix: str) -> str:
+    """Return '' when `swapped` gives the gated model's output on the model's dummy inputs (1e-4), else why not.
 
-    return capturable_for(model)
+    A family whose attention reads its head count from the config fails here (a shape error or other numbers)."""
+    from interpret.collect.gates import head_gates
+
+    inputs = getattr(model, "dummy_inputs", None)
+    if not inputs:
+        return "no dummy inputs to check it on"
+    device = _device(model)
+    inputs = {name: value.to(device) for name, value in inputs.items()}
+    try:
+        with torch.no_grad():
+            with head_gates(model, mask.to(device), prefix=prefix):
+                expected = model(**inputs)[0]
+            got = swapped(**inputs)[0]
+    except Exception as err:  # noqa: BLE001 - any failure of the swapped model means: do not use it
+        return f"its forward pass fails ({type(err).__name__})"
+    if expected.shape != got.shape or not torch.allclose(expected, got, rtol=0, atol=1e-4):
+        return "its outputs differ from the gated model's"
+    return ""
 
 
 def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int, before: int, why: str) -> Pruned:

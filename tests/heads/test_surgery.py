@@ -93,7 +93,18 @@ def test_in_memory_removal_where_the_config_cannot_store_it(family: str) -> None
     if family in ("gpt2", "opt"):
         assert not pruned.removed and "zeroed in place" in pruned.note and "in memory" in pruned.note
     else:
-        assert pruned.removed and "in memory only" in pruned.note
-        assert pruned.parameters_after < pruned.parameters_before
-    with torch.no_grad():
-        _compare(reference, GatedModel.of(pruned.model, tokenizer, encoded).logits(encoded), encoded.attention_mask.bool())
+        assert pruned.removed and "in memory only (2, 1 heads per layer)" in pruned.note
+        assert pruned.kept == ((0, 1), (3,)) and pruned.parameters_after < pruned.parameters_before
+    with torch.no_grad():  # layers of different widths: called directly (the collector wants equal layers)
+        logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
+    _compare(reference, logits, encoded.attention_mask.bool())
+
+
+def test_in_memory_removal_when_the_config_refuses_the_head_count() -> None:
+    # 3 heads on in a layer: BertConfig refuses hidden 32 with 3 heads outright; in memory each layer keeps its own
+    model = tiny_model("bert", attn_implementation="eager")
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    zeroed = prune_heads(model, mask)
+    assert not zeroed.removed and "cannot be rebuilt with 3 heads" in zeroed.note
+    pruned = prune_heads(model, mask, in_memory=True)
+    assert pruned.removed and pruned.kept == ((0, 1, 2), (1,))
