@@ -51,6 +51,7 @@ def audit(
     if out_dir == "-":
         raise usage_error("-o -: an audit writes a directory of tables; give a directory path.")
     preflight.check_output_dir(out_dir)
+    _check_not_locked(out_dir)
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
@@ -85,7 +86,7 @@ def audit(
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-            fresh=fresh, target=target,
+            fresh=fresh, target=target, model_dir=directory, input_file=input_file,
         )
     if fmt == "json":
         say(json_text({
@@ -110,6 +111,16 @@ def audit_table(outcome: Any, input_name: str) -> list[str]:
     ]
     width = max(len(label) for label, _ in rows)
     return [f"audit of {input_name}"] + [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def _check_not_locked(out_dir: str) -> None:
+    """Refuse (exit 1) at once, before the model loads, when another audit holds the output directory; run_audit
+    takes the lock itself for the run, so a holder that appears in between is still refused there."""
+    from interpret.audit.lock import AuditLock
+
+    directory = Path(out_dir).expanduser()
+    if (directory / ".audit.lock").is_file():
+        AuditLock(directory).probe()
 
 
 def _check_model(plan: ModelPlan, target: str) -> None:

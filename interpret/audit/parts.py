@@ -1,62 +1,64 @@
-"""The audit's directory on disk: a manifest with the run's fingerprint, and one finished part per batch.
+"""The audit's directory on disk: a manifest with the run's fingerprint, and finished parts of consecutive batches.
 
-    out_dir/manifest.json                      what the audit is of (fingerprint and its components)
-    out_dir/parts/batch-00012-tokens.parquet   the batch's rows of the tokens table
-    out_dir/parts/batch-00012-examples.parquet the batch's rows of the examples table
-    out_dir/parts/batch-00012.json             the batch's statistics; written last, so it marks the part done
+    out_dir/manifest.json                            what the audit is of (fingerprint and its components)
+    out_dir/.audit.lock                              the directory's lock (interpret.audit.lock)
+    out_dir/parts/part-00003-00010-tokens.parquet    rows of the tokens table of batches 3..10
+    out_dir/parts/part-00003-00010-examples.parquet  rows of the examples table of batches 3..10
+    out_dir/parts/part-00003-00010.json              the part's record, written last (it marks the part done):
+        {"format", "first", "last", "rows": example row ids in batch order,
+         "files": {"tokens"|"examples": {"name", "bytes", "sha256"}}, "stats": one HeadSums dict per batch}
 
-Every file is written atomically (temporary file, then os.replace), so a killed audit leaves whole parts
-or none; a part whose JSON is missing is simply computed again.
+Every file is written atomically, so a killed audit leaves whole files or none. A part counts as done only
+when its record is well formed, names exactly the example rows that its batches hold now, does not overlap
+an earlier part, and each table file has the recorded size and sha256. Anything else (a swapped, truncated,
+edited or deleted file, a record from another batch) fails the check: the part's files are deleted and its
+batches computed again. Reading a part hashes the very bytes it parses, so nothing unchecked is ever read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from interpret.atomic import atomic_path, write_atomically
+from interpret.audit.identity import FORMAT, difference
 from interpret.audit.stats import HeadSums
-from interpret.datasets import Example
 from interpret.errors import InputError
 
-FORMAT = 2  # bump when the layout or the tables change, so old parts are never mixed with new ones
+log = logging.getLogger("interpret")
+
 OUTPUTS = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
-_PART = re.compile(r"^batch-(\d{5,})(-tokens\.parquet|-examples\.parquet|\.json)$")
+TABLES = ("tokens", "examples")
+_PART = re.compile(r"^part-(\d{5,})-(\d{5,})(-tokens\.parquet|-examples\.parquet|\.json)$")
+_TEMPORARY = re.compile(r"^\.part-.*\.tmp$")
 
 
-def fingerprint_parts(
-    examples: Sequence[Example],
-    analyzers: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-    batch_size: int,
-    max_length: int | None,
-    model_id: str,
-    head_digest: str,
-    seed: int,
-    target: str = "prediction",
-) -> dict[str, str]:
-    """Return the components of the audit's identity, each as a short hash or value (JSON-ready)."""
-    data = hashlib.sha256()
-    for example in examples:
-        data.update(json.dumps([example.row, example.text, example.label]).encode("utf-8") + b"\n")
-    return {
-        "format": str(FORMAT),
-        "examples": f"{len(examples)} examples, sha256 {data.hexdigest()[:16]}",
-        "analyzers": ",".join(analyzers),
-        "params": json.dumps(params, sort_keys=True, default=str),
-        "batch_size": str(batch_size),
-        "max_length": str(max_length),
-        "model_id": model_id,
-        "head": head_digest,
-        "seed": str(seed),
-        "target": target,
-    }
+class PartCheckError(Exception):
+    """A part failed its check (the message says why); its batches must be computed again."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A checked part: batches first..last (inclusive), the example rows they hold, and its record."""
+
+    first: int
+    last: int
+    rows: tuple[int, ...]
+    record: Mapping[str, Any]
+
+    @property
+    def batches(self) -> range:
+        """The batch indices this part holds."""
+        return range(self.first, self.last + 1)
 
 
 def fingerprint(parts: Mapping[str, str]) -> str:
@@ -65,7 +67,7 @@ def fingerprint(parts: Mapping[str, str]) -> str:
 
 
 class AuditDir:
-    """The audit's output directory: opens (or refuses) a manifest, stores and reads per-batch parts."""
+    """The audit's output directory: opens (or refuses) a manifest, stores, checks and reads parts."""
 
     def __init__(self, out_dir: Path) -> None:
         self.root = Path(out_dir)
@@ -81,76 +83,162 @@ class AuditDir:
             found = self._read_manifest()
             if found.get("fingerprint") != wanted:
                 raise InputError(
-                    f"{self.root} holds an audit of different {_difference(found.get('components', {}), components)};"
+                    f"{self.root} holds an audit of a different {difference(found.get('components', {}), components)};"
                     " pass a new output directory (--output) or --fresh (fresh=True) to discard its parts."
                 )
             return
-        if self.done():
+        if self._part_files():
             raise InputError(
-                f"{self.root / 'parts'} holds parts but no manifest.json; pass a new output directory (--output)"
+                f"{self.parts} holds parts but no manifest.json; pass a new output directory (--output)"
                 " or --fresh (fresh=True) to discard them."
             )
         manifest = {"fingerprint": wanted, "n_batches": n_batches, "components": dict(components)}
         write_atomically(self.manifest, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
-    def done(self) -> set[int]:
-        """Return the indices of the batches whose parts are complete."""
-        if not self.parts.is_dir():
-            return set()
-        found: dict[int, set[str]] = {}
-        for path in self.parts.iterdir():
-            match = _PART.match(path.name)
-            if match:
-                found.setdefault(int(match.group(1)), set()).add(match.group(2))
-        return {index for index, kinds in found.items() if len(kinds) == 3}
+    def checked_parts(self, batch_rows: Sequence[Sequence[int]]) -> list[Part]:
+        """Return the parts that pass their check, by first batch; delete every other part file.
 
-    def write(self, index: int, tokens: pd.DataFrame, examples: pd.DataFrame, stats: HeadSums) -> None:
-        """Store batch `index`: both tables, then its statistics, which mark it done."""
-        with atomic_path(self._path(index, "-tokens.parquet")) as temporary:
-            tokens.to_parquet(temporary, index=False)
-        with atomic_path(self._path(index, "-examples.parquet")) as temporary:
-            examples.to_parquet(temporary, index=False)
-        write_atomically(self._path(index, ".json"), json.dumps(stats.to_dict()) + "\n")
+        batch_rows: for each batch index, the example row ids it holds now.
+        """
+        records = sorted(
+            (int(m.group(1)), int(m.group(2)))
+            for m in (_PART.match(path.name) for path in self._part_files())
+            if m and m.group(3) == ".json"
+        )
+        accepted: list[Part] = []
+        for first, last in records:
+            try:
+                if accepted and first <= accepted[-1].last:
+                    raise PartCheckError(f"it overlaps part {accepted[-1].first}-{accepted[-1].last}")
+                accepted.append(self._check(first, last, batch_rows))
+            except PartCheckError as err:
+                log.warning(f"audit part {first}-{last} in {self.parts} failed its check ({err}); recomputing it")
+        keep = {self._name(part.first, part.last, suffix) for part in accepted for suffix in _SUFFIXES}
+        for path in self._part_files():
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+        self._remove_temporaries()  # left by a killed audit; the lock says no one else is writing them
+        return accepted
 
-    def read(self, n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
-        """Return the tokens parts, examples parts and statistics of batches 0..n_batches-1, in order."""
-        missing = sorted(set(range(n_batches)) - self.done())
-        if missing:
-            raise InputError(f"{self.parts} lacks batch {missing[0]}; re-run the audit to compute it.")
-        tokens = [pd.read_parquet(self._path(i, "-tokens.parquet")) for i in range(n_batches)]
-        examples = [pd.read_parquet(self._path(i, "-examples.parquet")) for i in range(n_batches)]
-        stats = [HeadSums.from_dict(json.loads(self._path(i, ".json").read_text("utf-8"))) for i in range(n_batches)]
-        return tokens, examples, stats
+    def write_part(
+        self, first: int, last: int, rows: Sequence[int], tables: Mapping[str, pd.DataFrame], stats: Sequence[HeadSums]
+    ) -> None:
+        """Store batches first..last: both tables, then the record (with their sizes and sha256), which marks it done."""
+        files = {}
+        for table in TABLES:
+            buffer = io.BytesIO()
+            tables[table].to_parquet(buffer, index=False)
+            data = buffer.getvalue()
+            name = self._name(first, last, f"-{table}.parquet")
+            write_atomically(self.parts / name, data)
+            files[table] = {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        record = {
+            "format": FORMAT, "first": first, "last": last, "rows": [int(row) for row in rows], "files": files,
+            "stats": [part.to_dict() for part in stats],
+        }
+        write_atomically(self.parts / self._name(first, last, ".json"), json.dumps(record) + "\n")
+
+    def read(self, part: Part) -> tuple[pd.DataFrame, pd.DataFrame, list[HeadSums]]:
+        """Return a checked part's tokens rows, examples rows and per-batch statistics; PartCheckError if its
+        bytes no longer match the record, or its tables hold other rows than recorded."""
+        frames = {}
+        for table in TABLES:
+            entry = part.record["files"][table]
+            try:
+                data = (self.parts / entry["name"]).read_bytes()
+            except OSError as err:
+                raise PartCheckError(f"{entry['name']} cannot be read ({err.strerror or type(err).__name__})") from None
+            if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                raise PartCheckError(f"{entry['name']} changed after it was written")
+            frames[table] = pd.read_parquet(io.BytesIO(data))
+        if sorted(frames["examples"]["row"].tolist()) != sorted(part.rows):
+            raise PartCheckError("its examples table holds other rows than its record names")
+        if not set(frames["tokens"]["row"].tolist()) <= set(part.rows):
+            raise PartCheckError("its tokens table holds rows its record does not name")
+        try:
+            stats = [HeadSums.from_dict(item) for item in part.record["stats"]]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise PartCheckError("its record's statistics are malformed") from None
+        return frames["tokens"], frames["examples"], stats
+
+    def discard(self, part: Part) -> None:
+        """Delete a part's files (its record first, so a part is never half there and counted done)."""
+        for suffix in (".json", *_SUFFIXES[:2]):
+            (self.parts / self._name(part.first, part.last, suffix)).unlink(missing_ok=True)
 
     def clear(self) -> None:
         """Delete the manifest, every part and the final outputs (only files the audit names; nothing else)."""
-        if self.parts.is_dir():
-            for path in self.parts.iterdir():
-                if _PART.match(path.name) or (path.name.startswith(".batch-") and path.name.endswith(".tmp")):
-                    path.unlink()
+        for path in self._part_files():
+            path.unlink(missing_ok=True)
+        self._remove_temporaries()
         # Outputs of the discarded audit must not sit beside the parts of the new one if it stops early.
         for name in OUTPUTS:
             (self.root / name).unlink(missing_ok=True)
         self.manifest.unlink(missing_ok=True)
 
-    def _path(self, index: int, suffix: str) -> Path:
-        return self.parts / f"batch-{index:05d}{suffix}"
+    def _check(self, first: int, last: int, batch_rows: Sequence[Sequence[int]]) -> Part:
+        """Return the part first..last when its record and files pass the check, else raise PartCheckError."""
+        path = self.parts / self._name(first, last, ".json")
+        try:
+            record = json.loads(path.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise PartCheckError("its record is not readable JSON") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise PartCheckError("its record is not of this audit format")
+        if (record.get("first"), record.get("last")) != (first, last) or not first <= last < len(batch_rows):
+            raise PartCheckError("its record names other batches than its file name")
+        expected = [int(row) for index in range(first, last + 1) for row in batch_rows[index]]
+        if record.get("rows") != expected:
+            raise PartCheckError("it holds other example rows than these batches")
+        stats = record.get("stats")
+        if not isinstance(stats, list) or len(stats) != last - first + 1:
+            raise PartCheckError("its record lacks the batches' statistics")
+        files = record.get("files")
+        if not isinstance(files, dict):
+            raise PartCheckError("its record lists no files")
+        for table in TABLES:
+            entry = files.get(table)
+            if not isinstance(entry, dict) or entry.get("name") != self._name(first, last, f"-{table}.parquet"):
+                raise PartCheckError(f"its record lists no {table} file")
+            self._check_file(self.parts / entry["name"], entry)
+        return Part(first, last, tuple(expected), record)
+
+    @staticmethod
+    def _check_file(path: Path, entry: Mapping[str, Any]) -> None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            raise PartCheckError(f"{path.name} is missing") from None
+        if size != entry.get("bytes"):
+            raise PartCheckError(f"{path.name} has {size} bytes, not the {entry.get('bytes')} written")
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        if digest.hexdigest() != entry.get("sha256"):
+            raise PartCheckError(f"{path.name} does not have the sha256 written")
+
+    def _remove_temporaries(self) -> None:
+        if self.parts.is_dir():
+            for path in self.parts.iterdir():
+                if _TEMPORARY.match(path.name):
+                    path.unlink(missing_ok=True)
+
+    def _part_files(self) -> list[Path]:
+        if not self.parts.is_dir():
+            return []
+        return [path for path in self.parts.iterdir() if _PART.match(path.name)]
+
+    @staticmethod
+    def _name(first: int, last: int, suffix: str) -> str:
+        return f"part-{first:05d}-{last:05d}{suffix}"
 
     def _read_manifest(self) -> dict[str, Any]:
         try:
             data = json.loads(self.manifest.read_text("utf-8"))
-        except (OSError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return {}
         return data if isinstance(data, dict) else {}
 
 
-def _difference(found: Mapping[str, str], wanted: Mapping[str, str]) -> str:
-    """Return which components differ, e.g. "batch_size (16 there, 8 now)"."""
-    changed = [key for key in wanted if found.get(key) != wanted[key]]
-    if not changed:
-        return "settings"
-    key = changed[0]
-    there, now = str(found.get(key, "none")), str(wanted[key])
-    if len(there) + len(now) > 120:
-        return key
-    return f"{key} ({there} there, {now} now)"
+_SUFFIXES = ("-tokens.parquet", "-examples.parquet", ".json")

@@ -1,14 +1,18 @@
-"""`run_audit`: run analyzers over a dataset in fixed batches, storing each finished batch, resumable.
+"""`run_audit`: run analyzers over a dataset in fixed batches, storing finished batches in parts, resumable.
 
 Batch i always holds examples[i·batch_size : (i+1)·batch_size], so a resumed audit computes every batch
 exactly as an uninterrupted one would, and the final tables (concatenated from the parts, with fixed dtypes
-and sorted rows) are equal.
+and sorted rows) are byte-identical whatever parts the batches were stored in.
+
+The engine's two steps are plain functions another engine (e.g. one that spreads batches over workers) can
+reuse: `run_batch(model, tokenizer, batch, index, settings) -> BatchOutput` computes one batch's table rows
+and head statistics, and `write_part(store, outputs)` stores consecutive batches' outputs as one checked part
+(`interpret.audit.parts`). The output directory is locked for the whole run (`interpret.audit.lock`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import sys
 import time
@@ -26,7 +30,9 @@ from interpret.analyze import AnalyzerResult, analyze, registry, required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.analyze.params import as_dict, build
 from interpret.atomic import atomic_path
-from interpret.audit.parts import AuditDir, fingerprint_parts
+from interpret.audit.identity import fingerprint_parts
+from interpret.audit.lock import AuditLock
+from interpret.audit.parts import AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_sums, head_table, merge
 from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
@@ -43,6 +49,33 @@ log = logging.getLogger("interpret")
 
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _PRECHECK_CHUNK = 512  # texts tokenized at once by the up-front length check
+PART_EXAMPLES = 512  # a part is stored once it holds this many examples ...
+PART_SECONDS = 60.0  # ... or its batches took this long, whichever comes first
+_READ_ROUNDS = 3  # parts found changed while the audit ran are recomputed at most this many times
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What every batch of one audit is computed with (picklable apart from `head`, which is a module)."""
+
+    analyzers: tuple[str, ...]
+    params: Mapping[str, Mapping[str, Any]]
+    hook_names: tuple[str, ...]
+    max_length: int | None
+    head: nn.Module | None
+    seed: int
+    explain_gold: bool
+
+
+@dataclass(frozen=True)
+class BatchOutput:
+    """One computed batch: its index, its examples' row ids, its table rows and its head-map sums."""
+
+    index: int
+    rows: tuple[int, ...]
+    tokens: pd.DataFrame
+    examples: pd.DataFrame
+    stats: HeadSums
 
 
 @dataclass(frozen=True)
@@ -94,6 +127,9 @@ def run_audit(
     progress: bool = True,
     fresh: bool = False,
     target: Literal["prediction", "gold"] = "prediction",
+    model_dir: str | Path | None = None,
+    input_file: str | Path | None = None,
+    part_examples: int = PART_EXAMPLES,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -105,12 +141,21 @@ def run_audit(
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
+    model_dir: the directory the model was loaded from, unchanged since: its weight files are fingerprinted
+        (sha256 memoised by size and mtime) instead of hashing the model's tensors in memory.
+    input_file: the file the examples were read from; its content joins the fingerprint.
+    part_examples: store finished batches as one part once they hold this many examples (or after
+        PART_SECONDS); the tables do not depend on it.
+    Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
+    that differs from the audit already in `out_dir`.
     """
     started = time.perf_counter()
     examples = _checked_examples(examples, batch_size)
     names = _checked_analyzers(analyzers, params)
     if target not in ("prediction", "gold"):
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
+    if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
+        raise ConfigError(f"part_examples={part_examples!r} must be a positive number of examples; use e.g. 512.")
     if target == "gold":
         unlabelled = next((example.row for example in examples if example.label is None), None)
         if unlabelled is not None:
@@ -130,31 +175,34 @@ def run_audit(
     if max_length is None and capturable.prepare is None:
         _check_lengths(examples, tokenizer, limit)
     n_batches = -(-len(examples) // batch_size)
+    batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
+    batch_rows = [tuple(example.row for example in batch) for batch in batches]
     components = fingerprint_parts(
-        examples, names, effective, batch_size, max_length, model_id, _module_digest(head), seed, target
+        examples=examples, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
+        model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
+        model_dir=model_dir, input_file=input_file,
+    )
+    settings = BatchSettings(
+        analyzers=tuple(names), params=effective,
+        hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])),
+        max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
     )
     store = AuditDir(Path(out_dir))
-    store.open(components, n_batches, fresh=fresh)
-    finished = store.done() & set(range(n_batches))
-    batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
-    n_resumed = sum(len(batches[i]) for i in finished)
-    if finished:
-        log.info(f"resuming the audit in {store.root}: {n_resumed} of {len(examples)} examples already done")
-    hook_names = list(dict.fromkeys([*required_names(names), "*attn.hook_pattern"]))
-    bar = tqdm(total=len(examples), initial=n_resumed, disable=not progress, file=sys.stderr, unit="example", desc="audit")
-    try:
-        for index, batch in enumerate(batches):
-            if index in finished:
-                continue
-            tokens, rows, stats = _run_batch(
-                model, tokenizer, batch, names, effective, hook_names, max_length, head, seed, target == "gold"
-            )
-            store.write(index, tokens, rows, stats)
-            bar.update(len(batch))
-    finally:
-        bar.close()
-    facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
-    accuracy = _finish(store, n_batches, names, facts)
+    with AuditLock(store.root):
+        store.open(components, n_batches, fresh=fresh)
+        n_computed = 0
+        for _ in range(_READ_ROUNDS):
+            parts = store.checked_parts(batch_rows)
+            n_computed += _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
+            try:
+                tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
+                break
+            except PartCheckError as err:
+                log.warning(f"an audit part changed while the audit ran ({err}); recomputing it")
+        else:
+            raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
+        facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
+        accuracy = _finish(store, tables, names, facts)
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -166,46 +214,117 @@ def run_audit(
         summary=root / "summary.html",
         manifest=store.manifest,
         n_examples=len(examples),
-        n_computed=len(examples) - n_resumed,
-        n_resumed=n_resumed,
+        n_computed=n_computed,
+        n_resumed=len(examples) - n_computed,
         accuracy=accuracy,
         wall_seconds=time.perf_counter() - started,
     )
 
 
-def _run_batch(
+def _compute_missing(
     model: nn.Module,
     tokenizer: Any,
-    batch: Sequence[Example],
-    analyzers: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-    hook_names: Sequence[str],
-    max_length: int | None,
-    head: nn.Module | None,
-    seed: int,
-    explain_gold: bool,
-) -> tuple[pd.DataFrame, pd.DataFrame, HeadSums]:
-    """Return one batch's tokens rows, examples rows and head-map sums."""
-    # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
-    torch.manual_seed(seed)
+    store: AuditDir,
+    batches: Sequence[Sequence[Example]],
+    parts: Sequence[Part],
+    settings: BatchSettings,
+    part_examples: int,
+    progress: bool,
+) -> int:
+    """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
+    number of examples computed."""
+    done = {index for part in parts for index in part.batches}
+    todo = [index for index in range(len(batches)) if index not in done]
+    total = sum(len(batch) for batch in batches)
+    n_done = total - sum(len(batches[index]) for index in todo)
+    if todo and n_done:
+        log.info(f"resuming the audit in {store.root}: {n_done} of {total} examples already done")
+    bar = tqdm(total=total, initial=n_done, disable=not progress, file=sys.stderr, unit="example", desc="audit")
+    pending: list[BatchOutput] = []
+    part_started = time.perf_counter()
     try:
-        trace = collect(model, tokenizer, [example.text for example in batch], names=hook_names, max_length=max_length)
+        for position, index in enumerate(todo):
+            if not pending:
+                part_started = time.perf_counter()
+            pending.append(run_batch(model, tokenizer, batches[index], index, settings))
+            bar.update(len(batches[index]))
+            following = todo[position + 1] if position + 1 < len(todo) else None
+            full = sum(len(output.rows) for output in pending) >= part_examples
+            if following != index + 1 or full or time.perf_counter() - part_started >= PART_SECONDS:
+                write_part(store, pending)
+                pending = []
+    finally:
+        bar.close()
+    return sum(len(batches[index]) for index in todo)
+
+
+def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings) -> BatchOutput:
+    """Return batch `index`'s tokens rows, examples rows and head-map sums (depends on nothing but its inputs)."""
+    # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
+    torch.manual_seed(settings.seed)
+    texts = [example.text for example in batch]
+    try:
+        trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
     except InputError as err:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
     gold = [example.label for example in batch]
-    decided = decide(model, trace, tokenizer, TargetRequest(gold=explain_gold), head, gold)
-    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results: list[AnalyzerResult] = [analyze(trace, name, params=params[name], context=context) for name in analyzers]
-    return (
-        token_table(batch, trace.encoded, results),
-        example_table(batch, trace.encoded, decided, results),
-        head_sums(results),
+    decided = decide(model, trace, tokenizer, TargetRequest(gold=settings.explain_gold), settings.head, gold)
+    context = run_context(
+        trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided], seed=settings.seed
+    )
+    results: list[AnalyzerResult] = [
+        analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
+    ]
+    return BatchOutput(
+        index=index,
+        rows=tuple(example.row for example in batch),
+        tokens=token_table(batch, trace.encoded, results),
+        examples=example_table(batch, trace.encoded, decided, results),
+        stats=head_sums(results),
     )
 
 
-def _finish(store: AuditDir, n_batches: int, analyzers: Sequence[str], facts: Mapping[str, str]) -> float | None:
-    """Write the final tables, heads.csv and summary.html from the parts; return the accuracy."""
-    token_parts, example_parts, stats = store.read(n_batches)
+def write_part(store: AuditDir, outputs: Sequence[BatchOutput]) -> None:
+    """Store the outputs of consecutive batches (in index order) as one part of `store`."""
+    indices = [output.index for output in outputs]
+    if not indices or indices != list(range(indices[0], indices[0] + len(indices))):
+        raise ValueError(f"a part holds consecutive batches in order, not {indices}")
+    tables = {
+        "tokens": pd.concat([output.tokens for output in outputs], ignore_index=True),
+        "examples": pd.concat([output.examples for output in outputs], ignore_index=True),
+    }
+    rows = [row for output in outputs for row in output.rows]
+    store.write_part(indices[0], indices[-1], rows, tables, [output.stats for output in outputs])
+
+
+def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
+    """Return every part's tables and per-batch statistics in batch order; PartCheckError (after discarding the
+    part) when one fails its check on reading, or a batch has no part."""
+    covered = [index for part in parts for index in part.batches]
+    if covered != list(range(n_batches)):
+        missing = sorted(set(range(n_batches)) - set(covered))
+        raise PartCheckError(f"batch {missing[0] if missing else '?'} has no part")
+    tokens, examples, stats = [], [], []
+    for part in parts:
+        try:
+            part_tokens, part_examples, part_stats = store.read(part)
+        except PartCheckError as err:
+            store.discard(part)
+            raise PartCheckError(f"part {part.first}-{part.last}: {err}") from None
+        tokens.append(part_tokens)
+        examples.append(part_examples)
+        stats.extend(part_stats)
+    return tokens, examples, stats
+
+
+def _finish(
+    store: AuditDir,
+    tables: tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]],
+    analyzers: Sequence[str],
+    facts: Mapping[str, str],
+) -> float | None:
+    """Write the final tables, heads.csv and summary.html from the parts' contents; return the accuracy."""
+    token_parts, example_parts, stats = tables
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
     examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
     heads = head_table(merge(stats))
@@ -242,6 +361,8 @@ def _facts(
     facts["input"] = components["examples"]
     if components["head"] != "none":
         facts["decision head"] = f"sha256 {components['head']}"
+    for key in ("weights", "dtype", "device", "tokenizer"):
+        facts[key] = components[key]
     return facts
 
 
@@ -338,14 +459,3 @@ def _check_lengths(examples: Sequence[Example], tokenizer: Any, limit: int | Non
                     f"example row {example.row} has {len(ids)} tokens but the model accepts at most {limit};"
                     f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
                 )
-
-
-def _module_digest(module: nn.Module | None) -> str:
-    """Return a short hash of a module's class, labels and tensors (the head is part of what is audited)."""
-    if module is None:
-        return "none"
-    digest = hashlib.sha256(f"{type(module).__qualname__} {getattr(module, 'labels', None)}".encode())
-    for name, tensor in module.state_dict().items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().float().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]

@@ -91,26 +91,34 @@ def readout_scores(result: AnalyzerResult) -> Float[np.ndarray, "batch key"]:
 
 
 def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
-    """Return the tokens table (columns as the module docstring lists) of one batch."""
+    """Return the tokens table (columns as the module docstring lists) of one batch.
+
+    Built column by column with numpy over every real token of the batch at once, each column in its final
+    dtype, so no per-token Python objects are made except the token strings.
+    """
     real = encoded.attention_mask.bool().cpu().numpy()
     special = encoded.special.bool().cpu().numpy()
-    columns: dict[str, list] = {name: [] for name in TOKEN_DTYPES}
+    batch, position = np.nonzero(real)  # row-major: by example, then position
+    rows = np.asarray([example.row for example in examples], dtype=np.int64)[batch]
+    tokens = [encoded.tokens[b][p] for b, p in zip(batch.tolist(), position.tolist())]
+    is_special = special[batch, position]
+    frames = []
     for result in results:
         if result.readout is None:
             continue
-        scores = readout_scores(result)
-        for b, example in enumerate(examples):
-            positions = np.flatnonzero(real[b])
-            ranks = _ranks(scores[b, positions], special[b, positions])
-            for position, rank in zip(positions.tolist(), ranks):
-                columns["row"].append(example.row)
-                columns["analyzer"].append(result.analyzer)
-                columns["position"].append(position)
-                columns["token"].append(encoded.tokens[b][position])
-                columns["is_special"].append(bool(special[b, position]))
-                columns["score"].append(float(scores[b, position]))
-                columns["rank"].append(rank)
-    return conform(pd.DataFrame(columns), TOKEN_DTYPES, ["row", "analyzer", "position"])
+        scores = readout_scores(result)[batch, position]
+        frames.append(pd.DataFrame({
+            "row": rows,
+            "analyzer": pd.array([result.analyzer] * len(rows), dtype="string"),
+            "position": position.astype(np.int64),
+            "token": pd.array(tokens, dtype="string"),
+            "is_special": is_special,
+            "score": scores,
+            "rank": _ranks(batch, position, scores, is_special),
+        }))
+    if not frames:
+        return conform(pd.DataFrame({name: [] for name in TOKEN_DTYPES}), TOKEN_DTYPES, ["row", "analyzer", "position"])
+    return conform(pd.concat(frames, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
 
 
 def example_table(
@@ -156,15 +164,18 @@ def conform(frame: pd.DataFrame, dtypes: Mapping[str, str], order: Sequence[str]
     return typed.sort_values(list(order), kind="mergesort").reset_index(drop=True)
 
 
-def _ranks(scores: np.ndarray, special: np.ndarray) -> list[int | None]:
-    """Return 1-based ranks by descending score among non-special tokens (None for special ones)."""
-    ranks: list[int | None] = [None] * len(scores)
-    candidates = np.flatnonzero(~special)
-    # lexsort sorts by the last key first: descending score, then ascending position breaks ties.
-    order = candidates[np.lexsort((candidates, -scores[candidates]))]
-    for rank, index in enumerate(order.tolist(), start=1):
-        ranks[index] = rank
-    return ranks
+def _ranks(batch: np.ndarray, position: np.ndarray, scores: np.ndarray, special: np.ndarray) -> pd.arrays.IntegerArray:
+    """Return 1-based ranks by descending score among each example's non-special tokens (null for special ones).
+
+    batch, position, scores, special: one entry per real token, grouped by example. Ties go to the earlier
+    position. lexsort sorts by the last key first: example, then non-special first, descending score, position.
+    """
+    order = np.lexsort((position, -scores, special, batch))
+    in_order = batch[order]
+    starts = np.searchsorted(in_order, in_order, side="left")  # first index of each token's example group
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order)) - starts + 1
+    return pd.arrays.IntegerArray(ranks, special.astype(bool).copy())
 
 
 def _analyzer_columns(

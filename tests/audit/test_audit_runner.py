@@ -62,19 +62,19 @@ def test_interrupted_and_resumed_equals_uninterrupted(model, tokenizer, tmp_path
     whole = run_audit(model, tokenizer, examples, tmp_path / "whole", batch_size=3, progress=False)
     assert (whole.n_computed, whole.n_resumed) == (14, 0)
 
-    real_write = AuditDir.write
+    real_write = AuditDir.write_part
     written = []
 
-    def write_then_stop(self, index, *args) -> None:
-        real_write(self, index, *args)
-        written.append(index)
+    def write_then_stop(self, first, *args) -> None:
+        real_write(self, first, *args)
+        written.append(first)
         if len(written) == 2:
             raise KeyboardInterrupt  # as a Ctrl-C right after the second part is stored
 
-    monkeypatch.setattr(AuditDir, "write", write_then_stop)
+    monkeypatch.setattr(AuditDir, "write_part", write_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, progress=False)
-    monkeypatch.setattr(AuditDir, "write", real_write)
+        run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, progress=False, part_examples=3)
+    monkeypatch.setattr(AuditDir, "write_part", real_write)
     assert not (tmp_path / "resumed" / "tokens.parquet").exists()
     resumed = run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, progress=False)
     assert (resumed.n_computed, resumed.n_resumed) == (8, 6)
@@ -84,12 +84,12 @@ def test_interrupted_and_resumed_equals_uninterrupted(model, tokenizer, tmp_path
 
 def test_incomplete_parts_are_recomputed(model, tokenizer, tmp_path) -> None:
     examples = make_examples(10)
-    first = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False)
+    first = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False, part_examples=1)
     expected = _tables(first)
     parts = tmp_path / "parts"
-    (parts / "batch-00001.json").unlink()  # killed before the marker: the batch counts as not done
-    (parts / "batch-00002-tokens.parquet").unlink()
-    (parts / ".batch-00002-tokens.parquet.abc.tmp").write_bytes(b"partial")  # left by a SIGKILL
+    (parts / "part-00001-00001.json").unlink()  # killed before the record: the batch counts as not done
+    (parts / "part-00002-00002-tokens.parquet").unlink()
+    (parts / ".part-00002-00002-tokens.parquet.abc.tmp").write_bytes(b"partial")  # left by a SIGKILL
     again = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, progress=False)
     assert (again.n_computed, again.n_resumed) == (6, 4)
     for a, b in zip(expected, _tables(again)):
@@ -147,9 +147,10 @@ def test_fresh_clears_only_the_audits_own_files(model, tokenizer, tmp_path) -> N
     run_audit(model, tokenizer, make_examples(4), tmp_path, batch_size=2, analyzers=["rollout"], progress=False)
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "parts" / "keep.parquet").write_text("mine")
+    assert any(path.name.startswith("part-") for path in (tmp_path / "parts").iterdir())
     AuditDir(tmp_path).clear()
     left = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
-    assert left == ["notes.txt", "parts/keep.parquet"]
+    assert left == [".audit.lock", "notes.txt", "parts/keep.parquet"]  # the lock file is left by design
 
 
 def test_parts_without_manifest_are_refused(model, tokenizer, tmp_path) -> None:

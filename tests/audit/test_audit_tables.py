@@ -121,8 +121,12 @@ def test_special_tokens_are_never_ranked(audited) -> None:
 
 
 def test_rank_ties_go_to_the_earlier_position() -> None:
-    ranks = tables_mod._ranks(np.array([0.9, 0.2, 0.5, 0.2, 0.1]), np.array([True, False, False, False, True]))
-    assert ranks == [None, 2, 1, 3, None]
+    scores = np.array([0.9, 0.2, 0.5, 0.2, 0.1, 0.3, 0.3, 0.7])
+    special = np.array([True, False, False, False, True, False, False, True])
+    batch = np.array([0, 0, 0, 0, 0, 1, 1, 1])  # two examples: ranks restart at 1 in each
+    position = np.array([0, 1, 2, 3, 4, 0, 1, 2])
+    ranks = tables_mod._ranks(batch, position, scores, special)
+    assert ranks.tolist() == [pd.NA, 2, 1, 3, pd.NA, 1, 2, pd.NA]
 
 
 def test_accuracy_on_labelled_examples(audited, model, tokenizer) -> None:

@@ -170,3 +170,14 @@ def test_streaming_parameters_are_refused_when_meaningless() -> None:
     for bad in ({"residual": 1.0}, {"block_mib": 0}, {"start_layer": -1}):
         with pytest.raises(ValueError):
             StreamingRolloutParams(**bad)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_streaming_gradients_equal_the_full_gradient_analyzers(family: str) -> None:
+    model, tokenizer, trace = _trace(family)
+    pairs = (("attention_x_gradient", "streaming_attention_gradient"), ("gradient_weighted_rollout", "streaming_grad_rollout"))
+    for full_name, streamed_name in pairs:
+        full = interpret.analyze(trace, full_name, model=model, tokenizer=tokenizer)
+        streamed = interpret.analyze(trace, streamed_name, model=model, tokenizer=tokenizer)
+        scale = max(1.0, float(np.abs(full["readout"]).max()))
+        assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE * scale, full_name

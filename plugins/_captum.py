@@ -1,0 +1,223 @@
+"""The one place the token-attribution analyzers meet Captum: the forward function, baselines, masks and the
+reduction of the embedding axis.
+
+Every Captum method here is called on a forward function built from `ctx.score` (each row's target score
+[rows] with autograd on, minus the contrast's when the target has one), so an attribution explains exactly
+the decision the report shows. Rows carry their example's index as Captum's `additional_forward_args`;
+Captum repeats that tensor with the inputs (`torch.cat([arg] * n_steps)`), so a row of an integration path
+is scored against its own example's target, whatever the chunking (`internal_batch_size`).
+
+Baselines (Sundararajan et al. 2017, sec. 3 "a baseline input"):
+    pad   every attributed token replaced by the pad token (the end-of-sequence token when there is none);
+    mask  replaced by the mask token ([MASK], <mask>); refused when the tokenizer has none;
+    zero  the embedding vector of every attributed token set to 0 (attribution in embedding space);
+    text  the tokens of `baseline_text` (no special tokens) fill the attributed positions in order, padded
+          with the pad token when shorter, cut when longer.
+Tokens that are not attributed (padding, and special tokens unless `include_special`) keep their own id in
+the baseline, so their attribution is exactly zero and they are not part of F(x) − F(baseline).
+
+Per token, the embedding axis becomes one score by `sum` (signed: Σ_d attr[pos, d], the additive share of
+the score that completeness is about) or `l2` (unsigned: ‖attr[pos, :]‖₂).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from interpret.analyze import RunContext
+from interpret.errors import AnalyzerError
+from interpret.inputs import Encoded
+from interpret.trace import Trace
+
+Baseline = Literal["pad", "mask", "zero", "text"]
+Reduction = Literal["sum", "l2"]
+
+
+@dataclass(frozen=True)
+class TokenParams:
+    """Parameters shared by every token-attribution analyzer: the reduction and the special tokens."""
+
+    reduce: Reduction = field(
+        default="sum", metadata={"help": "embedding axis to one score per token: sum (signed) or l2 (norm, unsigned)"}
+    )
+    include_special: bool = field(
+        default=False, metadata={"help": "attribute to special tokens ([CLS], [SEP], <s>) too; by default they keep their id"}
+    )
+
+
+@dataclass(frozen=True)
+class BaselineParams(TokenParams):
+    """Token-attribution parameters with a baseline (what a token is compared with)."""
+
+    baseline: Baseline = field(
+        default="pad",
+        metadata={"help": "what a token is compared with: pad (pad token), mask (mask token), zero (zero embedding), text (baseline_text)"},
+    )
+    baseline_text: str = field(
+        default="", metadata={"help": "with baseline=text: the text whose tokens replace the attributed tokens"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.baseline == "text" and not self.baseline_text.strip():
+            raise ValueError("baseline=text needs baseline_text, e.g. --set NAME.baseline_text='a b c'")
+        if self.baseline != "text" and self.baseline_text:
+            raise ValueError(f"baseline_text is read only with baseline=text (baseline is {self.baseline!r})")
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """The batch a Captum method attributes: ids, baselines and which positions are attributed.
+
+    input_ids [batch, pos], baseline_ids [batch, pos] (the inputs where nothing is attributed),
+    examples [batch] (each row's example index), attributed [batch, pos] (bool).
+    """
+
+    encoded: Encoded
+    input_ids: Int[Tensor, "batch pos"]
+    baseline_ids: Int[Tensor, "batch pos"]
+    examples: Int[Tensor, " batch"]
+    attributed: Bool[Tensor, "batch pos"]
+
+
+def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: str) -> TokenBatch:
+    """Return the TokenBatch of the trace's examples under `params` (refused for inputs that are not token ids)."""
+    encoded = trace.encoded
+    if encoded.input_ids is None:
+        what = "pixels" if encoded.pixel_values is not None else "embeddings"
+        raise AnalyzerError(f"{analyzer} attributes to token ids, but this trace's inputs are {what}; give text or ids.")
+    device = ctx.device or encoded.input_ids.device
+    input_ids = encoded.input_ids.to(device)
+    real = encoded.attention_mask.to(device).bool()
+    special = encoded.special.to(device).bool() if encoded.special is not None else torch.zeros_like(real)
+    attributed = real if params.include_special else real & ~special
+    if not bool(attributed.any(dim=1).all()):
+        raise AnalyzerError(f"{analyzer}: an example has no token to attribute (only special tokens); pass include_special=true.")
+    if isinstance(params, BaselineParams):
+        baseline_ids = torch.where(attributed, _baseline_fill(ctx, params, attributed, analyzer), input_ids)
+    else:
+        baseline_ids = input_ids
+    examples = torch.arange(encoded.batch, device=device)
+    return TokenBatch(encoded, input_ids, baseline_ids, examples, attributed)
+
+
+def _baseline_fill(ctx: RunContext, params: BaselineParams, attributed: Tensor, analyzer: str) -> Tensor:
+    """Return the id each attributed position takes in the baseline [batch, pos] (the input's elsewhere)."""
+    tokenizer = ctx.tokenizer
+    pad = _token_id(tokenizer, "pad_token_id") if tokenizer is not None else None
+    if pad is None and tokenizer is not None:
+        pad = _token_id(tokenizer, "eos_token_id")
+    if params.baseline in ("pad", "zero", "text") and pad is None:
+        if params.baseline == "zero":
+            pad = 0  # unused: a zero baseline replaces embeddings, not ids
+        else:
+            raise AnalyzerError(f"{analyzer}: the tokenizer has no pad or end-of-sequence token; use baseline=zero.")
+    fill = torch.full(attributed.shape, int(pad or 0), dtype=torch.long, device=attributed.device)
+    if params.baseline == "mask":
+        mask = _token_id(tokenizer, "mask_token_id") if tokenizer is not None else None
+        if mask is None:
+            raise AnalyzerError(f"{analyzer}: the tokenizer has no mask token; use baseline=pad or baseline=zero.")
+        fill[:] = mask
+    elif params.baseline == "text":
+        ids = list(tokenizer(params.baseline_text, add_special_tokens=False)["input_ids"])
+        for row in range(attributed.shape[0]):
+            positions = torch.nonzero(attributed[row]).flatten()
+            count = min(len(ids), len(positions))
+            fill[row, positions[:count]] = torch.tensor(ids[:count], dtype=torch.long, device=fill.device)
+    return fill
+
+
+def _token_id(tokenizer: Any, attribute: str) -> int | None:
+    value = getattr(tokenizer, attribute, None)
+    return int(value) if isinstance(value, int) else None
+
+
+def forward_on_ids(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor, Tensor], Tensor]:
+    """Return f(input_ids [rows, pos], examples [rows]) -> score [rows]: what Captum differentiates."""
+
+    def forward(input_ids: Tensor, examples: Tensor) -> Tensor:
+        return ctx.score(encoded, input_ids=input_ids, examples=examples)
+
+    return forward
+
+
+def forward_on_embeddings(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor, Tensor], Tensor]:
+    """Return f(inputs_embeds [rows, pos, d_model], examples [rows]) -> score [rows]."""
+
+    def forward(inputs_embeds: Tensor, examples: Tensor) -> Tensor:
+        return ctx.score(encoded, inputs_embeds=inputs_embeds, examples=examples)
+
+    return forward
+
+
+def embeddings(ctx: RunContext, batch: TokenBatch) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
+    """Return (input embeddings, baseline embeddings) [batch, pos, d_model], both detached.
+
+    The baseline of `zero` is the input with the attributed positions' vectors set to 0; of the other
+    baselines the embedding layer's output for `baseline_ids`.
+    """
+    with torch.no_grad():
+        inputs = ctx.embeddings(batch.encoded, input_ids=batch.input_ids).detach()
+        baseline_ids = ctx.embeddings(batch.encoded, input_ids=batch.baseline_ids).detach()
+    return inputs, baseline_ids
+
+
+def baseline_embeddings(ctx: RunContext, batch: TokenBatch, params: BaselineParams) -> tuple[Tensor, Tensor]:
+    """Return (input embeddings, baseline embeddings) [batch, pos, d_model] for the chosen baseline."""
+    inputs, baseline = embeddings(ctx, batch)
+    return inputs, zero_baseline(inputs, batch) if params.baseline == "zero" else baseline
+
+
+def zero_baseline(inputs: Tensor, batch: TokenBatch) -> Tensor:
+    """Return `inputs` [batch, pos, d_model] with every attributed position's vector set to zero."""
+    return inputs * (~batch.attributed).unsqueeze(-1).to(inputs.dtype)
+
+
+def per_token(
+    attr: Float[Tensor, "batch pos d_model"], how: Reduction, batch: TokenBatch
+) -> Float[np.ndarray, "batch pos"]:
+    """Return one score per token [batch, pos] in float64: Σ_d attr (sum) or ‖attr‖₂ (l2); 0 where not attributed."""
+    values = attr.detach().double()
+    scores = values.sum(-1) if how == "sum" else values.norm(dim=-1)
+    scores = scores * batch.attributed.to(scores.device).double()
+    return scores.cpu().numpy()
+
+
+def token_scores(values: Tensor, batch: TokenBatch) -> Float[np.ndarray, "batch pos"]:
+    """Return per-token scores [batch, pos] (already one per token) in float64, 0 where not attributed."""
+    return (values.detach().double() * batch.attributed.to(values.device).double()).cpu().numpy()
+
+
+def signed(how: Reduction) -> bool:
+    """Whether a reduction keeps the sign (sum) or not (l2)."""
+    return how == "sum"
+
+
+def seed(ctx: RunContext) -> None:
+    """Seed torch's and NumPy's global generators with the run's seed: Captum's sampling methods draw from both
+    (GradientShap draws its α and baselines with `np.random`, its noise and LIME's subsets with torch)."""
+    torch.manual_seed(ctx.seed)
+    np.random.seed(ctx.seed)
+
+
+def token_masks(batch: TokenBatch, d_model: int) -> list[Tensor]:
+    """Return per example its feature mask [1, pos, d_model]: attributed position k (in order) is feature k,
+    every other position one last feature whose baseline equals the input (so it never changes the score)."""
+    masks = []
+    for row in range(batch.input_ids.shape[0]):
+        attributed = batch.attributed[row]
+        groups = torch.full(attributed.shape, int(attributed.sum()), dtype=torch.long, device=attributed.device)
+        groups[attributed] = torch.arange(int(attributed.sum()), device=attributed.device)
+        masks.append(groups[None, :, None].expand(1, -1, d_model).contiguous())
+    return masks
+
+
+def result_tokens(trace: Trace) -> tuple[tuple[str, ...], ...]:
+    """Return the trace's tokens per example, as results carry them."""
+    return tuple(tuple(row) for row in trace.encoded.tokens)

@@ -1,0 +1,80 @@
+"""Every attention pattern A of one forward pass and ∂score/∂A, through the grad-enabled capture.
+
+`ctx.capture` keeps the patterns in the autograd graph (under SDPA they are recomputed from the exact query
+and key and joined to the kernel's output, so the gradient is the eager statement's); one backward pass of
+Σ_rows score gives every row's own ∂score/∂A, because a row's score depends on that row alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from interpret.analyze import RunContext
+from interpret.errors import AnalyzerError
+from interpret.trace import Trace
+
+PATTERNS = "*attn.hook_pattern"
+
+
+@dataclass(frozen=True)
+class PatternGradients:
+    """Patterns and their gradients per stack, float64, zero at padded queries and keys.
+
+    main: (A, ∇A) each [batch, layer, head, query, key] of the main stack (an encoder-decoder's encoder);
+    decoder / cross: the decoder's self-attention and cross-attention (query decoder, key encoder), or None.
+    """
+
+    main: tuple[np.ndarray, np.ndarray]
+    decoder: tuple[np.ndarray, np.ndarray] | None = None
+    cross: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def pattern_gradients(trace: Trace, ctx: RunContext, analyzer: str) -> PatternGradients:
+    """Return the patterns of every captured layer and ∂score/∂pattern (module docstring)."""
+    cap = ctx.capture(trace.encoded, [PATTERNS])
+    names = list(cap.tensors)
+    if not names:
+        raise AnalyzerError(f"{analyzer}: the model exposes no attention pattern to differentiate.")
+    grads = torch.autograd.grad(cap.score.sum(), [cap[name] for name in names], allow_unused=True)
+    pairs = {
+        name: (cap[name].detach().double().cpu().numpy(),
+               np.zeros(tuple(cap[name].shape)) if grad is None else grad.detach().double().cpu().numpy())
+        for name, grad in zip(names, grads)
+    }
+    main_mask = _real(trace.encoded.attention_mask)
+    if trace.meta.kind == "encoder-decoder":
+        decoder = trace.encoded.decoder
+        if decoder is None:
+            raise AnalyzerError(f"{analyzer} of an encoder-decoder needs its decoder inputs; give decoder texts.")
+        dec_mask = _real(decoder.attention_mask)
+        return PatternGradients(
+            main=_stack(pairs, "encoder.", "attn.hook_pattern", main_mask, main_mask),
+            decoder=_stack(pairs, "decoder.", "attn.hook_pattern", dec_mask, dec_mask),
+            cross=_stack(pairs, "decoder.", "cross_attn.hook_pattern", dec_mask, main_mask),
+        )
+    return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask))
+
+
+def _real(mask: torch.Tensor) -> np.ndarray:
+    return mask.detach().cpu().numpy().astype(bool)
+
+
+def _stack(
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]], prefix: str, suffix: str, queries: np.ndarray, keys: np.ndarray
+) -> tuple[Float[np.ndarray, "batch layer head query key"], Float[np.ndarray, "batch layer head query key"]]:
+    """Return (A, ∇A) of `{prefix}blocks.{i}.{suffix}` stacked over layers, zero at padded queries and keys."""
+    chosen = sorted(
+        (name for name in pairs if name.startswith(f"{prefix}blocks.") and name.endswith(f".{suffix}")
+         and not (suffix == "attn.hook_pattern" and name.endswith("cross_attn.hook_pattern"))),
+        key=lambda name: int(name[len(prefix) + len("blocks."):].split(".")[0]),
+    )
+    if not chosen:
+        raise AnalyzerError(f"no {prefix}blocks.{{i}}.{suffix} pattern was captured from this model.")
+    keep = (queries[:, :, None] & keys[:, None, :])[:, None, None].astype(np.float64)  # [batch, 1, 1, query, key]
+    pattern = np.stack([pairs[name][0] for name in chosen], axis=1) * keep
+    grad = np.stack([pairs[name][1] for name in chosen], axis=1) * keep
+    return pattern, grad

@@ -1,0 +1,139 @@
+"""Gradient attributions on the token embeddings through Captum: saliency, input × gradient, GradientSHAP.
+
+x [batch, pos, d_model] is the embedding layer's output for each example's tokens and F each example's own
+target score (`ctx.score`, minus the contrast's when asked):
+    saliency          ∂F/∂x (Simonyan et al. 2014, eq. 1), Captum's `Saliency`; per token ‖∂F/∂x_pos‖₂ by
+                      default (unsigned; abs=false with reduce=sum gives the signed Σ_d ∂F/∂x)
+    input_x_gradient  x ⊙ ∂F/∂x (Shrikumar et al. 2016), Captum's `InputXGradient`; per token Σ_d (signed)
+    gradient_shap     E_{α, ε}[(x − x') ⊙ ∂F/∂x(x' + α(x + ε − x'))] (Lundberg & Lee 2017, sec. 4; expected
+                      gradients), Captum's `GradientShap` with the chosen baseline, `n_samples` draws of α
+                      and noise ε ~ N(0, stdev²), seeded with the run's seed, one example at a time (each has
+                      its own baseline)
+Arrays: readout [batch, key] (0 at padding and, unless include_special, special tokens); gradient_shap also
+delta [batch], Captum's completeness delta averaged over its samples.
+DeepLIFT is not offered: Captum's DeepLift rules cover nn.ReLU / Sigmoid / Tanh / Softmax *modules*, while
+transformers apply GELU and the attention softmax as functions and multiply queries by keys and patterns by
+values, which the rescale rule does not cover; it would silently fall back to gradients there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from captum.attr import GradientShap, InputXGradient, Saliency
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.plugins import _captum
+from interpret.trace import Trace
+
+
+@dataclass(frozen=True)
+class SaliencyParams(_captum.TokenParams):
+    """Parameters of saliency."""
+
+    reduce: _captum.Reduction = field(
+        default="l2", metadata={"help": "embedding axis to one score per token: l2 (gradient norm) or sum"}
+    )
+    abs: bool = field(default=True, metadata={"help": "absolute gradients (Captum's abs); false with reduce=sum is signed"})
+
+
+@dataclass(frozen=True)
+class GradientShapParams(_captum.BaselineParams):
+    """Parameters of GradientSHAP."""
+
+    n_samples: int = field(default=20, metadata={"help": "random draws of α and noise per example"})
+    stdev: float = field(default=0.0, metadata={"help": "standard deviation of the Gaussian noise added to the input"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples={self.n_samples} must be 1 or more, e.g. 20")
+        if not self.stdev >= 0 or self.stdev == float("inf"):
+            raise ValueError(f"stdev={self.stdev} must be a finite number ≥ 0, e.g. 0.0")
+
+
+def _result(analyzer, trace: Trace, params, readout: np.ndarray, signed: bool, title: str, **extra) -> AnalyzerResult:
+    arrays = {"readout": NamedArray(readout, ("batch", "key"))}
+    arrays.update({name: NamedArray(values, ("batch",)) for name, values in extra.items()})
+    return AnalyzerResult(
+        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=arrays,
+        views=(View("token_strip", "readout", title),), tokens=_captum.result_tokens(trace),
+        readout_of=Readout("readout", signed=signed),
+    )
+
+
+class SaliencyAnalyzer:
+    """The gradient of each example's score with respect to its token embeddings."""
+
+    name = "saliency"
+    summary = "Saliency (Simonyan et al. 2014): the gradient norm of the score per token embedding, via Captum."
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+    Params = SaliencyParams
+
+    def run(self, trace: Trace, params: SaliencyParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the per-token saliency (module docstring)."""
+        batch = _captum.token_batch(trace, ctx, params, self.name)
+        inputs, _ = _captum.embeddings(ctx, batch)
+        method = Saliency(_captum.forward_on_embeddings(ctx, batch.encoded))
+        attr = method.attribute(inputs, additional_forward_args=(batch.examples,), abs=params.abs)
+        signed = params.reduce == "sum" and not params.abs
+        return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), signed,
+                       "Saliency (gradient per token)")
+
+
+class InputXGradientAnalyzer:
+    """Embedding × gradient of each example's score, per token."""
+
+    name = "input_x_gradient"
+    summary = "Input × gradient (Shrikumar et al. 2016) on the token embeddings, via Captum (signed)."
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+    Params = _captum.TokenParams
+
+    def run(self, trace: Trace, params: _captum.TokenParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the per-token input × gradient (module docstring)."""
+        batch = _captum.token_batch(trace, ctx, params, self.name)
+        inputs, _ = _captum.embeddings(ctx, batch)
+        attr = InputXGradient(_captum.forward_on_embeddings(ctx, batch.encoded)).attribute(
+            inputs, additional_forward_args=(batch.examples,)
+        )
+        return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), _captum.signed(params.reduce),
+                       "Input × gradient per token")
+
+
+class GradientShapAnalyzer:
+    """Expected gradients between each example and its baseline, with noise, via Captum's GradientShap."""
+
+    name = "gradient_shap"
+    summary = "GradientSHAP (Lundberg & Lee 2017) on the token embeddings via Captum, seeded."
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+    Params = GradientShapParams
+
+    def run(self, trace: Trace, params: GradientShapParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the per-token GradientSHAP values and the mean completeness delta (module docstring)."""
+        batch = _captum.token_batch(trace, ctx, params, self.name)
+        inputs, baselines = _captum.baseline_embeddings(ctx, batch, params)
+        method = GradientShap(_captum.forward_on_embeddings(ctx, batch.encoded))
+        rows, deltas = [], []
+        for b in range(inputs.shape[0]):
+            _captum.seed(ctx)
+            attr, delta = method.attribute(
+                inputs[b:b + 1], baselines=baselines[b:b + 1], n_samples=params.n_samples, stdevs=params.stdev,
+                additional_forward_args=(batch.examples[b:b + 1],), return_convergence_delta=True,
+            )
+            rows.append(attr)
+            deltas.append(float(delta.detach().double().mean()))
+        readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
+        return _result(self, trace, params, readout, _captum.signed(params.reduce), "GradientSHAP per token",
+                       delta=np.asarray(deltas))

@@ -1,0 +1,165 @@
+"""Integrated Gradients: completeness and closed-form attributions on an analytic toy; equal to Captum's
+LayerIntegratedGradients called directly on tiny BERT, tiny GPT-2 and MiniLM with the default head; batched,
+one-by-one and chunked runs agree; no hook survives, also when the run raises."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from captum.attr import LayerIntegratedGradients
+from gradient_cases import CASES, baseline_ids, tiny_bert
+
+from interpret.analyze import RunContext
+from interpret.hooks import count_hooks
+from interpret.inputs import Encoded
+from interpret.plugins.integrated_gradients import IntegratedGradientsAnalyzer, IntegratedGradientsParams
+from interpret.target import Target
+from interpret.trace import Trace, TraceMeta
+
+PAD, MASK = 0, 4
+
+
+class CubicRunner:
+    """An analytic model: e = Embedding(ids), F_b(e) = Σ_{p,d} (b + 1)·c[p, d]·e[p, d]³ + u[p, d]·e[p, d].
+
+    Integrated Gradients of F from baseline e' to e is, in closed form,
+    attr[p, d] = (b + 1)·c[p, d]·(e³ − e'³) + u[p, d]·(e − e') (the integral of 3c(e' + α(e − e'))² is exact)."""
+
+    def __init__(self) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.embedding = torch.nn.Embedding(10, 3).double()
+        with torch.no_grad():
+            self.embedding.weight.copy_(torch.rand(10, 3, generator=generator, dtype=torch.float64) - 0.5)
+        self.c = torch.rand(6, 3, generator=generator, dtype=torch.float64)
+        self.u = torch.rand(6, 3, generator=generator, dtype=torch.float64) - 0.5
+
+    def closed_form(self, b: int, ids: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        x, x0 = self.embedding(ids).detach(), self.embedding(base).detach()
+        return (b + 1) * self.c * (x**3 - x0**3) + self.u * (x - x0)
+
+    def score(self, encoded, *, input_ids=None, inputs_embeds=None, examples=None, **_):
+        examples = torch.arange(encoded.batch) if examples is None else examples
+        if inputs_embeds is None:
+            inputs_embeds = self.embedding(input_ids if input_ids is not None else encoded.input_ids[examples])
+        weight = (examples.double() + 1)[:, None, None]
+        return (weight * self.c * inputs_embeds**3 + self.u * inputs_embeds).sum((1, 2))
+
+    def embedding_layer(self, side="main"):
+        return self.embedding
+
+    def embeddings(self, encoded, *, input_ids=None, examples=None):
+        return self.embedding(input_ids if input_ids is not None else encoded.input_ids)
+
+
+def _toy() -> tuple[Trace, RunContext, CubicRunner]:
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 5, 3, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    special = torch.tensor([[1, 0, 0, 0, 0, 1], [1, 0, 0, 1, 1, 1]]).bool()
+    encoded = Encoded(attention_mask=mask, tokens=[["t"] * 6, ["t"] * 6], special=special, input_ids=ids)
+    runner = CubicRunner()
+    targets = (Target("class", ids=(0,)), Target("class", ids=(0,)))
+    tokenizer = SimpleNamespace(pad_token_id=PAD, mask_token_id=MASK)
+    ctx = RunContext(targets=targets, tokenizer=tokenizer, runner=runner, device=torch.device("cpu"))
+    return Trace(tensors={}, encoded=encoded, meta=TraceMeta("cubic", "encoder", 0, 1)), ctx, runner
+
+
+@pytest.mark.parametrize("method", ["gausslegendre", "riemann_middle"])
+@pytest.mark.parametrize("baseline", ["pad", "mask"])
+def test_completeness_and_closed_form_on_an_analytic_toy(method: str, baseline: str) -> None:
+    trace, ctx, runner = _toy()
+    params = IntegratedGradientsParams(steps=200, method=method, baseline=baseline)
+    result = IntegratedGradientsAnalyzer().run(trace, params, ctx)
+    fill = PAD if baseline == "pad" else MASK
+    for b in range(2):
+        attributed = trace.encoded.attention_mask[b].bool() & ~trace.encoded.special[b]
+        base = torch.where(attributed, torch.full_like(trace.encoded.input_ids[b], fill), trace.encoded.input_ids[b])
+        expected = runner.closed_form(b, trace.encoded.input_ids[b], base).sum(-1).numpy()
+        np.testing.assert_allclose(result["readout"][b], expected, atol=1e-3, rtol=0)
+        gap = float(runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=trace.encoded.input_ids[b:b + 1]).detach()
+                    - runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=base[None]).detach())
+        assert abs(result["readout"][b].sum() - gap) < 1e-4
+        assert abs(result["gap"][b] - gap) < 1e-12
+    assert np.abs(result["delta"]).max() < 1e-4
+    assert result.checks["completeness_delta"].ok
+
+
+def test_zero_baseline_is_the_closed_form_from_the_zero_vector() -> None:
+    trace, ctx, runner = _toy()
+    result = IntegratedGradientsAnalyzer().run(trace, IntegratedGradientsParams(steps=200, baseline="zero"), ctx)
+    x = runner.embedding(trace.encoded.input_ids).detach()
+    attributed = (trace.encoded.attention_mask.bool() & ~trace.encoded.special).double()
+    weight = torch.tensor([1.0, 2.0], dtype=torch.float64)[:, None, None]
+    expected = ((weight * runner.c * x**3 + runner.u * x).sum(-1) * attributed).numpy()
+    np.testing.assert_allclose(result["readout"], expected, atol=1e-3, rtol=0)
+    assert np.abs(result["delta"]).max() < 1e-4
+
+
+def test_few_steps_warn_with_what_to_do() -> None:
+    trace, ctx, _ = _toy()
+    params = IntegratedGradientsParams(steps=2, method="riemann_left", delta_tolerance=1e-6)
+    check = IntegratedGradientsAnalyzer().run(trace, params, ctx).checks["completeness_delta"]
+    assert check.severity == "warning" and not check.ok
+    assert "steps=8" in check.description
+
+
+def _captum_reference(case, trace, steps: int = 50, chunk: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Captum's LayerIntegratedGradients on the model's own embedding layer and a plain forward."""
+    pad = case.tokenizer.pad_token_id if case.tokenizer.pad_token_id is not None else case.tokenizer.eos_token_id
+    ids, mask = trace.encoded.input_ids, trace.encoded.attention_mask
+    method = LayerIntegratedGradients(case.forward, case.model.get_input_embeddings())
+    attr, delta = method.attribute(ids, baselines=baseline_ids(trace, pad), additional_forward_args=(mask, case.targets(trace)),
+                                   n_steps=steps, internal_batch_size=chunk, return_convergence_delta=True)
+    return attr.sum(-1).detach().numpy(), delta.detach().numpy()
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "minilm"])
+def test_equals_captum_called_directly(family: str) -> None:
+    case = CASES[family]()
+    trace = case.trace()
+    result = case.analyze(trace, "integrated_gradients")
+    expected, delta = _captum_reference(case, trace)
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(result["readout"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(result["delta"], delta, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["bert", "minilm"])
+def test_batched_one_by_one_and_chunked_agree(family: str) -> None:
+    case = CASES[family]()
+    trace = case.trace()
+    batched = case.analyze(trace, "integrated_gradients")["readout"]
+    chunked = case.analyze(trace, "integrated_gradients", internal_batch_size=7)["readout"]
+    np.testing.assert_allclose(chunked, batched, atol=1e-5, rtol=0)
+    for b, text in enumerate(case.texts):
+        alone = case.analyze(case.trace([text]), "integrated_gradients")["readout"][0]
+        n = len(alone)
+        np.testing.assert_allclose(batched[b, :n], alone, atol=1e-5, rtol=0)
+        assert not batched[b, n:].any()
+
+
+def test_no_hook_survives_a_run_or_a_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = tiny_bert()
+    trace = case.trace()
+    before = count_hooks(case.model)
+    case.analyze(trace, "integrated_gradients", steps=4)
+    assert count_hooks(case.model) == before
+
+    from interpret.runner import ModelRunner
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the score fails on purpose")
+
+    monkeypatch.setattr(ModelRunner, "_scores", fail)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        case.analyze(trace, "integrated_gradients", steps=4)
+    assert count_hooks(case.model) == before
+
+
+def test_params_refuse_what_cannot_work() -> None:
+    with pytest.raises(ValueError, match="baseline_text"):
+        IntegratedGradientsParams(baseline="text")
+    with pytest.raises(ValueError, match="steps"):
+        IntegratedGradientsParams(steps=1)
