@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -130,6 +130,7 @@ def run_audit(
     model_dir: str | Path | None = None,
     input_file: str | Path | None = None,
     part_examples: int = PART_EXAMPLES,
+    engine: Callable[..., int] | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -146,6 +147,8 @@ def run_audit(
     input_file: the file the examples were read from; its content joins the fingerprint.
     part_examples: store finished batches as one part once they hold this many examples (or after
         PART_SECONDS); the tables do not depend on it.
+    engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
+        `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
     that differs from the audit already in `out_dir`.
     """
@@ -193,7 +196,9 @@ def run_audit(
         n_computed = 0
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            n_computed += _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
+            n_computed += (engine or _compute_missing)(
+                model, tokenizer, store, batches, parts, settings, part_examples, progress
+            )
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
                 break
