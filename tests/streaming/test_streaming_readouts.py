@@ -17,7 +17,8 @@ from interpret.analyze.run import run_context
 from interpret.errors import ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
-from interpret.streaming import StreamedLayer, grad_rollout_readout, rollout_readout
+from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.readout import grad_rollout_readout, rollout_readout
 from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
 from interpret.streaming.pattern import output_error, pattern_rows
 
