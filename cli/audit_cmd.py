@@ -33,6 +33,8 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="Explain each example's prediction, or its gold label (needs a label column).")
 @click.option("-o", "--output", default=None, metavar="DIR",
               help="Output directory (default: reports/<input-stem>-audit/).")
+@click.option("--evidence", is_flag=True,
+              help="Also measure each method's faithfulness (evidence.csv: bootstrap intervals, methods ranked).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @engine_options
@@ -40,7 +42,7 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: str | None, fmt: str, engine: str, address: str | None,
+    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, engine: str, address: str | None,
     num_gpus_per_worker: float | None, workers: int | None, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
@@ -90,7 +92,7 @@ def audit(
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
-            fresh=fresh, target=target, model_dir=directory, input_file=input_file,
+            fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
             engine=None if engine == "local" else ray_engine(
                 model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers),
         )

@@ -35,6 +35,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
               "Audit every example of a dataset; re-running resumes where an interrupted run stopped."),
     "models": ("interpret.cli.models_cmd", "models",
                "List the model types transformers knows: supported or not, by which adapter, with which hook points."),
+    "heads": ("interpret.cli.heads_cmd", "heads",
+              "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."),
 }
 
 

@@ -63,6 +63,8 @@ class _Run:
     destination: str
     max_bytes: int
     quiet: bool
+    evidence: bool = True
+    removal: str | None = None
     streaming: str = "auto"
 
 
@@ -94,13 +96,18 @@ class _Run:
 @click.option("-o", "--output", default=None, metavar="PATH",
               help="Output file, '-' for stdout (default: reports/<first-words>.html or .json).")
 @click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True)
+@click.option("--evidence/--no-evidence", default=True, show_default=True,
+              help="Re-run the model with tokens removed to show how faithful each method is, against random rankings.")
+@click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,
+              help="How the evidence removes a token (default: delete, as ERASER does).")
 @verbosity_options
 def report(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
     sets: tuple[str, ...], target: str | None, contrast: str | None, continuations: tuple[str, ...],
     generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
-    streaming: str, seed: int, output: str | None, fmt: str, quiet: bool, verbose: bool,
+    streaming: str, seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool,
+    verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
     from interpret.cli.common import setup_logging
@@ -109,6 +116,8 @@ def report(
     # ---- the command line alone ----
     inputs = _inputs(texts, input_file)
     _check_pairings(inputs, decoder_texts, continuations, target, contrast, generate)
+    if removal is not None and not evidence:
+        raise usage_error("--removal says how the evidence removes tokens; drop --no-evidence, or drop --removal.")
     names = _analyzer_names(analyzer_names)
     params = preflight.parse_sets(sets, names)
     layer_list = parse_indices(layers, "--layers", "layer")
@@ -159,7 +168,7 @@ def report(
     _log_estimate(estimate, byte_limit, memory_limit)
     _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
               generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
-              streaming))
+              evidence, removal, streaming))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -293,7 +302,8 @@ def _run(run: _Run) -> None:
             contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
             layers=run.layers, heads=run.heads, max_length=run.max_length,
             decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
-            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, streaming=run.streaming, **extra,
+            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
+            streaming=run.streaming, **extra,
         )
         bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.

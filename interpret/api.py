@@ -17,6 +17,7 @@ from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
+from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
 from interpret.streaming.select import check_streaming, streamed_plan
@@ -45,6 +46,9 @@ def explain(
     model_id: str | None = None,
     budget_bytes: int | None = 2 * GIB,
     notes: Sequence[tuple[str, str]] = (),
+    evidence: bool = True,
+    removal: str | None = None,
+    evidence_seeds: int = DEFAULT_SEEDS,
     streaming: str = "auto",
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
@@ -62,6 +66,10 @@ def explain(
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
     notes: (label, text) facts every reader must see, shown at the top of the report.
+    evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs,
+        against `evidence_seeds` random rankings (`interpret.evidence`); the report shows it per method.
+    removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
+        `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
         always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
         (`interpret.streaming.select`), refusing one that needs every pattern and has none.
@@ -75,6 +83,8 @@ def explain(
             f"params given for {unknown[0]!r}, which is not among the analyzers run ({', '.join(analyzers)});"
             f"{suggest(unknown[0], analyzers)} add it with -a/analyzers= or drop its params."
         )
+    if removal is not None and removal not in REMOVALS:
+        raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
     check_streaming(streaming)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     why = "streaming=on"
@@ -100,6 +110,11 @@ def explain(
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results = [analyze(trace, name, params=params.get(name), context=context) for name in analyzers]
+    found, skipped = None, None
+    if evidence:
+        found, skipped = evidence_or_reason(trace, results, context, removal, evidence_seeds)
+        if skipped:
+            notes = (*notes, ("Evidence", skipped))
     head_note = getattr(head, "note", None)
     run = RunInfo(
         model_id=model_id or trace.meta.model_id,
@@ -116,7 +131,7 @@ def explain(
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids)
+    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
 
 
 def describe_request(request: TargetRequest) -> str:

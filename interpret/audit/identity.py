@@ -46,6 +46,7 @@ def fingerprint_parts(
     target: str,
     model_dir: str | Path | None = None,
     input_file: str | Path | None = None,
+    evidence: bool = False,
 ) -> dict[str, str]:
     """Return the audit's identity as component name → short text (JSON-ready; compared one by one)."""
     parts = {
@@ -65,6 +66,7 @@ def fingerprint_parts(
         "head": module_digest(head),
         "seed": str(seed),
         "target": target,
+        "evidence": "measured" if evidence else "not measured",
     }
     return parts
 

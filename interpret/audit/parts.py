@@ -4,9 +4,10 @@
     out_dir/.audit.lock                              the directory's lock (interpret.audit.lock)
     out_dir/parts/part-00003-00010-tokens.parquet    rows of the tokens table of batches 3..10
     out_dir/parts/part-00003-00010-examples.parquet  rows of the examples table of batches 3..10
+    out_dir/parts/part-00003-00010-evidence.parquet  rows of the evidence table (audits that measure evidence)
     out_dir/parts/part-00003-00010.json              the part's record, written last (it marks the part done):
         {"format", "first", "last", "rows": example row ids in batch order,
-         "files": {"tokens"|"examples": {"name", "bytes", "sha256"}}, "stats": one HeadSums dict per batch}
+         "files": {"tokens"|"examples"[|"evidence"]: {"name", "bytes", "sha256"}}, "stats": one HeadSums dict per batch}
 
 Every file is written atomically, so a killed audit leaves whole files or none. A part counts as done only
 when its record is well formed, names exactly the example rows that its batches hold now, does not overlap
@@ -38,7 +39,8 @@ log = logging.getLogger("interpret")
 
 OUTPUTS = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
 TABLES = ("tokens", "examples")
-_PART = re.compile(r"^part-(\d{5,})-(\d{5,})(-tokens\.parquet|-examples\.parquet|\.json)$")
+EVIDENCE_TABLE = "evidence"  # a part's third table when the audit measures evidence
+_PART = re.compile(r"^part-(\d{5,})-(\d{5,})(-tokens\.parquet|-examples\.parquet|-evidence\.parquet|\.json)$")
 _TEMPORARY = re.compile(r"^\.part-.*\.tmp$")
 
 
@@ -69,8 +71,10 @@ def fingerprint(parts: Mapping[str, str]) -> str:
 class AuditDir:
     """The audit's output directory: opens (or refuses) a manifest, stores, checks and reads parts."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, *, evidence: bool = False) -> None:
+        """evidence: every part also holds the evidence table (and fails its check without it)."""
         self.root = Path(out_dir)
+        self.tables = (*TABLES, EVIDENCE_TABLE) if evidence else TABLES
         self.parts = self.root / "parts"
         self.manifest = self.root / "manifest.json"
 
@@ -123,9 +127,9 @@ class AuditDir:
     def write_part(
         self, first: int, last: int, rows: Sequence[int], tables: Mapping[str, pd.DataFrame], stats: Sequence[HeadSums]
     ) -> None:
-        """Store batches first..last: both tables, then the record (with their sizes and sha256), which marks it done."""
+        """Store batches first..last: each of its tables, then the record (with their sizes and sha256), which marks it done."""
         files = {}
-        for table in TABLES:
+        for table in self.tables:
             buffer = io.BytesIO()
             tables[table].to_parquet(buffer, index=False)
             data = buffer.getvalue()
@@ -138,11 +142,11 @@ class AuditDir:
         }
         write_atomically(self.parts / self._name(first, last, ".json"), json.dumps(record) + "\n")
 
-    def read(self, part: Part) -> tuple[pd.DataFrame, pd.DataFrame, list[HeadSums]]:
-        """Return a checked part's tokens rows, examples rows and per-batch statistics; PartCheckError if its
+    def read(self, part: Part) -> tuple[dict[str, pd.DataFrame], list[HeadSums]]:
+        """Return a checked part's tables (table name → rows) and per-batch statistics; PartCheckError if its
         bytes no longer match the record, or its tables hold other rows than recorded."""
         frames = {}
-        for table in TABLES:
+        for table in self.tables:
             entry = part.record["files"][table]
             try:
                 data = (self.parts / entry["name"]).read_bytes()
@@ -153,17 +157,18 @@ class AuditDir:
             frames[table] = pd.read_parquet(io.BytesIO(data))
         if sorted(frames["examples"]["row"].tolist()) != sorted(part.rows):
             raise PartCheckError("its examples table holds other rows than its record names")
-        if not set(frames["tokens"]["row"].tolist()) <= set(part.rows):
-            raise PartCheckError("its tokens table holds rows its record does not name")
+        for table in self.tables:
+            if table != "examples" and not set(frames[table]["row"].tolist()) <= set(part.rows):
+                raise PartCheckError(f"its {table} table holds rows its record does not name")
         try:
             stats = [HeadSums.from_dict(item) for item in part.record["stats"]]
         except (KeyError, TypeError, ValueError, AttributeError):
             raise PartCheckError("its record's statistics are malformed") from None
-        return frames["tokens"], frames["examples"], stats
+        return frames, stats
 
     def discard(self, part: Part) -> None:
         """Delete a part's files (its record first, so a part is never half there and counted done)."""
-        for suffix in (".json", *_SUFFIXES[:2]):
+        for suffix in (".json", *_SUFFIXES[:-1]):
             (self.parts / self._name(part.first, part.last, suffix)).unlink(missing_ok=True)
 
     def clear(self) -> None:
@@ -196,7 +201,7 @@ class AuditDir:
         files = record.get("files")
         if not isinstance(files, dict):
             raise PartCheckError("its record lists no files")
-        for table in TABLES:
+        for table in self.tables:
             entry = files.get(table)
             if not isinstance(entry, dict) or entry.get("name") != self._name(first, last, f"-{table}.parquet"):
                 raise PartCheckError(f"its record lists no {table} file")
@@ -241,4 +246,4 @@ class AuditDir:
         return data if isinstance(data, dict) else {}
 
 
-_SUFFIXES = ("-tokens.parquet", "-examples.parquet", ".json")
+_SUFFIXES = ("-tokens.parquet", "-examples.parquet", "-evidence.parquet", ".json")

@@ -32,7 +32,7 @@ from interpret.analyze.params import as_dict, build
 from interpret.atomic import atomic_path
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.lock import AuditLock
-from interpret.audit.parts import AuditDir, Part, PartCheckError
+from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_sums, head_table, merge
 from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes, example_table, token_table
@@ -41,6 +41,8 @@ from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
 from interpret.analyze.run import run_context
+from interpret.evidence import evaluate_evidence
+from interpret.evidence.aggregate import evidence_rows, write_evidence_tables
 from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
 from interpret.inputs import model_limit
@@ -65,6 +67,7 @@ class BatchSettings:
     head: nn.Module | None
     seed: int
     explain_gold: bool
+    evidence: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class BatchOutput:
     tokens: pd.DataFrame
     examples: pd.DataFrame
     stats: HeadSums
+    evidence: pd.DataFrame | None = None  # one row per example × method when the audit measures evidence
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ def run_audit(
     model_dir: str | Path | None = None,
     input_file: str | Path | None = None,
     part_examples: int = PART_EXAMPLES,
+    evidence: bool = False,
     engine: Callable[..., int] | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
@@ -147,6 +152,8 @@ def run_audit(
     input_file: the file the examples were read from; its content joins the fingerprint.
     part_examples: store finished batches as one part once they hold this many examples (or after
         PART_SECONDS); the tables do not depend on it.
+    evidence: also measure each readout's faithfulness (interpret.evidence), stored in every part, and write
+        evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
     engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
         `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
@@ -183,14 +190,15 @@ def run_audit(
     components = fingerprint_parts(
         examples=examples, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
-        model_dir=model_dir, input_file=input_file,
+        model_dir=model_dir, input_file=input_file, evidence=evidence,
     )
     settings = BatchSettings(
         analyzers=tuple(names), params=effective,
         hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])),
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
+        evidence=evidence,
     )
-    store = AuditDir(Path(out_dir))
+    store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
         n_computed = 0
@@ -207,7 +215,7 @@ def run_audit(
         else:
             raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
         facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
-        accuracy = _finish(store, tables, names, facts)
+        accuracy = _finish(store, tables, names, facts, seed)
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -280,12 +288,15 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     results: list[AnalyzerResult] = [
         analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
     ]
+    rows = [example.row for example in batch]
+    found = evidence_rows(evaluate_evidence(trace, results, context), rows) if settings.evidence else None
     return BatchOutput(
         index=index,
         rows=tuple(example.row for example in batch),
         tokens=token_table(batch, trace.encoded, results),
         examples=example_table(batch, trace.encoded, decided, results),
         stats=head_sums(results),
+        evidence=found,
     )
 
 
@@ -298,38 +309,46 @@ def write_part(store: AuditDir, outputs: Sequence[BatchOutput]) -> None:
         "tokens": pd.concat([output.tokens for output in outputs], ignore_index=True),
         "examples": pd.concat([output.examples for output in outputs], ignore_index=True),
     }
+    if store.tables[-1] == EVIDENCE_TABLE:
+        tables[EVIDENCE_TABLE] = pd.concat([output.evidence for output in outputs], ignore_index=True)
     rows = [row for output in outputs for row in output.rows]
     store.write_part(indices[0], indices[-1], rows, tables, [output.stats for output in outputs])
 
 
-def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]]:
-    """Return every part's tables and per-batch statistics in batch order; PartCheckError (after discarding the
-    part) when one fails its check on reading, or a batch has no part."""
+def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[dict[str, list[pd.DataFrame]], list[HeadSums]]:
+    """Return every part's tables (table name → frames) and per-batch statistics in batch order; PartCheckError
+    (after discarding the part) when one fails its check on reading, or a batch has no part."""
     covered = [index for part in parts for index in part.batches]
     if covered != list(range(n_batches)):
         missing = sorted(set(range(n_batches)) - set(covered))
         raise PartCheckError(f"batch {missing[0] if missing else '?'} has no part")
-    tokens, examples, stats = [], [], []
+    frames: dict[str, list[pd.DataFrame]] = {table: [] for table in store.tables}
+    stats: list[HeadSums] = []
     for part in parts:
         try:
-            part_tokens, part_examples, part_stats = store.read(part)
+            part_frames, part_stats = store.read(part)
         except PartCheckError as err:
             store.discard(part)
             raise PartCheckError(f"part {part.first}-{part.last}: {err}") from None
-        tokens.append(part_tokens)
-        examples.append(part_examples)
+        for table, frame in part_frames.items():
+            frames[table].append(frame)
         stats.extend(part_stats)
-    return tokens, examples, stats
+    return frames, stats
 
 
 def _finish(
     store: AuditDir,
-    tables: tuple[list[pd.DataFrame], list[pd.DataFrame], list[HeadSums]],
+    tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
     analyzers: Sequence[str],
     facts: Mapping[str, str],
+    seed: int,
 ) -> float | None:
-    """Write the final tables, heads.csv and summary.html from the parts' contents; return the accuracy."""
-    token_parts, example_parts, stats = tables
+    """Write the final tables, heads.csv, the evidence tables (when measured) and summary.html from the parts'
+    contents; return the accuracy."""
+    frames, stats = tables
+    token_parts, example_parts = frames["tokens"], frames["examples"]
+    if EVIDENCE_TABLE in frames:
+        write_evidence_tables(pd.concat(frames[EVIDENCE_TABLE], ignore_index=True), store.root, seed=seed)
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
     examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
     heads = head_table(merge(stats))

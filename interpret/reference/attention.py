@@ -99,13 +99,13 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
-        d_model, n_heads, d_head = config.d_model, config.n_heads, config.d_head
+        d_model, n_heads, d_head, d_attn = config.d_model, config.n_heads, config.d_head, config.d_attn
         if config.packed_qkv:
-            self.in_proj = nn.Linear(d_model, 3 * d_model, bias=config.bias)
+            self.in_proj = nn.Linear(d_model, 3 * d_attn, bias=config.bias)
         else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=config.bias)
-            self.k_proj = nn.Linear(d_model, d_model, bias=config.bias)
-            self.v_proj = nn.Linear(d_model, d_model, bias=config.bias)
+            self.q_proj = nn.Linear(d_model, d_attn, bias=config.bias)
+            self.k_proj = nn.Linear(d_model, d_attn, bias=config.bias)
+            self.v_proj = nn.Linear(d_model, d_attn, bias=config.bias)
         self.hook_q = HookPoint("batch pos head d_head")
         self.hook_k = HookPoint("batch pos head d_head")
         self.hook_v = HookPoint("batch pos head d_head")
@@ -118,10 +118,10 @@ class MultiHeadAttention(nn.Module):
         self.hook_pattern = HookPoint("batch head query key")
         self.dropout = nn.Dropout(config.dropout)
         self.hook_z = HookPoint("batch pos head d_head")
-        self.out_proj = nn.Linear(d_model, d_model, bias=config.bias)
+        self.out_proj = nn.Linear(d_attn, d_model, bias=config.bias)
 
     def projections(self) -> list[tuple[Tensor, Tensor | None]]:
-        """Return [(weight [d_model, d_model], bias [d_model] or None)] for q, k and v."""
+        """Return [(weight [n_heads * d_head, d_model], bias [n_heads * d_head] or None)] for q, k and v."""
         if self.config.packed_qkv:
             weights = self.in_proj.weight.chunk(3, dim=0)
             bias = self.in_proj.bias

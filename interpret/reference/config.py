@@ -19,8 +19,8 @@ POOLINGS = ("first", "mean")
 class TransformerConfig:
     """Sizes and choices of a reference Transformer (all models are batch-first).
 
-    d_model: width of the residual stream; must be divisible by n_heads.
-    n_heads: attention heads per layer; d_head = d_model // n_heads.
+    d_model: width of the residual stream; must be divisible by n_heads unless head_dim is given.
+    n_heads: attention heads per layer; d_head = d_model // n_heads, or head_dim.
     n_layers: blocks of the encoder stack (or of the only stack).
     n_decoder_layers: blocks of the decoder stack; None means the same as n_layers.
     d_mlp: hidden width of each MLP; None means 4 * d_model.
@@ -44,6 +44,8 @@ class TransformerConfig:
         encoder stacks always attend in both directions.
     n_classes: outputs of EncoderClassifier.
     pooling: how EncoderClassifier pools the sequence: "first" token or "mean" over real positions.
+    head_dim: the width of one head when it is not d_model // n_heads (a model whose heads were pruned:
+        q, k, v project to n_heads * head_dim and the output projection maps that back to d_model).
     """
 
     d_model: int = 32
@@ -66,6 +68,7 @@ class TransformerConfig:
     causal: bool = True
     n_classes: int = 2
     pooling: str = "first"
+    head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "n_layers", "max_positions", "n_classes"):
@@ -73,7 +76,9 @@ class TransformerConfig:
         for name in ("n_decoder_layers", "d_mlp", "vocab_size"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
-        if self.d_model % self.n_heads:
+        if self.head_dim is not None:
+            _check_positive("head_dim", self.head_dim)
+        elif self.d_model % self.n_heads:
             divisors = [n for n in range(1, self.d_model + 1) if self.d_model % n == 0]
             shown = ", ".join(map(str, divisors[:5])) + (", ..." if len(divisors) > 5 else "")
             raise ConfigError(
@@ -99,8 +104,13 @@ class TransformerConfig:
 
     @property
     def d_head(self) -> int:
-        """Width of one head: d_model // n_heads."""
-        return self.d_model // self.n_heads
+        """Width of one head: head_dim, else d_model // n_heads."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def d_attn(self) -> int:
+        """Width of the joined heads: n_heads * d_head (d_model unless head_dim is given)."""
+        return self.n_heads * self.d_head
 
     @property
     def n_decoder_blocks(self) -> int:

@@ -14,6 +14,7 @@ from interpret.report.model import ExampleTokens, RunInfo, Section, section_keys
 from interpret.report.report import Report
 from interpret.text import display_tokens
 from interpret.trace import Trace
+from interpret.evidence.evidence import Evidence
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4
@@ -42,6 +43,7 @@ def build_report(
     heads: Sequence[int] | None = None,
     top_k: int = 5,
     ids: Sequence[str | None] | None = None,
+    evidence: Evidence | None = None,
 ) -> Report:
     """Return the Report of `results` on `trace`: one section per result, then the attention section.
 
@@ -49,6 +51,7 @@ def build_report(
     every captured one). They cut the attention patterns and any analyzer array with a `layer` or `head`
     axis; export() still writes the analyzers' arrays whole.
     ids: each example's id from the input file (shown beside it), when it had one.
+    evidence: the faithfulness evidence of the results' readouts (`interpret.evidence.evaluate_evidence`).
     """
     for result in results:
         _check_batch(result, trace.encoded.batch)
@@ -80,6 +83,7 @@ def build_report(
         layers=tuple(layer_sel),
         heads=tuple(head_sel),
         top_k=top_k,
+        evidence=evidence,
     )
 
 

@@ -86,6 +86,8 @@ def export_report(report: ReportData, directory: Path, *, figures: bool = True) 
         "heads": list(report.heads),
         "sections": manifest_sections,
         "tables": ["tokens", "checks", "scalars"],
+        # every faithfulness metric (interpret.evidence), None when the run computed none
+        "evidence": None if report.evidence is None else report.evidence.to_dict(),
     }
     if figures:
         from interpret.report.figures import write_figures

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from interpret.analyze.result import AnalyzerResult
 from interpret.decision import Decision
 from interpret.trace import Trace
+from interpret.evidence.evidence import Evidence
 
 DEFAULT_MAX_BYTES = 20_000_000
 
@@ -178,6 +179,7 @@ class ReportData:
     layers: tuple[int, ...] = ()
     heads: tuple[int | str, ...] = ()
     top_k: int = 5
+    evidence: Evidence | None = None  # faithfulness of each readout on these inputs (interpret.evidence)
 
     @property
     def results(self) -> tuple[AnalyzerResult, ...]:
@@ -211,6 +213,7 @@ class ReportData:
                 }
                 for section in self.sections
             ],
+            "evidence": None if self.evidence is None else self.evidence.to_dict(),
         }
 
 

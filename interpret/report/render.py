@@ -21,6 +21,7 @@ from interpret.atomic import atomic_path
 from interpret.decision import Decision
 from interpret.errors import ReportError
 import interpret.report.assets as assets
+from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
 from interpret.report.summary import check_rows, failed_checks, top_tokens
 from interpret.report.views import page_data
@@ -127,6 +128,7 @@ def render_page(report: ReportData) -> str:
         "checks": check_rows(report),
         "failed": failed_checks(report),
         "version": package_version(),
+        "evidence": None if report.evidence is None else evidence_view(report.evidence),
     }
     return _environment().get_template(TEMPLATE).render(**context)
 

@@ -1,0 +1,250 @@
+"""`interpret heads`: head importance (Michel et al. 2019) over a dataset, both pruning curves, an HTML report,
+and optionally the pruned model written with save_pretrained.
+
+Every check the command line and the input file allow runs before the model loads: the input (empty, unreadable,
+labels partly missing, labels the model does not know), -o, --prune-to (an existing non-empty directory is
+refused unless --force), the model's kind and its decision, every example's length.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from interpret.cli import preflight, prerun
+from interpret.cli.budget import Source, check_lengths, token_limit
+from interpret.cli.options import model_options, verbosity_options
+from interpret.cli.output import say, usage_error
+from interpret.cli.preflight import ModelPlan
+from interpret.estimate import count_tokens, tokenizer_limit
+
+SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."
+
+
+@click.command(short_help=SHORT_HELP)
+@model_options
+@click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="A .jsonl or .csv file with a text column and optional labels.")
+@click.option("--label-column", default="label", show_default=True, metavar="NAME",
+              help="The column holding each example's label; without one the run is label-free (the loss and the"
+                   " metric are against the unpruned model's own predictions).")
+@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=32, show_default=True)
+@click.option("--fraction", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.1, show_default=True,
+              help="Share of the remaining heads pruned per step.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True,
+              help="Stop when the metric falls below this share of the unpruned model's.")
+@click.option("--prune-to", default=None, metavar="DIR",
+              help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
+@click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="The HTML report (default: reports/<input-stem>-heads.html).")
+@verbosity_options
+def heads(
+    model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool, input_file: Path,
+    label_column: str, batch_size: int, fraction: float, threshold: float, prune_to: str | None, force: bool,
+    output: str | None, quiet: bool, verbose: bool,
+) -> None:
+    """Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."""
+    from interpret.cli.common import setup_logging
+
+    setup_logging(quiet, verbose)
+    examples = preflight.check_input_file(input_file)
+    raw_labels = _labels(input_file, examples, label_column)
+    report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
+    preflight.check_output_file(report_path)
+    if prune_to is not None:
+        _check_prune_to(prune_to, force)
+    plan = preflight.plan_model(model, allow_pickle)
+    default_head = _check_model(plan)
+    labels = _label_indices(plan, raw_labels, input_file.name, default_head) if raw_labels is not None else None
+    texts = [example.text for example in examples]
+    source = Source(input_file.name, tuple(example.row for example in examples))
+    directory = plan.checkpoint.directory
+    limit = token_limit(plan.facts, tokenizer_limit(directory))
+    counts = count_tokens(directory, texts)
+    if counts is not None:
+        check_lengths(counts, limit, max_length, source)
+    prerun.check_device(device)
+    prerun.check_adapter(plan)
+    tokenizer = prerun.load_tokenizer(plan)
+    check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source)
+
+    loaded = _load(model, device, dtype, allow_pickle, default_head)
+    study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
+    pruned_text = None
+    if prune_to is not None:
+        pruned_text = _prune(loaded, study.least.last_passing, prune_to, force)
+    from interpret.heads.report import render_heads, write_heads
+
+    name = plan.display_name
+    written = write_heads(report_path, render_heads(study, model=name, input_name=input_file.name, pruned=pruned_text))
+    for line in summary_lines(study, input_file.name, written, pruned_text):
+        say(line)
+
+
+def _labels(path: Path, examples: list, column: str) -> list[str] | None:
+    """Return each example's label text from `column`, None when no example has one; usage error when only some do."""
+    if column == "label":
+        values = [example.label for example in examples]
+    else:
+        values = _column(path, column, len(examples))
+    present = [value for value in values if value is not None]
+    if not present:
+        return None
+    missing = next((i for i, value in enumerate(values) if value is None), None)
+    if missing is not None:
+        raise usage_error(f"--input: {path.name} example {missing} has no {column!r}; label every example or none"
+                          " (label-free).")
+    return [str(value) for value in values]
+
+
+def _column(path: Path, column: str, count: int) -> list[str | None]:
+    """Return the text of `column` per example (rows with a non-empty text, in file order)."""
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".jsonl":
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()]
+    else:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    values = []
+    for row in rows:
+        value = row.get(column)
+        values.append(None if value is None or (isinstance(value, str) and not value.strip()) else str(value))
+    if len(values) != count:
+        raise usage_error(f"--label-column: {path.name} has {len(values)} rows but {count} examples; remove blank rows.")
+    return values
+
+
+def _check_prune_to(prune_to: str, force: bool) -> None:
+    path = Path(prune_to).expanduser()
+    if path.exists() and not path.is_dir():
+        raise usage_error(f"--prune-to {prune_to!r} is a file; give a directory for the pruned model.")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise usage_error(f"--prune-to {prune_to!r} exists and is not empty; give a new directory or add --force to replace it.")
+    preflight.check_output_dir(prune_to, "--prune-to")
+
+
+def _check_model(plan: ModelPlan) -> bool:
+    """Return whether the run uses the default model's sentiment head; usage error for a model without a decision."""
+    facts = plan.facts
+    if facts.kind not in ("encoder", "decoder"):
+        raise usage_error(f"{plan.described()}; `interpret heads` reads one text per example: give an encoder or decoder.")
+    if plan.default:
+        return True
+    if facts.decision in ("class", "token"):
+        return False
+    if _is_default_directory(plan):
+        return True
+    raise usage_error(f"{plan.described()} without a task head, so there is no loss to differentiate; give a"
+                      " classifier or a language model.")
+
+
+def _is_default_directory(plan: ModelPlan) -> bool:
+    try:
+        return plan.checkpoint.directory.resolve() == preflight._default_model_directory().resolve()
+    except Exception:  # noqa: BLE001 - the default model's package may be missing: then it is not the default
+        return False
+
+
+def _label_indices(plan: ModelPlan, values: list[str], file_name: str, default_head: bool) -> list[int]:
+    from interpret.decision import resolve_class
+    from interpret.errors import InterpretError
+
+    if plan.facts.decision == "token" and not default_head:
+        raise usage_error(f"--input: {file_name} has labels but {plan.described()} (a language model); drop the"
+                          " labels: its loss is the next-token loss.")
+    known = plan.labels() if not default_head else _default_labels()
+    indices, unknown = [], []
+    for value in values:
+        try:
+            indices.append(resolve_class(value, known))
+        except InterpretError:
+            if value not in unknown:
+                unknown.append(value)
+    if unknown:
+        shown = ", ".join(repr(value) for value in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        raise usage_error(f"--input: {file_name} has labels the model does not know: {shown}; its labels are"
+                          f" {', '.join(repr(label) for label in known)}.")
+    return indices
+
+
+def _default_labels() -> tuple[str, ...]:
+    from interpret.default_model import LABELS
+
+    return tuple(LABELS)
+
+
+def _load(model: str | None, device: str, dtype: str | None, allow_pickle: bool, default_head: bool) -> Any:
+    from interpret.cli.common import load_model
+
+    if default_head and model is not None:
+        loaded = load_model(None, device, dtype, allow_pickle)  # the same files, with the default head
+        return loaded
+    return load_model(model, device, dtype, allow_pickle)
+
+
+def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: int, max_length: int | None,
+           fraction: float, threshold: float, quiet: bool) -> Any:
+    from contextlib import ExitStack
+
+    from interpret.cli.common import progress
+    from interpret.heads.run import study_heads
+
+    with ExitStack() as stack:
+        def stage(description: str, total: int):
+            bar = stack.enter_context(progress(total or 0, description, quiet))
+            return bar.update
+
+        return study_heads(loaded.model, loaded.tokenizer, texts, labels, head=loaded.head, batch_size=batch_size,
+                           max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
+
+
+def _prune(loaded: Any, mask: Any, prune_to: str, force: bool) -> str:
+    """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was done."""
+    from interpret.heads.surgery import prune_heads
+
+    if loaded.head is not None and not hasattr(loaded.model, "save_pretrained"):
+        raise usage_error("--prune-to: this model cannot be saved with save_pretrained.")
+    pruned = prune_heads(loaded.model, mask)
+    target = Path(prune_to).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        pruned.model.save_pretrained(staging)
+        if loaded.tokenizer is not None and hasattr(loaded.tokenizer, "save_pretrained"):
+            loaded.tokenizer.save_pretrained(staging)
+        if target.exists() and force:
+            shutil.rmtree(target)
+        os.rename(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    off = int((mask == 0).sum())
+    return (f"{prune_to}: {off} of {mask.numel()} heads pruned; parameters {pruned.parameters_before:,} →"
+            f" {pruned.parameters_after:,}; {pruned.note}")
+
+
+def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None) -> list[str]:
+    """Return the summary printed on stdout."""
+    from interpret.heads.importance import ranked
+
+    top = ", ".join(f"L{layer}H{head}" for layer, head, _ in ranked(study.scores)[:5])
+    rows = [
+        ("mode", study.mode),
+        ("examples", f"{study.examples} ({study.tokens} tokens)"),
+        (f"unpruned {study.metric}", f"{study.least.original:.4g}"),
+        ("prunable", f"{study.least.pruned_passing} of {study.least.heads} heads, least important first"
+                     f" (most important first: {study.most.pruned_passing})"),
+        ("most important", top),
+        ("report", str(report)),
+    ]
+    if pruned is not None:
+        rows.append(("pruned model", pruned))
+    width = max(len(label) for label, _ in rows)
+    return [f"heads of {input_name}"] + [f"  {label:<{width}}  {value}" for label, value in rows]

@@ -1,0 +1,201 @@
+"""Removing tokens from an example and scoring what is left: the one operation every faithfulness metric uses.
+
+A removal is a boolean mask over an example's positions (True = removed). Three ways to remove a token:
+
+- ``delete``: the token is taken out of the sequence; the tokens after it move up one position (the row is
+  compacted on the tokenizer's padding side and padded with the pad token, attention mask 0). This is the
+  removal of ERASER (DeYoung et al. 2020, §4: "x_i \\ r_i", the input with the rationale tokens deleted).
+- ``mask``: the token is replaced by the tokenizer's mask token ([MASK]), or its pad token when it has none;
+  positions do not move.
+- ``zero``: the token's embedding (the output of the token-embedding layer, before position embeddings) is
+  set to zero; positions do not move.
+
+Default (`default_removal`): ``delete`` for every text model, since ERASER's comprehensiveness and
+sufficiency are defined by deleting tokens and the follow-up literature on Transformer encoders and
+decoders (e.g. Ferrando et al. 2022 and Modarressi et al. 2022 on BERT; ALTI-Logit on GPT-2) deletes as well;
+``zero`` when the inputs are embeddings without token ids.
+
+What may be removed (`candidates`): real, non-special positions; for a language model's token target, the
+positions before its first target position (the decision's own row and a continuation are kept); for a
+class decision that reads one position (a decoder classifier's last token), every position but that one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from interpret.analyze.contract import RunContext
+from interpret.errors import AnalyzerError
+from interpret.inputs import Encoded, pad_token_id
+from interpret.target import Target
+
+Removal = Literal["delete", "mask", "zero"]
+REMOVALS: tuple[str, ...] = ("delete", "mask", "zero")
+ROWS_PER_PASS = 64  # rows of one forward pass; all removals of an example go through ceil(rows / 64) passes
+PASS_BYTES = 1 << 30  # a pass's activations are kept under about this many bytes (long inputs: fewer rows)
+
+
+def rows_per_pass(pos: int, heads: int, limit: int = ROWS_PER_PASS, budget: int = PASS_BYTES) -> int:
+    """Return how many rows of `pos` tokens one forward pass may take: at most `limit`, and few enough that
+    one layer's float32 attention scores and pattern (2 · heads · pos²) plus a generous 16 · 1024 · pos of
+    other activations per row stay under `budget` bytes."""
+    per_row = 4 * pos * (2 * heads * pos + 16 * 1024)
+    return max(1, min(limit, budget // per_row))
+
+
+def default_removal(encoded: Encoded) -> Removal:
+    """Return the removal the literature uses for these inputs: "delete" for token ids, else "zero"."""
+    return "delete" if encoded.input_ids is not None else "zero"
+
+
+def candidates(encoded: Encoded, example: int, target: Target, *, decoder_side: bool = False) -> Int[np.ndarray, " n"]:
+    """Return the positions of `example` that may be removed [n], in order (see the module docstring).
+
+    decoder_side: the decision reads an encoder-decoder's decoder, so its positions say nothing about the
+    (encoder) input's positions, of which every real, non-special one may be removed.
+    """
+    real = encoded.attention_mask[example].bool() & ~encoded.special[example].bool()
+    keep = real.cpu().numpy().copy()
+    if decoder_side:
+        return np.flatnonzero(keep)
+    if target.kind == "token" and target.positions:
+        keep[min(target.positions):] = False
+    if target.kind == "class" and len(target.pooling) == 1:
+        keep[target.pooling[0][0]] = False
+    return np.flatnonzero(keep)
+
+
+@dataclass
+class RemovalScorer:
+    """Scores each example with sets of its tokens removed: the decision's probability m(x \\ r).
+
+    m is the probability of the explained target (softmax over classes or the vocabulary; a continuation's
+    steps multiply), never a contrast: ERASER's m(x)_j.
+    """
+
+    ctx: RunContext
+    encoded: Encoded
+    removal: str  # a Removal; checked here, since callers pass user input
+    rows_per_pass: int = ROWS_PER_PASS
+
+    def __post_init__(self) -> None:
+        if self.removal not in REMOVALS:
+            raise AnalyzerError(f"removal {self.removal!r} is not one of {', '.join(REMOVALS)}.")
+        if self.ctx.runner is None:
+            raise AnalyzerError("evidence re-runs the model with tokens removed; pass model= (and tokenizer=).")
+        if self.encoded.input_ids is None and self.removal != "zero":
+            raise AnalyzerError(f"removal {self.removal!r} needs token ids; these inputs are embeddings: use zero.")
+        if self.encoded.pixel_values is not None or self.encoded.input_features is not None:
+            raise AnalyzerError("evidence removes tokens of text inputs; this model reads pixels or audio.")
+        self.rows_per_pass = min(self.rows_per_pass, rows_per_pass(self.encoded.pos, self.ctx.gate_shape[1]))
+
+    def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:
+        """Return m(x \\ r) [rows] for each removal mask [rows, pos] of `example` (True = removed)."""
+        removed = np.asarray(removed, dtype=bool)
+        out = np.empty(len(removed))
+        for start in range(0, len(removed), self.rows_per_pass):
+            chunk = torch.from_numpy(removed[start:start + self.rows_per_pass])
+            out[start:start + len(chunk)] = self._pass(example, chunk)
+        return out
+
+    @torch.no_grad()
+    def _pass(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
+        rows = len(removed)
+        examples = torch.full((rows,), example, dtype=torch.long)
+        if self.removal == "delete":
+            return self._deleted(example, removed)
+        if self.removal == "mask":
+            ids = self.encoded.input_ids[example].expand(rows, -1).clone()
+            ids[removed.to(ids.device)] = _mask_id(self.ctx.tokenizer)
+            scores = self.ctx.score(self.encoded, input_ids=ids, examples=examples, output="logprob", contrast=False)
+        else:
+            embeds = self._embeddings(example, rows)
+            embeds = embeds * (~removed).to(embeds.device, embeds.dtype).unsqueeze(-1)
+            scores = self.ctx.score(self.encoded, inputs_embeds=embeds, examples=examples, output="logprob", contrast=False)
+        return scores.detach().double().exp().cpu().numpy()
+
+    def _embeddings(self, example: int, rows: int) -> Tensor:
+        if self.encoded.inputs_embeds is not None:
+            return self.encoded.inputs_embeds[example].expand(rows, -1, -1).clone()
+        one = torch.tensor([example])
+        return self.ctx.embeddings(self.encoded, examples=one).detach().expand(rows, -1, -1).clone()
+
+    def _deleted(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
+        """Score rows with the removed tokens taken out of the sequence (positions after them move up)."""
+        from interpret.runner import ModelRunner
+
+        runner = self.ctx.runner
+        assert runner is not None
+        encoded, target = self.encoded, self.ctx.targets[example]
+        rows, pos = removed.shape
+        left = _pads_left(encoded, example)
+        base = encoded.rows(torch.tensor([example]))
+        ids = torch.full((rows, pos), pad_token_id(self.ctx.tokenizer), dtype=encoded.input_ids.dtype)
+        mask = torch.zeros((rows, pos), dtype=encoded.attention_mask.dtype)
+        special = torch.ones((rows, pos), dtype=torch.bool)
+        real = encoded.attention_mask[example].bool().cpu()
+        targets: list[Target] = []
+        for row in range(rows):
+            kept = torch.nonzero(real & ~removed[row]).flatten()
+            place = torch.arange(pos - len(kept), pos) if left else torch.arange(len(kept))
+            ids[row, place] = encoded.input_ids[example, kept].cpu()
+            mask[row, place] = 1
+            special[row, place] = encoded.special[example, kept].cpu().bool()
+            moved = {int(old): int(new) for old, new in zip(kept, place)}
+            positions = target.positions if decoder_side(self.ctx, encoded) else tuple(moved[p] for p in target.positions)
+            targets.append(replace(target, positions=positions, pooling=()))
+        batch = replace(
+            base.rows(torch.zeros(rows, dtype=torch.long)),
+            input_ids=ids.to(encoded.input_ids.device),
+            attention_mask=mask.to(encoded.attention_mask.device),
+            special=special.to(encoded.special.device),
+            tokens=[["" for _ in range(pos)] for _ in range(rows)],
+            word_ids=(),
+        )
+        rerun = ModelRunner(runner.capturable, runner.reader, targets, runner.gate_prefix)
+        scores = rerun.score(batch, output="logprob", contrast=False)
+        return scores.detach().double().exp().cpu().numpy()
+
+
+def decoder_side(ctx: RunContext, encoded: Encoded) -> bool:
+    """Return whether the decision reads the decoder of an encoder-decoder (its positions are not the input's)."""
+    return ctx.runner is not None and ctx.runner.reader.side == "decoder" and encoded.decoder is not None
+
+
+def _pads_left(encoded: Encoded, example: int) -> bool:
+    mask = encoded.attention_mask[example]
+    return bool(mask[0] == 0 and mask[-1] != 0)
+
+
+def _mask_id(tokenizer: object) -> int:
+    mask = getattr(tokenizer, "mask_token_id", None)
+    return int(mask) if mask is not None else pad_token_id(tokenizer)
+
+
+def top_count(fraction: float, n: int) -> int:
+    """Return how many of n tokens a bin of `fraction` holds: ceil(fraction · n), at least 1 when n > 0."""
+    if n == 0:
+        return 0
+    return min(n, max(1, math.ceil(fraction * n - 1e-9)))
+
+
+def removal_masks(
+    pos: int, order: Int[np.ndarray, " n"], counts: Sequence[int], *, most_relevant: bool
+) -> Bool[np.ndarray, "steps pos"]:
+    """Return masks [steps, pos] removing, per step, the `count` most (or least) relevant tokens of `order`.
+
+    order: candidate positions sorted most relevant first.
+    """
+    masks = np.zeros((len(counts), pos), dtype=bool)
+    ranked = order if most_relevant else order[::-1]
+    for step, count in enumerate(counts):
+        masks[step, ranked[:count]] = True
+    return masks

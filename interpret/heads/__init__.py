@@ -1,0 +1,1 @@
+"""Head importance, pruning curves and weight surgery (Michel, Levy and Neubig 2019)."""

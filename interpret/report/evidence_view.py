@@ -1,0 +1,121 @@
+"""What the report's evidence section draws, from an `interpret.evidence.Evidence`: rows of metrics ordered by
+faithfulness beside the random baseline, each example's deletion curves as inline SVG polylines, the mean
+agreement matrix, and per example which methods did no better than random (marked in the summary)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from interpret.evidence.evidence import Evidence, MethodEvidence
+
+PLOT_WIDTH, PLOT_HEIGHT, PLOT_PAD = 320, 180, 28
+# colour-blind-safe palette (Okabe & Ito); the random baseline is drawn grey and dashed
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One method's metrics averaged over the report's examples (random: with its spread over seeds)."""
+
+    method: str
+    comprehensiveness: float | None
+    sufficiency: float | None
+    area: float | None
+    gap: float | None
+    better_examples: int | None  # examples on which it beat random (None for the random row)
+    spread: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One polyline of a curve plot: its label, colour, dash and SVG points "x,y x,y ..."."""
+
+    label: str
+    colour: str
+    dashed: bool
+    points: str
+
+
+@dataclass(frozen=True)
+class EvidenceView:
+    """The evidence section's content."""
+
+    removal: str
+    seeds: int
+    bins: str
+    rows: list[MetricRow]
+    random: MetricRow
+    curves: list[dict[str, list[Curve]]]  # per example: {"MoRF": [...], "LeRF": [...]}
+    agreement_methods: list[str]
+    spearman: list[list[float | None]]
+    kendall: list[list[float | None]]
+    weak: list[list[str]]  # per example: the methods no better than random there
+    skipped: list[tuple[str, str]]
+    width: int = PLOT_WIDTH
+    height: int = PLOT_HEIGHT
+    pad: int = PLOT_PAD
+
+
+def evidence_view(evidence: Evidence) -> EvidenceView:
+    """Return the EvidenceView of `evidence`: methods ordered by faithfulness (mean comp − suff)."""
+    ranked = evidence.ranked()
+    batch = len(evidence.full)
+    weak = [[m.method for m in evidence.methods if not evidence.better_than_random(m.method)[b]
+             and np.isfinite(m.gap[b])] for b in range(batch)]
+    colours = {m.method: PALETTE[i % len(PALETTE)] for i, m in enumerate(evidence.methods)}
+    curves = []
+    for b in range(batch):
+        per_kind: dict[str, list[Curve]] = {}
+        for kind, key in (("MoRF (most relevant removed first)", "morf"), ("LeRF (least relevant removed first)", "lerf")):
+            lines = [Curve(m.method, colours[m.method], False, _points(getattr(m, key)[b], evidence.fractions))
+                     for m in ranked]
+            lines.append(Curve("random", "#777777", True, _points(getattr(evidence.random, key)[b], evidence.fractions)))
+            per_kind[kind] = lines
+        curves.append(per_kind)
+    return EvidenceView(
+        removal=evidence.removal,
+        seeds=evidence.seeds,
+        bins=", ".join(f"{round(100 * k)}%" for k in evidence.bins),
+        rows=[_row(m, int(np.sum(evidence.better_than_random(m.method)))) for m in ranked],
+        random=_row(evidence.random, None),
+        curves=curves,
+        agreement_methods=[m.method for m in evidence.methods],
+        spearman=_mean_matrix(evidence.spearman),
+        kendall=_mean_matrix(evidence.kendall),
+        weak=weak,
+        skipped=list(evidence.skipped),
+    )
+
+
+def _row(method: MethodEvidence, better: int | None) -> MetricRow:
+    spread = {key: _mean(value) for key, value in method.spread.items()}
+    return MetricRow(
+        method.method, _mean(method.comprehensiveness), _mean(method.sufficiency), _mean(method.area),
+        _mean(method.gap), better, spread,
+    )
+
+
+def _mean(values: np.ndarray) -> float | None:
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(finite.mean()) if finite.size else None
+
+
+def _mean_matrix(values: np.ndarray) -> list[list[float | None]]:
+    count = values.shape[-1]
+    return [[_mean(values[:, i, j]) for j in range(count)] for i in range(count)]
+
+
+def _points(curve: np.ndarray, fractions: tuple[float, ...]) -> str:
+    """Return SVG points of `curve` (probabilities in [0, 1]) over `fractions` in the plot's frame."""
+    inner_w, inner_h = PLOT_WIDTH - 2 * PLOT_PAD, PLOT_HEIGHT - 2 * PLOT_PAD
+    points = []
+    for fraction, value in zip(fractions, curve):
+        if not np.isfinite(value):
+            continue
+        x = PLOT_PAD + fraction * inner_w
+        y = PLOT_PAD + (1.0 - float(np.clip(value, 0.0, 1.0))) * inner_h
+        points.append(f"{x:.1f},{y:.1f}")
+    return " ".join(points)

