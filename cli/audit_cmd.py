@@ -17,6 +17,7 @@ from interpret.cli.budget import Source, check_lengths, token_limit
 from interpret.cli.options import analyzer_options, model_options, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
+from interpret.cli.ray_options import check_engine, engine_options, ray_engine
 from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokenizer_limit
 
 
@@ -36,16 +37,19 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="Also measure each method's faithfulness (evidence.csv: bootstrap intervals, methods ranked).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
+@engine_options
 @verbosity_options
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, quiet: bool, verbose: bool,
+    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, engine: str, address: str | None,
+    num_gpus_per_worker: float | None, workers: int | None, quiet: bool, verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
     from interpret.cli.common import json_text, load_model, setup_logging
 
     setup_logging(quiet, verbose)
+    check_engine(engine, address, num_gpus_per_worker, workers)
     examples = preflight.check_input_file(input_file)
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     params = preflight.parse_sets(sets, names)
@@ -89,6 +93,8 @@ def audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
+            engine=None if engine == "local" else ray_engine(
+                model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers),
         )
     if fmt == "json":
         say(json_text({

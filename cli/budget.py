@@ -88,7 +88,8 @@ def check_budget(
         raise usage_error(
             f"the run would capture {human_bytes(estimate.capture_bytes)} of attention per example ({facts.n_layers}"
             f" layers × {facts.n_heads} heads × {estimate.tokens}² tokens, float32), over the"
-            f" {human_bytes(CAPTURE_BUDGET)} capture budget; truncate the input with --max-length {fit}."
+            f" {human_bytes(CAPTURE_BUDGET)} capture budget; truncate the input with --max-length {fit}, or run"
+            " the streaming analyzers (--streaming auto)."
         )
     if estimate.output_bytes > max_bytes:
         raise usage_error(_size_refusal(estimate, fmt, max_bytes))

@@ -20,6 +20,7 @@ from interpret.cli.options import (
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
+from interpret.streaming.estimate import hidden_size, streamed_estimate
 from interpret.estimate import (
     CAPTURE_BUDGET, DEFAULT_MAX_BYTES, ReportEstimate, count_tokens, estimate_report, human_bytes, physical_memory,
     tokenizer_limit,
@@ -64,6 +65,7 @@ class _Run:
     quiet: bool
     evidence: bool = True
     removal: str | None = None
+    streaming: str = "auto"
 
 
 @click.command()
@@ -88,6 +90,8 @@ class _Run:
               help="Largest report to write, e.g. 50MB (default 20MB); larger reports are refused before the model runs.")
 @click.option("--max-memory", default=None, metavar="SIZE",
               help="Largest estimated peak memory, e.g. 8GB (default: 80% of this machine's memory).")
+@click.option("--streaming", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Streamed analyzers, no attention captured: auto when the capture would be over budget.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
 @click.option("-o", "--output", default=None, metavar="PATH",
               help="Output file, '-' for stdout (default: reports/<first-words>.html or .json).")
@@ -102,7 +106,8 @@ def report(
     texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
     sets: tuple[str, ...], target: str | None, contrast: str | None, continuations: tuple[str, ...],
     generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
-    seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool, verbose: bool,
+    streaming: str, seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool,
+    verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
     from interpret.cli.common import setup_logging
@@ -141,6 +146,9 @@ def report(
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
             weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
         )
+        if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
+            d_model = hidden_size(directory, facts.n_heads)
+            estimate = streamed_estimate(estimate, d_model, facts.n_layers, len(names), fmt)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
 
@@ -155,10 +163,12 @@ def report(
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
     estimate = estimate_for(exact, exact_follow)
+    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: every analyzer needs a streaming version
+        _check_streamed(names, params, streaming)
     _log_estimate(estimate, byte_limit, memory_limit)
     _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
               generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
-              evidence, removal))
+              evidence, removal, streaming))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -245,6 +255,18 @@ def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
     return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
 
 
+def _check_streamed(names: list[str], params: dict, streaming: str) -> None:
+    """Refuse (usage error, one line) a streamed run with an analyzer that has no streaming version."""
+    from interpret.errors import AnalyzerError
+    from interpret.streaming.select import streamed_plan
+
+    why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
+    try:
+        streamed_plan(names, params, why)
+    except AnalyzerError as err:
+        raise usage_error(f"-a {err}") from None
+
+
 def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:
     from interpret.cli.common import log
 
@@ -280,7 +302,8 @@ def _run(run: _Run) -> None:
             contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
             layers=run.layers, heads=run.heads, max_length=run.max_length,
             decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
-            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal, **extra,
+            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
+            streaming=run.streaming, **extra,
         )
         bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -107,6 +107,7 @@ def run_audit(
     input_file: str | Path | None = None,
     part_examples: int = PART_EXAMPLES,
     evidence: bool = False,
+    engine: Callable[..., int] | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -125,6 +126,8 @@ def run_audit(
         PART_SECONDS); the tables do not depend on it.
     evidence: also measure each readout's faithfulness (interpret.evidence), stored in every part, and write
         evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
+    engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
+        `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
     that differs from the audit already in `out_dir`.
     """
@@ -173,7 +176,9 @@ def run_audit(
         computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            computed |= _compute_missing(model, tokenizer, store, batches, parts, settings, part_examples, progress)
+            computed |= (engine or _compute_missing)(
+                model, tokenizer, store, batches, parts, settings, part_examples, progress
+            )
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
                 break

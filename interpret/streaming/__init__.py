@@ -4,18 +4,7 @@ decision's readout rows in O(n·d) memory per layer, never holding a [layer, hea
 `pattern` rebuilds blocks of query rows of a layer's pattern from its queries and keys; `readout` carries the
 readout row backwards through the layers; `capture` gathers the per-layer tensors from a trace or, with
 gradients, from one autograd pass of the model. The analyzers `streaming_rollout`,
-`streaming_attention_gradient` and `streaming_grad_rollout` (plugins/) wrap them.
+`streaming_attention_gradient` and `streaming_grad_rollout` (plugins/) wrap them; `select` chooses them for a
+run and `estimate` sizes a streamed run before torch is imported (so this package imports nothing itself:
+import the submodules).
 """
-
-from interpret.streaming.pattern import DEFAULT_BLOCK_BYTES, StreamedLayer, block_rows, pattern_rows
-from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout, rollout_readout
-
-__all__ = [
-    "DEFAULT_BLOCK_BYTES",
-    "StreamedLayer",
-    "attention_gradient_readout",
-    "block_rows",
-    "grad_rollout_readout",
-    "pattern_rows",
-    "rollout_readout",
-]

@@ -59,8 +59,9 @@ def test_a_4096_token_report_is_refused_before_the_model_loads(
 
 def test_a_capture_over_the_budget_is_refused_before_the_model_loads(llama_dir: Path, loads: list[str]) -> None:
     # 8192 tokens: 4 layers × 4 heads × 8192² float32 = 4.3 GB per example, over the 2 GiB capture budget.
+    # With --streaming off: by default (auto) rollout is streamed instead (tests/cli/test_streaming_cli.py).
     result = run("report", "--model", str(llama_dir), "--text", _words(8192), "-a", "rollout", "--layers", "-1",
-                 "--heads", "0", "--max-bytes", "10GB")
+                 "--heads", "0", "--max-bytes", "10GB", "--streaming", "off")
     assert result.exit_code == 2, result.stderr
     assert "over the 2.15 GB capture budget; truncate the input with --max-length 5792" in result.stderr
     assert loads == []

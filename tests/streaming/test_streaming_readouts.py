@@ -17,7 +17,8 @@ from interpret.analyze.run import run_context
 from interpret.errors import ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
-from interpret.streaming import StreamedLayer, grad_rollout_readout, rollout_readout
+from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.readout import grad_rollout_readout, rollout_readout
 from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
 from interpret.streaming.pattern import output_error, pattern_rows
 
@@ -170,3 +171,14 @@ def test_streaming_parameters_are_refused_when_meaningless() -> None:
     for bad in ({"residual": 1.0}, {"block_mib": 0}, {"start_layer": -1}):
         with pytest.raises(ValueError):
             StreamingRolloutParams(**bad)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_streaming_gradients_equal_the_full_gradient_analyzers(family: str) -> None:
+    model, tokenizer, trace = _trace(family)
+    pairs = (("attention_x_gradient", "streaming_attention_gradient"), ("gradient_weighted_rollout", "streaming_grad_rollout"))
+    for full_name, streamed_name in pairs:
+        full = interpret.analyze(trace, full_name, model=model, tokenizer=tokenizer)
+        streamed = interpret.analyze(trace, streamed_name, model=model, tokenizer=tokenizer)
+        scale = max(1.0, float(np.abs(full["readout"]).max()))
+        assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE * scale, full_name
