@@ -218,6 +218,21 @@ def token_masks(batch: TokenBatch, d_model: int) -> list[Tensor]:
     return masks
 
 
+def path_rows(ctx: RunContext, batch: TokenBatch, budget_mb: int) -> int:
+    """Return how many rows one forward pass over an integration path may hold within `budget_mb` MiB.
+
+    An estimate, as the collector estimates a capture: a row of `pos` positions keeps, per layer, about
+    12·d_model + 3·heads·pos floats per position for the backward pass (the residual, norms, query, key,
+    value, the MLP's 4·d_model hidden units twice, the scores and pattern of every head), at the embedding
+    dtype's size. Never below one row per example (Captum's smallest chunk).
+    """
+    layers, heads = ctx.gate_shape
+    weight = ctx.embedding_layer().weight
+    pos = batch.input_ids.shape[1]
+    per_row = pos * layers * (12 * weight.shape[1] + 3 * heads * pos) * weight.element_size()
+    return max(batch.input_ids.shape[0], (budget_mb << 20) // max(per_row, 1))
+
+
 def result_tokens(trace: Trace) -> tuple[tuple[str, ...], ...]:
     """Return the trace's tokens per example, as results carry them."""
     return tuple(tuple(row) for row in trace.encoded.tokens)

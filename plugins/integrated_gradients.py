@@ -37,7 +37,10 @@ class IntegratedGradientsParams(_captum.BaselineParams):
     steps: int = field(default=50, metadata={"help": "points of the path integral (more: smaller completeness delta)"})
     method: IntegrationMethod = field(default="gausslegendre", metadata={"help": "Captum's quadrature rule"})
     internal_batch_size: int = field(
-        default=0, metadata={"help": "rows per forward pass over the path (0: every step of every example at once)"}
+        default=0, metadata={"help": "rows per forward pass over the path (0: as many as memory_mb allows)"}
+    )
+    memory_mb: int = field(
+        default=1024, metadata={"help": "with internal_batch_size=0: the estimated memory one forward pass may use (MiB)"}
     )
     delta_tolerance: float = field(
         default=0.05, metadata={"help": "completeness delta (score units) above which the report warns"}
@@ -47,6 +50,8 @@ class IntegratedGradientsParams(_captum.BaselineParams):
         super().__post_init__()
         if self.steps < 2:
             raise ValueError(f"steps={self.steps} is too few for a path integral; use 50 or more")
+        if self.memory_mb < 1:
+            raise ValueError(f"memory_mb={self.memory_mb} must be 1 or more, e.g. 1024")
         if self.internal_batch_size < 0:
             raise ValueError(f"internal_batch_size={self.internal_batch_size} is negative; use 0 (all at once) or a row count")
         if not self.delta_tolerance > 0:
@@ -67,7 +72,8 @@ class IntegratedGradientsAnalyzer:
     def run(self, trace: Trace, params: IntegratedGradientsParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token attributions, completeness deltas and score gaps (module docstring)."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
-        chunk = params.internal_batch_size or None
+        rows = batch.input_ids.shape[0] * params.steps
+        chunk = params.internal_batch_size or min(rows, _captum.path_rows(ctx, batch, params.memory_mb))
         common = {"n_steps": params.steps, "method": params.method, "internal_batch_size": chunk,
                   "additional_forward_args": (batch.examples,), "return_convergence_delta": True}
         if params.baseline == "zero":
