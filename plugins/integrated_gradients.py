@@ -106,6 +106,7 @@ class IntegratedGradientsAnalyzer:
                 "readout": NamedArray(readout, ("batch", "key")),
                 "delta": NamedArray(delta_values, ("batch",)),
                 "gap": NamedArray(gap.detach().double().cpu().numpy().reshape(-1), ("batch",)),
+                **_captum.word_arrays(trace, readout, params.words),
             },
             scalars={"completeness_delta_max": worst},
             checks={"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")},
