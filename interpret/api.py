@@ -10,13 +10,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interpret.analyze import analyze, required_names
+from interpret.analyze import analyze, registry, required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
 from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
+from interpret.errors import AnalyzerError, MemoryBudgetError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.inputs import Encoded
 from interpret.report import Report, RunInfo, build_report
@@ -109,12 +109,13 @@ def explain(
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results = [analyze(trace, name, params=params.get(name), context=context) for name in analyzers]
-    found, skipped = None, None
+    results, skipped = _run_analyzers(trace, analyzers, params, context)
+    analyzers = [result.analyzer for result in results]
+    found = None
     if evidence:
-        found, skipped = evidence_or_reason(trace, results, context, removal, evidence_seeds)
-        if skipped:
-            notes = (*notes, ("Evidence", skipped))
+        found, no_evidence = evidence_or_reason(trace, results, context, removal, evidence_seeds)
+        if no_evidence:
+            notes = (*notes, ("Evidence", no_evidence))
     head_note = getattr(head, "note", None)
     run = RunInfo(
         model_id=model_id or trace.meta.model_id,
@@ -125,13 +126,34 @@ def explain(
         request=describe_request(request),
         decisions=tuple(decided),
         analyzers=tuple(analyzers),
-        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *notes),
+        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *notes, *skipped),
         seed=seed,
         versions=dict(library_versions()),
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     return build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
+
+
+def _run_analyzers(
+    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any
+) -> tuple[list[Any], list[tuple[str, str]]]:
+    """Return (the results, a note per default analyzer skipped).
+
+    When the analyzers are the defaults, one that runs the model and cannot run on these inputs (a model
+    with no decision to score, inputs that are not token ids) is skipped with a note naming why; an analyzer
+    the user named, or a result that failed its checks, is an error as always.
+    """
+    results, skipped = [], []
+    defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
+    for name in analyzers:
+        try:
+            results.append(analyze(trace, name, params=params.get(name), context=context))
+        except AnalyzerError as err:
+            if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:
+                raise
+            skipped.append((f"{name} skipped", str(err)))
+    return results, skipped
 
 
 def describe_request(request: TargetRequest) -> str:

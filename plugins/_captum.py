@@ -31,9 +31,10 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interpret.analyze import RunContext
+from interpret.analyze import NamedArray, RunContext
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
+from interpret.text import Aggregation, aggregate, word_spans
 from interpret.trace import Trace
 
 Baseline = Literal["pad", "mask", "zero", "text"]
@@ -49,6 +50,9 @@ class TokenParams:
     )
     include_special: bool = field(
         default=False, metadata={"help": "attribute to special tokens ([CLS], [SEP], <s>) too; by default they keep their id"}
+    )
+    words: Aggregation = field(
+        default="sum", metadata={"help": "subword scores to the words a person reads: sum (default) or max"}
     )
 
 
@@ -216,6 +220,51 @@ def token_masks(batch: TokenBatch, d_model: int) -> list[Tensor]:
         groups[attributed] = torch.arange(int(attributed.sum()), device=attributed.device)
         masks.append(groups[None, :, None].expand(1, -1, d_model).contiguous())
     return masks
+
+
+def path_rows(ctx: RunContext, batch: TokenBatch, budget_mb: int) -> int:
+    """Return how many rows one forward pass over an integration path may hold within `budget_mb` MiB.
+
+    An estimate, as the collector estimates a capture: a row of `pos` positions keeps, per layer, about
+    12·d_model + 3·heads·pos floats per position for the backward pass (the residual, norms, query, key,
+    value, the MLP's 4·d_model hidden units twice, the scores and pattern of every head), at the embedding
+    dtype's size. Never below one row per example (Captum's smallest chunk).
+    """
+    layers, heads = ctx.gate_shape
+    weight = ctx.embedding_layer().weight
+    pos = batch.input_ids.shape[1]
+    per_row = pos * layers * (12 * weight.shape[1] + 3 * heads * pos) * weight.element_size()
+    return max(batch.input_ids.shape[0], (budget_mb << 20) // max(per_row, 1))
+
+
+def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedArray]:
+    """Return the word-level scores beside the token-level readout, or {} when the tokens carry no word ids.
+
+    word_readout [batch, word]: each word's score, `how` (sum or max) over its subword tokens
+        (`interpret.text.aggregate` over `word_spans` of the example's word ids); 0 past an example's words.
+    word_start / word_stop [batch, word] (int): the [start, stop) token positions of each word; −1 past them.
+    """
+    word_ids = trace.encoded.word_ids
+    if not word_ids:
+        return {}
+    spans = [word_spans(ids) for ids in word_ids]
+    width = max((len(s) for s in spans), default=0)
+    if width == 0:
+        return {}
+    scores = np.zeros((len(spans), width))
+    starts = np.full((len(spans), width), -1, dtype=np.int64)
+    stops = np.full((len(spans), width), -1, dtype=np.int64)
+    for b, example in enumerate(spans):
+        if not example:
+            continue
+        scores[b, : len(example)] = aggregate(readout[b], example, how)
+        starts[b, : len(example)] = [start for start, _ in example]
+        stops[b, : len(example)] = [stop for _, stop in example]
+    return {
+        "word_readout": NamedArray(scores, ("batch", "word")),
+        "word_start": NamedArray(starts, ("batch", "word")),
+        "word_stop": NamedArray(stops, ("batch", "word")),
+    }
 
 
 def result_tokens(trace: Trace) -> tuple[tuple[str, ...], ...]:

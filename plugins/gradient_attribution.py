@@ -58,6 +58,7 @@ class GradientShapParams(_captum.BaselineParams):
 def _result(analyzer, trace: Trace, params, readout: np.ndarray, signed: bool, title: str, **extra) -> AnalyzerResult:
     arrays = {"readout": NamedArray(readout, ("batch", "key"))}
     arrays.update({name: NamedArray(values, ("batch",)) for name, values in extra.items()})
+    arrays.update(_captum.word_arrays(trace, readout, params.words))
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=arrays,
         views=(View("token_strip", "readout", title),), tokens=_captum.result_tokens(trace),

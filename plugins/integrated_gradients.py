@@ -10,6 +10,9 @@ Arrays (batch first; padding is zero):
     delta   [batch]       completeness delta Σ attr − (F(x) − F(x')) (Captum's convergence delta; eq. in sec. 3,
                           "completeness": the attributions add up to the difference of the scores)
     gap     [batch]       F(x) − F(x'), what the attributions should add up to
+    per_step [batch, query, key]  for targets of several tokens (a continuation, --generate N): each token's own
+                          attribution in the row of the position whose logits score it (a token × token matrix);
+                          with reduce=sum its rows add up to the readout (IG is linear in the score: an invariant)
 Checks: completeness_delta (warning) — the largest |delta| over examples; above the tolerance, more steps.
 """
 
@@ -37,7 +40,10 @@ class IntegratedGradientsParams(_captum.BaselineParams):
     steps: int = field(default=50, metadata={"help": "points of the path integral (more: smaller completeness delta)"})
     method: IntegrationMethod = field(default="gausslegendre", metadata={"help": "Captum's quadrature rule"})
     internal_batch_size: int = field(
-        default=0, metadata={"help": "rows per forward pass over the path (0: every step of every example at once)"}
+        default=0, metadata={"help": "rows per forward pass over the path (0: as many as memory_mb allows)"}
+    )
+    memory_mb: int = field(
+        default=1024, metadata={"help": "with internal_batch_size=0: the estimated memory one forward pass may use (MiB)"}
     )
     delta_tolerance: float = field(
         default=0.05, metadata={"help": "completeness delta (score units) above which the report warns"}
@@ -47,6 +53,8 @@ class IntegratedGradientsParams(_captum.BaselineParams):
         super().__post_init__()
         if self.steps < 2:
             raise ValueError(f"steps={self.steps} is too few for a path integral; use 50 or more")
+        if self.memory_mb < 1:
+            raise ValueError(f"memory_mb={self.memory_mb} must be 1 or more, e.g. 1024")
         if self.internal_batch_size < 0:
             raise ValueError(f"internal_batch_size={self.internal_batch_size} is negative; use 0 (all at once) or a row count")
         if not self.delta_tolerance > 0:
@@ -67,23 +75,7 @@ class IntegratedGradientsAnalyzer:
     def run(self, trace: Trace, params: IntegratedGradientsParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token attributions, completeness deltas and score gaps (module docstring)."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
-        chunk = params.internal_batch_size or None
-        common = {"n_steps": params.steps, "method": params.method, "internal_batch_size": chunk,
-                  "additional_forward_args": (batch.examples,), "return_convergence_delta": True}
-        if params.baseline == "zero":
-            inputs, _ = _captum.embeddings(ctx, batch)
-            baseline = _captum.zero_baseline(inputs, batch)
-            method = IntegratedGradients(_captum.forward_on_embeddings(ctx, batch.encoded))
-            attr, delta = method.attribute(inputs, baselines=baseline, **common)
-            score_of = _captum.forward_on_embeddings(ctx, batch.encoded)
-            with torch.no_grad():
-                gap = score_of(inputs, batch.examples) - score_of(baseline, batch.examples)
-        else:
-            method = LayerIntegratedGradients(_captum.forward_on_ids(ctx, batch.encoded), ctx.embedding_layer())
-            attr, delta = method.attribute(batch.input_ids, baselines=batch.baseline_ids, **common)
-            score_of = _captum.forward_on_ids(ctx, batch.encoded)
-            with torch.no_grad():
-                gap = score_of(batch.input_ids, batch.examples) - score_of(batch.baseline_ids, batch.examples)
+        attr, delta, gap = _integrate(ctx, batch, params, torch.arange(batch.input_ids.shape[0]), None)
         readout = _captum.per_token(attr, params.reduce, batch)
         delta_values = delta.detach().double().cpu().numpy().reshape(-1)
         worst = float(np.abs(delta_values).max())
@@ -92,19 +84,88 @@ class IntegratedGradientsAnalyzer:
             f" 2017) is {worst:.3g}; above {params.delta_tolerance:g}, raise the steps"
             f" (--set integrated_gradients.steps={params.steps * 4}) or use method=gausslegendre"
         )
+        arrays = {"readout": NamedArray(readout, ("batch", "key"))}
+        checks = {"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")}
+        views = [View("token_strip", "readout", "Integrated Gradients (signed: red for, blue against the target)"
+                      if _captum.signed(params.reduce) else "Integrated Gradients (L2 norm per token)")]
+        per_step = _per_step(ctx, batch, params)
+        if per_step is not None:
+            arrays["per_step"] = NamedArray(per_step, ("batch", "query", "key"))
+            views.append(View("heatmap", "per_step", "Integrated Gradients per target token [row: the position scoring it × input token]"))
+            if params.reduce == "sum":  # IG is linear in the score: the steps' rows add up to the whole readout
+                error = float(np.abs(per_step.sum(1) - readout).max() / max(np.abs(readout).max(), 1e-12))
+                checks["per_step_sum_error"] = Check(error, 1e-4, "largest |Σ_steps per_step − readout| / max |readout|")
         return AnalyzerResult(
             analyzer=self.name,
             version=self.version,
             params=as_dict(params),
             arrays={
-                "readout": NamedArray(readout, ("batch", "key")),
+                **arrays,
                 "delta": NamedArray(delta_values, ("batch",)),
                 "gap": NamedArray(gap.detach().double().cpu().numpy().reshape(-1), ("batch",)),
+                **_captum.word_arrays(trace, readout, params.words),
             },
             scalars={"completeness_delta_max": worst},
-            checks={"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")},
-            views=(View("token_strip", "readout", "Integrated Gradients (signed: red for, blue against the target)"
-                        if _captum.signed(params.reduce) else "Integrated Gradients (L2 norm per token)"),),
+            checks=checks,
+            views=tuple(views),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=_captum.signed(params.reduce)),
         )
+
+
+def _integrate(
+    ctx: RunContext, batch: _captum.TokenBatch, params: IntegratedGradientsParams, rows: torch.Tensor, step: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return (attributions [rows, pos, d_model], completeness deltas [rows], F(x) − F(x') [rows]) of the
+    examples `rows`, for the score of target step `step` (None: every step summed)."""
+    rows = rows.to(batch.input_ids.device)
+    examples = batch.examples[rows]
+    sub = _captum.TokenBatch(batch.encoded, batch.input_ids[rows], batch.baseline_ids[rows], examples, batch.attributed[rows])
+    path = len(rows) * params.steps
+    chunk = params.internal_batch_size or min(path, _captum.path_rows(ctx, sub, params.memory_mb))
+    common = {"n_steps": params.steps, "method": params.method, "internal_batch_size": chunk,
+              "additional_forward_args": (examples,), "return_convergence_delta": True}
+    if params.baseline == "zero":
+        inputs, _ = _captum.embeddings(ctx, sub)
+        baseline = _captum.zero_baseline(inputs, sub)
+
+        def on_embeddings(inputs_embeds: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
+            return ctx.score(batch.encoded, inputs_embeds=inputs_embeds, examples=which, step=step)
+
+        attr, delta = IntegratedGradients(on_embeddings).attribute(inputs, baselines=baseline, **common)
+        with torch.no_grad():
+            gap = on_embeddings(inputs, examples) - on_embeddings(baseline, examples)
+        return attr, delta, gap
+
+    def on_ids(input_ids: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
+        return ctx.score(batch.encoded, input_ids=input_ids, examples=which, step=step)
+
+    method = LayerIntegratedGradients(on_ids, ctx.embedding_layer())
+    attr, delta = method.attribute(sub.input_ids, baselines=sub.baseline_ids, **common)
+    with torch.no_grad():
+        gap = on_ids(sub.input_ids, examples) - on_ids(sub.baseline_ids, examples)
+    return attr, delta, gap
+
+
+def _per_step(ctx: RunContext, batch: _captum.TokenBatch, params: IntegratedGradientsParams) -> np.ndarray | None:
+    """Return the token × token matrix [batch, query, key] of a multi-token target, or None when no example
+    has more than one target step (a continuation or generated tokens give several).
+
+    Row q holds the attribution of the target token scored by the logits at position q (the token that
+    follows q: for a language model, the row of the token before each continuation or generated token);
+    every other row is 0. The query axis runs over the decision's side (the decoder of an encoder-decoder).
+    """
+    counts = [len(target.ids) if target.kind == "token" else 1 for target in ctx.targets]
+    if max(counts) < 2:
+        return None
+    side = batch.encoded.decoder if batch.encoded.decoder is not None else batch.encoded
+    out = np.zeros((len(counts), side.pos, batch.input_ids.shape[1]))
+    for step in range(max(counts)):
+        rows = torch.tensor([b for b, count in enumerate(counts) if count > step])
+        attr, _, _ = _integrate(ctx, batch, params, rows, step)
+        sub = _captum.TokenBatch(batch.encoded, batch.input_ids[rows], batch.baseline_ids[rows], batch.examples[rows],
+                                 batch.attributed[rows.to(batch.attributed.device)])
+        scores = _captum.per_token(attr, params.reduce, sub)
+        for i, b in enumerate(rows.tolist()):
+            out[b, ctx.targets[b].positions[step]] += scores[i]
+    return out

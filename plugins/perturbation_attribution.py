@@ -93,7 +93,7 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
     readout = _captum.token_scores(torch.cat(rows), batch)
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
-        arrays={"readout": NamedArray(readout, ("batch", "key"))},
+        arrays={"readout": NamedArray(readout, ("batch", "key")), **_captum.word_arrays(trace, readout, params.words)},
         views=(View("token_strip", "readout", f"{analyzer.title} per token (signed)"),),
         tokens=_captum.result_tokens(trace), readout_of=Readout("readout", signed=True),
     )

@@ -115,3 +115,35 @@ def test_sampling_depends_on_the_seed_and_is_reproducible() -> None:
                                          params={"n_samples": 20})["readout"]
     np.testing.assert_array_equal(run(0), run(0))
     assert not np.array_equal(run(0), run(1))
+
+
+GRADIENT_ANALYZERS = ["integrated_gradients", "saliency", "input_x_gradient", "gradient_shap", "feature_ablation",
+                      "lime", "kernel_shap", "attention_x_gradient", "gradient_weighted_rollout"]
+
+
+@pytest.mark.parametrize("name", GRADIENT_ANALYZERS)
+def test_no_hook_survives_any_gradient_analyzer_also_when_it_raises(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from interpret.runner import ModelRunner
+
+    case = tiny_bert()
+    trace = case.trace()
+    hooks = count_hooks(case.model)
+    small = {"integrated_gradients": {"steps": 4}, "gradient_shap": {"n_samples": 2},
+             "lime": {"n_samples": 8}, "kernel_shap": {"n_samples": 8}}.get(name, {})
+    case.analyze(trace, name, **small)
+    assert count_hooks(case.model) == hooks
+    original = ModelRunner._scores
+    calls = []
+
+    single_pass = name in ("saliency", "input_x_gradient", "attention_x_gradient", "gradient_weighted_rollout")
+
+    def fail_on_second(self, *args, **kwargs):  # a method of many passes fails in its second, with hooks in place
+        calls.append(1)
+        if len(calls) > (0 if single_pass else 1):
+            raise RuntimeError("the score fails on purpose")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ModelRunner, "_scores", fail_on_second)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        case.analyze(trace, name, **small)
+    assert count_hooks(case.model) == hooks

@@ -28,6 +28,8 @@ class CubicRunner:
     Integrated Gradients of F from baseline e' to e is, in closed form,
     attr[p, d] = (b + 1)·c[p, d]·(e³ − e'³) + u[p, d]·(e − e') (the integral of 3c(e' + α(e − e'))² is exact)."""
 
+    gate_shape = (1, 1)  # layers, heads: what the memory estimate reads
+
     def __init__(self) -> None:
         generator = torch.Generator().manual_seed(0)
         self.embedding = torch.nn.Embedding(10, 3).double()
@@ -156,6 +158,14 @@ def test_no_hook_survives_a_run_or_a_raise(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(RuntimeError, match="on purpose"):
         case.analyze(trace, "integrated_gradients", steps=4)
     assert count_hooks(case.model) == before
+
+
+def test_a_small_memory_budget_chunks_the_path_to_the_same_result() -> None:
+    case = tiny_bert()
+    trace = case.trace()
+    whole = case.analyze(trace, "integrated_gradients", memory_mb=4096)["readout"]
+    chunked = case.analyze(trace, "integrated_gradients", memory_mb=1)["readout"]  # one step of each example a pass
+    np.testing.assert_allclose(chunked, whole, atol=1e-5, rtol=0)
 
 
 def test_params_refuse_what_cannot_work() -> None:

@@ -72,8 +72,9 @@ def test_documented_columns_and_dtypes_match_the_tables(audited) -> None:
     assert {k: v for k, v in documented.items() if k not in per_analyzer} == tables_mod.EXAMPLE_DTYPES
     assert {k.removeprefix("NAME_"): v for k, v in per_analyzer.items()} == tables_mod.ANALYZER_DTYPES
     assert {c: str(t) for c, t in tokens.dtypes.items()} == tables_mod.TOKEN_DTYPES
-    assert {c: str(t) for c, t in examples.dtypes.items()} == tables_mod.example_dtypes(["rollout", "flow"])
-    assert set(tokens["analyzer"]) == {"rollout", "flow"}  # attention_entropy has no readout: heads.csv only
+    readouts = ["rollout", "flow", "integrated_gradients"]  # attention_entropy has no readout: heads.csv only
+    assert {c: str(t) for c, t in examples.dtypes.items()} == tables_mod.example_dtypes(readouts)
+    assert set(tokens["analyzer"]) == set(readouts)
     assert list(examples["row"]) == list(range(11))
     assert tokens[["row", "analyzer", "position"]].equals(
         tokens[["row", "analyzer", "position"]].sort_values(["row", "analyzer", "position"]).reset_index(drop=True)
