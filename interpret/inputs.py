@@ -319,7 +319,9 @@ def from_ids(
             f"token ids must be an integer tensor [batch, pos]; got {input_ids.dtype} of shape"
             f" {tuple(input_ids.shape)}."
         )
-    mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+    # Held on the CPU like every Encoded made from text; the collector moves a batch to the model's device.
+    input_ids = input_ids.cpu()
+    mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.cpu()
     if tokenizer is not None:
         tokens = [tokenizer.convert_ids_to_tokens(row) for row in input_ids.tolist()]
         special_ids = set(getattr(tokenizer, "all_special_ids", []))
