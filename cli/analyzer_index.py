@@ -168,6 +168,8 @@ def _literal(node: ast.expr) -> Any:
     """Return a literal's value; a bare name as ("name", id) (how `Params = MyParams` reads); else a marker."""
     if isinstance(node, ast.Name):
         return ("name", node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # `Params = module.SomeParams`
+        return ("name", f"{node.value.id}.{node.attr}")
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

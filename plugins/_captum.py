@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interpret.analyze import NamedArray, RunContext
+from interpret.analyze import Check, NamedArray, RunContext
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 from interpret.text import Aggregation, aggregate, word_spans
@@ -158,6 +158,19 @@ def forward_on_embeddings(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor
         return ctx.score(encoded, inputs_embeds=inputs_embeds, examples=examples)
 
     return forward
+
+
+def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor) -> Check:
+    """Return the check that the function Captum differentiates is the decision's score: the score of the input
+    embeddings [batch, pos, d_model] fed as `inputs_embeds` equals the score of the token ids (a model that
+    derives anything else from the ids, such as positions after a padding index, would otherwise be attributed
+    on another function than the one it decides with)."""
+    with torch.no_grad():
+        via_embeddings = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
+        via_ids = ctx.score(batch.encoded, input_ids=batch.input_ids, examples=batch.examples)
+    error = float((via_embeddings - via_ids).abs().max())
+    scale = max(1.0, float(via_ids.abs().max()))
+    return Check(error, 1e-4 * scale, "largest |F(embeddings) − F(ids)|: the attributed function is the decision's score")
 
 
 def embeddings(ctx: RunContext, batch: TokenBatch) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:

@@ -147,7 +147,9 @@ def final_norm(model: nn.Module, name: str) -> NormParams:
 
 def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
     """Return (W [d_in, d_out], b [d_out]) of an affine module (Linear, GPT-2's Conv1D) by probing it."""
-    param = next(module.parameters())
+    param = next(module.parameters(), None)
+    if param is None:
+        raise AnalyzerError(f"{type(module).__name__} holds no weights: the heads' output projection is not a plain affine module.")
     with torch.no_grad():
         zero = module(torch.zeros(1, d_in, dtype=param.dtype, device=param.device))
         basis = module(torch.eye(d_in, dtype=param.dtype, device=param.device))

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.analyze import RunContext
+from interpret.analyze import Check, RunContext
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace
 
@@ -31,6 +31,11 @@ class PatternGradients:
     main: tuple[np.ndarray, np.ndarray]
     decoder: tuple[np.ndarray, np.ndarray] | None = None
     cross: tuple[np.ndarray, np.ndarray] | None = None
+    score_error: float = 0.0  # largest |score with the capture − score without|: the capture is transparent
+
+    def score_check(self) -> Check:
+        """Return the check that differentiating the captured patterns left the decision's score unchanged."""
+        return Check(self.score_error, 1e-5, "largest |score under the gradient capture − plain score| (relative to the largest |score|, at least 1)")
 
 
 def pattern_gradients(trace: Trace, ctx: RunContext, analyzer: str) -> PatternGradients:
@@ -40,6 +45,9 @@ def pattern_gradients(trace: Trace, ctx: RunContext, analyzer: str) -> PatternGr
     if not names:
         raise AnalyzerError(f"{analyzer}: the model exposes no attention pattern to differentiate.")
     grads = torch.autograd.grad(cap.score.sum(), [cap[name] for name in names], allow_unused=True)
+    with torch.no_grad():
+        plain = ctx.score(trace.encoded)
+    score_error = float((cap.score.detach() - plain).abs().max() / max(1.0, float(plain.abs().max())))
     pairs = {
         name: (cap[name].detach().double().cpu().numpy(),
                np.zeros(tuple(cap[name].shape)) if grad is None else grad.detach().double().cpu().numpy())
@@ -55,8 +63,9 @@ def pattern_gradients(trace: Trace, ctx: RunContext, analyzer: str) -> PatternGr
             main=_stack(pairs, "encoder.", "attn.hook_pattern", main_mask, main_mask),
             decoder=_stack(pairs, "decoder.", "attn.hook_pattern", dec_mask, dec_mask),
             cross=_stack(pairs, "decoder.", "cross_attn.hook_pattern", dec_mask, main_mask),
+            score_error=score_error,
         )
-    return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask))
+    return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask), score_error=score_error)
 
 
 def _real(mask: torch.Tensor) -> np.ndarray:

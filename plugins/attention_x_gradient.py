@@ -61,6 +61,7 @@ class AttentionGradient:
         arrays["readout"] = NamedArray(readout, ("batch", "key"))
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
+            checks={"capture_score_error": grads.score_check()},
             views=(View("token_strip", "readout", "Attention × gradient into each token (signed)"),
                    View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)")),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),

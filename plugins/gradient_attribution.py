@@ -55,12 +55,15 @@ class GradientShapParams(_captum.BaselineParams):
             raise ValueError(f"stdev={self.stdev} must be a finite number ≥ 0, e.g. 0.0")
 
 
-def _result(analyzer, trace: Trace, params, readout: np.ndarray, signed: bool, title: str, **extra) -> AnalyzerResult:
+def _result(
+    analyzer, trace: Trace, params, readout: np.ndarray, signed: bool, title: str, check: Check, **extra
+) -> AnalyzerResult:
     arrays = {"readout": NamedArray(readout, ("batch", "key"))}
     arrays.update({name: NamedArray(values, ("batch",)) for name, values in extra.items()})
     arrays.update(_captum.word_arrays(trace, readout, params.words))
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=arrays,
+        checks={"score_consistency": check},
         views=(View("token_strip", "readout", title),), tokens=_captum.result_tokens(trace),
         readout_of=Readout("readout", signed=signed),
     )
@@ -85,7 +88,7 @@ class SaliencyAnalyzer:
         attr = method.attribute(inputs, additional_forward_args=(batch.examples,), abs=params.abs)
         signed = params.reduce == "sum" and not params.abs
         return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), signed,
-                       "Saliency (gradient per token)")
+                       "Saliency (gradient per token)", _captum.score_check(ctx, batch, inputs))
 
 
 class InputXGradientAnalyzer:
@@ -107,7 +110,7 @@ class InputXGradientAnalyzer:
             inputs, additional_forward_args=(batch.examples,)
         )
         return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), _captum.signed(params.reduce),
-                       "Input × gradient per token")
+                       "Input × gradient per token", _captum.score_check(ctx, batch, inputs))
 
 
 class GradientShapAnalyzer:
@@ -137,4 +140,5 @@ class GradientShapAnalyzer:
             deltas.append(float(delta.detach().double().mean()))
         readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
         return _result(self, trace, params, readout, _captum.signed(params.reduce), "GradientSHAP per token",
+                       _captum.score_check(ctx, batch, inputs),
                        delta=np.asarray(deltas))

@@ -57,6 +57,7 @@ class GradientWeightedRollout:
         readout = np.stack([ctx.targets[b].readout_weights(relevance.shape[1]) @ relevance[b] for b in range(batch)])
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
+            checks={"capture_score_error": grads.score_check()},
             arrays={name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))},
             views=(View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows")),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),

@@ -11,9 +11,10 @@ Arrays (batch first):
     tokens         [batch]               real positions per example: the head map's weight, so the audit's
                                          Σ_b tokens_b·importance_b / Σ_b tokens_b is the paper's dataset
                                          importance Σ_x |∂L(x)/∂ξ| / N_tokens.
-    importance_all [layer, head]         that dataset importance over this batch.
-    scores         [layer, head]         importance_all after per-layer ℓ2 and global min–max normalisation
-                                         (each optional).
+    importance_all [batch, layer, head]  that dataset importance over this batch (the same map in every row,
+                                         as the contract puts the batch first; the audit reads `importance`).
+    scores         [batch, layer, head]  importance_all after per-layer ℓ2 and global min–max normalisation
+                                         (each optional; the same map in every row).
     entropy        [batch, layer, head]  attention entropy of each head (nats), shown beside it.
 """
 
@@ -80,8 +81,8 @@ class HeadImportance:
         arrays = {
             "importance": NamedArray((per_example / tokens[:, None, None].clamp(min=1)).numpy(), ("batch", "layer", "head")),
             "tokens": NamedArray(tokens.numpy(), ("batch",)),
-            "importance_all": NamedArray(total.numpy(), ("layer", "head")),
-            "scores": NamedArray(scores.numpy(), ("layer", "head")),
+            "importance_all": NamedArray(_per_row(total.numpy(), encoded.batch), ("batch", "layer", "head")),
+            "scores": NamedArray(_per_row(scores.numpy(), encoded.batch), ("batch", "layer", "head")),
             "entropy": NamedArray(entropy.cpu().numpy(), ("batch", "layer", "head")),
         }
         recombined = np.einsum("b,blh->lh", tokens.numpy(), arrays["importance"].values) / float(tokens.sum())
@@ -100,3 +101,8 @@ class HeadImportance:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             head_map=HeadMap("importance", weight="tokens"),
         )
+
+
+def _per_row(head_map: np.ndarray, batch: int) -> np.ndarray:
+    """Return the batch-level [layer, head] map repeated for each of `batch` rows: [batch, layer, head]."""
+    return np.repeat(head_map[None], batch, axis=0)

@@ -94,6 +94,7 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
         arrays={"readout": NamedArray(readout, ("batch", "key")), **_captum.word_arrays(trace, readout, params.words)},
+        checks={"score_consistency": _captum.score_check(ctx, batch, inputs)},
         views=(View("token_strip", "readout", f"{analyzer.title} per token (signed)"),),
         tokens=_captum.result_tokens(trace), readout_of=Readout("readout", signed=True),
     )

@@ -81,7 +81,7 @@ class StreamingRollout:
         # sqrt(n)·2⁻²⁴ per row (random-walk accumulation over n keys), carried through every layer. The check
         # allows four times that per layer (1e-6 at least), far below what a real fault (a lost mask, a wrong
         # scale) moves the sum; measured 1.4e-6 at 8,192 tokens over 32 layers on an H200.
-        tolerance = max(1e-6, 4.0 * (len(captured) - start) * np.sqrt(trace.encoded.pos) * 2.0**-24)
+        tolerance = float(max(1e-6, 4.0 * (len(captured) - start) * np.sqrt(trace.encoded.pos) * 2.0**-24))
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},
