@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from captum._utils.models.linear_model import SkLearnLasso
 from captum.attr import FeatureAblation, KernelShap, Lime

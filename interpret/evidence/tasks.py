@@ -42,7 +42,7 @@ from interpret.errors import ConfigError
 from interpret.inputs import encode
 from interpret.reference.config import TransformerConfig
 from interpret.reference.models import EncoderClassifier
-from interpret.reference.toy import FILLERS, _deterministic, load_toy, save_toy
+from interpret.reference.toy import FILLERS, load_toy, save_toy, train_classifier
 from interpret.reference.vocab import word_tokenizer
 
 TASK_VERSION = "v1"
@@ -167,20 +167,11 @@ def train_task_model(
     """Return (the EncoderClassifier trained on `task`, in eval mode; its tokenizer). Same seed, same weights."""
     tokenizer = task_tokenizer()
     data = task_dataset(task, n_train, seed)
-    encoded = encode(tokenizer, list(data.texts))
-    with _deterministic(seed):
-        model = EncoderClassifier(task_config(len(tokenizer)))
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-        order = torch.Generator().manual_seed(seed)
-        model.train()
-        for _ in range(steps):
-            batch = torch.randint(0, n_train, (batch_size,), generator=order)
-            logits = model(encoded.input_ids[batch], encoded.attention_mask[batch])
-            loss = torch.nn.functional.cross_entropy(logits, data.labels[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return model.eval(), tokenizer
+    model = train_classifier(
+        lambda: EncoderClassifier(task_config(len(tokenizer))), encode(tokenizer, list(data.texts)), data.labels,
+        seed, steps=steps, batch_size=batch_size, lr=lr,
+    )
+    return model, tokenizer
 
 
 def task_model(task: str, cache_dir: str | Path | None = None) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:

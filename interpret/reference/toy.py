@@ -11,7 +11,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,7 @@ from transformers import PreTrainedTokenizerFast
 
 from interpret.cache import cache_dir as default_cache_dir
 from interpret.errors import ConfigError, ModelLoadError
-from interpret.inputs import encode
+from interpret.inputs import Encoded, encode
 from interpret.reference.config import TransformerConfig
 from interpret.reference.models import EncoderClassifier
 from interpret.reference.vocab import vocabulary_words, word_tokenizer
@@ -152,20 +152,32 @@ def train_marker_model(
     """
     tokenizer = marker_tokenizer()
     data = marker_dataset(n_train, seed)
-    encoded = encode(tokenizer, list(data.texts))
+    model = train_classifier(
+        lambda: EncoderClassifier(marker_config(len(tokenizer))), encode(tokenizer, list(data.texts)), data.labels,
+        seed, steps=steps, batch_size=batch_size, lr=lr,
+    )
+    return model, tokenizer
+
+
+def train_classifier(
+    build: Callable[[], EncoderClassifier], encoded: Encoded, labels: Tensor, seed: int, *, steps: int,
+    batch_size: int, lr: float,
+) -> EncoderClassifier:
+    """Return the classifier `build()` makes (inside the seeded, deterministic scope), trained with AdamW on
+    random batches of `encoded` [n, pos] against `labels` [n] for `steps` steps, in eval mode."""
     with _deterministic(seed):
-        model = EncoderClassifier(marker_config(len(tokenizer)))
+        model = build()
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
         order = torch.Generator().manual_seed(seed)
         model.train()
         for _ in range(steps):
-            batch = torch.randint(0, n_train, (batch_size,), generator=order)
+            batch = torch.randint(0, len(labels), (batch_size,), generator=order)
             logits = model(encoded.input_ids[batch], encoded.attention_mask[batch])
-            loss = torch.nn.functional.cross_entropy(logits, data.labels[batch])
+            loss = torch.nn.functional.cross_entropy(logits, labels[batch])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    return model.eval(), tokenizer
+    return model.eval()
 
 
 def marker_accuracy(model: EncoderClassifier, tokenizer: PreTrainedTokenizerFast, data: MarkerData) -> float:
