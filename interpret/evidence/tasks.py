@@ -23,10 +23,7 @@ highest-ranked removable tokens that are evidence; a random ranking scores k / n
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +39,7 @@ from interpret.errors import ConfigError
 from interpret.inputs import encode
 from interpret.reference.config import TransformerConfig
 from interpret.reference.models import EncoderClassifier
-from interpret.reference.toy import FILLERS, load_toy, save_toy, train_classifier
+from interpret.reference.toy import FILLERS, cached_classifier, train_classifier
 from interpret.reference.vocab import word_tokenizer
 
 TASK_VERSION = "v1"
@@ -177,22 +174,7 @@ def train_task_model(
 def task_model(task: str, cache_dir: str | Path | None = None) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
     """Return `task`'s trained model and tokenizer, from the cache (`cache_dir`/task-NAME-v1) or trained now."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / f"task-{task}-{TASK_VERSION}"
-    if (target / "config.json").is_file():
-        return load_toy(target)
-    model, tokenizer = train_task_model(task)
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".task-{task}-", dir=root))
-    try:
-        save_toy(model, tokenizer, staging)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return model, tokenizer
+    return cached_classifier(root / f"task-{task}-{TASK_VERSION}", lambda: train_task_model(task))
 
 
 def task_accuracy(model: EncoderClassifier, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:

@@ -228,15 +228,20 @@ def marker_task(cache_dir: str | Path | None = None) -> tuple[EncoderClassifier,
     cache_dir defaults to the user cache directory of transformer-audit. A fresh model is written to a
     temporary folder beside the target and renamed into place, so a reader never sees a partial cache.
     """
-    root = (
-        Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    )
-    target = root / TOY_NAME
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return cached_classifier(root / TOY_NAME, train_marker_model)
+
+
+def cached_classifier(
+    target: Path, train: Callable[[], tuple[EncoderClassifier, PreTrainedTokenizerFast]]
+) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
+    """Return the classifier saved at `target`, or `train()`'s, saved there first: written to a temporary folder
+    beside the target and renamed into place, so a reader never sees a partial cache."""
     if (target / _CONFIG_FILE).is_file():
         return load_toy(target)
-    model, tokenizer = train_marker_model()
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{TOY_NAME}-", dir=root))
+    model, tokenizer = train()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         save_toy(model, tokenizer, staging)
         try:
