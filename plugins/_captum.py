@@ -160,13 +160,15 @@ def forward_on_embeddings(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor
     return forward
 
 
-def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor) -> Check:
+def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor, via_embeddings: Tensor | None = None) -> Check:
     """Return the check that the function Captum differentiates is the decision's score: the score of the input
     embeddings [batch, pos, d_model] fed as `inputs_embeds` equals the score of the token ids (a model that
     derives anything else from the ids, such as positions after a padding index, would otherwise be attributed
-    on another function than the one it decides with)."""
+    on another function than the one it decides with). via_embeddings: that score [batch], when the caller
+    has it already."""
     with torch.no_grad():
-        via_embeddings = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
+        if via_embeddings is None:
+            via_embeddings = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
         via_ids = ctx.score(batch.encoded, input_ids=batch.input_ids, examples=batch.examples)
     error = float((via_embeddings - via_ids).abs().max())
     scale = max(1.0, float(via_ids.abs().max()))

@@ -76,7 +76,8 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
     masks = _captum.token_masks(batch, inputs.shape[-1])
     forward = _captum.forward_on_embeddings(ctx, batch.encoded)
     with torch.no_grad():
-        gaps = (forward(inputs, batch.examples) - forward(baselines, batch.examples)).abs().tolist()
+        scores = forward(inputs, batch.examples)  # [batch]
+        gaps = (scores - forward(baselines, batch.examples)).abs().tolist()
     rows = []
     for b in range(inputs.shape[0]):
         method = make(forward, gaps[b])
@@ -93,7 +94,7 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
         arrays={"readout": NamedArray(readout, ("batch", "key")), **_captum.word_arrays(trace, readout, params.words)},
-        checks={"score_consistency": _captum.score_check(ctx, batch, inputs)},
+        checks={"score_consistency": _captum.score_check(ctx, batch, inputs, scores)},
         views=(View("token_strip", "readout", f"{analyzer.title} per token (signed)"),),
         tokens=_captum.result_tokens(trace), readout_of=Readout("readout", signed=True),
     )

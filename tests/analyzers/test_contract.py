@@ -30,17 +30,17 @@ def setup(request):
     tokenizer = word_tokenizer(WORDS)
     config = TransformerConfig(d_model=32, n_heads=4, n_layers=3, d_mlp=64, vocab_size=len(tokenizer), max_positions=32)
     model = (EncoderClassifier if request.param == "encoder" else DecoderLM)(config).eval()
-    return model, tokenizer
+    offered = interpret.collect(model, tokenizer, TEXTS[:1], names=["*"]).names()  # every hook point it has
+    return model, tokenizer, offered
 
 
 @pytest.mark.parametrize("name", interpret.analyzers())
 def test_analyzer_meets_the_contract(name: str, setup) -> None:
-    model, tokenizer = setup
+    model, tokenizer, offered = setup
     cls = registry.get(name)
     assert cls.name == name and cls.summary and "\n" not in cls.summary
     assert all(info.help for info in describe(cls.Params)), "every parameter documents itself"
     names = required_names([name])
-    offered = interpret.collect(model, tokenizer, TEXTS[:1], names=["*"]).names()
     lacking = [glob for glob in names if not fnmatch.filter(offered, glob)]
     if lacking:  # e.g. the decomposition methods read norm hook points the reference blocks do not expose
         with pytest.raises(HookNameError, match=re.escape(lacking[0])):
