@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from transformers.modeling_utils import AttentionInterface
+from interpret.collect.hf.kernels import wrapped_kernels
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
@@ -186,14 +186,11 @@ def _zeroing(attention: nn.Module, tokens: list[int], rows: int) -> Iterator[Non
     The kernel lookup of transformers' attention interface is wrapped while the context lasts and restored
     on exit (also when the block raises); other modules' kernels pass through unchanged.
     """
-    original = AttentionInterface.__dict__["get_interface"]
     row_index = torch.arange(len(tokens))
     token_index = torch.tensor(tokens, dtype=torch.long)
     fired = []
 
-    def get_interface(interface: AttentionInterface, implementation: Any, default: Callable[..., Any]) -> Callable[..., Any]:
-        kernel = original(interface, implementation, default)
-
+    def wrap(kernel: Callable[..., Any]) -> Callable[..., Any]:
         def zeroing_kernel(module, query, key, value, attention_mask, *args, **kwargs):  # noqa: ANN001, ANN202
             if module is attention:
                 if value.shape[0] != rows:
@@ -205,10 +202,7 @@ def _zeroing(attention: nn.Module, tokens: list[int], rows: int) -> Iterator[Non
 
         return zeroing_kernel
 
-    AttentionInterface.get_interface = get_interface  # type: ignore[method-assign]
-    try:
+    with wrapped_kernels(wrap):
         yield
-    finally:
-        AttentionInterface.get_interface = original  # type: ignore[method-assign]
     if not fired:
         raise AnalyzerError("value_zeroing: the block's attention did not go through transformers' attention interface.")

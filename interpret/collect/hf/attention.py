@@ -28,14 +28,13 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from transformers.modeling_utils import AttentionInterface
 
+from interpret.collect.hf.kernels import Kernel, wrapped_kernels
 from interpret.collect.hf.recompute import attention_scores, repeat_heads
 from interpret.collect.sites import Sink
 from interpret.errors import CaptureError
 
 Field = Literal["q", "k", "v", "scores", "pattern"]
-Kernel = Callable[..., Any]
 
 
 class _Listener:
@@ -139,21 +138,10 @@ class AttentionRecorder:
         grad: hand the listeners tensors in the autograd graph (see the module docstring).
         """
         self.grad = grad
-        original = AttentionInterface.__dict__["get_interface"]
-        wrappers: dict[Kernel, Kernel] = {}
-
-        def get_interface(interface: AttentionInterface, attn_implementation: Any, default: Kernel) -> Kernel:
-            kernel = original(interface, attn_implementation, default)
-            wrapper = wrappers.get(kernel)
-            if wrapper is None:
-                wrapper = wrappers[kernel] = _recording_kernel(kernel, self)
-            return wrapper
-
-        AttentionInterface.get_interface = get_interface  # type: ignore[method-assign]
         try:
-            yield
+            with wrapped_kernels(lambda kernel: _recording_kernel(kernel, self)):
+                yield
         finally:
-            AttentionInterface.get_interface = original  # type: ignore[method-assign]
             self._listeners.clear()
             self.grad = False
 

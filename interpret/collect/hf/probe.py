@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers.modeling_utils import AttentionInterface
 
+from interpret.collect.hf.kernels import Kernel, wrapped_kernels
 from interpret.hooks import hook_session
 
 Slot = tuple[str, int | str]  # ("arg", index) or ("kwarg", name): where a module received a tensor
@@ -141,7 +141,7 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
                 KernelCall(path, tick(), tuple(query.shape), tuple(key.shape), tuple(value.shape), frozenset(kwargs))
             )
 
-    with hook_session() as session, _watch_kernels(on_kernel), _meta_nonzero(), _rng_kept(model), torch.no_grad():
+    with hook_session() as session, wrapped_kernels(_watching(on_kernel)), _meta_nonzero(), _rng_kept(model), torch.no_grad():
         for path, module in probe.modules.items():
             session.add(module, _pre_hook(before, path), pre=True, with_kwargs=True)
             session.add(module, _post_hook(after))
@@ -200,25 +200,17 @@ def _first_tensor(output: Any) -> Tensor | None:
     return first if isinstance(first, Tensor) else None
 
 
-@contextlib.contextmanager
-def _watch_kernels(on_kernel: Any) -> Iterator[None]:
-    """Yield while every attention kernel fetched through transformers' lookup reports its calls."""
-    original = AttentionInterface.__dict__["get_interface"]
+def _watching(on_kernel: Any) -> Any:
+    """Return a kernel wrapper that reports each call to `on_kernel` before calling the kernel unchanged."""
 
-    def get_interface(interface: AttentionInterface, attn_implementation: Any, default: Any) -> Any:
-        kernel = original(interface, attn_implementation, default)
-
+    def wrap(kernel: Kernel) -> Kernel:
         def watched(module, query, key, value, attention_mask, *args, **kwargs):  # noqa: ANN001, ANN202
             on_kernel(module, query, key, value, kwargs)
             return kernel(module, query, key, value, attention_mask, *args, **kwargs)
 
         return watched
 
-    AttentionInterface.get_interface = get_interface  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        AttentionInterface.get_interface = original  # type: ignore[method-assign]
+    return wrap
 
 
 @contextlib.contextmanager
