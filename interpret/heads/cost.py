@@ -75,7 +75,7 @@ class HeadsCost:
     def describe(self) -> str:
         """Return the estimate in words, for a message or a summary."""
         return (f"{sci(self.flops)} FLOPs at most: 2 curves × up to {self.steps} steps, {self.forwards} forward and"
-                f" {self.backwards} backward passes over {self.tokens:,} tokens")
+                f" {self.backwards} backward passes over {self.tokens:,} tokens (padded)")
 
 
 def passes(steps_least: int, steps_most: int, label_free: bool) -> tuple[int, int]:
