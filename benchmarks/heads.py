@@ -12,16 +12,18 @@ Table 1, the importance pass (Σ_x |∂L(x)/∂ξ| / N_tokens, loss = cross-entr
     max |Δ|           the largest difference of the importance from the loop's (goal: 1e-6)
     peak MiB          peak memory added by one run
 
-Table 2, forward speed-up with 50% of the heads pruned (the least important half by the importance above), a
-batch of 32 × 128 tokens, no gradient:
+Table 2, forward speed-up with 50% of the heads pruned (the least important half by the importance above),
+batches of 1 and of 32 × 128 tokens, no gradient; the three models' repeats interleaved (one forward of each
+in turn), min and median over --forward-repeat rounds:
 
     unpruned          the model as loaded
     zeroed            `prune_heads(...)`: BERT cannot store fewer heads in transformers 5, so the written model
                       keeps every head with the pruned ones' output columns zeroed (what --prune-to saves)
     removed           `prune_heads(..., in_memory=True)`: smaller projections swapped in (not saveable)
+    speed-up          the unpruned model's time / this model's (best against best, median against median)
     max |Δ|           hidden states against the gated unpruned model
 
-    python benchmarks/heads.py [--examples 64] [--repeat 3] [--device cpu|cuda]
+    python benchmarks/heads.py [--examples 64] [--repeat 3] [--forward-repeat 10] [--forward-only] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -94,11 +96,60 @@ def bertology_loop(model, head, batches, labels, shape, device) -> torch.Tensor:
     return total / tokens
 
 
+def forward_table(model, tokenizer, texts: list[str], importance: torch.Tensor, args) -> None:
+    """Print table 2: forward time of the unpruned, zeroed and removed models at batch 1 and 32, the models'
+    repeats interleaved (one forward of each in turn, `--forward-repeat` rounds) so load on the machine hits all
+    of them alike; min and median per model and batch size."""
+    device = torch.device(args.device)
+    order = ranked(importance)  # most important first
+    half = torch.ones(importance.shape)
+    for layer, index, _ in order[len(order) // 2:]:
+        half[layer, index] = 0.0
+    removed = prune_heads(model, half, in_memory=True)
+    assert removed.removed, removed.note
+    variants = {"unpruned": model, "zeroed (saved)": prune_heads(model, half).model, "removed (in memory)": removed.model}
+    rows = []
+    for size in (1, 32):
+        batch = encode(tokenizer, texts[:size], max_length=LENGTH).to(device)
+        assert batch.input_ids.shape == (size, LENGTH)
+        with torch.no_grad(), head_gates(model, half):
+            gated_hidden = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+
+        def forward(variant, batch=batch):
+            with torch.no_grad():
+                return variant(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        hidden: dict[str, torch.Tensor] = {}
+        for name, variant in variants.items():  # warm-up, and the outputs to compare
+            hidden[name] = forward(variant)
+        for _ in range(args.forward_repeat):
+            for name, variant in variants.items():
+                low, _, _ = timed(lambda variant=variant: forward(variant), 1)
+                times[name].append(low)
+        base = statistics.median(times["unpruned"])
+        base_low = min(times["unpruned"])
+        for name, variant in variants.items():
+            median, low = statistics.median(times[name]), min(times[name])
+            delta = "" if name == "unpruned" else f"{float((hidden[name] - gated_hidden).abs().max()):.2e}"
+            rows.append((str(size), name, f"{count_parameters(variant):,}", f"{1000 * low:.2f}", f"{1000 * median:.2f}",
+                         f"{base_low / low:.2f}x", f"{base / median:.2f}x", delta))
+    kept = ",".join(str(int(row.sum())) for row in half)
+    print()
+    print(f"Forward, MiniLM-L6, batch x {LENGTH} tokens, {int((half == 0).sum())} of {half.numel()} heads pruned"
+          f" (least important half; heads kept per layer {kept}), {args.device}, {args.forward_repeat} interleaved"
+          f" repeats (torch threads {torch.get_num_threads()}; machine shared with other jobs)")
+    print(table(["batch", "model", "parameters", "ms (best)", "ms (median)", "speed-up (best)", "speed-up (median)",
+                 "max |Δ| vs gated"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--forward-repeat", type=int, default=10, help="Timed forwards per model and batch size.")
+    parser.add_argument("--forward-only", action="store_true", help="Only table 2 (one importance pass for the mask).")
     args = parser.parse_args()
     device = torch.device(args.device)
     model, tokenizer, head = load_default(args.device)
@@ -123,6 +174,9 @@ def main() -> None:
         "ours, batch 1": ours(1),
         "ours, batch 32": ours(32),
     }
+    if args.forward_only:
+        forward_table(model, tokenizer, texts, runs["ours, batch 32"](), args)
+        return
     measured = {name: timed(fn, args.repeat) for name, fn in runs.items()}
     loop_result = measured["bertology loop"][2]
     loop_median = measured["bertology loop"][1]
@@ -136,30 +190,7 @@ def main() -> None:
           f" (torch threads {torch.get_num_threads()}; machine shared with other jobs)")
     print(table(["run", "examples/s (median)", "examples/s (best)", "vs loop", "max |Δ| vs loop", "peak MiB"], rows))
 
-    importance = measured["ours, batch 32"][2]
-    order = ranked(importance)  # most important first
-    half = torch.ones(shape)
-    for layer, index, _ in order[len(order) // 2:]:
-        half[layer, index] = 0.0
-    batch = encode(tokenizer, texts[:32], max_length=LENGTH).to(device)
-    with torch.no_grad(), head_gates(model, half):
-        gated_hidden = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-    variants = {"unpruned": model, "zeroed (saved)": prune_heads(model, half).model,
-                "removed (in memory)": prune_heads(model, half, in_memory=True).model}
-    base = None
-    rows = []
-    for name, variant in variants.items():
-        def forward(variant=variant):
-            with torch.no_grad():
-                return variant(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-        low, median, hidden = timed(forward, max(args.repeat, 3))
-        base = base or median
-        delta = "" if name == "unpruned" else f"{float((hidden - gated_hidden).abs().max()):.2e}"
-        rows.append((name, f"{count_parameters(variant):,}", f"{1000 * low:.1f}", f"{1000 * median:.1f}",
-                     f"{base / median:.2f}x", delta))
-    print()
-    print(f"Forward, 32 x {LENGTH} tokens, {int((half == 0).sum())} of {half.numel()} heads pruned, {args.device}")
-    print(table(["model", "parameters", "ms (best)", "ms (median)", "speed-up", "max |Δ| vs gated"], rows))
+    forward_table(model, tokenizer, texts, measured["ours, batch 32"][2], args)
 
 
 if __name__ == "__main__":

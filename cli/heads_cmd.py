@@ -3,7 +3,8 @@ and optionally the pruned model written with save_pretrained.
 
 Every check the command line and the input file allow runs before the model loads: the input (empty, unreadable,
 labels partly missing, labels the model does not know), -o, --prune-to (an existing non-empty directory is
-refused unless --force), the model's kind and its decision, every example's length.
+refused unless --force), the model's kind and its decision, every example's length, and the pruning loop's estimated
+cost (--max-flops, --max-memory).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import click
 
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths, token_limit
-from interpret.cli.options import model_options, verbosity_options
+from interpret.cli.heads_cost import check_cost, parse_flops as _parse_flops
+from interpret.cli.options import model_options, parse_size, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate import count_tokens, tokenizer_limit
@@ -44,18 +46,26 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
 @click.option("--prune-to", default=None, metavar="DIR",
               help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
 @click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
+@click.option("--max-flops", default=None, metavar="FLOPS",
+              help="Largest estimated cost of the run, e.g. 2e14 (default 5e13 on a CPU, 5e15 on a GPU); the"
+                   " pruning loop's worst case is estimated before the model loads and refused above it.")
+@click.option("--max-memory", default=None, metavar="SIZE",
+              help="Largest estimated memory of one importance batch with the weights, e.g. 8GB (default: 80% of"
+                   " this machine's memory, or of the GPU's).")
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="The HTML report (default: reports/<input-stem>-heads.html).")
 @verbosity_options
 def heads(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool, input_file: Path,
     label_column: str, batch_size: int, fraction: float, threshold: float, prune_to: str | None, force: bool,
-    output: str | None, quiet: bool, verbose: bool,
+    max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
 ) -> None:
     """Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."""
     from interpret.cli.common import setup_logging
 
     setup_logging(quiet, verbose)
+    flops_limit = _parse_flops(max_flops)
+    memory_limit = parse_size(max_memory, "--max-memory")
     examples = preflight.check_input_file(input_file)
     raw_labels = _labels(input_file, examples, label_column)
     report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
@@ -75,7 +85,10 @@ def heads(
     prerun.check_device(device)
     prerun.check_adapter(plan)
     tokenizer = prerun.load_tokenizer(plan)
-    check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source)
+    lengths = check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source)
+    cost = check_cost(plan, lengths, batch_size=batch_size, fraction=fraction, label_free=labels is None,
+                      default_head=default_head, dtype=dtype, device=device, max_flops=flops_limit,
+                      max_memory=memory_limit)
 
     loaded = _load(model, device, dtype, allow_pickle, default_head)
     study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
@@ -86,7 +99,7 @@ def heads(
 
     name = plan.display_name
     written = write_heads(report_path, render_heads(study, model=name, input_name=input_file.name, pruned=pruned_text))
-    for line in summary_lines(study, input_file.name, written, pruned_text):
+    for line in summary_lines(study, input_file.name, written, pruned_text, cost):
         say(line)
 
 
@@ -230,7 +243,7 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool) -> str:
             f" {pruned.parameters_after:,}; {pruned.note}")
 
 
-def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None) -> list[str]:
+def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None, cost: Any = None) -> list[str]:
     """Return the summary printed on stdout."""
     from interpret.heads.importance import ranked
 
@@ -244,6 +257,9 @@ def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None)
         ("most important", top),
         ("report", str(report)),
     ]
+    if cost is not None:
+        ran = f"{len(study.least.points) - 1} + {len(study.most.points) - 1} steps run"
+        rows.insert(4, ("estimated cost", f"{cost.describe()}; {ran}"))
     if pruned is not None:
         rows.append(("pruned model", pruned))
     width = max(len(label) for label, _ in rows)

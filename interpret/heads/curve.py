@@ -20,6 +20,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interpret.errors import AnalyzerError
+from interpret.heads.cost import step_size
 from interpret.heads.importance import normalize_by_layer
 
 Order = Literal["least", "most"]
@@ -106,7 +107,7 @@ def pruning_curve(
             scores = normalize_by_layer(scores)
         on = [(float(scores[l, h]), l, h) for l in range(shape[0]) for h in range(shape[1]) if mask[l, h] != 0]
         on.sort(key=lambda item: (item[0], item[1], item[2]), reverse=order == "most")
-        for _, layer, head in on[: max(1, int(fraction * remaining))]:
+        for _, layer, head in on[: step_size(remaining, fraction)]:
             mask[layer, head] = 0.0
         value = metric_of(mask.clone())
         point = CurvePoint(int((mask == 0).sum()), value, quality_of(value, original, lower_is_better), mask.clone())

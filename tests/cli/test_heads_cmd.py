@@ -82,6 +82,7 @@ def test_label_free_mode_is_said_in_the_report(tmp_path: Path, classifier_dir: P
     result = run("heads", "--model", str(classifier_dir), "--input", str(data), "-o", str(report), "--fraction", "0.5", "-q")
     assert result.exit_code == 0, result.output
     assert "label-free" in result.stdout and "unpruned agreement" in result.stdout
+    assert "estimated cost" in result.stdout and "steps run" in result.stdout
     page = report.read_text(encoding="utf-8")
     assert "label-free: no labels were given" in page and "Most important first" in page
 
@@ -123,3 +124,24 @@ def test_label_column_reads_another_column(tmp_path: Path, classifier_dir: Path)
                  "-o", str(tmp_path / "c.html"), "--fraction", "0.5", "-q")
     assert result.exit_code == 0, result.output
     assert "mode               labels" in result.stdout and "unpruned accuracy  1" in result.stdout
+
+
+def test_a_run_over_the_cost_budget_is_refused_before_the_model_loads(tmp_path: Path, classifier_dir: Path,
+                                                                      loads: list[str]) -> None:
+    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    report, out = tmp_path / "never.html", tmp_path / "pruned"
+    common = ("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out), "-o", str(report))
+    result = run(*common, "--max-flops", "1e3")
+    _one_line_usage(result, loads, report, out)
+    assert "FLOPs at most" in result.stderr and "raise --max-flops to" in result.stderr
+    assert "--fraction" not in result.stderr  # no fraction brings it under 1e3 FLOPs
+    needed = float(result.stderr.split("take ")[1].split(" FLOPs")[0])
+    result = run(*common, "--max-flops", str(needed / 1.5))
+    _one_line_usage(result, loads, report, out)
+    assert "prune more heads per step (--fraction 0." in result.stderr
+    result = run(*common, "--max-memory", "1kB")
+    _one_line_usage(result, loads, report, out)
+    assert "--batch-size" in result.stderr and "raise --max-memory" in result.stderr
+    result = run(*common, "--max-flops", "lots")
+    _one_line_usage(result, loads, report, out)
+    assert "--max-flops 'lots'" in result.stderr

@@ -108,3 +108,36 @@ def test_in_memory_removal_when_the_config_refuses_the_head_count() -> None:
     assert not zeroed.removed and "cannot be rebuilt with 3 heads" in zeroed.note
     pruned = prune_heads(model, mask, in_memory=True)
     assert pruned.removed and pruned.kept == ((0, 1, 2), (1,))
+
+
+def test_deberta_v2_computes_bert_but_cannot_hold_fewer_heads() -> None:
+    """Why a pruned BERT is not written as a DeBERTa-v2 checkpoint (docs/architecture.md, "Which families store
+    fewer heads on disk"): DebertaV2 reads attention_head_size from its config and, configured as below, computes
+    BERT exactly, but its attention output projection is hidden × hidden, so it needs heads × head size = hidden."""
+    from transformers import BertConfig, BertModel, DebertaV2Config, DebertaV2Model
+
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=37)).eval()
+    c = bert.config
+
+    def deberta(heads: int) -> DebertaV2Model:
+        return DebertaV2Model(DebertaV2Config(
+            vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=heads, attention_head_size=c.hidden_size // c.num_attention_heads,
+            intermediate_size=c.intermediate_size, hidden_act=c.hidden_act, max_position_embeddings=c.max_position_embeddings,
+            type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps, relative_attention=False,
+            position_biased_input=True, pos_att_type=[], conv_kernel_size=0, pad_token_id=c.pad_token_id,
+        )).eval()
+
+    same = deberta(c.num_attention_heads)
+    renamed = {key.replace("self.query.", "self.query_proj.").replace("self.key.", "self.key_proj.")
+               .replace("self.value.", "self.value_proj."): value for key, value in bert.state_dict().items()}
+    missing, unexpected = same.load_state_dict(renamed, strict=False)
+    assert missing == [] and sorted(unexpected) == ["pooler.dense.bias", "pooler.dense.weight"]
+    ids = torch.randint(5, 100, (3, 11))
+    with torch.no_grad():
+        torch.testing.assert_close(same(input_ids=ids).last_hidden_state, bert(input_ids=ids).last_hidden_state,
+                                   rtol=0, atol=1e-5)
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            deberta(c.num_attention_heads // 2)(input_ids=ids)
