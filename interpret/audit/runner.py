@@ -120,7 +120,7 @@ def run_audit(
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
     model_dir: the directory the model was loaded from, unchanged since: its weight files are fingerprinted
-        (sha256 memoised by size and mtime) instead of hashing the model's tensors in memory.
+        (sha256 memoised by size, inode, mtime and ctime) instead of hashing the model's tensors in memory.
     input_file: the file the examples were read from; its content joins the fingerprint.
     part_examples: store finished batches as one part once they hold this many examples (or after
         PART_SECONDS); the tables do not depend on it.
