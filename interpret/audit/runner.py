@@ -34,6 +34,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.lock import AuditLock
+from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
@@ -228,10 +229,11 @@ def _compute_missing(
     pending: list[BatchOutput] = []
     part_started = time.perf_counter()
     try:
-        for position, index in enumerate(todo):
+        for position, output in enumerate(computed(model, tokenizer, batches, todo, settings)):
+            index = output.index
             if not pending:
                 part_started = time.perf_counter()
-            pending.append(run_batch(model, tokenizer, batches[index], index, settings))
+            pending.append(output)
             bar.update(len(batches[index]))
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples
