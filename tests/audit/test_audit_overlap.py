@@ -125,3 +125,29 @@ def test_an_error_in_a_later_batch_stops_the_audit_and_keeps_the_finished_parts(
     whole = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=ATTENTION, batch_size=2,
                       progress=False, part_examples=2)
     assert _outputs(resumed.out_dir) == _outputs(whole.out_dir)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_overlapped_audit_of_a_hugging_face_model_is_byte_identical(tmp_path, monkeypatch, implementation) -> None:
+    """The Hugging Face capture path (the attention kernel intercepted process-wide while a forward pass is
+    recorded) beside the worker's analyzers: every file equals the batch-by-batch audit's."""
+    import transformers
+    from hf_tiny import tiny_config, word_tokenizer
+
+    import interpret
+
+    torch.manual_seed(0)
+    hf_tokenizer = word_tokenizer()
+    config = tiny_config("bert", vocab_size=len(hf_tokenizer))
+    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(tmp_path / "model")
+    hf_tokenizer.save_pretrained(tmp_path / "model")
+    hf_model, hf_tokenizer = interpret.load(tmp_path / "model", attn_implementation=implementation)
+    words = "the cat sat on mat a dog saw red blue".split()
+    examples = [Example(row=i, text=" ".join(words[(3 * i + j) % len(words)] for j in range(1 + i % 6)),
+                        label="positive" if i % 2 else "negative") for i in range(10)]
+    kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False, part_examples=4)
+    overlapped = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "overlapped", **kwargs)
+    monkeypatch.setattr(overlap, "ENABLED", False)
+    serial = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "serial", **kwargs)
+    assert _outputs(overlapped.out_dir) == _outputs(serial.out_dir)
