@@ -152,8 +152,8 @@ def head_cache_file(path: Path, settings: FitSettings = FIT) -> Path:
     """Return the cache file of the head for the checkpoint in `path` fitted with `settings`.
 
     The key hashes the head format, the settings, scikit-learn's version, the splits (train fits the head,
-    held-out and plain measure it), the sha256 of the weights (memoised by size and mtime) and the small
-    files that shape the embeddings.
+    held-out and plain measure it), the sha256 of the weights (memoised by size, inode, mtime and ctime) and
+    the small files that shape the embeddings.
     """
     weights = path / _WEIGHTS_FILE
     if not weights.is_file():

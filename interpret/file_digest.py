@@ -1,9 +1,12 @@
-"""Content hashes for cache keys: sha256 of a file's bytes, memoised by path, size and modification time.
+"""Content hashes for cache keys: sha256 of a file's bytes, memoised by path, size, inode, mtime and ctime.
 
 A cache keyed by a file's size alone goes stale when the file is replaced by one of the same size (a
 re-fitted checkpoint, a different revision); hashing the content is right but costs a read of the whole
 file (about 0.1 s for MiniLM's 91 MB), so each digest is remembered in memory and in `cache_dir()` under
-file-sha256.json, and recomputed only when the file's size or mtime changes.
+file-sha256.json, and recomputed when the file's size, inode number, mtime or ctime changes. Size and mtime
+alone are not enough: `cp -p` or `rsync -t` give a replacement the old size and mtime, but no user-level
+call can set the status-change time (ctime), which every write and every `utime` moves forward, and a file
+renamed into place (`mv`, `write_atomically`) has a new inode.
 """
 
 from __future__ import annotations
@@ -21,23 +24,30 @@ log = logging.getLogger("interpret")
 
 _MEMO_FILE = "file-sha256.json"
 _CHUNK = 1 << 20
-_memo: dict[tuple[str, int, int], str] = {}
+_memo: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def file_sha256(path: str | Path) -> str:
-    """Return the hex sha256 of the file at `path`, reusing the digest last computed for its size and mtime."""
+    """Return the hex sha256 of the file at `path`, reusing the digest last computed for the same file state
+    (size, inode, mtime and ctime)."""
     resolved = Path(path).resolve()
     stat = resolved.stat()
-    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    state = {
+        "size": stat.st_size,
+        "ino": stat.st_ino,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+    }
+    key = (str(resolved), *state.values())
     if key in _memo:
         return _memo[key]
     stored = _read_memo()
     entry = stored.get(key[0])
-    if _matches(entry, key[1], key[2]):
+    if _matches(entry, state):
         digest = entry["sha256"]
     else:
         digest = _hash_file(resolved)
-        stored[key[0]] = {"size": key[1], "mtime_ns": key[2], "sha256": digest}
+        stored[key[0]] = {**state, "sha256": digest}
         try:
             write_atomically(cache_dir() / _MEMO_FILE, json.dumps(stored, indent=1, sort_keys=True))
         except OSError as err:  # a read-only cache only costs a re-hash in the next process
@@ -55,9 +65,10 @@ def content_digest(parts: Iterable[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _matches(entry: object, size: int, mtime_ns: int) -> bool:
-    """Return whether a stored entry is a well-formed digest recorded for this size and mtime."""
-    if not isinstance(entry, dict) or entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
+def _matches(entry: object, state: dict[str, int]) -> bool:
+    """Return whether a stored entry is a well-formed digest recorded for this file state (an entry written
+    before the inode and ctime were recorded lacks them, so it does not match and the file is hashed again)."""
+    if not isinstance(entry, dict) or any(entry.get(field) != value for field, value in state.items()):
         return False
     digest = entry.get("sha256")
     return isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)

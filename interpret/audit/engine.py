@@ -23,10 +23,11 @@ from interpret.audit.stats import HeadSums, head_sums
 from interpret.audit.tables import Columns, example_columns, example_frame, token_columns, token_frame
 from interpret.collect import collect
 from interpret.datasets import Example
-from interpret.decision import TargetRequest, decide
+from interpret.decision import Decision, TargetRequest, decide
 from interpret.errors import InputError
 from interpret.evidence import evaluate_evidence
 from interpret.evidence.aggregate import evidence_rows
+from interpret.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,24 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     """Return batch `index`'s tokens rows, examples rows and head-map sums (depends on nothing but its inputs)."""
     # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
     torch.manual_seed(settings.seed)
+    return analyze_batch(capture_batch(model, tokenizer, batch, index, settings), model, tokenizer, settings)
+
+
+@dataclass(frozen=True)
+class CapturedBatch:
+    """A batch after the model ran on it: its examples, the trace and each example's decision."""
+
+    index: int
+    batch: tuple[Example, ...]
+    trace: Trace
+    decided: tuple[Decision, ...]
+
+
+def capture_batch(
+    model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings
+) -> CapturedBatch:
+    """Return batch `index` captured: the model's forward pass with the audit's hook names recorded, and the
+    decisions read from it (the model's eval-mode forward draws no random numbers: `check_reproducible`)."""
     texts = [example.text for example in batch]
     try:
         trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
@@ -67,6 +86,16 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
     gold = [example.label for example in batch]
     decided = decide(model, trace, tokenizer, TargetRequest(gold=settings.explain_gold), settings.head, gold)
+    return CapturedBatch(index=index, batch=tuple(batch), trace=trace, decided=tuple(decided))
+
+
+def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings) -> BatchOutput:
+    """Return the BatchOutput of running the audit's analyzers (and evidence, when asked) on a captured batch.
+
+    Called right after `capture_batch` and `torch.manual_seed(settings.seed)` (`run_batch`), or on the
+    overlap worker, which seeds torch itself first (`interpret.audit.overlap`).
+    """
+    trace, decided, batch = captured.trace, captured.decided, captured.batch
     context = run_context(
         trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided], seed=settings.seed
     )
@@ -76,7 +105,7 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     rows = [example.row for example in batch]
     found = evidence_rows(evaluate_evidence(trace, results, context), rows) if settings.evidence else None
     return BatchOutput(
-        index=index,
+        index=captured.index,
         rows=tuple(rows),
         tokens=token_columns(batch, trace.encoded, results),
         examples=example_columns(batch, trace.encoded, decided, results),

@@ -6,7 +6,7 @@ head, the analyzers with their versions and parameters, the target mode, the bat
 examples as read and, when known, the input file's bytes). A component that differs is named in the refusal.
 
 Weights are hashed either from the files the model was loaded from (`model_dir`: every *.safetensors and
-pickle weight file plus config.json; each file's sha256 is memoised by path, size and mtime in
+pickle weight file plus config.json; each file's sha256 is memoised by path, size, inode, mtime and ctime in
 `interpret.file_digest`, so an unchanged checkpoint is not read again) or, without a directory, from the
 model's tensors in memory (names, dtypes, shapes and bytes: exact even for a model changed after loading).
 """

@@ -34,6 +34,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.lock import AuditLock
+from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
@@ -120,7 +121,7 @@ def run_audit(
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
     model_dir: the directory the model was loaded from, unchanged since: its weight files are fingerprinted
-        (sha256 memoised by size and mtime) instead of hashing the model's tensors in memory.
+        (sha256 memoised by size, inode, mtime and ctime) instead of hashing the model's tensors in memory.
     input_file: the file the examples were read from; its content joins the fingerprint.
     part_examples: store finished batches as one part once they hold this many examples (or after
         PART_SECONDS); the tables do not depend on it.
@@ -228,10 +229,11 @@ def _compute_missing(
     pending: list[BatchOutput] = []
     part_started = time.perf_counter()
     try:
-        for position, index in enumerate(todo):
+        for position, output in enumerate(computed(model, tokenizer, batches, todo, settings)):
+            index = output.index
             if not pending:
                 part_started = time.perf_counter()
-            pending.append(run_batch(model, tokenizer, batches[index], index, settings))
+            pending.append(output)
             bar.update(len(batches[index]))
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples

@@ -1,0 +1,82 @@
+"""Compute an audit's batches in order, with the analyzers of batch k overlapping the forward pass of batch k+1.
+
+`computed(model, tokenizer, batches, todo, settings)` yields the BatchOutput of each batch index in `todo`,
+in that order. When the audit's analyzers read the trace alone (every one has `needs_model = False`) and no
+evidence is measured, one worker thread analyses batch k (`analyze_batch`: analyzers, head sums, table
+columns) while this thread runs the model on batch k+1 (`capture_batch`); the caller stores finished batches
+meanwhile. Torch, NumPy and the compiled kernels release the GIL, so the two run side by side.
+
+Why the outputs are the very ones `run_batch` computes, bit for bit:
+- each stage is a function of its inputs alone: the worker gets the captured batch (its trace, decisions and
+  examples), nothing else changes hands, and the outputs come back in batch order;
+- randomness: `run_batch` seeds torch before the forward pass, which draws nothing (an eval-mode model without
+  dropout: `check_reproducible`), so its analyzers start from the seeded state; the worker seeds torch right
+  before each batch's analyzers, and this thread's forward passes draw nothing meanwhile;
+- the model is not shared: analyzers that run the model (gradients, perturbations, head gates) and the
+  evidence measures do, and the collector's attention interception is process-wide while a forward pass is
+  recorded (`interpret.collect.hf.attention`), so with any of them every batch runs on this thread alone;
+- the worker runs with the caller's grad mode, and the thread counts are the process's (torch's intra-op
+  count is global; NumPy's BLAS is capped per job by `interpret.threads`).
+At most two batches are in flight (one analysed, one captured), so memory holds two traces instead of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch import nn
+
+from interpret.analyze import registry
+from interpret.audit.engine import BatchOutput, BatchSettings, CapturedBatch, analyze_batch, capture_batch, run_batch
+from interpret.datasets import Example
+
+# False computes every batch on the calling thread (benchmarks/audit.py measures both ways); the outputs are
+# the same either way.
+ENABLED = True
+
+
+def overlappable(settings: BatchSettings) -> bool:
+    """Return whether the analyzers of one batch may run beside the next batch's forward pass: every analyzer
+    reads the trace alone and no evidence (which runs the model) is measured."""
+    if not ENABLED or settings.evidence:
+        return False
+    return not any(registry.get(name).needs_model for name in settings.analyzers)
+
+
+def computed(
+    model: nn.Module,
+    tokenizer: Any,
+    batches: Sequence[Sequence[Example]],
+    todo: Sequence[int],
+    settings: BatchSettings,
+) -> Iterator[BatchOutput]:
+    """Yield the BatchOutput of every batch index in `todo`, in order (overlapped when `overlappable`)."""
+    if len(todo) < 2 or not overlappable(settings):
+        for index in todo:
+            yield run_batch(model, tokenizer, batches[index], index, settings)
+        return
+    grad = torch.is_grad_enabled()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-analyzers") as worker:
+        running: Future[BatchOutput] | None = None
+        try:
+            for index in todo:
+                captured = capture_batch(model, tokenizer, batches[index], index, settings)
+                if running is not None:
+                    yield running.result()
+                running = worker.submit(_analyzed, captured, model, tokenizer, settings, grad)
+            if running is not None:
+                yield running.result()
+                running = None
+        finally:
+            if running is not None:  # stopped early (an error, or the consumer stopped): let the worker finish
+                running.cancel()
+
+
+def _analyzed(captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings, grad: bool) -> BatchOutput:
+    """Return `analyze_batch` of `captured` run as `run_batch` runs it: torch seeded, the caller's grad mode."""
+    with torch.set_grad_enabled(grad):
+        torch.manual_seed(settings.seed)
+        return analyze_batch(captured, model, tokenizer, settings)

@@ -1,0 +1,153 @@
+"""The overlapped audit (analyzers of batch k beside the forward of batch k+1) computes exactly what the
+batch-by-batch audit computes: every output file byte for byte, on a tiny reference model."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import interpret.audit.overlap as overlap
+from interpret.audit import run_audit
+from interpret.audit.engine import BatchSettings, run_batch
+from interpret.datasets import Example
+from interpret.reference import EncoderClassifier, TransformerConfig
+from interpret.reference.vocab import word_tokenizer
+
+WORDS = "the cat sat on mat a dog saw good bad red blue".split()
+ATTENTION = ["rollout", "flow", "attention_entropy"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer(WORDS, model_max_length=16)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer) -> EncoderClassifier:
+    torch.manual_seed(0)
+    config = TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer),
+                               max_positions=16, n_classes=2)
+    return EncoderClassifier(config).eval()
+
+
+def _examples(n: int) -> list[Example]:
+    return [Example(row=i, text=" ".join(WORDS[(5 * i + 3 * j) % len(WORDS)] for j in range(1 + i % 9)),
+                    label=f"class {i % 2}") for i in range(n)]
+
+
+def _settings(analyzers: list[str], evidence: bool = False) -> BatchSettings:
+    from interpret.analyze import required_names
+    from interpret.audit.checks import effective_params
+
+    return BatchSettings(
+        analyzers=tuple(analyzers), params={name: effective_params(name, None) for name in analyzers},
+        hook_names=tuple(dict.fromkeys([*required_names(analyzers), "*attn.hook_pattern"])), max_length=None,
+        head=None, seed=3, explain_gold=False, evidence=evidence,
+    )
+
+
+def _outputs(root) -> dict[str, bytes]:
+    names = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
+    return {name: (root / name).read_bytes() for name in names}
+
+
+def test_overlap_only_for_analyzers_that_read_the_trace_alone() -> None:
+    assert overlap.overlappable(_settings(ATTENTION))
+    assert not overlap.overlappable(_settings([*ATTENTION, "integrated_gradients"]))  # runs the model
+    assert not overlap.overlappable(_settings(ATTENTION, evidence=True))  # evidence runs the model too
+
+
+def test_overlapped_outputs_equal_batch_by_batch_ones(model, tokenizer) -> None:
+    """Each BatchOutput equals run_batch's, in batch order, and the analyzers ran on the worker thread."""
+    examples = _examples(11)
+    batches = [examples[i:i + 3] for i in range(0, 11, 3)]
+    settings = _settings(ATTENTION)
+    threads: set[str] = set()
+    analyze_batch = overlap.analyze_batch
+
+    def spy(*args, **kwargs):
+        threads.add(threading.current_thread().name)
+        return analyze_batch(*args, **kwargs)
+
+    overlap.analyze_batch = spy
+    try:
+        got = list(overlap.computed(model, tokenizer, batches, [0, 2, 3], settings))
+    finally:
+        overlap.analyze_batch = analyze_batch
+    assert [output.index for output in got] == [0, 2, 3]
+    assert threads and all(name.startswith("audit-analyzers") for name in threads)
+    for output in got:
+        expected = run_batch(model, tokenizer, batches[output.index], output.index, settings)
+        assert output.rows == expected.rows
+        for mine, theirs in ((output.tokens, expected.tokens), (output.examples, expected.examples)):
+            assert mine.keys() == theirs.keys()
+            for key in mine:
+                assert repr(mine[key]) == repr(theirs[key]), key  # repr: every digit and dtype, NaN == NaN
+        assert repr(output.stats) == repr(expected.stats)
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_overlapped_audit_files_are_byte_identical(model, tokenizer, tmp_path, monkeypatch, batch_size) -> None:
+    examples = _examples(13)
+    overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION,
+                           batch_size=batch_size, progress=False, part_examples=5)
+    monkeypatch.setattr(overlap, "overlappable", lambda settings: False)
+    serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION,
+                       batch_size=batch_size, progress=False, part_examples=5)
+    assert _outputs(overlapped.out_dir) == _outputs(serial.out_dir)
+
+
+def test_an_error_in_a_later_batch_stops_the_audit_and_keeps_the_finished_parts(
+    model, tokenizer, tmp_path, monkeypatch
+) -> None:
+    """A forward pass fails while the worker analyses the previous batch: the error is raised once the worker
+    is done, no worker thread is left, and a rerun resumes from the parts stored before it, ending with the
+    same files as an audit never interrupted."""
+    examples = _examples(10)
+    capture_batch = overlap.capture_batch
+
+    def failing(model, tokenizer, batch, index, settings):
+        if index == 3:
+            raise RuntimeError("the forward pass of batch 3 failed")
+        return capture_batch(model, tokenizer, batch, index, settings)
+
+    monkeypatch.setattr(overlap, "capture_batch", failing)
+    with pytest.raises(RuntimeError, match="batch 3"):
+        run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=ATTENTION, batch_size=2, progress=False,
+                  part_examples=2)
+    assert not any(thread.name.startswith("audit-analyzers") for thread in threading.enumerate())
+    monkeypatch.setattr(overlap, "capture_batch", capture_batch)
+    resumed = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=ATTENTION, batch_size=2,
+                        progress=False, part_examples=2)
+    assert resumed.n_resumed == 4 and resumed.n_computed == 6  # batches 0 and 1 were stored
+    whole = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=ATTENTION, batch_size=2,
+                      progress=False, part_examples=2)
+    assert _outputs(resumed.out_dir) == _outputs(whole.out_dir)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_overlapped_audit_of_a_hugging_face_model_is_byte_identical(tmp_path, monkeypatch, implementation) -> None:
+    """The Hugging Face capture path (the attention kernel intercepted process-wide while a forward pass is
+    recorded) beside the worker's analyzers: every file equals the batch-by-batch audit's."""
+    import transformers
+    from hf_tiny import tiny_config, word_tokenizer
+
+    import interpret
+
+    torch.manual_seed(0)
+    hf_tokenizer = word_tokenizer()
+    config = tiny_config("bert", vocab_size=len(hf_tokenizer))
+    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(tmp_path / "model")
+    hf_tokenizer.save_pretrained(tmp_path / "model")
+    hf_model, hf_tokenizer = interpret.load(tmp_path / "model", attn_implementation=implementation)
+    words = "the cat sat on mat a dog saw red blue".split()
+    examples = [Example(row=i, text=" ".join(words[(3 * i + j) % len(words)] for j in range(1 + i % 6)),
+                        label="positive" if i % 2 else "negative") for i in range(10)]
+    kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False, part_examples=4)
+    overlapped = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "overlapped", **kwargs)
+    monkeypatch.setattr(overlap, "ENABLED", False)
+    serial = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "serial", **kwargs)
+    assert _outputs(overlapped.out_dir) == _outputs(serial.out_dir)
