@@ -66,6 +66,7 @@ class _Run:
     evidence: bool = True
     removal: str | None = None
     streaming: str = "auto"
+    compare: tuple[str, ...] | None = None  # classes shown side by side with the prediction (None: no such rows)
 
 
 @click.command()
@@ -76,8 +77,10 @@ class _Run:
 @click.option("--decoder-text", "decoder_texts", multiple=True,
               help="Decoder input of an encoder-decoder model (one per text), e.g. the output being explained.")
 @analyzer_options
-@click.option("--target", default=None,
-              help="Class label or index (classifiers) or token or token id (language models); default: the prediction.")
+@click.option("--target", "targets", multiple=True,
+              help="Class label or index (classifiers) or token or token id (language models); default: the prediction."
+                   " Repeatable: the first is explained throughout, and every gradient or perturbation method also shows"
+                   " each given class beside the prediction, side by side.")
 @click.option("--contrast", default=None,
               help="Explain the target rather than this class or token (score = target − contrast).")
 @click.option("--continuation", "continuations", multiple=True,
@@ -104,7 +107,7 @@ class _Run:
 def report(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
-    sets: tuple[str, ...], target: str | None, contrast: str | None, continuations: tuple[str, ...],
+    sets: tuple[str, ...], targets: tuple[str, ...], contrast: str | None, continuations: tuple[str, ...],
     generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
     streaming: str, seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool,
     verbose: bool,
@@ -115,7 +118,9 @@ def report(
     setup_logging(quiet, verbose)
     # ---- the command line alone ----
     inputs = _inputs(texts, input_file)
-    _check_pairings(inputs, decoder_texts, continuations, target, contrast, generate)
+    targets = tuple(dict.fromkeys(targets))
+    target = targets[0] if targets else None
+    _check_pairings(inputs, decoder_texts, continuations, targets, contrast, generate)
     if removal is not None and not evidence:
         raise usage_error("--removal says how the evidence removes tokens; drop --no-evidence, or drop --removal.")
     names = _analyzer_names(analyzer_names)
@@ -160,15 +165,18 @@ def report(
     prerun.check_adapter(plan)
     tokenizer = prerun.load_tokenizer(plan)
     prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
+    for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast
+        prerun.check_targets(plan, tokenizer, target=value, contrast=None)
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
     estimate = estimate_for(exact, exact_follow)
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: every analyzer needs a streaming version
         _check_streamed(names, params, streaming)
     _log_estimate(estimate, byte_limit, memory_limit)
+    compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
               generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
-              evidence, removal, streaming))
+              evidence, removal, streaming, compare))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -191,7 +199,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
 
 
 def _check_pairings(
-    inputs: _Inputs, decoder_texts: tuple[str, ...], continuations: tuple[str, ...], target: str | None,
+    inputs: _Inputs, decoder_texts: tuple[str, ...], continuations: tuple[str, ...], targets: tuple[str, ...],
     contrast: str | None, generate: int | None,
 ) -> None:
     """Refuse options that contradict each other or do not match the number of texts."""
@@ -200,15 +208,15 @@ def _check_pairings(
         if values and len(values) != count:
             raise usage_error(f"{len(values)} {option} for {count} text{'s' if count != 1 else ''}; give one {option} per text.")
         check_texts(values, option)
-    for option, value in (("--target", target), ("--contrast", contrast)):
+    for option, value in (*(("--target", target) for target in targets), ("--contrast", contrast)):
         if value is not None:
             check_texts([value], option)
-    if generate is not None and (continuations or target is not None):
+    if generate is not None and (continuations or targets):
         other = "--continuation" if continuations else "--target"
         raise usage_error(f"--generate explains the tokens it generates; drop {other}, or drop --generate.")
-    if continuations and target is not None:
+    if continuations and targets:
         raise usage_error("--continuation already names the tokens explained; drop --target, or drop --continuation.")
-    if contrast is not None and target is not None and contrast == target:
+    if contrast is not None and targets and contrast == targets[0]:
         raise usage_error(f"--contrast {contrast!r} equals --target; contrast the target with another class or token.")
 
 
@@ -303,7 +311,7 @@ def _run(run: _Run) -> None:
             layers=run.layers, heads=run.heads, max_length=run.max_length,
             decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
             model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
-            streaming=run.streaming, **extra,
+            streaming=run.streaming, compare=run.compare, **extra,
         )
         bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.

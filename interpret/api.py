@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -50,6 +51,7 @@ def explain(
     removal: str | None = None,
     evidence_seeds: int = DEFAULT_SEEDS,
     streaming: str = "auto",
+    compare: Sequence[int | str] | None = None,
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
@@ -73,6 +75,10 @@ def explain(
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
         always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
         (`interpret.streaming.select`), refusing one that needs every pattern and has none.
+    compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,
+        with `contrast`, the contrast class's and the contrast's), for every analyzer that runs the model and
+        declares a readout (`interpret.report.classes`); None: no such rows. Targets of several tokens
+        (continuations, generation) get none.
     """
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -110,6 +116,12 @@ def explain(
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results, skipped = _run_analyzers(trace, analyzers, params, context)
+    classes: tuple[Any, ...] = ()
+    if compare is not None and all(len(d.target.ids) == 1 for d in decided):
+        from interpret.report.classes import compare_classes
+
+        classes = compare_classes(trace, model, tokenizer, results, target=target, contrast=contrast, compare=compare,
+                                  params=params, head=head, gold=gold, explain_gold=explain_gold, seed=seed)
     analyzers = [result.analyzer for result in results]
     found = None
     if evidence:
@@ -132,7 +144,8 @@ def explain(
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    return build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
+    report = build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
+    return replace(report, classes=classes) if classes else report
 
 
 def _run_analyzers(

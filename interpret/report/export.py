@@ -80,12 +80,16 @@ def export_report(report: ReportData, directory: Path, *, figures: bool = True) 
     written += _write_table(directory / "tokens", tokens_table(report))
     written += _write_table(directory / "checks", checks_table(report))
     written += _write_table(directory / "scalars", scalars_table(report))
+    if report.classes:  # the class-specific readouts side by side (interpret.report.classes)
+        from interpret.report.classes import classes_frame
+
+        written += _write_table(directory / "classes", classes_frame(report.classes, report.examples))
     manifest = {
         "run": report.run.to_dict(),
         "layers": list(report.layers),
         "heads": list(report.heads),
         "sections": manifest_sections,
-        "tables": ["tokens", "checks", "scalars"],
+        "tables": ["tokens", "checks", "scalars", *(["classes"] if report.classes else [])],
         # every faithfulness metric (interpret.evidence), None when the run computed none
         "evidence": None if report.evidence is None else report.evidence.to_dict(),
     }

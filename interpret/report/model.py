@@ -17,6 +17,7 @@ from interpret.analyze.result import AnalyzerResult
 from interpret.decision import Decision
 from interpret.trace import Trace
 from interpret.evidence.evidence import Evidence
+from interpret.report.classes import ClassComparison
 
 DEFAULT_MAX_BYTES = 20_000_000
 
@@ -180,6 +181,8 @@ class ReportData:
     heads: tuple[int | str, ...] = ()
     top_k: int = 5
     evidence: Evidence | None = None  # faithfulness of each readout on these inputs (interpret.evidence)
+    # class-specific readouts for the prediction, each asked class and the contrast (interpret.report.classes)
+    classes: tuple[ClassComparison, ...] = ()
 
     @property
     def results(self) -> tuple[AnalyzerResult, ...]:
@@ -214,6 +217,7 @@ class ReportData:
                 for section in self.sections
             ],
             "evidence": None if self.evidence is None else self.evidence.to_dict(),
+            "classes": [comparison.to_dict() for comparison in self.classes],
         }
 
 

@@ -24,6 +24,7 @@ import interpret.report.assets as assets
 from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
 from interpret.report.summary import check_rows, failed_checks, top_tokens
+from interpret.report.classes import comparison_view, section_word_blocks
 from interpret.report.views import page_data
 from interpret.versions import package_version
 
@@ -129,6 +130,9 @@ def render_page(report: ReportData) -> str:
         "failed": failed_checks(report),
         "version": package_version(),
         "evidence": None if report.evidence is None else evidence_view(report.evidence),
+        # classes side by side and word chips (interpret.report.classes; templates classes / words.html.j2)
+        "class_views": [[comparison_view(c, b, example) for c in report.classes] for b, example in enumerate(report.examples)],
+        "section_words": section_word_blocks(report.sections, report.examples),
     }
     return _environment().get_template(TEMPLATE).render(**context)
 

@@ -173,3 +173,37 @@ def test_params_refuse_what_cannot_work() -> None:
         IntegratedGradientsParams(baseline="text")
     with pytest.raises(ValueError, match="steps"):
         IntegratedGradientsParams(steps=1)
+
+
+def test_runs_no_forward_pass_beyond_captums_own() -> None:
+    """The gap F(x) − F(x') is read from Captum's convergence delta, so a run scores the model exactly as often as
+    LayerIntegratedGradients called directly with the same steps and chunking (and the gap stays exact)."""
+    trace, ctx, runner = _toy()
+    calls: list[int] = []
+    score = runner.score
+
+    def counted(encoded, **kwargs):
+        calls.append(1)
+        return score(encoded, **kwargs)
+
+    runner.score = counted
+    result = IntegratedGradientsAnalyzer().run(trace, IntegratedGradientsParams(steps=20, internal_batch_size=8), ctx)
+    ours = len(calls)
+    calls.clear()
+    ids = trace.encoded.input_ids
+    base = torch.where(trace.encoded.attention_mask.bool() & ~trace.encoded.special, torch.full_like(ids, PAD), ids)
+    method = LayerIntegratedGradients(lambda i, e: counted(trace.encoded, input_ids=i, examples=e), runner.embedding)
+    method.attribute(ids, baselines=base, additional_forward_args=(torch.arange(2),), n_steps=20, internal_batch_size=8,
+                     return_convergence_delta=True)
+    assert ours == len(calls)
+    with torch.no_grad():
+        direct = (score(trace.encoded, input_ids=ids) - score(trace.encoded, input_ids=base)).numpy()
+    np.testing.assert_allclose(result["gap"], direct, atol=1e-12, rtol=0)
+
+
+def test_a_chunked_path_is_split_evenly() -> None:
+    from interpret.plugins.integrated_gradients import _even_chunk
+
+    assert _even_chunk(50, 37) == 25  # two passes either way; the peak is 25 rows, not 37
+    assert _even_chunk(50, 50) == 50 and _even_chunk(50, 400) == 50
+    assert _even_chunk(100, 1) == 1 and _even_chunk(101, 50) == 34

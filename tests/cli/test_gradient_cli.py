@@ -41,3 +41,27 @@ def test_too_few_steps_are_flagged_with_what_to_do() -> None:
     check = _section(result.stdout, "integrated_gradients")["checks"]["completeness_delta"]
     assert check["value"] > check["tolerance"]
     assert "steps=8" in check["description"]
+
+
+def test_repeated_targets_are_shown_side_by_side_in_the_export() -> None:
+    result = run("report", "--text", TEXT, "-a", "integrated_gradients", "--format", "json", "-o", "-", "--no-evidence",
+                 "--set", "integrated_gradients.steps=16", "--target", "positive", "--target", "negative",
+                 "--contrast", "negative")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    (classes,) = report["classes"]
+    assert classes["analyzer"] == "integrated_gradients"
+    assert classes["roles"] == ["prediction", "asked", "asked", "contrast"]
+    assert classes["labels"] == [["positive", "positive", "negative", "positive vs negative"]]
+    scores = np.asarray(classes["scores"])[0]
+    # the report explains the first --target against the contrast; IG is linear in the score
+    np.testing.assert_allclose(scores[3], _section(result.stdout, "integrated_gradients")["arrays"]["readout"]["values"][0],
+                               atol=1e-12)
+    np.testing.assert_allclose(scores[3], scores[1] - scores[2], atol=1e-4)
+    assert np.asarray(classes["words"]).shape[:2] == (1, 4) and classes["words_how"] == "sum"
+
+
+def test_a_repeated_target_that_is_no_label_is_a_usage_error() -> None:
+    result = run("report", "--text", TEXT, "-a", "integrated_gradients", "--target", "positive", "--target", "neutral")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "--target" in result.stderr and "neutral" in result.stderr

@@ -160,7 +160,7 @@
 
   function selectExample(index) {
     state.example = index;
-    document.querySelectorAll(".example-summary").forEach(function (block) {
+    document.querySelectorAll(".example-summary, .example-words").forEach(function (block) {
       block.hidden = Number(block.getAttribute("data-example")) !== index;
     });
     views.forEach(function (view) { view.render(); });
