@@ -127,7 +127,13 @@ def _lines(data: dict[str, Any]) -> list[str]:
     for method in [*evidence["methods"], evidence["random"]]:
         means = [_mean(method[key]) for key in ("comprehensiveness", "sufficiency", "area")]
         lines.append(f"{method['method']:<22} " + " ".join(f"{_number(v):>7}" for v in means))
-    lines.append("sanity check (Spearman ρ with the original explanation; blocks randomised top down):")
+    lines.append("sanity check (Spearman ρ with the original explanation; blocks re-initialised top down):")
+    used: dict[str, int] = {}
+    for scheme in sanity.get("schemes", []):
+        for name, count in scheme.items():
+            used[name] = used.get(name, 0) + count
+    if used:
+        lines.append("re-initialised with " + ", ".join(f"{name} ({count} tensors)" for name, count in used.items()))
     lines.append(f"{'method':<22} " + " ".join(f"{step:>12}" for step in sanity["steps"]))
     for name, values in sanity["methods"].items():
         lines.append(f"{name:<22} " + " ".join(f"{_number(v):>12}" for v in values["mean"]))
