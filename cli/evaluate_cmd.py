@@ -119,6 +119,7 @@ def _lines(data: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{row['task']:<11} {row['method']:<22} {_number(row['recovery']):>8} {_number(row['comprehensiveness']):>7}"
                 f" {_number(row['sufficiency']):>7} {_number(row['area']):>7} {row['seconds_per_example']:>9.4f}"
+                + (f"  (refused: {row['failed']})" if row.get("failed") else "")
             )
         return lines
     evidence, sanity = data["evidence"], data["sanity"]
