@@ -44,14 +44,21 @@ def readout_analyzers() -> list[str]:
     return [name for name in registry.names() if "readout" in registry.get(name).provides]
 
 
-def default_model_rows(names: list[str], sentences: int, batch: int = 8) -> dict[str, dict[str, float]]:
-    """Return per method the mean metrics over `sentences` held-out sentences on the default model."""
+def default_model_rows(
+    names: list[str], sentences: int, batch: int = 8, progress: Path | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, str], int]:
+    """Return (per method the mean metrics over the held-out sentences done, the analyzers that failed on the
+    default model with their one-line reason, how many sentences were done). With `progress`, the table so far
+    is written there (JSON) after every batch, so an interrupted run still leaves its numbers."""
     from interpret.default_model import load_default
+    from interpret.errors import InterpretError
 
     model, tokenizer, head = load_default("cpu")
     texts = [json.loads(line)["text"] for line in DATA.read_text(encoding="utf-8").splitlines()[:sentences]]
     hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
     per: dict[str, dict[str, list[float]]] = {name: {} for name in [*names, "random"]}
+    failed: dict[str, str] = {}
+    done = 0
     for start in range(0, len(texts), batch):
         chunk = texts[start:start + batch]
         trace = interpret.collect(model, tokenizer, chunk, names=hooks)
@@ -59,8 +66,14 @@ def default_model_rows(names: list[str], sentences: int, batch: int = 8) -> dict
         ctx = run_context(trace, model, tokenizer, head=head, targets=targets)
         results = []
         for name in names:
+            if name in failed:
+                continue
             started = time.perf_counter()
-            results.append(interpret.analyze(trace, name, context=ctx))
+            try:
+                results.append(interpret.analyze(trace, name, context=ctx))
+            except InterpretError as error:  # e.g. a decoder-only method on this encoder: say so, go on
+                failed[name] = str(error).splitlines()[0]
+                continue
             per[name].setdefault("seconds", []).append((time.perf_counter() - started) / len(chunk))
         started = time.perf_counter()
         evidence = evaluate_evidence(trace, results, ctx)
@@ -72,9 +85,18 @@ def default_model_rows(names: list[str], sentences: int, batch: int = 8) -> dict
             stats.setdefault("area", []).extend(method.area.tolist())
             if method.method != "random":
                 stats.setdefault("better", []).extend(evidence.better_than_random(method.method).astype(float).tolist())
+        done += len(chunk)
+        summary = _summarise(per)
+        if progress is not None:
+            progress.write_text(json.dumps({"sentences": done, "failed": failed, "methods": summary}, indent=1))
+        print(f"  default model: {done}/{len(texts)} sentences", flush=True)
+    return _summarise(per), failed, done
+
+
+def _summarise(per: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     return {
         name: {key: float(np.nanmean(values)) if key != "better" else float(np.sum(values)) for key, values in stats.items()}
-        for name, stats in per.items()
+        for name, stats in per.items() if stats
     }
 
 
@@ -105,20 +127,26 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=40)
     parser.add_argument("--tasks-n", type=int, default=16, help="examples with evidence per known-answer task")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--analyzers", default="", help="comma-separated subset (default: every readout analyzer)")
+    parser.add_argument("--no-tasks", action="store_true", help="skip the known-answer tasks")
+    parser.add_argument("--no-overhead", action="store_true", help="skip the report-overhead timing")
+    parser.add_argument("--progress", type=Path, default=None, help="write the default-model table so far here")
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    names = readout_analyzers()
+    names = [name for name in args.analyzers.split(",") if name] or readout_analyzers()
     print(f"analyzers with a readout: {', '.join(names)}", flush=True)
     started = time.perf_counter()
-    task_rows = run_suite(names, n=args.tasks_n)
+    task_rows = [] if args.no_tasks else run_suite(names, n=args.tasks_n)
     print(f"known-answer tasks: {time.perf_counter() - started:.1f} s", flush=True)
     tasks = list(dict.fromkeys(row.task for row in task_rows))
     recovery = {(row.task, row.method): row.recovery for row in task_rows}
     task_comp = {(row.task, row.method): row.comprehensiveness for row in task_rows}
     started = time.perf_counter()
-    default = default_model_rows(names, args.sentences)
-    print(f"default model, {args.sentences} sentences: {time.perf_counter() - started:.1f} s", flush=True)
-    headers = ["method", "comp AOPC ↑", "suff AOPC ↓", "area ↑", f"> random (of {args.sentences})", "s/example",
+    default, failed, done = default_model_rows(names, args.sentences, progress=args.progress)
+    print(f"default model, {done} sentences: {time.perf_counter() - started:.1f} s", flush=True)
+    for name, reason in failed.items():
+        print(f"  {name} did not run on the default model: {reason}")
+    headers = ["method", "comp AOPC ↑", "suff AOPC ↓", "area ↑", f"> random (of {done})", "s/example",
                *[f"{task} P@k" for task in tasks], *[f"{task} comp" for task in tasks]]
     rows = []
     for name in [*names, "random", "planted"]:
@@ -134,6 +162,8 @@ def main() -> None:
     print("(random's s/example is the whole evidence computation per example: every method and 5 random rankings.)")
     accuracy = {row.task: row.accuracy for row in task_rows}
     print("task model accuracy: " + ", ".join(f"{task} {accuracy[task]:.3f}" for task in tasks))
+    if args.no_overhead:
+        return
     without, with_evidence = evidence_overhead(min(args.sentences, 8), args.repeat)
     print(table(
         ["default report (8 sentences)", "min s", "median s"],

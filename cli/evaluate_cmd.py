@@ -119,6 +119,7 @@ def _lines(data: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{row['task']:<11} {row['method']:<22} {_number(row['recovery']):>8} {_number(row['comprehensiveness']):>7}"
                 f" {_number(row['sufficiency']):>7} {_number(row['area']):>7} {row['seconds_per_example']:>9.4f}"
+                + (f"  (refused: {row['failed']})" if row.get("failed") else "")
             )
         return lines
     evidence, sanity = data["evidence"], data["sanity"]
@@ -127,7 +128,13 @@ def _lines(data: dict[str, Any]) -> list[str]:
     for method in [*evidence["methods"], evidence["random"]]:
         means = [_mean(method[key]) for key in ("comprehensiveness", "sufficiency", "area")]
         lines.append(f"{method['method']:<22} " + " ".join(f"{_number(v):>7}" for v in means))
-    lines.append("sanity check (Spearman ρ with the original explanation; blocks randomised top down):")
+    lines.append("sanity check (Spearman ρ with the original explanation; blocks re-initialised top down):")
+    used: dict[str, int] = {}
+    for scheme in sanity.get("schemes", []):
+        for name, count in scheme.items():
+            used[name] = used.get(name, 0) + count
+    if used:
+        lines.append("re-initialised with " + ", ".join(f"{name} ({count} tensors)" for name, count in used.items()))
     lines.append(f"{'method':<22} " + " ".join(f"{step:>12}" for step in sanity["steps"]))
     for name, values in sanity["methods"].items():
         lines.append(f"{name:<22} " + " ".join(f"{_number(v):>12}" for v in values["mean"]))

@@ -4,10 +4,19 @@ method for the same targets, and compare its readout with the original by Spearm
 tokens. A method whose explanation stays the same while the weights it explains are destroyed is not
 explaining the model.
 
-Randomising a block replaces every parameter tensor p of it by Gaussian noise with p's own mean and standard
-deviation (the scale of the trained weights, so activations keep their range; Adebayo et al. re-draw from the
-initialisation distribution, which for trained Transformers is of about that scale). The embeddings and the
-decision head are kept.
+Randomising a block re-initialises it with the model's own initialiser, as Adebayo et al. do ("re-initialise
+the weights with the initialisation the model was trained from"), seeded and on a deep copy:
+
+- a Hugging Face model (a `PreTrainedModel`): `model._init_weights(sub)` for every submodule of the block (its
+  family's scheme: normal(0, initializer_range) weights, zero biases, unit / zero layer norms, ...). The
+  loader marks every loaded tensor `_is_hf_initialized`, which makes those initialisers no-ops, so the mark
+  is cleared on the block's tensors first;
+- any other model (the reference models, plain PyTorch): `sub.reset_parameters()` for every submodule that
+  has one (nn.Linear, nn.LayerNorm, nn.Embedding, the reference attention's additive-score tensors).
+
+A tensor no initialiser writes (a family with no initialiser for it) falls back to the older scheme, Gaussian noise with that tensor's own mean and standard deviation; `SanityResult.schemes` says per
+step which scheme touched how many tensors, so the report can say so. The embeddings and the decision head
+are kept.
 """
 
 from __future__ import annotations
@@ -37,11 +46,14 @@ class SanityResult:
     """Cascading randomisation: steps[s] names the blocks randomised after step s (steps[0] = "none").
 
     spearman: per method, [steps, batch] Spearman ρ of the readout at each step with the original (step 0
-    is 1 by definition; NaN where a readout is constant).
+    is 1 by definition; NaN where a readout is constant); "random" is the floor, a uniformly random ranking
+    drawn afresh at each step against the one of step 0 (ρ about 0 at every step after the first).
+    schemes: per step, how many parameter tensors each re-initialisation scheme set (`reinitialise`).
     """
 
     steps: tuple[str, ...]
     spearman: dict[str, Float[np.ndarray, "steps batch"]]
+    schemes: tuple[dict[str, int], ...] = ()
 
     def mean(self, method: str) -> list[float | None]:
         """Return ρ averaged over examples at each step (None where no example has a ρ)."""
@@ -52,6 +64,7 @@ class SanityResult:
         """Return the steps and each method's mean and per-example ρ per step (NaN as None)."""
         return {
             "steps": list(self.steps),
+            "schemes": [dict(scheme) for scheme in self.schemes],
             "methods": {
                 name: {
                     "mean": self.mean(name),
@@ -80,14 +93,62 @@ def block_modules(model: nn.Module, tokenizer: Any) -> list[nn.Module]:
     return blocks
 
 
+MODEL_INIT = "model._init_weights"
+RESET = "reset_parameters"
+NOISE = "moment-matched noise"
+RANDOM = "random"
+
+
 @torch.no_grad()
 def randomise(module: nn.Module, generator: torch.Generator) -> None:
     """Replace every parameter p of `module` by Gaussian noise with p's mean and standard deviation."""
     for parameter in module.parameters():
-        mean = parameter.detach().double().mean()
-        std = parameter.detach().double().std() if parameter.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
-        noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float64)
-        parameter.copy_((noise * std + mean).to(parameter.dtype))
+        _noise(parameter, generator)
+
+
+@torch.no_grad()
+def _noise(parameter: nn.Parameter, generator: torch.Generator) -> None:
+    mean = parameter.detach().double().mean()
+    std = parameter.detach().double().std() if parameter.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
+    noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float64)
+    parameter.copy_((noise * std + mean).to(parameter.dtype))
+
+
+@torch.no_grad()
+def reinitialise(model: nn.Module, block: nn.Module, seed: int) -> dict[str, int]:
+    """Re-initialise `block` (a submodule of `model`) with the model's own initialiser, seeded; return how many
+    parameter tensors each scheme set ({MODEL_INIT or RESET: n, NOISE: m}; NOISE only for tensors no
+    initialiser wrote). The global RNG is left as it was.
+
+    Coverage is found exactly: every tensor of the block is filled with NaN before the initialiser runs, and a
+    tensor still holding a NaN afterwards was not (wholly) written by it; it gets noise with the moments of its
+    trained values instead."""
+    parameters = list(block.parameters())
+    before = [parameter.detach().clone() for parameter in parameters]
+    init_weights = getattr(model, "_init_weights", None)
+    scheme = MODEL_INIT if callable(init_weights) and hasattr(model, "config") else RESET
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for parameter in parameters:
+            parameter.fill_(float("nan"))
+            if hasattr(parameter, "_is_hf_initialized"):  # the loader's mark turns HF initialisers into no-ops
+                parameter._is_hf_initialized = False
+        for sub in block.modules():
+            if scheme == MODEL_INIT:
+                init_weights(sub)
+            elif callable(getattr(sub, "reset_parameters", None)):
+                sub.reset_parameters()
+    generator = torch.Generator().manual_seed(seed)
+    uncovered = 0
+    for parameter, old in zip(parameters, before):
+        if torch.isnan(parameter).any():
+            parameter.copy_(old)
+            _noise(parameter, generator)
+            uncovered += 1
+    counts = {scheme: len(parameters) - uncovered}
+    if uncovered:
+        counts[NOISE] = uncovered
+    return counts
 
 
 def cascading_randomisation(
@@ -121,11 +182,15 @@ def cascading_randomisation(
     original = readouts(model)
     copied = copy.deepcopy(model).eval()
     blocks = block_modules(copied, tokenizer)
-    generator = torch.Generator().manual_seed(seed)
     steps = ["none"]
+    schemes: list[dict[str, int]] = [{}]
     rho = {name: [np.ones(encoded.batch)] for name in analyzers}
+    # The floor: a ranking that ignores the model, drawn afresh at every step, against the one drawn at step 0.
+    draws = np.random.default_rng(seed)
+    first = [draws.permutation(len(p)).astype(float) for p in positions]
+    rho[RANDOM] = [np.ones(encoded.batch)]
     for layer in reversed(range(len(blocks))):
-        randomise(blocks[layer], generator)
+        schemes.append(reinitialise(copied, blocks[layer], seed + layer))
         steps.append(f"blocks {layer}-{len(blocks) - 1}")
         now = readouts(copied)
         for name in analyzers:
@@ -134,4 +199,8 @@ def cascading_randomisation(
                 for b in range(encoded.batch)
             ])
             rho[name].append(values)
-    return SanityResult(tuple(steps), {name: np.stack(values) for name, values in rho.items()})
+        rho[RANDOM].append(np.array([
+            rank_agreement([first[b], draws.permutation(len(positions[b])).astype(float)])[0][0, 1]
+            for b in range(encoded.batch)
+        ]))
+    return SanityResult(tuple(steps), {name: np.stack(values) for name, values in rho.items()}, tuple(schemes))

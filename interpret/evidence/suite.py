@@ -14,6 +14,7 @@ from interpret.analyze import analyze
 from interpret.analyze.result import AnalyzerResult, NamedArray, Readout
 from interpret.analyze.run import required_names, run_context
 from interpret.collect import collect
+from interpret.errors import AnalyzerError
 from interpret.evidence.evidence import evaluate_evidence
 from interpret.evidence.removal import candidates
 from interpret.evidence.tasks import TASKS, evidence_recovery, task_accuracy, task_dataset, task_model
@@ -23,7 +24,8 @@ PLANTED = "planted"
 
 @dataclass(frozen=True)
 class TaskRow:
-    """One method on one task: evidence recovery (precision@k), comp / suff AOPC, area, seconds per example."""
+    """One method on one task: evidence recovery (precision@k), comp / suff AOPC, area, seconds per example;
+    `failed` holds the one-line reason when the method refused the task's examples (its numbers are NaN)."""
 
     task: str
     method: str
@@ -33,6 +35,7 @@ class TaskRow:
     area: float
     seconds_per_example: float
     accuracy: float
+    failed: str = ""
 
 
 def run_suite(
@@ -55,7 +58,11 @@ def run_suite(
         seconds: dict[str, float] = {}
         for name in analyzers:
             started = time.perf_counter()
-            results.append(analyze(trace, name, context=ctx))
+            try:
+                results.append(analyze(trace, name, context=ctx))
+            except AnalyzerError as error:  # e.g. ALTI on an example whose contributions all clip to zero
+                rows.append(TaskRow(task, name, *([float("nan")] * 4), 0.0, accuracy, str(error).splitlines()[0]))
+                continue
             seconds[name] = (time.perf_counter() - started) / len(texts)
         results.append(_planted(trace, evidence))
         found = evaluate_evidence(trace, results, ctx, seeds=5)

@@ -1,8 +1,10 @@
 """Known-answer tasks whose decisive evidence is known but not trivial, to tell explanation methods apart.
 
-Each task is a binary classification of random filler sentences, trained on the reference EncoderClassifier
-(seeded, deterministic, a few seconds on a CPU; cached like `interpret.reference.toy.marker_task`), with the
-positions of the evidence that decides each example recorded when the sentence is made:
+Each task is a binary classification of random filler sentences, trained on a tiny Hugging Face BERT
+classifier (post-norm, d_model 32, 2 layers; seeded, deterministic, seconds to a minute on a CPU; cached as
+task-NAME-v2), with the positions of the evidence that decides each example recorded when the sentence is
+made. BERT rather than the reference EncoderClassifier (v1) so that the decomposition methods, which need a
+Hugging Face family's norms and projections, run on the tasks too:
 
 - ``negation``: every sentence holds "good" once; label 0 iff a "not" comes before it (a marker that counts
   only after a negation); most positives hold a "not" after "good", which negates nothing. Evidence of a
@@ -11,9 +13,11 @@ positions of the evidence that decides each example recorded when the sentence i
   Evidence of a positive: both.
 - ``distractor``: label 1 iff "!" occurs; every sentence holds 3–6 copies of "wow", frequent and irrelevant.
   Evidence of a positive: the "!".
-- ``balance``: label 1 iff "up" occurs more often than "down" (2-4 against 1-3). Evidence: the tokens of the
-  majority, which support the decision; the minority's tokens, just as necessary to attend to, oppose it, so
-  a method that cannot tell support from opposition (attention is unsigned) recovers about half.
+- ``balance``: label 1 iff "up" occurs more often than "down", always one vote apart (3-5 against 2-4).
+  Evidence: the tokens of the majority, which support the decision; the minority's tokens, just as necessary
+  to attend to, oppose it, so a method that reads only where attention goes cannot tell support from
+  opposition and recovers little more than the majority's share (about 0.57); a method that sees what the
+  attended tokens contribute (signed gradients, decompositions) can recover all of it.
 - ``far``: long sentences (32–48 words); label 1 iff "!" occurs, always in the last fifth, far from the
   [CLS] row the decision reads. Evidence of a positive: the "!".
 
@@ -23,7 +27,10 @@ highest-ranked removable tokens that are evidence; a random ranking scores k / n
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,17 +39,15 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformers import PreTrainedTokenizerFast
+from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
 from interpret.cache import cache_dir as default_cache_dir
 from interpret.errors import ConfigError
 from interpret.inputs import encode
-from interpret.reference.config import TransformerConfig
-from interpret.reference.models import EncoderClassifier
-from interpret.reference.toy import FILLERS, cached_classifier, train_classifier
+from interpret.reference.toy import FILLERS, train_classifier
 from interpret.reference.vocab import word_tokenizer
 
-TASK_VERSION = "v1"
+TASK_VERSION = "v2"
 EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow", "up", "down")
 VOCABULARY = (*FILLERS, *EXTRA_WORDS)
 LONG_WORDS = 48
@@ -108,8 +113,8 @@ def _far(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
 
 def _balance(rng: random.Random, label: int) -> tuple[list[str], tuple[int, ...]]:
     words = _fillers(rng, 10, 14)
-    many, few = rng.randint(2, 4), 0
-    few = rng.randint(1, many - 1)
+    many = rng.randint(3, 5)
+    few = many - 1  # one vote apart: every token of both sides matters, and the minority's oppose the label
     ups, downs = (many, few) if label == 1 else (few, many)
     spots = rng.sample(range(len(words)), ups + downs)
     for spot in spots[:ups]:
@@ -150,38 +155,68 @@ def task_tokenizer() -> PreTrainedTokenizerFast:
     return word_tokenizer(list(VOCABULARY), model_max_length=LONG_WORDS + 2)
 
 
-def task_config(vocab_size: int) -> TransformerConfig:
-    """Return the tasks' classifier: d_model 32, 2 layers, 4 heads, pre-norm, [CLS] pooling."""
-    return TransformerConfig(
-        d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=vocab_size, max_positions=LONG_WORDS + 2,
-        positions="learned", norm_first=True, final_norm=True, n_classes=2, pooling="first",
+def task_config(vocab_size: int) -> BertConfig:
+    """Return the tasks' classifier: a post-norm BERT, d_model 32, 2 layers, 4 heads, MLP 64, no dropout,
+    eager attention; the sequence-classification head reads [CLS] through the pooler."""
+    return BertConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=LONG_WORDS + 2, type_vocab_size=1, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=2, pad_token_id=0, attn_implementation="eager",
     )
 
 
 def train_task_model(
     task: str, seed: int = 0, *, n_train: int = 3000, steps: int = 400, batch_size: int = 32, lr: float = 3e-3
-) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
-    """Return (the EncoderClassifier trained on `task`, in eval mode; its tokenizer). Same seed, same weights."""
+) -> tuple[BertForSequenceClassification, PreTrainedTokenizerFast]:
+    """Return (the BERT classifier trained on `task`, in eval mode; its tokenizer). Same seed, same weights.
+
+    A Hugging Face BERT rather than the reference EncoderClassifier, so that every method runs on the tasks:
+    the decomposition analyzers (norm-based attention, GlobEnc, ALTI, value zeroing) need a Hugging Face
+    family's norms and projections and refuse the reference model."""
     tokenizer = task_tokenizer()
     data = task_dataset(task, n_train, seed)
     model = train_classifier(
-        lambda: EncoderClassifier(task_config(len(tokenizer))), encode(tokenizer, list(data.texts)), data.labels,
-        seed, steps=steps, batch_size=batch_size, lr=lr,
+        lambda: BertForSequenceClassification(task_config(len(tokenizer))), encode(tokenizer, list(data.texts)),
+        data.labels, seed, steps=steps, batch_size=batch_size, lr=lr,
     )
     return model, tokenizer
 
 
-def task_model(task: str, cache_dir: str | Path | None = None) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
-    """Return `task`'s trained model and tokenizer, from the cache (`cache_dir`/task-NAME-v1) or trained now."""
+def task_model(
+    task: str, cache_dir: str | Path | None = None
+) -> tuple[BertForSequenceClassification, PreTrainedTokenizerFast]:
+    """Return `task`'s trained model and tokenizer, from the cache (`cache_dir`/task-NAME-v2) or trained now and
+    published there (written beside the target and renamed into place, so a reader never sees half of it)."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return cached_classifier(root / f"task-{task}-{TASK_VERSION}", lambda: train_task_model(task))
+    target = root / f"task-{task}-{TASK_VERSION}"
+    if (target / "config.json").is_file():
+        return _load(target)
+    model, tokenizer = train_task_model(task)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / "config.json").is_file():  # not a concurrent writer that finished first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return model, tokenizer
 
 
-def task_accuracy(model: EncoderClassifier, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:
+def _load(target: Path) -> tuple[BertForSequenceClassification, PreTrainedTokenizerFast]:
+    model = BertForSequenceClassification.from_pretrained(target, attn_implementation="eager").eval()
+    return model, PreTrainedTokenizerFast.from_pretrained(target)
+
+
+def task_accuracy(model: BertForSequenceClassification, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:
     """Return the share of `data` the model labels correctly."""
     encoded = encode(tokenizer, list(data.texts))
     with torch.no_grad():
-        predicted = model(encoded.input_ids, encoded.attention_mask).argmax(dim=-1)
+        predicted = model(encoded.input_ids, encoded.attention_mask).logits.argmax(dim=-1)
     return float((predicted == data.labels).float().mean())
 
 

@@ -120,6 +120,16 @@ class MultiHeadAttention(nn.Module):
         self.hook_z = HookPoint("batch pos head d_head")
         self.out_proj = nn.Linear(d_attn, d_model, bias=config.bias)
 
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Re-draw this module's own tensors (the additive score's, U(-1/sqrt(d_head), 1/sqrt(d_head)) as at
+        construction); the projections are nn.Linear and reset themselves. Used by the sanity check's
+        re-initialisation (interpret.evidence.sanity)."""
+        if self.config.scoring == "additive":
+            bound = 1.0 / math.sqrt(self.config.d_head)
+            for tensor in (self.score_query, self.score_key, self.score_vector):
+                tensor.uniform_(-bound, bound)
+
     def projections(self) -> list[tuple[Tensor, Tensor | None]]:
         """Return [(weight [n_heads * d_head, d_model], bias [n_heads * d_head] or None)] for q, k and v."""
         if self.config.packed_qkv:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from jaxtyping import Int
@@ -27,6 +28,8 @@ from interpret.errors import ConfigError, ModelLoadError
 from interpret.inputs import Encoded, encode
 from interpret.reference.config import TransformerConfig
 from interpret.reference.models import EncoderClassifier
+
+Classifier = TypeVar("Classifier", bound=torch.nn.Module)
 from interpret.reference.vocab import vocabulary_words, word_tokenizer
 
 TOY_NAME = "toy-marker-v1"
@@ -160,11 +163,12 @@ def train_marker_model(
 
 
 def train_classifier(
-    build: Callable[[], EncoderClassifier], encoded: Encoded, labels: Tensor, seed: int, *, steps: int,
+    build: Callable[[], Classifier], encoded: Encoded, labels: Tensor, seed: int, *, steps: int,
     batch_size: int, lr: float,
-) -> EncoderClassifier:
+) -> Classifier:
     """Return the classifier `build()` makes (inside the seeded, deterministic scope), trained with AdamW on
-    random batches of `encoded` [n, pos] against `labels` [n] for `steps` steps, in eval mode."""
+    random batches of `encoded` [n, pos] against `labels` [n] for `steps` steps, in eval mode. `build` may
+    also make a Hugging Face sequence classifier (its output's `.logits` are used)."""
     with _deterministic(seed):
         model = build()
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -173,6 +177,7 @@ def train_classifier(
         for _ in range(steps):
             batch = torch.randint(0, len(labels), (batch_size,), generator=order)
             logits = model(encoded.input_ids[batch], encoded.attention_mask[batch])
+            logits = getattr(logits, "logits", logits)  # a Hugging Face classifier returns an output object
             loss = torch.nn.functional.cross_entropy(logits, labels[batch])
             optimizer.zero_grad()
             loss.backward()
