@@ -1,0 +1,93 @@
+"""Σ_h A_hᵀ·r (a readout row carried back through one layer's attention) by two fused attention calls, with
+no [n, n] tensor anywhere, not even a block of one.
+
+With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij):
+
+    (Aᵀ r)_j = Σ_i r_i · exp(s_ij − lse_i)
+
+is itself an attention, run in the transposed direction: queries k'_j = [k_j, 1], keys q'_i = [q_i, −lse_i /
+scale] (one extra coordinate, so the kernel's score is s'_ji = s_ij − lse_i = log A_ij, at most 0: no
+overflow, no underflow of a value), values r_i. A fused kernel returns out_j = Σ_i A_ij r_i / Σ_i A_ij and its
+own log-normaliser lse'_j = log Σ_i A_ij (a log column sum, at most log n), so (Aᵀ r)_j = out_j · exp(lse'_j).
+A causal mask (key j ≤ query i) becomes anti-causal in that direction (i ≥ j); reversing the order of both
+sides turns it back into the kernel's own causal mask. Each call costs what one attention forward costs, in
+O(n·d) memory.
+
+`row_normalisers` gives lse (and the layer's output A·V, for the check against the kernel's z) from the
+first call; `transposed_sums` is the second. Both run in float32 (the model's q, k cast up; products of
+half-precision numbers are exact in float32): on CPU the flash kernel
+`aten._scaled_dot_product_flash_attention_for_cpu`, on CUDA the memory-efficient kernel
+`aten._scaled_dot_product_efficient_attention` (the flash kernel there takes only half precision). Both
+return the log-sum-exp this needs. Every other device raises `NotImplementedError` (the caller falls back to
+rebuilding blocks of pattern rows, `interpret.streaming.pattern`).
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+_ALIGN = 8  # the CUDA memory-efficient kernel wants head sizes in multiples of 8 (zero columns change nothing)
+
+
+def fused_available(device: torch.device) -> bool:
+    """Return whether `device` has a fused kernel that returns its log-sum-exp (CPU and CUDA)."""
+    return device.type in ("cpu", "cuda")
+
+
+def _attend(
+    query: Float[Tensor, "head q d"], key: Float[Tensor, "head k d"], value: Float[Tensor, "head k e"],
+    causal: bool, scale: float,
+) -> tuple[Float[Tensor, "head q e"], Float[Tensor, "head q"]]:
+    """Return (softmax(query·keyᵀ·scale + mask)·value [head, q, e], log-sum-exp of each query row [head, q]),
+    float32, by one fused call (head sizes padded with zero columns where the kernel wants them)."""
+    value_width = value.shape[-1]
+    if query.device.type == "cpu":
+        width = max(query.shape[-1], value.shape[-1])  # the CPU kernel wants one head size for q, k and v
+        query, key, value = (_pad(t, width) for t in (query, key, value))
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query[None], key[None], value[None], 0.0, causal, scale=scale
+        )
+        return out[0, ..., :value_width], lse[0]
+    if query.device.type == "cuda":
+        width = -(-query.shape[-1] // _ALIGN) * _ALIGN
+        out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+            _pad(query, width)[None], _pad(key, width)[None], _pad(value, -(-value.shape[-1] // _ALIGN) * _ALIGN)[None],
+            None, True, 0.0, causal, scale=scale,
+        )
+        return out[0, ..., :value_width], lse[0, :, : query.shape[1]]  # the kernel may pad lse's row axis
+    raise NotImplementedError(f"no fused attention kernel returning its log-sum-exp on {query.device.type}")
+
+
+def _pad(tensor: Tensor, width: int) -> Tensor:
+    """Return `tensor` [..., d] with zero columns up to `width` (itself when d == width), contiguous."""
+    extra = width - tensor.shape[-1]
+    if extra == 0:
+        return tensor.contiguous()
+    return torch.nn.functional.pad(tensor, (0, extra))
+
+
+def row_normalisers(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"],
+    *, causal: bool, scale: float,
+) -> tuple[Float[Tensor, "head n d_head"], Float[Tensor, "head n"]]:
+    """Return (A·V [head, n, d_head], lse [head, n]) of one layer in float32: lse_i = log Σ_j exp(s_ij)."""
+    return _attend(q.float(), k.float(), v.float(), causal, scale)
+
+
+def transposed_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], lse: Float[Tensor, "head n"],
+    vector: Float[Tensor, " n"], *, causal: bool, scale: float,
+) -> Float[Tensor, " n"]:
+    """Return Σ_h (A_hᵀ·vector) [n] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from q,
+    k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module docstring)."""
+    heads, n, _ = q.shape
+    keys_side = torch.cat([q.float(), (lse.float() / -scale).unsqueeze(-1)], dim=-1)  # q'_i = [q_i, −lse_i/scale]
+    queries_side = torch.cat([k.float(), k.new_ones(heads, n, 1, dtype=torch.float32)], dim=-1)  # k'_j = [k_j, 1]
+    values = vector.to(device=q.device, dtype=torch.float32).view(1, n, 1).expand(heads, n, 1)
+    if causal:  # i ≥ j in the transposed direction: reversed, it is the kernel's causal mask
+        keys_side, queries_side, values = keys_side.flip(1), queries_side.flip(1), values.flip(1)
+    out, column_lse = _attend(queries_side, keys_side, values, causal, scale)
+    sums = (out[..., 0].double() * column_lse.double().exp()).sum(0)  # Σ_h out_j · Σ_i A_ij
+    return sums.flip(0) if causal else sums
