@@ -40,7 +40,7 @@ from interpret.streaming.pattern import (
     pattern_rows,
     row_blocks,
 )
-from interpret.streaming.transposed import fused_available, row_normalisers, transposed_sums
+from interpret.streaming.transposed import column_sums, fused_available
 
 HEAD_FUSIONS = ("mean", "max", "min")
 ROLLOUT_METHODS = ("auto", "fused", "blocks")
@@ -83,7 +83,7 @@ def rollout_readout(
     for layer in reversed(layers):
         vector = vector.to(layer.q.device)
         if method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes)):
-            vector, error = _fused_layer(layer, vector, residual)
+            vector, error = _fused_layer(layer, vector, residual, block_bytes)
         else:
             vector, error = _blocks_layer(layer, vector, residual, head_fusion, block_bytes)
         worst = max(worst, error)
@@ -99,17 +99,14 @@ def _spans_blocks(vector: torch.Tensor, layer: StreamedLayer, block_bytes: int) 
     return len(rows) > 0 and int(rows[-1] - rows[0]) + 1 > block_rows(layer.heads, layer.n, block_bytes)
 
 
-def _fused_layer(layer: StreamedLayer, vector: torch.Tensor, residual: float) -> tuple[torch.Tensor, float]:
-    """Return (v·Â [n] float64, output error) by two fused attention calls: v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v
-    (rows of Â sum to one as they are under the mean fusion)."""
-    values = layer.v if layer.v is not None else layer.k  # without v the first call's output is not checked
-    out, lse = row_normalisers(layer.q, layer.k, values, causal=layer.causal, scale=layer.scale)
-    error = 0.0
-    if layer.z is not None and layer.v is not None:
-        kernel = layer.z.float()
-        error = float((out - kernel).abs().max() / max(1.0, float(kernel.abs().max())))
-    del out
-    sums = transposed_sums(layer.q, layer.k, lse, vector, causal=layer.causal, scale=layer.scale)
+def _fused_layer(
+    layer: StreamedLayer, vector: torch.Tensor, residual: float, block_bytes: int
+) -> tuple[torch.Tensor, float]:
+    """Return (v·Â [n] float64, output error) by two fused attention calls per chunk of heads:
+    v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one as they are under the mean fusion)."""
+    sums, error = column_sums(
+        layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes
+    )
     return sums.mul_((1.0 - residual) / layer.heads).add_(vector, alpha=residual), error
 
 

@@ -83,11 +83,55 @@ def transposed_sums(
     """Return Σ_h (A_hᵀ·vector) [n] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from q,
     k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module docstring)."""
     heads, n, _ = q.shape
-    keys_side = torch.cat([q.float(), (lse.float() / -scale).unsqueeze(-1)], dim=-1)  # q'_i = [q_i, −lse_i/scale]
-    queries_side = torch.cat([k.float(), k.new_ones(heads, n, 1, dtype=torch.float32)], dim=-1)  # k'_j = [k_j, 1]
-    values = vector.to(device=q.device, dtype=torch.float32).view(1, n, 1).expand(heads, n, 1)
-    if causal:  # i ≥ j in the transposed direction: reversed, it is the kernel's causal mask
-        keys_side, queries_side, values = keys_side.flip(1), queries_side.flip(1), values.flip(1)
+    order = torch.arange(n - 1, -1, -1, device=q.device) if causal else None  # i ≥ j reversed is causal
+    keys_side = _side(q, lse.float() / -scale, order)  # q'_i = [q_i, −lse_i/scale]
+    queries_side = _side(k, None, order)  # k'_j = [k_j, 1]
+    values = vector.to(device=q.device, dtype=torch.float32)
+    values = (values.flip(0) if causal else values).view(1, n, 1).expand(heads, n, 1)
     out, column_lse = _attend(queries_side, keys_side, values, causal, scale)
+    del queries_side, keys_side
     sums = (out[..., 0].double() * column_lse.double().exp()).sum(0)  # Σ_h out_j · Σ_i A_ij
     return sums.flip(0) if causal else sums
+
+
+def _side(
+    tensor: Float[Tensor, "head n d"], last: Float[Tensor, "head n"] | None, order: Tensor | None
+) -> Float[Tensor, "head n d_plus"]:
+    """Return [tensor, last] (last = ones when None) as float32 [head, n, d + 1], positions in `order` when
+    given."""
+    heads, n, d = tensor.shape
+    out = torch.empty(heads, n, d + 1, dtype=torch.float32, device=tensor.device)
+    if order is None:
+        out[..., :d] = tensor
+    else:
+        out[..., :d] = tensor.index_select(1, order)
+    if last is None:
+        out[..., d] = 1.0
+    else:
+        out[..., d] = last if order is None else last.index_select(1, order)
+    return out
+
+
+def column_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
+    z: Float[Tensor, "head n d_head"] | None, vector: Float[Tensor, " n"], *, causal: bool, scale: float,
+    chunk_bytes: int,
+) -> tuple[Float[Tensor, " n"], float]:
+    """Return (Σ_h A_hᵀ·vector [n] float64, max |A·V − z| / max(1, max |z|)) of one layer, a few heads at a
+    time so that each chunk's float32 working tensors (about six [heads, n, d_head + 1]) stay within
+    `chunk_bytes`. Without v or z the output is not checked (error 0)."""
+    heads, n, d_head = q.shape
+    chunk = max(1, min(heads, chunk_bytes // (6 * n * (d_head + 1) * 4)))
+    sums = torch.zeros(n, dtype=torch.float64, device=q.device)
+    worst, largest = 0.0, 1.0
+    for first in range(0, heads, chunk):
+        part = slice(first, min(first + chunk, heads))
+        values = v[part] if v is not None else k[part]
+        out, lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
+        if v is not None and z is not None:
+            kernel = z[part].float()
+            worst = max(worst, float((out - kernel).abs().max()))
+            largest = max(largest, float(kernel.abs().max()))
+        del out
+        sums += transposed_sums(q[part], k[part], lse, vector, causal=causal, scale=scale)
+    return sums, worst / largest
