@@ -66,6 +66,7 @@ def rollout_readout(
     head_fusion: str = "mean",
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     method: str = "auto",
+    device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, " n"], float]:
     """Return (w·Â_{L−1}⋯Â_0 [n], largest output error) for `layers` (first to last), Â as the module says.
 
@@ -73,6 +74,8 @@ def rollout_readout(
     Σ_h A_hᵀ·v in the transposed direction) when heads are mean-fused, the device has such a kernel and the
     row's weight spans more than one block of rows; "fused" on every layer (mean fusion only); "blocks"
     rebuilds pattern rows in blocks on every layer. The fused path checks A·V against the kernel's z on every row.
+    device: where each layer is computed (its tensors moved there one layer at a time, e.g. from pinned host
+    memory); default: where the layer is.
     """
     if method not in ROLLOUT_METHODS:
         raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
@@ -81,6 +84,7 @@ def rollout_readout(
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
+        layer = layer.to(device) if device is not None else layer
         vector = vector.to(layer.q.device)
         if method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes)):
             vector, error = _fused_layer(layer, vector, residual, block_bytes)
@@ -105,7 +109,8 @@ def _fused_layer(
     """Return (v·Â [n] float64, output error) by two fused attention calls per chunk of heads:
     v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one as they are under the mean fusion)."""
     sums, error = column_sums(
-        layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes
+        layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes,
+        lse=layer.lse,
     )
     return sums.mul_((1.0 - residual) / layer.heads).add_(vector, alpha=residual), error
 

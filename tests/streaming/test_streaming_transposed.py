@@ -112,3 +112,46 @@ def test_an_unknown_method_is_refused() -> None:
         StreamingRolloutParams(method="fused", head_fusion="max")
     with pytest.raises(ValueError, match="method"):
         rollout_readout([], np.ones(1), method="fast")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_kernel_records_keep_the_model_output_and_give_the_full_rollout(family: str) -> None:
+    from interpret.streaming.kernel import KernelLayers, kernel_records
+
+    model = tiny_model(family)
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, [TEXTS[0]], names=["*attn.hook_pattern"])
+    full = interpret.analyze(trace, "rollout", params={"rows": "readout", "residual": 0.4}, model=model, tokenizer=tokenizer)
+    ids = trace.encoded.input_ids
+    original = torch.nn.functional.scaled_dot_product_attention
+    with torch.no_grad():
+        plain = model(input_ids=ids).logits
+        with kernel_records() as records:
+            recorded = model(input_ids=ids).logits
+    assert torch.nn.functional.scaled_dot_product_attention is original
+    assert records.fallback is None and len(records.calls) == trace.meta.n_layers
+    assert torch.equal(plain, recorded)  # the model's output is the one SDPA gives, bit for bit
+    positions = real_positions(trace)[0]
+    weights = readout_weights("auto", run_context(trace, model, tokenizer).targets[0], positions)
+    layers = KernelLayers(records, 0, ids.device)
+    for method, block_bytes in (("auto", ONE_ROW), ("fused", 1 << 26), ("blocks", ONE_ROW)):
+        row, error = rollout_readout(layers, weights, residual=0.4, block_bytes=block_bytes, method=method)
+        assert np.abs(row - full["readout"][0][positions]).max() <= TOLERANCE, method
+        assert error == 0.0  # nothing to check against: the pattern is the kernel's by construction
+
+
+def test_kernel_records_fall_back_on_a_mask_and_restore_sdpa_when_the_forward_raises() -> None:
+    from interpret.streaming.kernel import KernelLayers, kernel_records
+
+    model = tiny_model("llama")
+    tokenizer = word_tokenizer()
+    encoded = tokenizer(list(TEXTS[:2]), padding=True, return_tensors="pt")
+    original = torch.nn.functional.scaled_dot_product_attention
+    with torch.no_grad(), kernel_records() as records:
+        model(**encoded)
+    assert records.fallback is not None and "mask" in records.fallback
+    with pytest.raises(ValueError, match="unusable"):
+        KernelLayers(records, 0, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="on purpose"), kernel_records():
+        raise RuntimeError("the forward fails on purpose")
+    assert torch.nn.functional.scaled_dot_product_attention is original
