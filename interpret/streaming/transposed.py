@@ -51,10 +51,10 @@ def _attend(
         )
         return out[0, ..., :value_width], lse[0]
     if query.device.type == "cuda":
-        width = -(-query.shape[-1] // _ALIGN) * _ALIGN
+        width = -(-max(query.shape[-1], value.shape[-1]) // _ALIGN) * _ALIGN  # one head size, as on CPU
         out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
-            _pad(query, width)[None], _pad(key, width)[None], _pad(value, -(-value.shape[-1] // _ALIGN) * _ALIGN)[None],
-            None, True, 0.0, causal, scale=scale,
+            _pad(query, width)[None], _pad(key, width)[None], _pad(value, width)[None], None, True, 0.0, causal,
+            scale=scale,
         )
         return out[0, ..., :value_width], lse[0, :, : query.shape[1]]  # the kernel may pad lse's row axis
     raise NotImplementedError(f"no fused attention kernel returning its log-sum-exp on {query.device.type}")
