@@ -36,7 +36,8 @@ class StreamedLayer:
     q, k, v: [head, n, d_head] in the model's dtype (k and v repeated per query head under grouped-query
         attention; v None when only the kernel's lse was kept). z: [head, n, d_head] the kernel's output (the
         output projection's input), or None.
-    grad_z: [head, n, d_head] ∂score/∂z in float32, or None without gradients. causal: a decoder's mask.
+    grad_z: [head, n, d_head] ∂score/∂z in the model's dtype (cast to float32 per block), or None.
+    causal: a decoder's mask.
     lse: [head, n] float32, the kernel's own log Σ_j exp(score_ij) of each row when it was kept
         (`interpret.streaming.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
     """
