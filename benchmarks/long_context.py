@@ -11,6 +11,9 @@ the child's peak resident set is its own):
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
     s_rollout  interpret.collect of hook_q/k/v/z + the `streaming_rollout` analyzer (the whole user path).
+    s_rollout_k one forward inside `interpret.streaming.kernel.kernel_records` (SDPA served by the fused kernel,
+               which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
+               level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
     s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
                rows=readout (its own autograd pass through the model, then the readout rows rebuilt).
 Memory: CPU, the process's peak resident set (VmHWM) and its rise above the resident set once the model and
@@ -38,7 +41,8 @@ SIZES = {
     "6b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                intermediate_size=11008, vocab_size=32000),
 }
-CASES = ("sdpa", "eager", "s_rollout", "s_attgrad")
+CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad")
+ROLLOUTS = ("s_rollout", "s_rollout_k")
 
 
 def _status_kib(key: str) -> int:
@@ -56,6 +60,8 @@ def _child(args: argparse.Namespace) -> None:
 
     import interpret
     from interpret.reference import vocab
+    from interpret.streaming.kernel import KernelLayers, kernel_records
+    from interpret.streaming.readout import rollout_readout
 
     cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if args.size == "6b" else torch.float32
@@ -88,6 +94,13 @@ def _child(args: argparse.Namespace) -> None:
                                                                      "*attn.hook_z"], budget_bytes=None)
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
             return result["readout"][0]
+        if args.case == "s_rollout_k":
+            with torch.no_grad(), kernel_records(offload=args.offload) as records:
+                model(ids)
+            weights = np.zeros(args.n)
+            weights[-1] = 1.0  # the decision of a causal LM reads its last row
+            layers = KernelLayers(records, 0, ids.device)
+            return rollout_readout(layers, weights, block_bytes=args.block_mib << 20)[0]
         trace = interpret.collect(model, tokenizer, ids, names=["blocks.0.attn.hook_z"], budget_bytes=None)
         result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout"}, model=model,
                                    tokenizer=tokenizer)
@@ -127,7 +140,7 @@ def _child(args: argparse.Namespace) -> None:
         weights = np.zeros(args.n)
         weights[-1] = 1.0
         np.save(args.out, rollout_math.chain(augmented, weights=weights)[0])
-    elif args.case == "s_rollout" and args.out:
+    elif args.case in ROLLOUTS and args.out:
         np.save(args.out, np.asarray(output))
     print(json.dumps(record))
 
@@ -135,6 +148,7 @@ def _child(args: argparse.Namespace) -> None:
 def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | str:
     command = [sys.executable, __file__, "--child", "--case", case, "--n", str(n), "--device", args.device,
                "--size", args.size, "--repeat", str(args.repeat), "--out", out, "--block-mib", str(args.block_mib)]
+    command += ["--offload"] if args.offload else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -162,6 +176,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--log-dir", default="", help="write each case's stderr there")
     parser.add_argument("--block-mib", type=int, default=64, help="the streaming analyzers' block_mib")
+    parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -177,7 +192,7 @@ def main() -> None:
     print(f"Llama-shaped decoder '{args.size}' ({shape['num_hidden_layers']} layers, {shape['num_attention_heads']}"
           f" heads of {shape['hidden_size'] // shape['num_attention_heads']}, {shape['num_key_value_heads']} KV heads),"
           f" {args.device}, {os.cpu_count()} CPUs, median of {args.repeat} after a warm-up; fresh process per case")
-    print(f"{'n':>6} {'case':<10} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
+    print(f"{'n':>6} {'case':<11} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
           f" {'x sdpa time':>12}  note")
     with tempfile.TemporaryDirectory() as scratch:
         for n in [int(x) for x in args.lengths.split(",")]:
@@ -191,18 +206,21 @@ def main() -> None:
             sdpa = rows.get("sdpa")
             for case, row in rows.items():
                 if isinstance(row, str):
-                    print(f"{n:>6} {case:<10} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12}  {row}")
+                    print(f"{n:>6} {case:<11} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12}  {row}")
                     continue
                 ratio_peak = ratio_time = ""
                 if isinstance(sdpa, dict):
                     ratio_peak = f"{row['peak'] / sdpa['peak']:.2f}"
                     ratio_time = f"{row['median_s'] / sdpa['median_s']:.2f}"
                 note = ""
-                if case == "s_rollout" and isinstance(rows.get("eager"), dict):
-                    streamed = np.load(Path(scratch) / f"s_rollout_{n}.npy")
-                    full = np.load(Path(scratch) / f"eager_{n}.npy")
-                    note = f"max |streamed - full rollout| = {np.abs(streamed - full).max():.1e}"
-                print(f"{n:>6} {case:<10} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
+                if case in ROLLOUTS:  # against the eager patterns' rollout, else against the other streamed one
+                    reference = "eager" if isinstance(rows.get("eager"), dict) else next(
+                        (other for other in ROLLOUTS if other != case and isinstance(rows.get(other), dict)), None)
+                    if reference is not None:
+                        streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
+                        full = np.load(Path(scratch) / f"{reference}_{n}.npy")
+                        note = f"max |streamed - {'full rollout' if reference == 'eager' else reference}| = {np.abs(streamed - full).max():.1e}"
+                print(f"{n:>6} {case:<11} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
                       f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12}  {note}", flush=True)
 
 

@@ -1,8 +1,10 @@
 """Attention rollout of the decision's readout rows in O(n·d) memory per layer (Abnar & Zuidema 2020).
 
 Reads each layer's queries, keys, values and kernel output (hook_q, hook_k, hook_v, hook_z), never a
-pattern: every layer's pattern is rebuilt one block of query rows at a time while the readout row is carried
-back through the layers (`interpret.streaming.readout.rollout_readout`). Same definition as `rollout` with
+pattern: the readout row is carried back through the layers (`interpret.streaming.readout.rollout_readout`),
+under mean fusion by two fused attention calls per layer (each row's log-sum-exp, then Σ_h A_hᵀ·row in the
+transposed direction: `interpret.streaming.transposed`), otherwise by rebuilding the pattern one block of
+query rows at a time. Same definition as `rollout` with
 rows="readout" (Â = rownorm(r·I + (1 − r)·fuse_h A), readout w·Â_{L−1}⋯Â_start) and equal to it (tests, 1e-5).
 
 Arrays (batch first; padding is zero):
@@ -35,6 +37,10 @@ class StreamingRolloutParams(StreamingParams):
     )
     head_fusion: Literal["mean", "max", "min"] = field(default="mean", metadata={"help": "how heads are combined"})
     start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
+    method: Literal["auto", "fused", "blocks"] = field(
+        default="auto",
+        metadata={"help": "auto: two fused attention calls per layer under mean fusion when the rows span more than a block; fused: always (mean fusion); blocks: rebuild pattern rows in blocks"},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -44,6 +50,10 @@ class StreamingRolloutParams(StreamingParams):
             raise ValueError(f"head_fusion={self.head_fusion!r} is unknown; use mean, max or min")
         if self.start_layer < 0:
             raise ValueError(f"start_layer={self.start_layer} must be 0 or more; use 0 for every layer")
+        if self.method not in ("auto", "fused", "blocks"):
+            raise ValueError(f"method={self.method!r} is unknown; use auto, fused or blocks")
+        if self.method == "fused" and self.head_fusion != "mean":
+            raise ValueError(f"method=fused needs head_fusion=mean, not {self.head_fusion}; use method=auto or blocks")
 
 
 class StreamingRollout:
@@ -72,7 +82,7 @@ class StreamingRollout:
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
             row, error = rollout_readout(
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
-                block_bytes=params.block_bytes,
+                block_bytes=params.block_bytes, method=params.method,
             )
             readout[b] = place(row, positions, trace.encoded.pos)
             worst = max(worst, error)

@@ -106,7 +106,7 @@ def layers_with_gradients(trace: Trace, ctx: Any, what: str) -> list[list[Stream
             layers.append(StreamedLayer(
                 *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal,
                 z=_per_example(_heads(kept[i].detach(), n_heads), b, positions),
-                grad_z=_per_example(_heads(grad.float(), n_heads), b, positions),
+                grad_z=_per_example(_heads(grad, n_heads), b, positions),  # model dtype: blocks cast it
             ))
         out.append(layers)
     return out

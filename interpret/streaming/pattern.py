@@ -34,16 +34,30 @@ class StreamedLayer:
     """One layer of one example, over its n real positions.
 
     q, k, v: [head, n, d_head] in the model's dtype (k and v repeated per query head under grouped-query
-        attention). z: [head, n, d_head] the kernel's output (the output projection's input), or None.
-    grad_z: [head, n, d_head] ∂score/∂z in float32, or None without gradients. causal: a decoder's mask.
+        attention; v None when only the kernel's lse was kept). z: [head, n, d_head] the kernel's output (the
+        output projection's input), or None.
+    grad_z: [head, n, d_head] ∂score/∂z in the model's dtype (cast to float32 per block), or None.
+    causal: a decoder's mask.
+    lse: [head, n] float32, the kernel's own log Σ_j exp(score_ij) of each row when it was kept
+        (`interpret.streaming.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
     """
 
     q: Float[Tensor, "head n d_head"]
     k: Float[Tensor, "head n d_head"]
-    v: Float[Tensor, "head n d_head"]
+    v: Float[Tensor, "head n d_head"] | None
     causal: bool
     z: Float[Tensor, "head n d_head"] | None = None
     grad_z: Float[Tensor, "head n d_head"] | None = None
+    lse: Float[Tensor, "head n"] | None = None
+    kernel_scale: float | None = None
+
+    def to(self, device: torch.device) -> StreamedLayer:
+        """Return this layer with its tensors on `device` (itself when they are there already)."""
+        if self.q.device == device:
+            return self
+        moved = {name: getattr(self, name) for name in ("q", "k", "v", "z", "grad_z", "lse")}
+        moved = {name: None if t is None else t.to(device, non_blocking=True) for name, t in moved.items()}
+        return StreamedLayer(**moved, causal=self.causal, kernel_scale=self.kernel_scale)
 
     @property
     def n(self) -> int:
@@ -57,8 +71,8 @@ class StreamedLayer:
 
     @property
     def scale(self) -> float:
-        """The softmax scale 1/√d_head."""
-        return float(self.q.shape[-1]) ** -0.5
+        """The softmax scale: the kernel's when it was kept, else 1/√d_head."""
+        return self.kernel_scale if self.kernel_scale is not None else float(self.q.shape[-1]) ** -0.5
 
     def keys_for(self, stop: int) -> int:
         """Return how many keys rows before `stop` can see: `stop` under a causal mask, else all n."""
@@ -94,7 +108,7 @@ def row_blocks(layer: StreamedLayer, block_bytes: int = DEFAULT_BLOCK_BYTES) -> 
 def pattern_grad_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "head rows keys"]:
     """Return ∂score/∂A for rows start..stop−1 [head, rows, keys] in float32: z_i = Σ_j A[i, j]·v_j, so
     ∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j]."""
-    if layer.grad_z is None:
+    if layer.grad_z is None or layer.v is None:
         raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
     keys = layer.keys_for(stop)
     return torch.matmul(layer.grad_z[:, start:stop].float(), layer.v[:, :keys].float().transpose(1, 2))
@@ -103,7 +117,7 @@ def pattern_grad_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tens
 def output_error(layer: StreamedLayer, start: int, stop: int, pattern: Float[Tensor, "head rows keys"]) -> float:
     """Return max |A·V − z| / max(1, max |z|) over rows start..stop−1: how far the recomputed pattern is from
     the one the kernel used (0 up to rounding when mask and scale restate the model's)."""
-    if layer.z is None:
+    if layer.z is None or layer.v is None:
         return 0.0
     keys = pattern.shape[-1]
     mixed = torch.matmul(pattern, layer.v[:, :keys].float())  # [head, rows, d_head]

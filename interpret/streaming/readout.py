@@ -8,7 +8,10 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
 
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
-  v ← v·Â_l from the last layer down, v·Â_l = Σ_blocks v[block]·Â_l[block, :].
+  v ← v·Â_l from the last layer down, v·Â_l = Σ_blocks v[block]·Â_l[block, :]. With heads mean-fused,
+  v·Â_l = (1 − r)/H·Σ_h A_hᵀ·v + r·v, and Σ_h A_hᵀ·v comes from two fused attention calls instead (a forward
+  one for each row's log-sum-exp, one in the transposed direction: `interpret.streaming.transposed`), no
+  block of pattern rows at all, whenever the rows with a weight span more than one block.
 - Attention × gradient: per layer, Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, :] (the first-order contribution of
   each attention weight to the score, Chefer et al. 2021 eq. 5 before the head mean), with ∂score/∂A[h, i, j] =
   ∂score/∂z[h, i] · v[h, j]; only the blocks of rows with a weight are rebuilt (w = 1 on every row gives the
@@ -17,7 +20,7 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
   Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺, R = (I + Ā_{L−1}) ⋯ (I + Ā_0), readout w·R: v ← v + v·Ā_l.
 
 Every function also returns the largest `output_error` it saw (A·V against the kernel's output z) on the
-blocks it rebuilt, so a mask or scale that does not restate the model's is reported, never hidden.
+blocks it rebuilt (on every row where rollout took the fused path), so a mask or scale that does not restate the model's is reported, never hidden.
 """
 
 from __future__ import annotations
@@ -28,9 +31,19 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.streaming.pattern import DEFAULT_BLOCK_BYTES, StreamedLayer, output_error, pattern_grad_rows, pattern_rows, row_blocks
+from interpret.streaming.pattern import (
+    DEFAULT_BLOCK_BYTES,
+    StreamedLayer,
+    block_rows,
+    output_error,
+    pattern_grad_rows,
+    pattern_rows,
+    row_blocks,
+)
+from interpret.streaming.transposed import column_sums, fused_available
 
 HEAD_FUSIONS = ("mean", "max", "min")
+ROLLOUT_METHODS = ("auto", "fused", "blocks")
 
 
 def _fuse(pattern: torch.Tensor, how: str) -> torch.Tensor:
@@ -52,34 +65,83 @@ def rollout_readout(
     residual: float = 0.5,
     head_fusion: str = "mean",
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    method: str = "auto",
+    device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, " n"], float]:
-    """Return (w·Â_{L−1}⋯Â_0 [n], largest output error) for `layers` (first to last), Â as the module says."""
+    """Return (w·Â_{L−1}⋯Â_0 [n], largest output error) for `layers` (first to last), Â as the module says.
+
+    method: "auto" carries the row through a layer by two fused attention calls (`transposed`: lse, then
+    Σ_h A_hᵀ·v in the transposed direction) when heads are mean-fused, the device has such a kernel and the
+    row's weight spans more than one block of rows; "fused" on every layer (mean fusion only); "blocks"
+    rebuilds pattern rows in blocks on every layer. The fused path checks A·V against the kernel's z on every row.
+    device: where each layer is computed (its tensors moved there one layer at a time, e.g. from pinned host
+    memory); default: where the layer is.
+    """
+    if method not in ROLLOUT_METHODS:
+        raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
+    if method == "fused" and head_fusion != "mean":
+        raise ValueError(f"method 'fused' needs head_fusion 'mean' (not {head_fusion!r}); use auto or blocks")
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
+        layer = layer.to(device) if device is not None else layer
         vector = vector.to(layer.q.device)
-        carried = torch.zeros(layer.n, dtype=torch.float64, device=vector.device)
-        for start, stop in row_blocks(layer, block_bytes):
-            rows = vector[start:stop]
-            needed = bool(torch.any(rows != 0))
-            if needed or stop == layer.n:
-                pattern = pattern_rows(layer, start, stop)  # [head, rows, keys]
-                if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
-                    worst = max(worst, output_error(layer, start, stop, pattern))
-                if not needed:
-                    continue
-                if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v·A_h + r·v: rows of Â sum to one as they are
-                    mixed = torch.matmul(rows.float(), pattern).sum(0)  # [keys]
-                    carried[: mixed.shape[0]] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
-                    carried[start:stop] += residual * rows
-                    continue
-                augmented = _fuse(pattern, head_fusion).mul_(1.0 - residual)  # [rows, keys]
-                index = torch.arange(stop - start, device=augmented.device)
-                augmented[index, index + start] += residual
-                augmented /= augmented.sum(-1, keepdim=True)
-                carried[: augmented.shape[1]] += (rows.float() @ augmented).double()
-        vector = carried
+        if method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes)):
+            vector, error = _fused_layer(layer, vector, residual, block_bytes)
+        else:
+            vector, error = _blocks_layer(layer, vector, residual, head_fusion, block_bytes)
+        worst = max(worst, error)
     return vector.cpu().numpy(), worst
+
+
+def _spans_blocks(vector: torch.Tensor, layer: StreamedLayer, block_bytes: int) -> bool:
+    """Return whether the rows with a weight span more than one block of rows and a fused kernel exists (a
+    single block, e.g. a decoder's last row in the last layer, is cheaper rebuilt than two whole passes)."""
+    if not fused_available(layer.q.device):
+        return False
+    rows = torch.nonzero(vector).flatten()
+    return len(rows) > 0 and int(rows[-1] - rows[0]) + 1 > block_rows(layer.heads, layer.n, block_bytes)
+
+
+def _fused_layer(
+    layer: StreamedLayer, vector: torch.Tensor, residual: float, block_bytes: int
+) -> tuple[torch.Tensor, float]:
+    """Return (v·Â [n] float64, output error) by two fused attention calls per chunk of heads:
+    v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one as they are under the mean fusion)."""
+    sums, error = column_sums(
+        layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes,
+        lse=layer.lse,
+    )
+    return sums.mul_((1.0 - residual) / layer.heads).add_(vector, alpha=residual), error
+
+
+def _blocks_layer(
+    layer: StreamedLayer, vector: torch.Tensor, residual: float, head_fusion: str, block_bytes: int
+) -> tuple[torch.Tensor, float]:
+    """Return (v·Â [n] float64, output error on the last block) with pattern rows rebuilt in blocks."""
+    worst = 0.0
+    carried = torch.zeros(layer.n, dtype=torch.float64, device=vector.device)
+    for start, stop in row_blocks(layer, block_bytes):
+        rows = vector[start:stop]
+        needed = bool(torch.any(rows != 0))
+        if not needed and stop < layer.n:
+            continue
+        pattern = pattern_rows(layer, start, stop)  # [head, rows, keys]
+        if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
+            worst = max(worst, output_error(layer, start, stop, pattern))
+        if not needed:
+            continue
+        if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v·A_h + r·v: rows of Â sum to one as they are
+            mixed = torch.matmul(rows.float(), pattern).sum(0)  # [keys]
+            carried[: mixed.shape[0]] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
+            carried[start:stop] += residual * rows
+            continue
+        augmented = _fuse(pattern, head_fusion).mul_(1.0 - residual)  # [rows, keys]
+        index = torch.arange(stop - start, device=augmented.device)
+        augmented[index, index + start] += residual
+        augmented /= augmented.sum(-1, keepdim=True)
+        carried[: augmented.shape[1]] += (rows.float() @ augmented).double()
+    return carried, worst
 
 
 def attention_gradient_readout(

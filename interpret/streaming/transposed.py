@@ -1,0 +1,141 @@
+"""Σ_h A_hᵀ·r (a readout row carried back through one layer's attention) by two fused attention calls, with
+no [n, n] tensor anywhere, not even a block of one.
+
+With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij):
+
+    (Aᵀ r)_j = Σ_i r_i · exp(s_ij − lse_i)
+
+is itself an attention, run in the transposed direction: queries k'_j = [k_j, 1], keys q'_i = [q_i, −lse_i /
+scale] (one extra coordinate, so the kernel's score is s'_ji = s_ij − lse_i = log A_ij, at most 0: no
+overflow, no underflow of a value), values r_i. A fused kernel returns out_j = Σ_i A_ij r_i / Σ_i A_ij and its
+own log-normaliser lse'_j = log Σ_i A_ij (a log column sum, at most log n), so (Aᵀ r)_j = out_j · exp(lse'_j).
+A causal mask (key j ≤ query i) becomes anti-causal in that direction (i ≥ j); reversing the order of both
+sides turns it back into the kernel's own causal mask. Each call costs what one attention forward costs, in
+O(n·d) memory.
+
+`row_normalisers` gives lse (and the layer's output A·V, for the check against the kernel's z) from the
+first call; `transposed_sums` is the second. Both run in float32 (the model's q, k cast up; products of
+half-precision numbers are exact in float32): on CPU the flash kernel
+`aten._scaled_dot_product_flash_attention_for_cpu`, on CUDA the memory-efficient kernel
+`aten._scaled_dot_product_efficient_attention` (the flash kernel there takes only half precision). Both
+return the log-sum-exp this needs. Every other device raises `NotImplementedError` (the caller falls back to
+rebuilding blocks of pattern rows, `interpret.streaming.pattern`).
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+_ALIGN = 8  # the CUDA memory-efficient kernel wants head sizes in multiples of 8 (zero columns change nothing)
+
+
+def fused_available(device: torch.device) -> bool:
+    """Return whether `device` has a fused kernel that returns its log-sum-exp (CPU and CUDA)."""
+    return device.type in ("cpu", "cuda")
+
+
+def _attend(
+    query: Float[Tensor, "head q d"], key: Float[Tensor, "head k d"], value: Float[Tensor, "head k e"],
+    causal: bool, scale: float,
+) -> tuple[Float[Tensor, "head q e"], Float[Tensor, "head q"]]:
+    """Return (softmax(query·keyᵀ·scale + mask)·value [head, q, e], log-sum-exp of each query row [head, q]),
+    float32, by one fused call (head sizes padded with zero columns where the kernel wants them)."""
+    value_width = value.shape[-1]
+    if query.device.type == "cpu":
+        width = max(query.shape[-1], value.shape[-1])  # the CPU kernel wants one head size for q, k and v
+        query, key, value = (_pad(t, width) for t in (query, key, value))
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query[None], key[None], value[None], 0.0, causal, scale=scale
+        )
+        return out[0, ..., :value_width], lse[0]
+    if query.device.type == "cuda":
+        width = -(-max(query.shape[-1], value.shape[-1]) // _ALIGN) * _ALIGN  # one head size, as on CPU
+        out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+            _pad(query, width)[None], _pad(key, width)[None], _pad(value, width)[None], None, True, 0.0, causal,
+            scale=scale,
+        )
+        return out[0, ..., :value_width], lse[0, :, : query.shape[1]]  # the kernel may pad lse's row axis
+    raise NotImplementedError(f"no fused attention kernel returning its log-sum-exp on {query.device.type}")
+
+
+def _pad(tensor: Tensor, width: int) -> Tensor:
+    """Return `tensor` [..., d] with zero columns up to `width` (itself when d == width), contiguous."""
+    extra = width - tensor.shape[-1]
+    if extra == 0:
+        return tensor.contiguous()
+    return torch.nn.functional.pad(tensor, (0, extra))
+
+
+def row_normalisers(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"],
+    *, causal: bool, scale: float,
+) -> tuple[Float[Tensor, "head n d_head"], Float[Tensor, "head n"]]:
+    """Return (A·V [head, n, d_head], lse [head, n]) of one layer in float32: lse_i = log Σ_j exp(s_ij)."""
+    return _attend(q.float(), k.float(), v.float(), causal, scale)
+
+
+def transposed_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], lse: Float[Tensor, "head n"],
+    vector: Float[Tensor, " n"], *, causal: bool, scale: float,
+) -> Float[Tensor, " n"]:
+    """Return Σ_h (A_hᵀ·vector) [n] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from q,
+    k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module docstring)."""
+    heads, n, _ = q.shape
+    order = torch.arange(n - 1, -1, -1, device=q.device) if causal else None  # i ≥ j reversed is causal
+    keys_side = _side(q, lse.float() / -scale, order)  # q'_i = [q_i, −lse_i/scale]
+    queries_side = _side(k, None, order)  # k'_j = [k_j, 1]
+    values = vector.to(device=q.device, dtype=torch.float32)
+    values = (values.flip(0) if causal else values).view(1, n, 1).expand(heads, n, 1)
+    out, column_lse = _attend(queries_side, keys_side, values, causal, scale)
+    del queries_side, keys_side
+    sums = (out[..., 0].double() * column_lse.double().exp()).sum(0)  # Σ_h out_j · Σ_i A_ij
+    return sums.flip(0) if causal else sums
+
+
+def _side(
+    tensor: Float[Tensor, "head n d"], last: Float[Tensor, "head n"] | None, order: Tensor | None
+) -> Float[Tensor, "head n d_plus"]:
+    """Return [tensor, last] (last = ones when None) as float32 [head, n, d + 1], positions in `order` when
+    given."""
+    heads, n, d = tensor.shape
+    out = torch.empty(heads, n, d + 1, dtype=torch.float32, device=tensor.device)
+    if order is None:
+        out[..., :d] = tensor
+    else:
+        out[..., :d] = tensor.index_select(1, order)
+    if last is None:
+        out[..., d] = 1.0
+    else:
+        out[..., d] = last if order is None else last.index_select(1, order)
+    return out
+
+
+def column_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
+    z: Float[Tensor, "head n d_head"] | None, vector: Float[Tensor, " n"], *, causal: bool, scale: float,
+    chunk_bytes: int, lse: Float[Tensor, "head n"] | None = None,
+) -> tuple[Float[Tensor, " n"], float]:
+    """Return (Σ_h A_hᵀ·vector [n] float64, max |A·V − z| / max(1, max |z|)) of one layer, a few heads at a
+    time so that each chunk's float32 working tensors (about six [heads, n, d_head + 1]) stay within
+    `chunk_bytes`. With the kernel's own lse [head, n] the first call is skipped (nothing to check: the
+    pattern is the kernel's by construction); without v or z the output is not checked (error 0)."""
+    heads, n, d_head = q.shape
+    chunk = max(1, min(heads, chunk_bytes // (6 * n * (d_head + 1) * 4)))
+    sums = torch.zeros(n, dtype=torch.float64, device=q.device)
+    worst, largest = 0.0, 1.0
+    for first in range(0, heads, chunk):
+        part = slice(first, min(first + chunk, heads))
+        if lse is not None:
+            sums += transposed_sums(q[part], k[part], lse[part], vector, causal=causal, scale=scale)
+            continue
+        values = v[part] if v is not None else k[part]
+        out, row_lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
+        if v is not None and z is not None:
+            kernel = z[part].float()
+            worst = max(worst, float((out - kernel).abs().max()))
+            largest = max(largest, float(kernel.abs().max()))
+        del out
+        sums += transposed_sums(q[part], k[part], row_lse, vector, causal=causal, scale=scale)
+    return sums, worst / largest
