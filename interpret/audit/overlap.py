@@ -12,11 +12,12 @@ Why the outputs are the very ones `run_batch` computes, bit for bit:
 - randomness: `run_batch` seeds torch before the forward pass, which draws nothing (an eval-mode model without
   dropout: `check_reproducible`), so its analyzers start from the seeded state; the worker seeds torch right
   before each batch's analyzers, and this thread's forward passes draw nothing meanwhile;
-- the model is not shared: analyzers that run the model (gradients, perturbations, head gates) and the
-  evidence measures do, and the collector's attention interception is process-wide while a forward pass is
-  recorded (`interpret.collect.hf.attention`), so with any of them every batch runs on this thread alone;
-- the worker runs with the caller's grad mode, and the thread counts are the process's (torch's intra-op
-  count is global; NumPy's BLAS is capped per job by `interpret.threads`).
+- the model runs on this thread only: analyzers that run it (gradients, perturbations, head gates) and the
+  evidence measures would run it on the worker too, while the collector's attention interception is
+  process-wide during a recorded forward pass (`interpret.collect.hf.attention`), so with any of them every
+  batch runs on this thread alone;
+- the worker runs with the caller's grad and inference modes, and the thread counts are the process's
+  (torch's intra-op count is global; NumPy's BLAS is capped per job by `interpret.threads`).
 At most two batches are in flight (one analysed, one captured), so memory holds two traces instead of one.
 """
 
@@ -58,7 +59,7 @@ def computed(
         for index in todo:
             yield run_batch(model, tokenizer, batches[index], index, settings)
         return
-    grad = torch.is_grad_enabled()
+    modes = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())  # thread-local: handed to the worker
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-analyzers") as worker:
         running: Future[BatchOutput] | None = None
         try:
@@ -66,7 +67,7 @@ def computed(
                 captured = capture_batch(model, tokenizer, batches[index], index, settings)
                 if running is not None:
                     yield running.result()
-                running = worker.submit(_analyzed, captured, model, tokenizer, settings, grad)
+                running = worker.submit(_analyzed, captured, model, tokenizer, settings, modes)
             if running is not None:
                 yield running.result()
                 running = None
@@ -75,8 +76,12 @@ def computed(
                 running.cancel()
 
 
-def _analyzed(captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings, grad: bool) -> BatchOutput:
-    """Return `analyze_batch` of `captured` run as `run_batch` runs it: torch seeded, the caller's grad mode."""
-    with torch.set_grad_enabled(grad):
+def _analyzed(
+    captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings, modes: tuple[bool, bool]
+) -> BatchOutput:
+    """Return `analyze_batch` of `captured` run as `run_batch` runs it: torch seeded, with the caller's grad and
+    inference modes (`modes`)."""
+    grad, inference = modes
+    with torch.inference_mode(inference), torch.set_grad_enabled(grad):
         torch.manual_seed(settings.seed)
         return analyze_batch(captured, model, tokenizer, settings)

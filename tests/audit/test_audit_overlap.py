@@ -88,14 +88,19 @@ def test_overlapped_outputs_equal_batch_by_batch_ones(model, tokenizer) -> None:
         assert repr(output.stats) == repr(expected.stats)
 
 
-@pytest.mark.parametrize("batch_size", [1, 4])
-def test_overlapped_audit_files_are_byte_identical(model, tokenizer, tmp_path, monkeypatch, batch_size) -> None:
+@pytest.mark.parametrize(("batch_size", "mode"), [(1, "grad"), (4, "grad"), (4, "no_grad"), (4, "inference_mode")])
+def test_overlapped_audit_files_are_byte_identical(model, tokenizer, tmp_path, monkeypatch, batch_size, mode) -> None:
+    """Byte-identical files, also when the caller runs the audit under no_grad or inference_mode (thread-local
+    modes the worker takes over)."""
     examples = _examples(13)
-    overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION,
-                           batch_size=batch_size, progress=False, part_examples=5)
+    caller = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
+    with caller():
+        overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION,
+                               batch_size=batch_size, progress=False, part_examples=5)
     monkeypatch.setattr(overlap, "overlappable", lambda settings: False)
-    serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION,
-                       batch_size=batch_size, progress=False, part_examples=5)
+    with caller():
+        serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION,
+                           batch_size=batch_size, progress=False, part_examples=5)
     assert _outputs(overlapped.out_dir) == _outputs(serial.out_dir)
 
 
