@@ -122,6 +122,9 @@ def explain(
 
         classes = compare_classes(trace, model, tokenizer, results, target=target, contrast=contrast, compare=compare,
                                   params=params, head=head, gold=gold, explain_gold=explain_gold, seed=seed)
+    elif compare is not None:
+        notes = (*notes, ("Classes side by side", "not shown: an example's target has several tokens (a continuation"
+                          " or generated tokens), which the rows of single classes or tokens do not compare"))
     analyzers = [result.analyzer for result in results]
     found = None
     if evidence:

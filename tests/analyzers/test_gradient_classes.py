@@ -198,3 +198,13 @@ def test_word_chips_state_their_aggregation_and_add_up_the_subwords(how: str) ->
     assert f"word rows: {how} of the word's subword tokens" in classes["caption"]
     np.testing.assert_allclose([float(c["value"]) for c in word_rows[1]["chips"]],
                                [reduce(report.classes[0].scores[0, 1, ps]) for ps in expected_words.values()], atol=1e-12, rtol=0)
+
+
+def test_targets_of_several_tokens_get_a_note_instead_of_class_rows() -> None:
+    from gradient_cases import tiny_gpt2
+
+    case = tiny_gpt2()
+    report = explain(case.model, case.tokenizer, ["the cat sat"], ["integrated_gradients"], continuation=["on the mat"],
+                     params={"integrated_gradients": {"steps": 4}}, compare=[], evidence=False)
+    assert report.classes == ()
+    assert any(label == "Classes side by side" and "several tokens" in text for label, text in report.run.notes)
