@@ -129,6 +129,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--analyzers", default="", help="comma-separated subset (default: every readout analyzer)")
     parser.add_argument("--no-tasks", action="store_true", help="skip the known-answer tasks")
+    parser.add_argument("--no-default", action="store_true", help="skip the default model (tasks only)")
     parser.add_argument("--no-overhead", action="store_true", help="skip the report-overhead timing")
     parser.add_argument("--progress", type=Path, default=None, help="write the default-model table so far here")
     args = parser.parse_args()
@@ -142,7 +143,10 @@ def main() -> None:
     recovery = {(row.task, row.method): row.recovery for row in task_rows}
     task_comp = {(row.task, row.method): row.comprehensiveness for row in task_rows}
     started = time.perf_counter()
-    default, failed, done = default_model_rows(names, args.sentences, progress=args.progress)
+    default, failed, done = ({}, {}, 0) if args.no_default else default_model_rows(names, args.sentences, progress=args.progress)
+    for row in task_rows:
+        if row.failed:
+            print(f"  {row.method} refused the {row.task} task: {row.failed}")
     print(f"default model, {done} sentences: {time.perf_counter() - started:.1f} s", flush=True)
     for name, reason in failed.items():
         print(f"  {name} did not run on the default model: {reason}")
