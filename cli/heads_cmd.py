@@ -237,7 +237,7 @@ def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: 
 def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bool = False) -> str:
     """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was
     done. store_removed: a BERT with its heads removed, as bert_pruned plus its modeling file (store.py)."""
-    from interpret.heads.store import removed_model, save_removed
+    from interpret.heads.store import removed_model, save_removed, storable
     from interpret.heads.surgery import prune_heads
 
     if loaded.head is not None and not hasattr(loaded.model, "save_pretrained"):
@@ -259,8 +259,11 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bo
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     off = int((mask == 0).sum())
+    hint = ""
+    if not pruned.removed and storable(loaded.model):
+        hint = "; --store-removed stores them removed (model type bert_pruned, loads with trust_remote_code=True)"
     return (f"{prune_to}: {off} of {mask.numel()} heads pruned; parameters {pruned.parameters_before:,} →"
-            f" {pruned.parameters_after:,}; {pruned.note}")
+            f" {pruned.parameters_after:,}; {pruned.note}{hint}")
 
 
 def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None, cost: Any = None) -> list[str]:
