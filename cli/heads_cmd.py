@@ -28,6 +28,10 @@ from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate import count_tokens, tokenizer_limit
 
+# the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
+# keeps the two equal: this module must not import transformers before the model loads)
+STORABLE_TYPES = ("bert", "roberta")
+
 SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."
 
 
@@ -47,9 +51,10 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
               help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
 @click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
 @click.option("--store-removed", is_flag=True,
-              help="With --prune-to on a BERT model: store the heads really removed (fewer parameters) as model type"
-                   " bert_pruned with its modeling file; it loads with AutoModel.from_pretrained(DIR,"
-                   " trust_remote_code=True). Without it BERT's pruned heads are zeroed (loads anywhere, same size).")
+              help="With --prune-to on a BERT or RoBERTa model: store the heads really removed (fewer parameters) as"
+                   " model type bert_pruned / roberta_pruned with its modeling file; it loads with"
+                   " AutoModel.from_pretrained(DIR, trust_remote_code=True). Without it their pruned heads are zeroed"
+                   " (loads anywhere, same size).")
 @click.option("--max-flops", default=None, metavar="FLOPS",
               help="Largest estimated cost of the run, e.g. 2e14 (default 5e13 on a CPU, 5e15 on a GPU); the"
                    " pruning loop's worst case is estimated before the model loads and refused above it.")
@@ -151,12 +156,12 @@ def _check_prune_to(prune_to: str, force: bool) -> None:
 
 
 def _check_store_removed(plan: ModelPlan, prune_to: str | None) -> None:
-    """Usage error unless --store-removed comes with --prune-to and a BERT model (model type "bert")."""
+    """Usage error unless --store-removed comes with --prune-to and a BERT or RoBERTa model."""
     if prune_to is None:
         raise usage_error("--store-removed needs --prune-to DIR.")
-    if plan.facts.model_type != "bert":
+    if plan.facts.model_type not in STORABLE_TYPES:
         raise usage_error(f"--store-removed: {plan.described()} is of model type {plan.facts.model_type!r}; only"
-                          " BERT (model type 'bert') is stored as bert_pruned. Drop --store-removed.")
+                          " BERT and RoBERTa are stored with per-layer head counts. Drop --store-removed.")
 
 
 def _check_model(plan: ModelPlan) -> bool:
@@ -236,7 +241,7 @@ def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: 
 
 def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bool = False) -> str:
     """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was
-    done. store_removed: a BERT with its heads removed, as bert_pruned plus its modeling file (store.py)."""
+    done. store_removed: a BERT or RoBERTa with its heads removed, plus its modeling file (store.py)."""
     from interpret.heads.store import removed_model, save_removed, storable
     from interpret.heads.surgery import prune_heads
 
@@ -261,7 +266,7 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bo
     off = int((mask == 0).sum())
     hint = ""
     if not pruned.removed and storable(loaded.model):
-        hint = "; --store-removed stores them removed (model type bert_pruned, loads with trust_remote_code=True)"
+        hint = "; --store-removed stores them removed (per-layer head counts, loads with trust_remote_code=True)"
     return (f"{prune_to}: {off} of {mask.numel()} heads pruned; parameters {pruned.parameters_before:,} →"
             f" {pruned.parameters_after:,}; {pruned.note}{hint}")
 

@@ -1,9 +1,10 @@
-"""Write a BERT whose pruned heads are really removed, as a "bert_pruned" checkpoint (see pruned_bert.py).
+"""Write a BERT or RoBERTa whose pruned heads are really removed, as a "bert_pruned" or "roberta_pruned"
+checkpoint (see pruned_bert.py).
 
-A stock BertConfig cannot describe fewer heads of the same width, so `prune_heads` writes BERT with zeroed
-heads (same parameter count). `save_removed` instead removes every layer's pruned heads in memory, moves the
-weights into the matching `BertPruned*` class (per-layer head counts in its config) and saves it with that
-class's source file and an `auto_map`: `AutoModel.from_pretrained(DIR, trust_remote_code=True)` loads it with
+A stock BertConfig cannot describe fewer heads of the same width, so `prune_heads` writes BERT and RoBERTa with
+zeroed heads (same parameter count). `save_removed` instead removes every layer's pruned heads in memory, moves
+the weights into the matching `BertPruned*` / `RobertaPruned*` class (per-layer head counts in its config) and
+saves it with that class's source file and an `auto_map`: `AutoModel.from_pretrained(DIR, trust_remote_code=True)` loads it with
 fewer parameters in a fresh process. Plain `AutoModel.from_pretrained(DIR)` refuses the directory (it asks for
 trust_remote_code) unless the process has called `interpret.heads.pruned_bert.register()`.
 """
@@ -23,20 +24,22 @@ from interpret.heads.surgery import Pruned, count_parameters, prune_heads
 
 
 def storable(model: nn.Module) -> bool:
-    """Return whether `save_removed` can write `model`: a BERT (model_type "bert") of a class it maps."""
+    """Return whether `save_removed` can write `model`: a BERT or RoBERTa (model_type "bert", "roberta") of a
+    class it maps."""
     config = getattr(model, "config", None)
-    return getattr(config, "model_type", None) == "bert" and type(model).__name__ in pruned_bert.PRUNED_CLASSES
+    model_type = getattr(config, "model_type", None)
+    return model_type in pruned_bert.PRUNED_CONFIGS and type(model).__name__ in pruned_bert.PRUNED_CLASSES
 
 
 def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned:
-    """Return `model` (unchanged) as a `BertPruned*` model holding only the heads whose mask is not 0.
+    """Return `model` (unchanged) as a `BertPruned*` / `RobertaPruned*` model holding only the heads whose mask is not 0.
 
     Layers whose every head is pruned keep one head with a zeroed output projection (it adds exactly nothing,
     like its gate of 0). Raises UnsupportedModelError for a model `storable` refuses."""
     if not storable(model):
         raise UnsupportedModelError(
-            f"{type(model).__name__} is not a BERT model of the classes {', '.join(pruned_bert.PRUNED_CLASSES)};"
-            " its removed heads cannot be stored as bert_pruned."
+            f"{type(model).__name__} is not a BERT or RoBERTa model of the classes"
+            f" {', '.join(pruned_bert.PRUNED_CLASSES)}; its removed heads cannot be stored with per-layer head counts."
         )
     swapped = prune_heads(model, mask, in_memory=True)
     if not swapped.removed:
@@ -45,10 +48,11 @@ def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned
     settings = model.config.to_dict()
     for key in ("model_type", "architectures", "auto_map", "transformers_version", "heads_per_layer"):
         settings.pop(key, None)
-    config = pruned_bert.BertPrunedConfig(heads_per_layer=heads_per_layer, **settings)
+    config_class = pruned_bert.PRUNED_CONFIGS[model.config.model_type]
+    config = config_class(heads_per_layer=heads_per_layer, **settings)
     cls, _ = pruned_bert.PRUNED_CLASSES[type(model).__name__]
     config.architectures = [cls.__name__]
-    config.auto_map = pruned_bert.auto_map()
+    config.auto_map = pruned_bert.auto_map(config_class)
     with torch.random.fork_rng(devices=[]):
         built = cls(config)
     parameter = next(model.parameters())
@@ -56,7 +60,8 @@ def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned
     built.load_state_dict(swapped.model.state_dict(), strict=True)
     built = built.eval()
     note = (
-        f"removed ({', '.join(map(str, heads_per_layer))} heads per layer), stored as model type bert_pruned with"
+        f"removed ({', '.join(map(str, heads_per_layer))} heads per layer), stored as model type"
+        f" {config_class.model_type} with"
         f" its modeling file: load it with AutoModel.from_pretrained(DIR, trust_remote_code=True)"
     )
     return Pruned(built, True, max(heads_per_layer), max(heads_per_layer), swapped.kept,

@@ -1,6 +1,6 @@
-"""A BERT with its pruned heads really removed is stored as "bert_pruned": it has fewer parameters, equals the
-gated model (1e-5), and loads again with the Auto classes: by registration in this process, and with
-trust_remote_code=True in a fresh process that never imports this package."""
+"""A BERT or RoBERTa with its pruned heads really removed is stored as "bert_pruned" / "roberta_pruned": it has
+fewer parameters, equals the gated model (1e-5), and loads again with the Auto classes: by registration in this
+process, and with trust_remote_code=True in a fresh process that never imports this package."""
 
 from __future__ import annotations
 
@@ -24,10 +24,14 @@ from interpret.inputs import encode
 MASK = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # layer 1: every head off
 
 
-def _gated_and_stored(tmp_path: Path):
+FAMILIES = ["bert", "roberta"]
+PREFIX = {"bert": "Bert", "roberta": "Roberta"}
+
+
+def _gated_and_stored(tmp_path: Path, family: str):
     tokenizer = word_tokenizer()
     encoded = encode(tokenizer, TEXTS)
-    model = tiny_model("bert", attn_implementation="eager")
+    model = tiny_model(family, attn_implementation="eager")
     with torch.no_grad():
         reference = GatedModel.of(model, tokenizer, encoded).logits(encoded, MASK)
     pruned = removed_model(model, MASK)
@@ -35,33 +39,42 @@ def _gated_and_stored(tmp_path: Path):
     return model, encoded, reference, pruned
 
 
-def test_removed_bert_has_fewer_parameters_and_equals_the_gated_model(tmp_path: Path) -> None:
-    model, encoded, reference, pruned = _gated_and_stored(tmp_path)
+def _compare(logits: torch.Tensor, reference: torch.Tensor, attention_mask: torch.Tensor) -> None:
+    real = attention_mask.bool()  # token logits: padded positions are not outputs of any example
+    torch.testing.assert_close(logits[real], reference[real], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_removed_model_has_fewer_parameters_and_equals_the_gated_model(tmp_path: Path, family: str) -> None:
+    model, encoded, reference, pruned = _gated_and_stored(tmp_path, family)
     assert pruned.kept == ((0, 1), (0,))  # layer 1 keeps one zeroed head: BertSelfAttention needs a width > 0
     assert pruned.model.config.heads_per_layer == [2, 1]
-    d_head, hidden = 8, 32  # tiny BERT: hidden 32, 4 heads
+    assert type(pruned.model).__name__ == f"{PREFIX[family]}PrunedForMaskedLM"
+    d_head, hidden = 8, 32  # tiny models: hidden 32, 4 heads
     removed_heads = 2 + 3
     per_head = 3 * (hidden * d_head + d_head) + d_head * hidden  # q, k, v rows with bias; output columns
     assert pruned.parameters_before - pruned.parameters_after == removed_heads * per_head
     assert count_parameters(model) == pruned.parameters_before
     with torch.no_grad():
         logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
-    torch.testing.assert_close(logits, reference, rtol=0, atol=1e-5)
+    _compare(logits, reference, encoded.attention_mask)
 
 
-def test_auto_classes_load_it_after_register(tmp_path: Path) -> None:
-    _, encoded, reference, pruned = _gated_and_stored(tmp_path)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_auto_classes_load_it_after_register(tmp_path: Path, family: str) -> None:
+    _, encoded, reference, pruned = _gated_and_stored(tmp_path, family)
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["model_type"] == "bert_pruned" and config["heads_per_layer"] == [2, 1]
-    assert config["auto_map"]["AutoModel"] == "modeling_bert_pruned.BertPrunedModel"
+    assert config["model_type"] == f"{family}_pruned" and config["heads_per_layer"] == [2, 1]
+    assert config["auto_map"]["AutoModel"] == f"modeling_bert_pruned.{PREFIX[family]}PrunedModel"
+    assert config["auto_map"]["AutoConfig"] == f"modeling_bert_pruned.{PREFIX[family]}PrunedConfig"
     assert (tmp_path / pruned_bert.MODULE_FILE).is_file()
     pruned_bert.register()
     loaded = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
-    assert isinstance(loaded, pruned_bert.BertPrunedForMaskedLM)
+    assert type(loaded) is type(pruned.model)
     assert count_parameters(loaded) == pruned.parameters_after
     with torch.no_grad():
         logits = loaded.eval()(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
-    torch.testing.assert_close(logits, reference, rtol=0, atol=1e-5)
+    _compare(logits, reference, encoded.attention_mask)
 
 
 FRESH = """
@@ -79,24 +92,25 @@ print(json.dumps({"class": type(model).__name__, "base": type(base).__name__,
 """
 
 
-def test_a_fresh_process_loads_it_with_trust_remote_code(tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_fresh_process_loads_it_with_trust_remote_code(tmp_path: Path, family: str) -> None:
     directory = tmp_path / "pruned"
-    _, encoded, reference, pruned = _gated_and_stored(directory)
+    _, encoded, reference, pruned = _gated_and_stored(directory, family)
     env = {"HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PATH": "/usr/bin:/bin"}
     args = [str(directory), json.dumps(encoded.input_ids.tolist()), json.dumps(encoded.attention_mask.tolist())]
     done = subprocess.run([sys.executable, "-c", FRESH, *args], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["class"] == "BertPrunedForMaskedLM" and got["base"] == "BertPrunedModel"
+    assert got["class"] == f"{PREFIX[family]}PrunedForMaskedLM" and got["base"] == f"{PREFIX[family]}PrunedModel"
     assert not got["interpret"]
     assert got["parameters"] == pruned.parameters_after < pruned.parameters_before
-    torch.testing.assert_close(torch.tensor(got["logits"]), reference, rtol=0, atol=1e-5)
+    _compare(torch.tensor(got["logits"]), reference, encoded.attention_mask)
 
 
 def test_plain_auto_model_in_a_fresh_process_asks_for_trust_remote_code(tmp_path: Path) -> None:
     directory = tmp_path / "pruned"
-    _gated_and_stored(directory)
+    _gated_and_stored(directory, "bert")
     code = "import sys, transformers; transformers.AutoModel.from_pretrained(sys.argv[1])"
     env = {"HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code, str(directory)], capture_output=True, text=True, env=env,
@@ -104,9 +118,15 @@ def test_plain_auto_model_in_a_fresh_process_asks_for_trust_remote_code(tmp_path
     assert done.returncode != 0 and "trust_remote_code" in done.stderr
 
 
-@pytest.mark.parametrize("family", ["roberta", "gpt2"])
+@pytest.mark.parametrize("family", ["distilbert", "gpt2"])
 def test_other_families_are_not_stored_as_bert_pruned(family: str) -> None:
     model = tiny_model(family)
     assert not storable(model)
-    with pytest.raises(UnsupportedModelError, match="not a BERT model"):
+    with pytest.raises(UnsupportedModelError, match="not a BERT or RoBERTa model"):
         removed_model(model, torch.ones(2, 4))
+
+
+def test_the_cli_checks_the_model_types_store_writes() -> None:
+    from interpret.cli.heads_cmd import STORABLE_TYPES
+
+    assert set(STORABLE_TYPES) == set(pruned_bert.PRUNED_CONFIGS)
