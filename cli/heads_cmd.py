@@ -31,6 +31,8 @@ from interpret.estimate import count_tokens, tokenizer_limit
 # the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
 # keeps the two equal: this module must not import transformers before the model loads)
 STORABLE_TYPES = ("bert", "roberta")
+STORABLE_CLASSES = tuple(f"{family}{head}" for family in ("Bert", "Roberta") for head in
+                         ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM"))
 
 SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."
 
@@ -162,6 +164,10 @@ def _check_store_removed(plan: ModelPlan, prune_to: str | None) -> None:
     if plan.facts.model_type not in STORABLE_TYPES:
         raise usage_error(f"--store-removed: {plan.described()} is of model type {plan.facts.model_type!r}; only"
                           " BERT and RoBERTa are stored with per-layer head counts. Drop --store-removed.")
+    architecture = plan.facts.architecture
+    if architecture and architecture not in STORABLE_CLASSES:
+        raise usage_error(f"--store-removed: {plan.described()} is a {architecture}; only {', '.join(STORABLE_CLASSES)}"
+                          " are stored with per-layer head counts. Drop --store-removed.")
 
 
 def _check_model(plan: ModelPlan) -> bool:

@@ -204,3 +204,13 @@ def test_store_removed_is_refused_without_prune_to_or_for_other_families(tmp_pat
                  "-o", str(report))
     _one_line_usage(result, loads, report, out)
     assert "'llama'" in result.stderr and "Drop --store-removed" in result.stderr
+    decoder = tmp_path / "bert-lm"  # model type bert, but a class with no pruned counterpart
+    tokenizer = transformers.AutoTokenizer.from_pretrained(classifier_dir)
+    config = transformers.AutoConfig.from_pretrained(classifier_dir)
+    config.is_decoder = True
+    transformers.BertLMHeadModel(config).save_pretrained(decoder)
+    tokenizer.save_pretrained(decoder)
+    result = run("heads", "--model", str(decoder), "--input", str(data), "--store-removed", "--prune-to", str(out),
+                 "-o", str(report))
+    _one_line_usage(result, loads, report, out)
+    assert "BertLMHeadModel" in result.stderr and "Drop --store-removed" in result.stderr

@@ -127,6 +127,7 @@ def test_other_families_are_not_stored_as_bert_pruned(family: str) -> None:
 
 
 def test_the_cli_checks_the_model_types_store_writes() -> None:
-    from interpret.cli.heads_cmd import STORABLE_TYPES
+    from interpret.cli.heads_cmd import STORABLE_CLASSES, STORABLE_TYPES
 
     assert set(STORABLE_TYPES) == set(pruned_bert.PRUNED_CONFIGS)
+    assert set(STORABLE_CLASSES) == set(pruned_bert.PRUNED_CLASSES)
