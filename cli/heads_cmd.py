@@ -28,6 +28,12 @@ from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate import count_tokens, tokenizer_limit
 
+# the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
+# keeps the two equal: this module must not import transformers before the model loads)
+STORABLE_TYPES = ("bert", "roberta")
+STORABLE_CLASSES = tuple(f"{family}{head}" for family in ("Bert", "Roberta") for head in
+                         ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM"))
+
 SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."
 
 
@@ -46,6 +52,11 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
 @click.option("--prune-to", default=None, metavar="DIR",
               help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
 @click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
+@click.option("--store-removed", is_flag=True,
+              help="With --prune-to on a BERT or RoBERTa model: store the heads really removed (fewer parameters) as"
+                   " model type bert_pruned / roberta_pruned with its modeling file; it loads with"
+                   " AutoModel.from_pretrained(DIR, trust_remote_code=True). Without it their pruned heads are zeroed"
+                   " (loads anywhere, same size).")
 @click.option("--max-flops", default=None, metavar="FLOPS",
               help="Largest estimated cost of the run, e.g. 2e14 (default 5e13 on a CPU, 5e15 on a GPU); the"
                    " pruning loop's worst case is estimated before the model loads and refused above it.")
@@ -58,7 +69,7 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
 def heads(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool, input_file: Path,
     label_column: str, batch_size: int, fraction: float, threshold: float, prune_to: str | None, force: bool,
-    max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
+    store_removed: bool, max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
 ) -> None:
     """Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."""
     from interpret.cli.common import setup_logging
@@ -74,6 +85,8 @@ def heads(
         _check_prune_to(prune_to, force)
     plan = preflight.plan_model(model, allow_pickle)
     default_head = _check_model(plan)
+    if store_removed:
+        _check_store_removed(plan, prune_to)
     labels = _label_indices(plan, raw_labels, input_file.name, default_head) if raw_labels is not None else None
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))
@@ -94,7 +107,7 @@ def heads(
     study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
     pruned_text = None
     if prune_to is not None:
-        pruned_text = _prune(loaded, study.least.last_passing, prune_to, force)
+        pruned_text = _prune(loaded, study.least.last_passing, prune_to, force, store_removed)
     from interpret.heads.report import render_heads, write_heads
 
     name = plan.display_name
@@ -142,6 +155,19 @@ def _check_prune_to(prune_to: str, force: bool) -> None:
     if path.is_dir() and any(path.iterdir()) and not force:
         raise usage_error(f"--prune-to {prune_to!r} exists and is not empty; give a new directory or add --force to replace it.")
     preflight.check_output_dir(prune_to, "--prune-to")
+
+
+def _check_store_removed(plan: ModelPlan, prune_to: str | None) -> None:
+    """Usage error unless --store-removed comes with --prune-to and a BERT or RoBERTa model."""
+    if prune_to is None:
+        raise usage_error("--store-removed needs --prune-to DIR.")
+    if plan.facts.model_type not in STORABLE_TYPES:
+        raise usage_error(f"--store-removed: {plan.described()} is of model type {plan.facts.model_type!r}; only"
+                          " BERT and RoBERTa are stored with per-layer head counts. Drop --store-removed.")
+    architecture = plan.facts.architecture
+    if architecture and architecture not in STORABLE_CLASSES:
+        raise usage_error(f"--store-removed: {plan.described()} is a {architecture}; only {', '.join(STORABLE_CLASSES)}"
+                          " are stored with per-layer head counts. Drop --store-removed.")
 
 
 def _check_model(plan: ModelPlan) -> bool:
@@ -219,18 +245,23 @@ def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: 
                            max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
 
 
-def _prune(loaded: Any, mask: Any, prune_to: str, force: bool) -> str:
-    """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was done."""
+def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bool = False) -> str:
+    """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was
+    done. store_removed: a BERT or RoBERTa with its heads removed, plus its modeling file (store.py)."""
+    from interpret.heads.store import removed_model, save_removed, storable
     from interpret.heads.surgery import prune_heads
 
     if loaded.head is not None and not hasattr(loaded.model, "save_pretrained"):
         raise usage_error("--prune-to: this model cannot be saved with save_pretrained.")
-    pruned = prune_heads(loaded.model, mask)
+    pruned = removed_model(loaded.model, mask) if store_removed else prune_heads(loaded.model, mask)
     target = Path(prune_to).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        pruned.model.save_pretrained(staging)
+        if store_removed:
+            save_removed(pruned, staging)
+        else:
+            pruned.model.save_pretrained(staging)
         if loaded.tokenizer is not None and hasattr(loaded.tokenizer, "save_pretrained"):
             loaded.tokenizer.save_pretrained(staging)
         if target.exists() and force:
@@ -239,8 +270,11 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool) -> str:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     off = int((mask == 0).sum())
+    hint = ""
+    if not pruned.removed and storable(loaded.model):
+        hint = "; --store-removed stores them removed (per-layer head counts, loads with trust_remote_code=True)"
     return (f"{prune_to}: {off} of {mask.numel()} heads pruned; parameters {pruned.parameters_before:,} →"
-            f" {pruned.parameters_after:,}; {pruned.note}")
+            f" {pruned.parameters_after:,}; {pruned.note}{hint}")
 
 
 def summary_lines(study: Any, input_name: str, report: Path, pruned: str | None, cost: Any = None) -> list[str]:

