@@ -16,6 +16,9 @@ the child's peak resident set is its own):
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
     s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
                rows=readout (its own autograd pass through the model, then the readout rows rebuilt).
+--interleave times the cases (not eager) alternately in one process instead, repeat rounds after a warm-up,
+and prints their time ratios to sdpa under the same load (no memory column): on a shared machine the ratios of
+separate processes mean little.
 Memory: CPU, the process's peak resident set (VmHWM) and its rise above the resident set once the model and
 inputs exist; CUDA, torch.cuda.max_memory_allocated and its rise above the weights and inputs. Time: min and
 median of --repeat runs after one warm-up. Equality: the streaming rollout's readout against the rollout of
@@ -81,20 +84,20 @@ def _child(args: argparse.Namespace) -> None:
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, len(tokenizer), (1, args.n), generator=generator).to(args.device)
 
-    def run():  # one measured run; returns the readout [n] of the rollout cases, or None
-        if args.case == "sdpa":
+    def run(case: str = args.case):  # one measured run; the readout [n] of the rollout cases, or None
+        if case == "sdpa":
             with torch.no_grad():
                 model(ids)
             return None
-        if args.case == "eager":
+        if case == "eager":
             with torch.no_grad():
                 return model(ids, output_attentions=True).attentions
-        if args.case == "s_rollout":
+        if case == "s_rollout":
             trace = interpret.collect(model, tokenizer, ids, names=["*attn.hook_q", "*attn.hook_k", "*attn.hook_v",
                                                                      "*attn.hook_z"], budget_bytes=None)
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
             return result["readout"][0]
-        if args.case == "s_rollout_k":
+        if case == "s_rollout_k":
             with torch.no_grad(), kernel_records(offload=args.offload) as records:
                 model(ids)
             weights = np.zeros(args.n)
@@ -110,6 +113,20 @@ def _child(args: argparse.Namespace) -> None:
         if cuda:
             torch.cuda.synchronize()
 
+    if args.case == "interleave":  # every case in this one process, alternating: ratios under the same load
+        cases = [case for case in args.cases.split(",") if case != "eager"]
+        for case in cases:
+            run(case)  # warm-up
+        timings: dict[str, list[float]] = {case: [] for case in cases}
+        for _ in range(args.repeat):
+            for case in cases:
+                sync()
+                start = time.perf_counter()
+                run(case)
+                sync()
+                timings[case].append(time.perf_counter() - start)
+        print(json.dumps({"interleaved": timings}))
+        return
     sync()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -149,6 +166,7 @@ def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | s
     command = [sys.executable, __file__, "--child", "--case", case, "--n", str(n), "--device", args.device,
                "--size", args.size, "--repeat", str(args.repeat), "--out", out, "--block-mib", str(args.block_mib)]
     command += ["--offload"] if args.offload else []
+    command += ["--cases", args.cases] if case == "interleave" else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -159,6 +177,26 @@ def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | s
         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
         return "out of memory" if "memory" in tail.lower() or done.returncode in (-9, 137) else f"failed: {tail[:60]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _interleaved(args: argparse.Namespace) -> None:
+    """Print min and median time of each case, timed alternately in one process per length, and its ratio to sdpa."""
+    import statistics
+
+    print(f"{'n':>6} {'case':<11} {'min s':>8} {'median s':>9} {'x sdpa (median)':>16} {'x sdpa (min)':>13}")
+    for n in [int(x) for x in args.lengths.split(",")]:
+        found = _run_case("interleave", n, args, "")
+        if isinstance(found, str):
+            print(f"{n:>6} {'interleave':<11}  {found}")
+            continue
+        timings = found["interleaved"]
+        sdpa = timings.get("sdpa")
+        for case, times in timings.items():
+            ratios = ("", "")
+            if sdpa:
+                ratios = (f"{statistics.median(times) / statistics.median(sdpa):.2f}", f"{min(times) / min(sdpa):.2f}")
+            print(f"{n:>6} {case:<11} {min(times):>8.2f} {statistics.median(times):>9.2f} {ratios[0]:>16} {ratios[1]:>13}",
+                  flush=True)
 
 
 def _gib(n: float) -> str:
@@ -176,6 +214,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--log-dir", default="", help="write each case's stderr there")
     parser.add_argument("--block-mib", type=int, default=64, help="the streaming analyzers' block_mib")
+    parser.add_argument("--interleave", action="store_true",
+                        help="time the cases (not eager) alternately in one process: ratios under the same load, no memory")
     parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -191,7 +231,11 @@ def main() -> None:
     itemsize = 2 if args.size == "6b" else 4
     print(f"Llama-shaped decoder '{args.size}' ({shape['num_hidden_layers']} layers, {shape['num_attention_heads']}"
           f" heads of {shape['hidden_size'] // shape['num_attention_heads']}, {shape['num_key_value_heads']} KV heads),"
-          f" {args.device}, {os.cpu_count()} CPUs, median of {args.repeat} after a warm-up; fresh process per case")
+          f" {args.device}, {os.cpu_count()} CPUs, median of {args.repeat} after a warm-up;"
+          f" {'one process, cases alternating' if args.interleave else 'fresh process per case'}")
+    if args.interleave:
+        _interleaved(args)
+        return
     print(f"{'n':>6} {'case':<11} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
           f" {'x sdpa time':>12}  note")
     with tempfile.TemporaryDirectory() as scratch:
