@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from click.testing import CliRunner
 from pandas.testing import assert_frame_equal
 
@@ -23,24 +22,20 @@ from interpret.audit import run_audit
 from interpret.audit.lock import AuditLock, DirectoryLocked
 from interpret.cli.main import cli
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier, TransformerConfig
-from interpret.reference.vocab import word_tokenizer
+from interpret.reference import EncoderClassifier
 
-WORDS = "the cat sat on mat a dog saw good bad red blue".split()
 N_EXAMPLES = 12
 
 
+WORDS = "the cat sat on mat a dog saw good bad red blue".split()  # the vocabulary of conftest's tokenizer
 @pytest.fixture(scope="module")
-def tokenizer():
-    return word_tokenizer(WORDS, model_max_length=16)
+def tokenizer(small_tokenizer):
+    return small_tokenizer
 
 
 @pytest.fixture(scope="module")
-def model(tokenizer) -> EncoderClassifier:
-    torch.manual_seed(0)
-    config = TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer), max_positions=16,
-                               n_classes=2)
-    return EncoderClassifier(config).eval()
+def model(small_model) -> EncoderClassifier:
+    return small_model
 
 
 def _examples(n: int = N_EXAMPLES) -> list[Example]:

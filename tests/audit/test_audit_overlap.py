@@ -12,24 +12,20 @@ import interpret.audit.overlap as overlap
 from interpret.audit import run_audit
 from interpret.audit.engine import BatchSettings, run_batch
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier, TransformerConfig
-from interpret.reference.vocab import word_tokenizer
+from interpret.reference import EncoderClassifier
 
-WORDS = "the cat sat on mat a dog saw good bad red blue".split()
 ATTENTION = ["rollout", "flow", "attention_entropy"]
 
 
+WORDS = "the cat sat on mat a dog saw good bad red blue".split()  # the vocabulary of conftest's tokenizer
 @pytest.fixture(scope="module")
-def tokenizer():
-    return word_tokenizer(WORDS, model_max_length=16)
+def tokenizer(small_tokenizer):
+    return small_tokenizer
 
 
 @pytest.fixture(scope="module")
-def model(tokenizer) -> EncoderClassifier:
-    torch.manual_seed(0)
-    config = TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer),
-                               max_positions=16, n_classes=2)
-    return EncoderClassifier(config).eval()
+def model(small_model) -> EncoderClassifier:
+    return small_model
 
 
 def _examples(n: int) -> list[Example]:

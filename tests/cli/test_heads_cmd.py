@@ -49,14 +49,7 @@ def test_minilm_prune_to_writes_a_model_automodel_loads(tmp_path: Path) -> None:
         columns = block.attention.output.dense.weight.view(384, 12, 32)
         mask[layer] = (columns.abs().sum((0, 2)) != 0).float()
     assert 0 < int((mask == 0).sum()) < 72
-    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-    batch = tokenizer([row["text"] for row in heldout_examples()[:4]], padding=True, return_tensors="pt")
-    with torch.no_grad(), head_gates(original, mask):
-        gated = original(**batch).last_hidden_state
-    with torch.no_grad():
-        pruned = loaded(**batch).last_hidden_state
-    real = batch["attention_mask"].bool()
-    torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)
+    _assert_equals_gated(original, mask, loaded, out)
 
 
 def test_a_language_model_is_pruned_for_real(tmp_path: Path, loads: list[str]) -> None:
@@ -180,14 +173,7 @@ def test_minilm_store_removed_loads_with_fewer_parameters(tmp_path: Path) -> Non
             assert len(match) == 1
             mask[layer, match[0]] = 1.0
     assert int(mask.sum()) <= sum(heads)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-    batch = tokenizer([row["text"] for row in heldout_examples()[:4]], padding=True, return_tensors="pt")
-    with torch.no_grad(), head_gates(original, mask):
-        gated = original(**batch).last_hidden_state
-    with torch.no_grad():
-        pruned = loaded(**batch).last_hidden_state
-    real = batch["attention_mask"].bool()
-    torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)
+    _assert_equals_gated(original, mask, loaded, out)
 
 
 def test_store_removed_is_refused_without_prune_to_or_for_other_families(tmp_path: Path, classifier_dir: Path,
@@ -214,3 +200,16 @@ def test_store_removed_is_refused_without_prune_to_or_for_other_families(tmp_pat
                  "-o", str(report))
     _one_line_usage(result, loads, report, out)
     assert "BertLMHeadModel" in result.stderr and "Drop --store-removed" in result.stderr
+
+
+def _assert_equals_gated(original: torch.nn.Module, mask: torch.Tensor, loaded: torch.nn.Module, out: Path) -> None:
+    """Assert the pruned model loaded from `out` gives the gated original's hidden states (1e-5) at real tokens
+    of four held-out texts, tokenized with the tokenizer saved beside it."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    batch = tokenizer([row["text"] for row in heldout_examples()[:4]], padding=True, return_tensors="pt")
+    with torch.no_grad(), head_gates(original, mask):
+        gated = original(**batch).last_hidden_state
+    with torch.no_grad():
+        pruned = loaded(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)

@@ -1,0 +1,26 @@
+"""The tiny reference classifier and word tokenizer shared by the audit tests that resume, lock and overlap."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interpret.reference import EncoderClassifier, TransformerConfig
+from interpret.reference.vocab import word_tokenizer
+
+WORDS = "the cat sat on mat a dog saw good bad red blue".split()
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer():
+    """A word tokenizer over WORDS, inputs cut at 16 tokens."""
+    return word_tokenizer(WORDS, model_max_length=16)
+
+
+@pytest.fixture(scope="module")
+def small_model(small_tokenizer) -> EncoderClassifier:
+    """A seeded 2-layer, 4-head reference classifier over `small_tokenizer`'s vocabulary."""
+    torch.manual_seed(0)
+    config = TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(small_tokenizer),
+                               max_positions=16, n_classes=2)
+    return EncoderClassifier(config).eval()
