@@ -143,7 +143,9 @@ def main() -> None:
     recovery = {(row.task, row.method): row.recovery for row in task_rows}
     task_comp = {(row.task, row.method): row.comprehensiveness for row in task_rows}
     started = time.perf_counter()
-    default, failed, done = ({}, {}, 0) if args.no_default else default_model_rows(names, args.sentences, progress=args.progress)
+    default, failed, done = ({}, {}, 0)
+    if not args.no_default:
+        default, failed, done = default_model_rows(names, args.sentences, progress=args.progress)
     for row in task_rows:
         if row.failed:
             print(f"  {row.method} refused the {row.task} task: {row.failed}")

@@ -14,9 +14,9 @@ the weights with the initialisation the model was trained from"), seeded and on 
 - any other model (the reference models, plain PyTorch): `sub.reset_parameters()` for every submodule that
   has one (nn.Linear, nn.LayerNorm, nn.Embedding, the reference attention's additive-score tensors).
 
-A tensor no initialiser writes (a family with no initialiser for it) falls back to the older scheme, Gaussian noise with that tensor's own mean and standard deviation; `SanityResult.schemes` says per
-step which scheme touched how many tensors, so the report can say so. The embeddings and the decision head
-are kept.
+A tensor no initialiser writes (a family with no initialiser for it) falls back to the older scheme,
+Gaussian noise with that tensor's own mean and standard deviation; `SanityResult.schemes` says per step which
+scheme set how many tensors, so the report can say so. The embeddings and the decision head are kept.
 """
 
 from __future__ import annotations
