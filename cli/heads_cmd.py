@@ -52,11 +52,12 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
 @click.option("--prune-to", default=None, metavar="DIR",
               help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
 @click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
-@click.option("--store-removed", is_flag=True,
-              help="With --prune-to on a BERT or RoBERTa model: store the heads really removed (fewer parameters) as"
-                   " model type bert_pruned / roberta_pruned with its modeling file; it loads with"
-                   " AutoModel.from_pretrained(DIR, trust_remote_code=True). Without it their pruned heads are zeroed"
-                   " (loads anywhere, same size).")
+@click.option("--store", type=click.Choice(["removed", "zeroed"]), default=None,
+              help="How --prune-to stores a BERT or RoBERTa model, whose config cannot hold fewer heads per layer:"
+                   " removed (default: fewer parameters, model type bert_pruned / roberta_pruned with its modeling"
+                   " file; loads with AutoModel.from_pretrained(DIR, trust_remote_code=True)) or zeroed (same size,"
+                   " the pruned heads' output columns zeroed; loads without remote code). Other families store"
+                   " their pruned heads natively.")
 @click.option("--max-flops", default=None, metavar="FLOPS",
               help="Largest estimated cost of the run, e.g. 2e14 (default 5e13 on a CPU, 5e15 on a GPU); the"
                    " pruning loop's worst case is estimated before the model loads and refused above it.")
@@ -69,7 +70,7 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
 def heads(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool, input_file: Path,
     label_column: str, batch_size: int, fraction: float, threshold: float, prune_to: str | None, force: bool,
-    store_removed: bool, max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
+    store: str | None, max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
 ) -> None:
     """Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."""
     from interpret.cli.common import setup_logging
@@ -85,8 +86,8 @@ def heads(
         _check_prune_to(prune_to, force)
     plan = preflight.plan_model(model, allow_pickle)
     default_head = _check_model(plan)
-    if store_removed:
-        _check_store_removed(plan, prune_to)
+    if store is not None:
+        _check_store(plan, prune_to, store)
     labels = _label_indices(plan, raw_labels, input_file.name, default_head) if raw_labels is not None else None
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))
@@ -107,7 +108,7 @@ def heads(
     study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
     pruned_text = None
     if prune_to is not None:
-        pruned_text = _prune(loaded, study.least.last_passing, prune_to, force, store_removed)
+        pruned_text = _prune(loaded, study.least.last_passing, prune_to, force, store)
     from interpret.heads.report import render_heads, write_heads
 
     name = plan.display_name
@@ -157,17 +158,17 @@ def _check_prune_to(prune_to: str, force: bool) -> None:
     preflight.check_output_dir(prune_to, "--prune-to")
 
 
-def _check_store_removed(plan: ModelPlan, prune_to: str | None) -> None:
-    """Usage error unless --store-removed comes with --prune-to and a BERT or RoBERTa model."""
+def _check_store(plan: ModelPlan, prune_to: str | None, store: str) -> None:
+    """Usage error unless --store comes with --prune-to and a BERT or RoBERTa model (of a class stored removed)."""
     if prune_to is None:
-        raise usage_error("--store-removed needs --prune-to DIR.")
+        raise usage_error(f"--store {store} needs --prune-to DIR.")
     if plan.facts.model_type not in STORABLE_TYPES:
-        raise usage_error(f"--store-removed: {plan.described()} is of model type {plan.facts.model_type!r}; only"
-                          " BERT and RoBERTa are stored with per-layer head counts. Drop --store-removed.")
+        raise usage_error(f"--store: {plan.described()} is of model type {plan.facts.model_type!r}, which stores its"
+                          " pruned heads one way only; --store applies to BERT and RoBERTa. Drop --store.")
     architecture = plan.facts.architecture
-    if architecture and architecture not in STORABLE_CLASSES:
-        raise usage_error(f"--store-removed: {plan.described()} is a {architecture}; only {', '.join(STORABLE_CLASSES)}"
-                          " are stored with per-layer head counts. Drop --store-removed.")
+    if store == "removed" and architecture and architecture not in STORABLE_CLASSES:
+        raise usage_error(f"--store removed: {plan.described()} is a {architecture}; only"
+                          f" {', '.join(STORABLE_CLASSES)} are stored with per-layer head counts. Use --store zeroed.")
 
 
 def _check_model(plan: ModelPlan) -> bool:
@@ -245,14 +246,16 @@ def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: 
                            max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
 
 
-def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bool = False) -> str:
+def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store: str | None = None) -> str:
     """Write the pruned model and its tokenizer into `prune_to` (staged beside it, then renamed); return what was
-    done. store_removed: a BERT or RoBERTa with its heads removed, plus its modeling file (store.py)."""
+    done. A BERT or RoBERTa of a class `store.py` maps is stored with its heads removed plus its modeling file,
+    unless store is "zeroed"; every other model as `prune_heads` leaves it (removed natively, or zeroed)."""
     from interpret.heads.store import removed_model, save_removed, storable
     from interpret.heads.surgery import prune_heads
 
     if loaded.head is not None and not hasattr(loaded.model, "save_pretrained"):
         raise usage_error("--prune-to: this model cannot be saved with save_pretrained.")
+    store_removed = store == "removed" or (store is None and storable(loaded.model))
     pruned = removed_model(loaded.model, mask) if store_removed else prune_heads(loaded.model, mask)
     target = Path(prune_to).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +275,7 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store_removed: bo
     off = int((mask == 0).sum())
     hint = ""
     if not pruned.removed and storable(loaded.model):
-        hint = "; --store-removed stores them removed (per-layer head counts, loads with trust_remote_code=True)"
+        hint = "; --store removed stores them removed (per-layer head counts, loads with trust_remote_code=True)"
     return (f"{prune_to}: {off} of {mask.numel()} heads pruned; parameters {pruned.parameters_before:,} →"
             f" {pruned.parameters_after:,}; {pruned.note}{hint}")
 

@@ -10,7 +10,7 @@ RobertaSelfAttention take their head count from the width of those projections (
 [..., -1, d_head]), so the modules of transformers compute the pruned model unchanged; only the shapes are set
 here.
 
-This file imports only torch and transformers: `interpret heads --prune-to DIR --store-removed` copies it into
+This file imports only torch and transformers: `interpret heads --prune-to DIR` (BERT, RoBERTa) copies it into
 DIR as `modeling_bert_pruned.py` and names its classes in config.json's `auto_map`, so that
 
     AutoModel.from_pretrained(DIR, trust_remote_code=True)

