@@ -167,6 +167,20 @@ def word_chips(
     return chips
 
 
+def shown_rows(comparison: ClassComparison, example: int) -> list[tuple[int, str]]:
+    """Return (row index, role) of the rows the page draws for one example: an asked class that is the example's
+    prediction is drawn once, as the prediction's row with the role "prediction, asked" (the export keeps both)."""
+    labels = comparison.labels[example]
+    predicted = {labels[r] for r, role in enumerate(comparison.roles) if role == "prediction"}
+    asked = {labels[r] for r, role in enumerate(comparison.roles) if role == "asked"}
+    out = []
+    for r, role in enumerate(comparison.roles):
+        if role == "asked" and labels[r] in predicted:
+            continue
+        out.append((r, "prediction, asked" if role == "prediction" and labels[r] in asked else role))
+    return out
+
+
 def comparison_view(comparison: ClassComparison, example: int, tokens: ExampleTokens) -> dict[str, Any]:
     """Return what the page draws for one example: rows of (role, label, token chips, word chips); the token
     chips of every row share one scale, ±(largest |score| over the example's rows and attributed tokens), and
@@ -178,14 +192,15 @@ def comparison_view(comparison: ClassComparison, example: int, tokens: ExampleTo
     words = comparison.words
     word_top = float(np.abs(words[example]).max()) if words is not None else 0.0
     rows = []
-    for r, role in enumerate(comparison.roles):
+    for r, role in shown_rows(comparison, example):
         chips = [{"token": display[p], "raw": tokens.tokens[p], "position": p, "value": float(scores[r, p]),
                   "level": level(float(scores[r, p]), top)} for p in shown]
         row_words = []
         if words is not None and comparison.word_start is not None and comparison.word_stop is not None:
             row_words = word_chips(words[example, r], comparison.word_start[example], comparison.word_stop[example],
                                    display, word_top)
-        rows.append({"role": role, "label": comparison.labels[example][r], "chips": chips, "words": row_words})
+        rows.append({"role": role, "label": comparison.labels[example][r], "index": r, "chips": chips,
+                     "words": row_words})
     return {"analyzer": comparison.analyzer, "top": top, "word_top": word_top, "rows": rows,
             "words_how": comparison.words_how}
 

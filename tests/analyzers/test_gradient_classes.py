@@ -21,6 +21,7 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 
 import interpret
 from interpret.api import explain
+from interpret.report.classes import ClassComparison, shown_rows
 
 STEPS = 20
 SUBWORD_TEXT = "An unbelievably heartwarming documentary."  # WordPiece splits two of its words
@@ -98,7 +99,7 @@ class _Chips(HTMLParser):
             self._in_caption = True
         elif tag == "tr" and self.tables and ({"class-row", "word-row"} & set(classes)):
             self.tables[-1]["rows"].append({"kind": classes[0], "role": a.get("data-role"), "label": a.get("data-label"),
-                                            "chips": []})
+                                            "index": a.get("data-index"), "chips": []})
         elif tag == "span" and "cchip" in classes:
             self.tables[-1]["rows"][-1]["chips"].append({"level": classes[1], "text": "", **{
                 key[5:]: value for key, value in a.items() if key.startswith("data-")}})
@@ -130,12 +131,14 @@ def test_the_html_draws_one_row_per_class_on_one_scale_centred_on_zero(three) ->
     assert [t["example"] for t in tables] == [0, 1]
     for b, table in enumerate(tables):
         rows = [row for row in table["rows"] if row["kind"] == "class-row"]
-        assert [row["role"] for row in rows] == list(comparison.roles)
-        assert [row["label"] for row in rows] == list(comparison.labels[b])
+        drawn = shown_rows(comparison, b)
+        assert [row["role"] for row in rows] == [role for _, role in drawn]
+        assert [int(row["index"]) for row in rows] == [r for r, _ in drawn]
+        assert [row["label"] for row in rows] == [comparison.labels[b][r] for r, _ in drawn]
         example = report.examples[b]
         shown = [p for p, (real, special) in enumerate(zip(example.real, example.special)) if real and not special]
         values = []
-        for r, row in enumerate(rows):
+        for r, row in ((int(row["index"]), row) for row in rows):
             assert [int(chip["pos"]) for chip in row["chips"]] == shown
             assert [chip["text"] for chip in row["chips"]] == [example.display[p] for p in shown]
             np.testing.assert_array_equal([float(chip["value"]) for chip in row["chips"]], comparison.scores[b, r, shown])
@@ -208,3 +211,13 @@ def test_targets_of_several_tokens_get_a_note_instead_of_class_rows() -> None:
                      params={"integrated_gradients": {"steps": 4}}, compare=[], evidence=False)
     assert report.classes == ()
     assert any(label == "Classes side by side" and "several tokens" in text for label, text in report.run.notes)
+
+
+def test_an_asked_class_that_is_the_prediction_is_drawn_once() -> None:
+    comparison = ClassComparison(
+        analyzer="integrated_gradients", roles=("prediction", "asked", "asked"),
+        labels=(("positive", "negative", "positive"), ("negative", "negative", "positive")),
+        scores=np.zeros((2, 3, 4)), words=None, words_how=None, word_start=None, word_stop=None,
+    )
+    assert shown_rows(comparison, 0) == [(0, "prediction, asked"), (1, "asked")]
+    assert shown_rows(comparison, 1) == [(0, "prediction, asked"), (2, "asked")]
