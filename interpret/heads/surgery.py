@@ -218,6 +218,7 @@ def _take(
 ) -> None:
     module = modules[path]
     axis = out_axis(module) if output else 1 - out_axis(module)
+    index = index.to(state[f"{path}.weight"].device)  # the weights may live on a GPU, the kept rows on the CPU
     weight = state[f"{path}.weight"].index_select(axis, index).clone()
     for start, end in zero:
         weight.narrow(axis, start, end - start).zero_()
@@ -245,8 +246,8 @@ def _build(model: nn.Module, width_q: int, width_kv: int, d_head: int) -> nn.Mod
         config.attention_head_size = d_head  # DeBERTa-v2's name for it
         with torch.random.fork_rng(devices=[]):
             built = type(model)(config)
-    dtype = next(model.parameters()).dtype
-    return built.to(dtype)
+    first = next(model.parameters())
+    return built.to(device=first.device, dtype=first.dtype)  # where the input model lives (a GPU stays a GPU)
 
 
 def _mismatch(built: nn.Module, state: dict[str, Tensor]) -> str:

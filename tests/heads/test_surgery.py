@@ -44,7 +44,7 @@ def test_pruned_equals_gated_also_after_save_and_load(family: str, tmp_path) -> 
         assert not pruned.removed and pruned.parameters_after == pruned.parameters_before
         assert "zeroed in place, not removed" in pruned.note
     pruned.model.save_pretrained(tmp_path)
-    loaded = type(pruned.model).from_pretrained(tmp_path, attn_implementation="eager").eval()
+    loaded = type(pruned.model).from_pretrained(tmp_path, attn_implementation="eager").eval().to(model.device)
     assert count_parameters(loaded) == pruned.parameters_after
     with torch.no_grad():
         _compare(reference, GatedModel.of(loaded, tokenizer, encoded).logits(encoded), real)
