@@ -87,12 +87,14 @@ class ModelRunner:
         step: int | None = None,
         output: Literal["logit", "logprob"] = "logit",
         contrast: bool = True,
+        grad: bool = True,
     ) -> Float[Tensor, " rows"]:
-        """Return each row's target score [rows] with autograd on (arguments as `RunContext.score`)."""
+        """Return each row's target score [rows] (arguments as `RunContext.score`), with autograd on unless `grad`
+        is False (scores only, e.g. the faithfulness re-runs of `interpret.evidence.removal`)."""
         rows = self._rows(encoded, examples)
         batch = encoded.rows(rows, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values)
         self._check_eval()
-        with self._gated(gates), torch.enable_grad():
+        with self._gated(gates), (torch.enable_grad() if grad else torch.no_grad()):
             result = self.capturable.run(batch)
         return self._scores(result, batch, rows, step, output, contrast)
 

@@ -118,12 +118,10 @@ class RemovalScorer:
         if self.removal == "mask":
             ids = self.encoded.input_ids[example].expand(rows, -1).clone()
             ids[removed.to(ids.device)] = _mask_id(self.ctx.tokenizer)
-            batch = self.encoded.rows(examples, input_ids=ids)
-        else:
-            embeds = self._embeddings(example, rows)
-            embeds = embeds * (~removed).to(embeds.device, embeds.dtype).unsqueeze(-1)
-            batch = self.encoded.rows(examples, inputs_embeds=embeds)
-        return _probabilities(runner, batch, examples)
+            return _probabilities(runner, self.encoded, examples, input_ids=ids)
+        embeds = self._embeddings(example, rows)
+        embeds = embeds * (~removed).to(embeds.device, embeds.dtype).unsqueeze(-1)
+        return _probabilities(runner, self.encoded, examples, inputs_embeds=embeds)
 
     def _embeddings(self, example: int, rows: int) -> Tensor:
         if self.encoded.inputs_embeds is not None:
@@ -165,16 +163,13 @@ class RemovalScorer:
         return _probabilities(rerun, batch, torch.arange(rows))
 
 
-def _probabilities(runner: ModelRunner, batch: Encoded, examples: Tensor) -> Float[np.ndarray, " rows"]:
-    """Return m [rows]: exp of each row's target log-probability (no contrast), computed without autograd.
-
-    Runs the model as `ModelRunner.score` does (the Capturable's forward, the decision's own reader), but
-    under no_grad: `score` keeps autograd on for gradient analyzers, which removal does not need.
-    """
-    runner._check_eval()
-    with torch.no_grad():
-        result = runner.capturable.run(batch)
-        scores = runner._scores(result, batch, examples, None, "logprob", False)
+def _probabilities(
+    runner: ModelRunner, encoded: Encoded, examples: Tensor, **inputs: Tensor
+) -> Float[np.ndarray, " rows"]:
+    """Return m [rows]: exp of each row's target log-probability (no contrast), row r being example examples[r] of
+    `encoded` with `inputs` (input_ids or inputs_embeds [rows, ...]) in place of its own: `ModelRunner.score`
+    (the Capturable's forward, the decision's own reader) without autograd, which removal does not need."""
+    scores = runner.score(encoded, examples=examples, output="logprob", contrast=False, grad=False, **inputs)
     return scores.double().exp().cpu().numpy()
 
 
