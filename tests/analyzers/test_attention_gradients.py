@@ -67,7 +67,7 @@ def _reference(family: str, trace, targets):
 
 
 def _close(actual: np.ndarray, expected: torch.Tensor) -> None:
-    expected = expected.detach().numpy()
+    expected = expected.detach().cpu().numpy()
     scale = np.abs(expected).max()
     assert scale > 0
     assert np.abs(actual - expected).max() <= 1e-5 * scale, np.abs(actual - expected).max() / scale

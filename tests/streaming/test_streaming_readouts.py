@@ -75,8 +75,8 @@ def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray, np.nda
         weights = torch.as_tensor(readout_weights("auto", ctx.targets[b], positions))
         relevance = torch.eye(len(positions), dtype=torch.float64)
         for layer, (name, grad) in enumerate(zip(names, grads)):
-            pattern = captured[name][b].detach()[:, index][:, :, index].double()  # [head, n, n]
-            pattern_grad = grad[b][:, index][:, :, index].double()
+            pattern = captured[name][b].detach().cpu()[:, index][:, :, index].double()  # [head, n, n]
+            pattern_grad = grad[b].cpu()[:, index][:, :, index].double()
             per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).sum(0)).numpy()
             every_row[b, layer, positions] = (pattern * pattern_grad).sum((0, 1)).numpy()
             relevance = relevance + (pattern * pattern_grad).clamp(min=0).mean(0) @ relevance  # Chefer eq. 6
