@@ -17,7 +17,7 @@ from interpret.analyze.result import AnalyzerResult
 from interpret.decision import Decision
 from interpret.trace import Trace
 from interpret.evidence.evidence import Evidence
-from interpret.report.classes import ClassComparison
+from interpret.report.comparison import ClassComparison
 
 DEFAULT_MAX_BYTES = 20_000_000
 
