@@ -77,8 +77,14 @@ def compare_classes(
             requests.append(("contrast class", TargetRequest(target=contrast)))
         requests.append(("contrast", own))
     runs = []
+    seen: set[tuple[Any, ...]] = set()  # the ids each asked request resolved to: "1" and "positive" are one class
     for role, request in requests:
         decided = decide(model, trace, tokenizer, request, head, gold)
+        if role == "asked":
+            resolved = tuple((d.target.kind, d.target.ids, d.target.contrast) for d in decided)
+            if resolved in seen:
+                continue
+            seen.add(resolved)
         context = None if request == own else run_context(
             trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed
         )

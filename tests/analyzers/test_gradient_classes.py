@@ -221,3 +221,12 @@ def test_an_asked_class_that_is_the_prediction_is_drawn_once() -> None:
     )
     assert shown_rows(comparison, 0) == [(0, "prediction, asked"), (1, "asked")]
     assert shown_rows(comparison, 1) == [(0, "prediction, asked"), (2, "asked")]
+
+
+def test_a_class_asked_by_index_and_by_name_is_computed_once() -> None:
+    model, tokenizer = _tiny_three_classes()
+    report = explain(model, tokenizer, TEXTS[:1], ["integrated_gradients"], params={"integrated_gradients": {"steps": 4}},
+                     compare=["green", 1, "blue", 2], evidence=False)
+    (comparison,) = report.classes
+    assert comparison.roles == ("prediction", "asked", "asked")
+    assert comparison.labels[0][1:] == ("green", "blue")
