@@ -55,21 +55,10 @@ def summary_html(
     accuracy: float | None,
     run: Mapping[str, str],
 ) -> str:
-    """Return the summary page as an HTML string."""
-    return render_audit_page(summary_context(tokens, examples, heads, analyzers, accuracy, run))
-
-
-def summary_context(
-    tokens: pd.DataFrame,
-    examples: pd.DataFrame,
-    heads: pd.DataFrame,
-    analyzers: Sequence[str],
-    accuracy: float | None,
-    run: Mapping[str, str],
-) -> dict[str, Any]:
-    """Return the data the page shows (plain values; the template escapes every one)."""
+    """Return the summary page as an HTML string: what it shows, as plain values (the template escapes each
+    one), rendered with the report's audit template."""
     correct = examples["correct"].dropna().astype(bool)
-    return {
+    return render_audit_page({
         "model_id": run.get("model", ""),
         "n_examples": len(examples),
         "accuracy": accuracy,
@@ -87,7 +76,7 @@ def summary_context(
             for column in heads.columns
             if column not in ("layer", "head")
         ],
-    }
+    })
 
 
 def top_tokens(tokens: pd.DataFrame, analyzer: str, limit: int = TOP_TOKENS) -> list[tuple[str, int]]:

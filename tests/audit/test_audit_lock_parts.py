@@ -22,20 +22,10 @@ from interpret.audit import run_audit
 from interpret.audit.lock import AuditLock, DirectoryLocked
 from interpret.cli.main import cli
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier
 
 N_EXAMPLES = 12
 
-
 WORDS = "the cat sat on mat a dog saw good bad red blue".split()  # the vocabulary of conftest's tokenizer
-@pytest.fixture(scope="module")
-def tokenizer(small_tokenizer):
-    return small_tokenizer
-
-
-@pytest.fixture(scope="module")
-def model(small_model) -> EncoderClassifier:
-    return small_model
 
 
 def _examples(n: int = N_EXAMPLES) -> list[Example]:

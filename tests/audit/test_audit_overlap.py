@@ -12,20 +12,10 @@ import interpret.audit.overlap as overlap
 from interpret.audit import run_audit
 from interpret.audit.engine import BatchSettings, run_batch
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier
 
 ATTENTION = ["rollout", "flow", "attention_entropy"]
 
-
 WORDS = "the cat sat on mat a dog saw good bad red blue".split()  # the vocabulary of conftest's tokenizer
-@pytest.fixture(scope="module")
-def tokenizer(small_tokenizer):
-    return small_tokenizer
-
-
-@pytest.fixture(scope="module")
-def model(small_model) -> EncoderClassifier:
-    return small_model
 
 
 def _examples(n: int) -> list[Example]:

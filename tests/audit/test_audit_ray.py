@@ -14,19 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from pandas.testing import assert_frame_equal
 
 from interpret.audit import run_audit
-from interpret.datasets import Example
-from interpret.reference import EncoderClassifier, TransformerConfig
-from interpret.reference.vocab import word_tokenizer
 
 ray = pytest.importorskip("ray")
 
 from interpret.audit.engine_ray import RayEngine, RayOptions  # noqa: E402
 
-WORDS = "the cat sat on mat a dog saw good bad red blue".split()
 N_EXAMPLES, BATCH = 50, 4
 ANALYZERS = ["rollout", "attention_entropy"]
 # Builds the same tiny model and examples in a child process (for the killed run).
