@@ -10,7 +10,8 @@ the child's peak resident set is its own):
     sdpa       model(ids) under no_grad, attn_implementation="sdpa": the floor.
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
-    s_rollout  interpret.collect of hook_q/k/v/z + the `streaming_rollout` analyzer (the whole user path).
+    s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder) +
+               the `streaming_rollout` analyzer: what `explain(streaming=...)` runs.
     s_rollout_k one forward inside `interpret.streaming.kernel.kernel_records` (SDPA served by the fused kernel,
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
@@ -63,6 +64,7 @@ def _child(args: argparse.Namespace) -> None:
 
     import interpret
     from interpret.reference import vocab
+    from interpret.streaming.capture import REQUIRES
     from interpret.streaming.kernel import KernelLayers, kernel_records
     from interpret.streaming.readout import rollout_readout
 
@@ -93,8 +95,7 @@ def _child(args: argparse.Namespace) -> None:
             with torch.no_grad():
                 return model(ids, output_attentions=True).attentions
         if case == "s_rollout":
-            trace = interpret.collect(model, tokenizer, ids, names=["*attn.hook_q", "*attn.hook_k", "*attn.hook_v",
-                                                                     "*attn.hook_z"], budget_bytes=None)
+            trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None)
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
             return result["readout"][0]
         if case == "s_rollout_k":

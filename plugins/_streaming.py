@@ -59,6 +59,20 @@ def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:
     return out
 
 
+# |restated lse − kept lse| / max(1, max |lse|): both float32 sums of the same products (half-precision inputs
+# multiply exactly in float32), measured ≤ 1e-6 on the tiny families; a wrong mask or scale moves it by ≥ 1e-2.
+LSE_TOLERANCE = 1e-5
+
+
+def lse_check(error: float) -> Check:
+    """Return the invariant that rows restated from q and k have the log-sum-exps the kernel kept."""
+    return Check(
+        error, LSE_TOLERANCE,
+        "largest |log Σ exp(restated scores) − captured lse| / max(1, max |lse|) on the first and last block of rows"
+        " of each layer: the restated scores (causal mask for decoders, scale 1/√d_head) are the kernel's",
+    )
+
+
 def output_check(error: float, dtype: torch.dtype) -> Check:
     """Return the invariant that the recomputed pattern reproduces the kernel's output z."""
     return Check(

@@ -1,10 +1,12 @@
 """Attention rollout of the decision's readout rows in O(n·d) memory per layer (Abnar & Zuidema 2020).
 
-Reads each layer's queries, keys, values and kernel output (hook_q, hook_k, hook_v, hook_z), never a
-pattern: the readout row is carried back through the layers (`interpret.streaming.readout.rollout_readout`),
-under mean fusion by two fused attention calls per layer (each row's log-sum-exp, then Σ_h A_hᵀ·row in the
-transposed direction: `interpret.streaming.transposed`), otherwise by rebuilding the pattern one block of
-query rows at a time. Same definition as `rollout` with
+Reads each layer's queries, keys and each query row's log-sum-exp (hook_q, hook_k, hook_lse: the SDPA kernel's
+own normaliser when a fused kernel served the call), never a pattern: the readout row is carried back through
+the layers (`interpret.streaming.readout.rollout_readout`), under mean fusion by one fused attention call per
+layer (Σ_h A_hᵀ·row in the transposed direction, `interpret.streaming.transposed`), otherwise by rebuilding
+the pattern one block of query rows at a time. Each layer's first and last block of rows are restated from q
+and k and their log-sum-exps compared with the captured ones (check `lse_error`): a scale, bias or mask the
+restatement does not reproduce is an error, not a result. Same definition as `rollout` with
 rows="readout" (Â = rownorm(r·I + (1 − r)·fuse_h A), readout w·Â_{L−1}⋯Â_start) and equal to it (tests, 1e-5).
 
 Arrays (batch first; padding is zero):
@@ -22,7 +24,7 @@ from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunCon
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins._attention import row_sum_error
-from interpret.plugins._streaming import StreamingParams, example_weights, output_check, place
+from interpret.plugins._streaming import StreamingParams, example_weights, lse_check, place
 from interpret.streaming.capture import REQUIRES, layers_from_trace
 from interpret.streaming.readout import rollout_readout
 from interpret.trace import Trace
@@ -61,8 +63,8 @@ class StreamingRollout:
 
     name = "streaming_rollout"
     streams = "rollout"  # the full analyzer it stands for when a run streams (interpret.streaming.select)
-    summary = "Attention rollout of the decision's rows in O(n·d) memory: patterns rebuilt in blocks of rows from q and k."
-    version = "1.0"
+    summary = "Attention rollout of the decision's rows in O(n·d) memory: from q, k and the kernel's row normalisers, no pattern."
+    version = "2.0"
     requires = REQUIRES
     needs_model = False
     provides = ("readout",)
@@ -86,7 +88,6 @@ class StreamingRollout:
             )
             readout[b] = place(row, positions, trace.encoded.pos)
             worst = max(worst, error)
-        dtype = per_example[0][0].q.dtype
         # Each block's pattern is a float32 softmax whose rows sum to one only up to float32 rounding: about
         # sqrt(n)·2⁻²⁴ per row (random-walk accumulation over n keys), carried through every layer. The check
         # allows four times that per layer (1e-6 at least), far below what a real fault (a lost mask, a wrong
@@ -100,7 +101,7 @@ class StreamingRollout:
                     row_sum_error(readout), tolerance,
                     "largest |Σ readout − 1| (a weighted mean of float32 rows that sum to one)",
                 ),
-                "output_error": output_check(worst, dtype),
+                "lse_error": lse_check(worst),
             },
             views=(View("token_strip", "readout", "Rollout from the decision's rows (streamed)"),),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),

@@ -13,7 +13,7 @@ from interpret.reference.models import Decoder
 
 
 def _side(name: str) -> Side:
-    if ".cross_attn." in name and name.endswith(("hook_pattern", "hook_attn_scores")):
+    if ".cross_attn." in name and name.endswith(("hook_pattern", "hook_attn_scores", "hook_lse")):
         return "cross"
     if ".cross_attn." in name and name.endswith(("hook_k", "hook_v")):
         return "main"  # cross-attention keys and values are computed from the encoder's positions

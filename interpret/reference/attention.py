@@ -90,6 +90,7 @@ class MultiHeadAttention(nn.Module):
         hook_attn_scores [batch, head, query, key], -inf where masked;
         hook_pattern [batch, head, query, key], rows sum to 1 over key, exactly 0 where masked (before the
             attention dropout, which acts only in training);
+        hook_lse [batch, head, query], log Σ_key exp(score) of each row (computed only while hooked);
         hook_z [batch, pos, head, d_head], the per-head input of the output projection.
     Weights: `in_proj` [3 * d_model, d_model] (q, k, v stacked, as nn.MultiheadAttention) when
     `config.packed_qkv`, else `q_proj`, `k_proj`, `v_proj`; then `out_proj`. Additive scoring adds
@@ -116,6 +117,7 @@ class MultiHeadAttention(nn.Module):
             self.score_vector = nn.Parameter(torch.empty(n_heads, d_head).uniform_(-bound, bound))
         self.hook_attn_scores = HookPoint("batch head query key")
         self.hook_pattern = HookPoint("batch head query key")
+        self.hook_lse = HookPoint("batch head query")
         self.dropout = nn.Dropout(config.dropout)
         self.hook_z = HookPoint("batch pos head d_head")
         self.out_proj = nn.Linear(d_attn, d_model, bias=config.bias)
@@ -161,6 +163,8 @@ class MultiHeadAttention(nn.Module):
         v = self.hook_v(self._split(F.linear(source, w_v, b_v)))
         scores = self.hook_attn_scores(mask_scores(self.scores(q, k), allowed))
         pattern = self.hook_pattern(masked_softmax(scores, allowed))
+        if self.hook_lse._forward_hooks or self.hook_lse._forward_pre_hooks:  # a pass over [query, key]: only when asked
+            self.hook_lse(torch.logsumexp(scores, dim=-1))
         z = self.hook_z(mix_values(self.dropout(pattern), v))
         return self.out_proj(z.flatten(-2))
 

@@ -1,8 +1,9 @@
-"""Gather each example's `StreamedLayer`s: from a trace (queries, keys, values and z captured, no pattern) or
-by running the model once with autograd for ∂score/∂z.
+"""Gather each example's `StreamedLayer`s: from a trace (queries, keys and each row's log-sum-exp captured, no
+pattern) or by running the model once with autograd for ∂score/∂z.
 
-Nothing here is quadratic in the length: per layer, q, k, v and z are [batch, pos, head, d_head] and the
-gradient pass keeps what autograd keeps for a plain backward pass through the model.
+Nothing here is quadratic in the length: per layer, q and k are [batch, pos, head, d_head], the log-sum-exps
+[batch, head, pos] (the kernel's own when a fused SDPA kernel served the call, `interpret.collect.hf.attention`),
+and the gradient pass keeps what autograd keeps for a plain backward pass through the model.
 
 ∂score/∂z is taken at the output projection's input: for the pass, a scoped hook hands the projection a
 fresh view of that input (the same numbers, no copy) and keeps it, so the gradient reaches it
@@ -24,7 +25,8 @@ from interpret.streaming.pattern import StreamedLayer
 from interpret.trace import Trace
 
 QKV = ("attn.hook_q", "attn.hook_k", "attn.hook_v")
-REQUIRES = tuple(f"*{suffix}" for suffix in (*QKV, "attn.hook_z"))
+ROWS = ("attn.hook_q", "attn.hook_k", "attn.hook_lse")  # what a rollout row needs: q, k and each row's normaliser
+REQUIRES = tuple(f"*{suffix}" for suffix in ROWS)
 
 
 def real_positions(trace: Trace) -> list[np.ndarray]:
@@ -54,12 +56,12 @@ def _heads(tensor: Tensor, n_heads: int) -> Tensor:
 
 
 def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
-    """Return, per example, its StreamedLayers (layer order) built from the trace's q, k, v and z."""
+    """Return, per example, its StreamedLayers (layer order) built from the trace's q, k and lse (no v, no z)."""
     _check_kind(trace, what)
-    found = [trace.layers(suffix) for suffix in (*QKV, "attn.hook_z")]
+    found = [trace.layers(suffix) for suffix in ROWS]
     if not found[0] or any(layers != found[0] for layers in found):
         raise AnalyzerError(
-            f"{what} needs blocks.{{i}}.attn.hook_q, hook_k, hook_v and hook_z of the same layers;"
+            f"{what} needs blocks.{{i}}.attn.hook_q, hook_k and hook_lse of the same layers;"
             f" collect them with names={list(REQUIRES)}."
         )
     causal = trace.meta.kind == "decoder"
@@ -67,10 +69,10 @@ def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
     for b, positions in enumerate(real_positions(trace)):
         layers = []
         for i in found[0]:
-            q, k, v, z = (trace[f"blocks.{i}.{suffix}"].detach() for suffix in (*QKV, "attn.hook_z"))
+            q, k, lse = (trace[f"blocks.{i}.{suffix}"].detach() for suffix in ROWS)
+            rows = lse[b] if len(positions) == lse.shape[-1] else lse[b].index_select(-1, torch.as_tensor(positions, device=lse.device))
             layers.append(StreamedLayer(
-                *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal,
-                z=_per_example(_heads(z, q.shape[2]), b, positions),
+                *(_per_example(t, b, positions) for t in (q, k)), None, causal=causal, lse=rows,
             ))
         out.append(layers)
     return out

@@ -35,14 +35,15 @@ _FUSED_DTYPES = {"cpu": (torch.float32, torch.bfloat16, torch.float16), "cuda": 
 class KernelCall:
     """One attention kernel call of one batch.
 
-    q: [batch, head, n, d_head], k: [batch, kv_head, n, d_head] as the kernel received them (model dtype; on
-    the host when offloaded). lse: [batch, head, n] float32, the kernel's log Σ_j exp(score_ij). scale: the
-    softmax scale used. causal: whether the kernel applied its causal mask.
+    q: [batch, head, query, d_head], k: [batch, kv_head, key, d_head] as the kernel received them (model dtype;
+    on the host when offloaded; query = key = n for self-attention). lse: [batch, head, query] float32, the
+    kernel's log Σ_j exp(score_ij). scale: the softmax scale used. causal: whether the kernel applied its
+    causal mask.
     """
 
-    q: Float[Tensor, "batch head n d_head"]
-    k: Float[Tensor, "batch kv_head n d_head"]
-    lse: Float[Tensor, "batch head n"]
+    q: Float[Tensor, "batch head query d_head"]
+    k: Float[Tensor, "batch kv_head key d_head"]
+    lse: Float[Tensor, "batch head query"]
     scale: float
     causal: bool
 

@@ -11,8 +11,9 @@ from those tensors, a block of rows at a time, so no [head, n, n] tensor ever ex
 cast to float32 per block (the products of half-precision numbers are exact in float32, so this is a float32
 accumulation of the model's numbers), as the collector recomputes a fused kernel's pattern
 (`interpret.collect.hf.recompute`). The mask is the causal one of a decoder (key j ≤ query i) or none; the
-scale is 1/√d_head. Whether that restates the model's attention is checked, not assumed: `output_error`
-compares A·V with the kernel's own output z on the blocks it is given.
+scale is 1/√d_head (or the kernel's own, when it was kept). Whether that restates the model's attention is
+checked, not assumed: `output_error` compares A·V with the kernel's own output z on the blocks it is given,
+and `lse_error` the restated rows' log-sum-exps with the ones the kernel kept.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ def block_rows(heads: int, n: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> in
     return max(1, min(n, block_bytes // per_row))
 
 
-def pattern_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "head rows keys"]:
-    """Return the pattern rows start..stop−1 [head, rows, keys] in float32, keys = layer.keys_for(stop)."""
+def score_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "head rows keys"]:
+    """Return the masked scores of rows start..stop−1 [head, rows, keys] in float32, keys = layer.keys_for(stop)
+    (a key hidden by the causal mask holds LOWEST)."""
     keys = layer.keys_for(stop)
     query = layer.q[:, start:stop].float()
     key = layer.k[:, :keys].float()
@@ -95,6 +97,12 @@ def pattern_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "
     if layer.causal:  # keys before `start` are visible to every row: only the square start..stop needs masking
         square = torch.ones(stop - start, stop - start, dtype=torch.bool, device=scores.device).triu_(1)
         scores[:, :, start:stop].masked_fill_(square, LOWEST)
+    return scores
+
+
+def pattern_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "head rows keys"]:
+    """Return the pattern rows start..stop−1 [head, rows, keys] in float32, keys = layer.keys_for(stop)."""
+    scores = score_rows(layer, start, stop)
     return torch.softmax(scores, dim=-1, out=scores)
 
 
@@ -112,6 +120,18 @@ def pattern_grad_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tens
         raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
     keys = layer.keys_for(stop)
     return torch.matmul(layer.grad_z[:, start:stop].float(), layer.v[:, :keys].float().transpose(1, 2))
+
+
+def lse_error(layer: StreamedLayer, start: int, stop: int) -> float:
+    """Return max |log Σ_key exp(score) − lse| / max(1, max |lse|) over rows start..stop−1, the restated scores'
+    row normalisers against the ones the kernel kept (`layer.lse`; 0 when none was kept): 0 up to float32
+    rounding when the scale and mask restate the model's; a position bias, another scale or a mask that is
+    neither causal nor none (a sliding window) moves it by far more."""
+    if layer.lse is None:
+        return 0.0
+    restated = torch.logsumexp(score_rows(layer, start, stop), dim=-1)  # [head, rows]
+    kept = layer.lse[:, start:stop].float()
+    return float((restated - kept).abs().max() / max(1.0, float(kept.abs().max())))
 
 
 def output_error(layer: StreamedLayer, start: int, stop: int, pattern: Float[Tensor, "head rows keys"]) -> float:

@@ -20,7 +20,9 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
   Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺, R = (I + Ā_{L−1}) ⋯ (I + Ā_0), readout w·R: v ← v + v·Ā_l.
 
 Every function also returns the largest `output_error` it saw (A·V against the kernel's output z) on the
-blocks it rebuilt (on every row where rollout took the fused path), so a mask or scale that does not restate the model's is reported, never hidden.
+blocks it rebuilt (on every row where rollout took the fused path), and rollout, for layers that kept the
+kernel's row log-sum-exps instead of v and z, the largest `lse_error` on each layer's first and last block of
+rows (`lse_check`), so a mask or scale that does not restate the model's is reported, never hidden.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from interpret.streaming.pattern import (
     DEFAULT_BLOCK_BYTES,
     StreamedLayer,
     block_rows,
+    lse_error,
     output_error,
     pattern_grad_rows,
     pattern_rows,
@@ -90,8 +93,18 @@ def rollout_readout(
             vector, error = _fused_layer(layer, vector, residual, block_bytes)
         else:
             vector, error = _blocks_layer(layer, vector, residual, head_fusion, block_bytes)
-        worst = max(worst, error)
+        worst = max(worst, error, lse_check(layer, block_bytes))
     return vector.cpu().numpy(), worst
+
+
+def lse_check(layer: StreamedLayer, block_bytes: int = DEFAULT_BLOCK_BYTES) -> float:
+    """Return `lse_error` on the first and the last block of rows of `layer` (0 when it kept no lse): the rows
+    a wrong causal mask or window changes most and the rows that see every key."""
+    if layer.lse is None:
+        return 0.0
+    size = block_rows(layer.heads, layer.n, block_bytes)
+    first = lse_error(layer, 0, size)
+    return first if size >= layer.n else max(first, lse_error(layer, layer.n - size, layer.n))
 
 
 def _spans_blocks(vector: torch.Tensor, layer: StreamedLayer, block_bytes: int) -> bool:

@@ -72,6 +72,10 @@ def test_capture_of_every_name_is_transparent_and_sized_as_declared(zoo, family,
         pattern, scores = trace[name], trace[name.replace("hook_pattern", "hook_attn_scores")]
         real_rows = pattern.sum(-1) > 0.5  # padded query rows are zeroed in the pattern only
         torch.testing.assert_close(scores.softmax(-1)[real_rows], pattern[real_rows], atol=1e-5, rtol=0)
+        lse_name = name.replace("hook_pattern", "hook_lse")
+        if lse_name in trace:  # the kernel's own normaliser (or the restated one) is the scores' log-sum-exp
+            expected = torch.logsumexp(scores.double(), -1)[real_rows]
+            torch.testing.assert_close(trace[lse_name].double()[real_rows], expected, atol=1e-5, rtol=1e-6)
 
 
 def _assert_declared_shapes(trace) -> None:
@@ -84,6 +88,8 @@ def _assert_declared_shapes(trace) -> None:
         if name.endswith(("hook_pattern", "hook_attn_scores")):
             key = pos if ".cross_attn." in name else query
             assert tensor.shape == (batch, 4, query, key), name
+        elif name.endswith("hook_lse"):
+            assert tensor.shape == (batch, 4, query), name
         elif ".cross_attn.hook_k" in name or ".cross_attn.hook_v" in name:
             assert tensor.shape == (batch, pos, 4, 8), name
         elif name.endswith(("hook_q", "hook_k", "hook_v", "hook_z")):

@@ -68,6 +68,7 @@ def test_layer_hook_names_in_forward_order() -> None:
         "attn.hook_v",
         "attn.hook_attn_scores",
         "attn.hook_pattern",
+        "attn.hook_lse",
         "attn.hook_z",
         "hook_attn_out",
         "hook_resid_mid",
@@ -78,23 +79,25 @@ def test_layer_hook_names_in_forward_order() -> None:
     ]
     decoder_layer = from_torch(nn.TransformerDecoderLayer(D_MODEL, HEADS, D_MLP, batch_first=True))
     names = list(stamp_names(decoder_layer))
-    assert names[:8] == [
+    assert names[:9] == [
         "hook_resid_pre",
         "attn.hook_q",
         "attn.hook_k",
         "attn.hook_v",
         "attn.hook_attn_scores",
         "attn.hook_pattern",
+        "attn.hook_lse",
         "attn.hook_z",
         "hook_attn_out",
     ]
-    assert names[8:] == [
+    assert names[9:] == [
         "hook_resid_mid",
         "cross_attn.hook_q",
         "cross_attn.hook_k",
         "cross_attn.hook_v",
         "cross_attn.hook_attn_scores",
         "cross_attn.hook_pattern",
+        "cross_attn.hook_lse",
         "cross_attn.hook_z",
         "hook_cross_attn_out",
         "hook_resid_mid2",

@@ -27,6 +27,7 @@ BLOCK = [
     "attn.hook_v",
     "attn.hook_attn_scores",
     "attn.hook_pattern",
+    "attn.hook_lse",
     "attn.hook_z",
     "hook_attn_out",
     "hook_resid_mid",
@@ -41,11 +42,12 @@ CROSS = [
     "cross_attn.hook_v",
     "cross_attn.hook_attn_scores",
     "cross_attn.hook_pattern",
+    "cross_attn.hook_lse",
     "cross_attn.hook_z",
     "hook_cross_attn_out",
     "hook_resid_mid2",
 ]
-DECODER_BLOCK = BLOCK[:9] + CROSS + BLOCK[9:]
+DECODER_BLOCK = BLOCK[:10] + CROSS + BLOCK[10:]
 WORDS = "the cat sat on a mat dog ran".split()
 
 

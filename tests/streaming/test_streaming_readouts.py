@@ -2,7 +2,7 @@
 from captured patterns), and streaming attention × gradient and gradient-weighted rollout equal a plain PyTorch
 statement over the full patterns and their autograd gradients, on tiny GPT-2, Llama (grouped-query, rotary)
 and BERT, padded batches included, with blocks of one row and of many; a wrong mask is caught by the output
-check; no hook survives."""
+check (gradients) and the lse check (rollout); no hook survives."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from interpret.plugins._attention import readout_weights
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import grad_rollout_readout, rollout_readout
 from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
-from interpret.streaming.pattern import output_error, pattern_rows
+from interpret.streaming.pattern import lse_error, output_error, pattern_rows
 
 FAMILIES = ("gpt2", "llama", "bert")
 TOLERANCE = 1e-5
@@ -42,7 +42,7 @@ def test_streaming_rollout_equals_the_rollout_analyzer(family: str, head_fusion:
     full = interpret.analyze(trace, "rollout", params={**params, "rows": "all"}, model=model, tokenizer=tokenizer)
     streamed = interpret.analyze(trace, "streaming_rollout", params=params, model=model, tokenizer=tokenizer)
     assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
-    assert streamed.checks["output_error"].value <= 1e-6
+    assert streamed.checks["lse_error"].value <= 1e-6
     # One row per block walks every block boundary and skips the blocks whose readout weight is zero.
     ctx = run_context(trace, model, tokenizer)
     layers = layers_from_trace(trace, "test")
@@ -132,9 +132,15 @@ def test_pattern_rows_equal_the_captured_pattern_and_a_wrong_mask_is_caught() ->
     rows = pattern_rows(layer, 2, 5)  # [head, 3, 5] under the causal mask
     assert torch.allclose(rows, captured[:, 2:5, :5], atol=1e-6, rtol=0)
     assert float(captured[:, 2:5, 5:].abs().max()) == 0.0
-    unmasked = StreamedLayer(layer.q, layer.k, layer.v, causal=False, z=layer.z)
-    error = output_error(unmasked, 0, layer.n, pattern_rows(unmasked, 0, layer.n))
-    assert error > 1e-2
+    assert lse_error(layer, 0, layer.n) <= 1e-6
+    assert lse_error(dataclasses.replace(layer, causal=False), 0, layer.n) > 1e-2
+    assert lse_error(dataclasses.replace(layer, kernel_scale=1.1 * layer.scale), 0, layer.n) > 1e-4  # 10× the check's tolerance
+    # The gradient layers keep v and z: there A·V is checked against the kernel's output.
+    model, tokenizer, _ = _trace("gpt2", texts=[TEXTS[0]])
+    graded = layers_with_gradients(trace, run_context(trace, model, tokenizer), "test")[0][1]
+    unmasked = StreamedLayer(graded.q, graded.k, graded.v, causal=False, z=graded.z)
+    assert output_error(graded, 0, graded.n, pattern_rows(graded, 0, graded.n)) <= 1e-6
+    assert output_error(unmasked, 0, unmasked.n, pattern_rows(unmasked, 0, unmasked.n)) > 1e-2
 
 
 def test_a_wrong_mask_is_refused_by_analyze(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +150,7 @@ def test_a_wrong_mask_is_refused_by_analyze(monkeypatch: pytest.MonkeyPatch) -> 
         return [[dataclasses.replace(layer, causal=False) for layer in layers] for layers in layers_from_trace(trace, what)]
 
     monkeypatch.setattr("interpret.plugins.streaming_rollout.layers_from_trace", unmasked)
-    with pytest.raises(ResultError, match="output_error"):
+    with pytest.raises(ResultError, match="lse_error"):
         interpret.analyze(trace, "streaming_rollout", model=model, tokenizer=tokenizer)
 
 

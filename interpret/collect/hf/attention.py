@@ -15,7 +15,15 @@ handed to the listener stays in the autograd graph: the eager kernel's own weigh
 computed from; or, for a fused kernel, the recomputed pattern P joined to the kernel's output O as
 O.detach() + (P·V − (P·V).detach()). That sum equals O exactly (the kernel's numbers, bit for bit), while its
 gradient is that of the eager statement softmax(q·kᵀ·scale + mask)·V, so ∂output/∂pattern exists under
-SDPA too and the gradients to q, k, v follow the same formula. The interception is process-wide while it lasts, but calls from modules that
+SDPA too and the gradients to q, k, v follow the same formula.
+
+The `lse` field is each query row's softmax normaliser, log Σ_key exp(score) [batch, head, query] float32, what
+the streaming readouts rebuild a pattern row from (`interpret.streaming`). When the kernel is SDPA and its call
+can go to a fused kernel that returns it (no mask tensor, no dropout: `interpret.streaming.kernel`), that
+kernel serves the call, so the lse is the model's own and costs nothing; otherwise (a padding or custom mask,
+the eager kernel, ...) it is the log-sum-exp of the restated scores (`attention_scores`, the same scores a
+recomputed pattern uses), a few heads at a time so that no more than one head's [query, key] scores exist
+at once. The interception is process-wide while it lasts, but calls from modules that
 nobody listens to pass straight through. (The few transformers models that index ALL_ATTENTION_FUNCTIONS
 directly instead of calling get_interface are not seen; their attention sites report that they never fired.)
 """
@@ -27,14 +35,17 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from interpret.collect.hf.kernels import Kernel, wrapped_kernels
 from interpret.collect.hf.recompute import attention_scores, repeat_heads
 from interpret.collect.sites import Sink
 from interpret.errors import CaptureError
+from interpret.streaming.kernel import kernel_records
 
-Field = Literal["q", "k", "v", "scores", "pattern"]
+Field = Literal["q", "k", "v", "scores", "pattern", "lse"]
+_LSE_CHUNK_BYTES = 64 << 20  # restated scores held at once when the lse is not the kernel's
 
 
 class _Listener:
@@ -54,6 +65,7 @@ class _Listener:
         result: Any,
         kwargs: Mapping[str, Any],
         grad: bool = False,
+        kernel_lse: Tensor | None = None,
     ) -> Any:
         """Pass q, k, v as [batch, pos, head, d_head] (views of the kernel's inputs) and scores, pattern as
         [batch, head, query, key] to the sinks; return the kernel's result.
@@ -61,10 +73,13 @@ class _Listener:
         Without `grad` (under no_grad) scores and pattern are float32 tensors of their own, which the collector
         keeps without copying. With `grad` they stay in the autograd graph: the eager kernel's own weights in
         its dtype (the very tensor its output was computed from), or a recomputed pattern, in which case the
-        returned result's output is joined to it (see the module docstring).
+        returned result's output is joined to it (see the module docstring). kernel_lse: the lse the kernel
+        returned [batch, head, query] float32, when it was a fused kernel that returns it (else restated).
         """
         self._record_qkv(query, key, value)
         sinks = self.sinks
+        if "lse" in sinks:
+            sinks["lse"](kernel_lse if kernel_lse is not None else restated_lse(module, query, key, attention_mask, kwargs))
         if "scores" not in sinks and "pattern" not in sinks:
             return result
         weights = self._kernel_weights(query, key, result, cast=not grad)
@@ -164,19 +179,52 @@ def _recording_kernel(kernel: Kernel, recorder: AttentionRecorder) -> Kernel:
     """Return a kernel that calls `kernel` unchanged, then feeds the recorder's listener of the module."""
 
     def recording_kernel(module, query, key, value, attention_mask, *args, **kwargs):  # noqa: ANN001, ANN202
-        result = kernel(module, query, key, value, attention_mask, *args, **kwargs)
         listener = recorder.listener(module)
+        kernel_lse = None
+        if listener is not None and "lse" in listener.sinks and not recorder.grad:
+            with kernel_records() as records:
+                result = kernel(module, query, key, value, attention_mask, *args, **kwargs)
+            if records.fallback is None and len(records.calls) == 1:
+                kernel_lse = records.calls[0].lse
+        else:
+            result = kernel(module, query, key, value, attention_mask, *args, **kwargs)
         if listener is not None:
             if args:
                 _raise_positional(module, len(args))
             if recorder.grad:
                 return listener.record(module, query, key, value, attention_mask, result, kwargs, grad=True)
             with torch.no_grad():
-                listener.record(module, query, key, value, attention_mask, result, kwargs)
+                listener.record(module, query, key, value, attention_mask, result, kwargs, kernel_lse=kernel_lse)
         return result
 
     recording_kernel.__wrapped__ = kernel  # type: ignore[attr-defined]
     return recording_kernel
+
+
+def restated_lse(
+    module: nn.Module,
+    query: Float[Tensor, "batch head query d_head"],
+    key: Float[Tensor, "batch kv_head key d_head"],
+    attention_mask: Tensor | None,
+    kwargs: Mapping[str, Any],
+) -> Float[Tensor, "batch head query"]:
+    """Return log Σ_key exp(score) [batch, head, query] float32 of the scores `attention_scores` restates, a few
+    heads at a time (at most `_LSE_CHUNK_BYTES` of scores, at least one head's, at once; a masked key holds
+    the float32 minimum, so it adds nothing)."""
+    batch, heads, rows, _ = query.shape
+    keys = repeat_heads(key, heads)  # [batch, head, key, d_head]: linear in the length
+    chunk = max(1, _LSE_CHUNK_BYTES // max(batch * rows * keys.shape[2] * 4, 1))
+    bias = kwargs.get("position_bias")
+    parts = []
+    for first in range(0, heads, chunk):
+        part = slice(first, min(first + chunk, heads))
+        chunk_kwargs = kwargs
+        if isinstance(bias, Tensor) and bias.dim() == 4 and bias.shape[1] == heads:
+            chunk_kwargs = {**kwargs, "position_bias": bias[:, part]}
+        scores = attention_scores(module, query[:, part], keys[:, part], attention_mask, chunk_kwargs)
+        parts.append(torch.logsumexp(scores, dim=-1))
+        del scores
+    return torch.cat(parts, dim=1)
 
 
 def _raise_positional(module: nn.Module, count: int) -> None:

@@ -30,7 +30,8 @@ from interpret.hooks import HookSession
 ATTENTION_CLASS = "DisentangledSelfAttention"
 SCORES_WHY = "DeBERTa sums its content and relative-position score terms inside the module; read hook_pattern"
 MERGED_WHY = "DeBERTa-v1 projects query, key and value in one merged in_proj with separate biases"
-_KERNEL_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern")
+LSE_WHY = "DeBERTa computes its softmax inside the module (no attention kernel returns a normaliser); read hook_pattern"
+_KERNEL_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_lse")
 
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
@@ -49,6 +50,8 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
         assert module is not None
         if hook == "hook_attn_scores":
             unsupported[site.name] = SCORES_WHY
+        elif hook == "hook_lse":
+            unsupported[site.name] = LSE_WHY
         elif hook == "hook_pattern":
             sites.append(Site(site.name, site.axes, site.sizes, module=module, attach=partial(_attach_pattern, module),
                               itemsize=4, side=site.side))

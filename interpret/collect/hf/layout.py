@@ -11,6 +11,8 @@ into canonical sites:
                                                 query head under grouped-query attention)
     {prefix}blocks.{i}.{attn}.hook_attn_scores  [batch, head, query, key]  q·kᵀ·scale + bias + mask, float32
     {prefix}blocks.{i}.{attn}.hook_pattern      [batch, head, query, key]  softmax of the scores, float32
+    {prefix}blocks.{i}.{attn}.hook_lse          [batch, head, query]  log Σ_key exp(score) of each row, float32
+                                                (the kernel's own when a fused SDPA kernel returns it)
     {prefix}blocks.{i}.{attn}.hook_z            [batch, pos, head, d_head]  input of the output projection
     {prefix}blocks.{i}.hook_attn_out            [batch, pos, d_model]  output projection's output
     {prefix}blocks.{i}.hook_cross_attn_out      [batch, pos, d_model]  same, for cross attention
@@ -42,7 +44,7 @@ from interpret.errors import UnsupportedModelError
 from interpret.inputs import Encoded
 from interpret.trace import ModelKind
 
-_PATTERN_ITEMSIZE = 4  # patterns and scores are float32 whatever the model's dtype
+_PATTERN_ITEMSIZE = 4  # patterns, scores and row log-sum-exps are float32 whatever the model's dtype
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                 ("hook_v", "v", per_head, key_side, value_sizes),
                 ("hook_attn_scores", "scores", square, "cross" if cross else side, sizes),
                 ("hook_pattern", "pattern", square, "cross" if cross else side, sizes),
+                ("hook_lse", "lse", ("batch", "head", "query"), "cross" if cross else side, sizes),
             )
             for hook, field, axes, site_side, site_sizes in fields:
                 sites.append(
@@ -168,8 +171,8 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                         module=kernel,
                         side=site_side,
                         attach=partial(_listen, recorder, kernel, field),
-                        itemsize=_PATTERN_ITEMSIZE if field in ("scores", "pattern") else None,
-                        fresh=field in ("scores", "pattern"),
+                        itemsize=_PATTERN_ITEMSIZE if field in ("scores", "pattern", "lse") else None,
+                        fresh=field in ("scores", "pattern", "lse"),
                     )
                 )
             if attention.out_proj is not None:

@@ -101,6 +101,9 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
             layer = site.layer
             block = blocks[layer] if layer is not None else blocks[0 if site.name == "hook_embed" else -1]
             name = _renumber(site.name, offset)
+            if site.name.endswith(".hook_lse"):
+                unsupported[name] = "Swin attends within shifted windows; its per-window normalisers have no place on the patch grid"
+                continue
             if site.name.endswith(".hook_z") and len(set(heads)) > 1:
                 unsupported[name] = "Swin stages differ in head count, so per-head gates [layer, head] do not apply"
                 continue

@@ -1,0 +1,91 @@
+"""`blocks.{i}.attn.hook_lse`, each query row's log Σ_key exp(score): the fused SDPA kernel's own when it served
+the call (no mask tensor), restated from the kernel's inputs otherwise (padding, the eager kernel), equal in both
+cases to a float64 log-sum-exp of the captured scores; capturing it leaves the model's output bit-identical;
+streaming rollout reads it, and refuses a model whose attention it does not restate (a sliding window)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import importlib
+
+import torch
+from hf_tiny import TEXTS, tiny_model, word_tokenizer
+
+import interpret
+from interpret.errors import HookNameError, ResultError
+from interpret.streaming.capture import REQUIRES, real_positions
+
+TOLERANCE = 1e-5
+
+
+def _expected_lse(trace, name: str, b: int, positions: np.ndarray) -> torch.Tensor:
+    """Return log Σ_key exp(score) [head, n] in float64 over example b's real rows and keys, from its scores."""
+    index = torch.as_tensor(positions)
+    scores = trace[name.replace("hook_lse", "hook_attn_scores")][b].cpu().double()[:, index][:, :, index]
+    return torch.logsumexp(scores, dim=-1)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("case", ["one text (the kernel's)", "padded batch (restated)", "eager kernel (restated)"])
+def test_the_captured_lse_equals_the_log_sum_exp_of_the_scores(family: str, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tiny_model(family, "eager" if case.startswith("eager") else "sdpa")
+    texts = [TEXTS[0]] if case.startswith("one") else list(TEXTS)
+    if case.startswith("one"):  # the fused kernel serves every call: nothing is restated
+        def restated(*args, **kwargs):
+            raise AssertionError("the lse was restated although the fused kernel returned it")
+        monkeypatch.setattr(importlib.import_module("interpret.collect.hf.attention"), "restated_lse", restated)
+    trace = interpret.collect(model, word_tokenizer(), texts, names=["*attn.hook_attn_scores", *REQUIRES])
+    names = [name for name in trace.names() if name.endswith("hook_lse")]
+    assert len(names) == trace.meta.n_layers
+    for name in names:
+        lse = trace[name]
+        assert lse.dtype == torch.float32 and lse.shape == (trace.encoded.batch, trace.meta.n_heads, trace.encoded.pos)
+        for b, positions in enumerate(real_positions(trace)):
+            expected = _expected_lse(trace, name, b, positions)
+            got = lse[b].cpu().double()[:, torch.as_tensor(positions)]
+            assert float((got - expected).abs().max()) <= TOLERANCE * max(1.0, float(expected.abs().max())), name
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_capturing_the_lse_keeps_the_model_output_bit_identical(family: str) -> None:
+    model = tiny_model(family)
+    tokenizer = word_tokenizer()
+    original = torch.nn.functional.scaled_dot_product_attention
+    trace = interpret.collect(model, tokenizer, [TEXTS[0]], names=list(REQUIRES))
+    with torch.no_grad():
+        plain = model(input_ids=trace.encoded.input_ids).logits
+    assert torch.equal(trace.output.logits, plain)
+    assert torch.nn.functional.scaled_dot_product_attention is original
+
+
+def test_a_sliding_window_is_refused_by_streaming_rollout() -> None:
+    model = tiny_model("mistral")  # sliding_window=4: rows further on see only the last 4 keys
+    tokenizer = word_tokenizer()
+    text = "the cat sat on the mat and the dog saw the red ball"
+    with pytest.raises(ResultError, match="lse_error"):
+        interpret.explain(model, tokenizer, text, ["rollout"], streaming="on", evidence=False)
+
+
+def test_the_reference_model_offers_the_lse_only_when_asked() -> None:
+    from interpret.reference import EncoderClassifier, TransformerConfig
+    from interpret.reference import word_tokenizer as reference_tokenizer
+
+    tokenizer = reference_tokenizer("the cat sat on mat a dog".split())
+    torch.manual_seed(0)
+    config = TransformerConfig(d_model=16, n_heads=2, n_layers=2, d_mlp=32, vocab_size=len(tokenizer), max_positions=16)
+    model = EncoderClassifier(config).eval()
+    trace = interpret.collect(model, tokenizer, ["the cat sat", "a dog sat on the mat"],
+                              names=["*attn.hook_attn_scores", "*attn.hook_lse"])
+    for layer in range(2):
+        for b, positions in enumerate(real_positions(trace)):
+            name = f"blocks.{layer}.attn.hook_lse"
+            got = trace[name][b].double()[:, torch.as_tensor(positions)]
+            assert torch.allclose(got, _expected_lse(trace, name, b, positions), atol=1e-6, rtol=0)
+    assert not any(module.hook_lse._forward_hooks for module in model.modules() if hasattr(module, "hook_lse"))
+
+
+def test_deberta_names_why_it_has_no_lse() -> None:
+    model = tiny_model("deberta-v2", "eager")
+    with pytest.raises(HookNameError, match="softmax inside the module"):
+        interpret.collect(model, word_tokenizer(), [TEXTS[0]], names=["*attn.hook_lse"])
