@@ -74,7 +74,8 @@ def explain(
         `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
         always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
-        (`interpret.streaming.select`), refusing one that needs every pattern and has none.
+        (`interpret.streaming.select`), refusing one that needs every pattern and has none; on a CUDA model its
+        trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.
     compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,
         with `contrast`, the contrast class's and the contrast's), for every analyzer that runs the model and
         declares a readout (`interpret.report.classes`); None: no such rows. Targets of several tokens
@@ -109,7 +110,7 @@ def explain(
         analyzers, params = streamed_plan(analyzers, params, why)
         trace = collect(
             model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
-            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation,
+            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,
         )
         notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)

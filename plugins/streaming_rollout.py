@@ -24,7 +24,7 @@ from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunCon
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins._attention import row_sum_error
-from interpret.plugins._streaming import StreamingParams, example_weights, lse_check, place
+from interpret.plugins._streaming import StreamingParams, compute_device, example_weights, lse_check, place
 from interpret.streaming.capture import REQUIRES, layers_from_trace
 from interpret.streaming.readout import rollout_readout
 from interpret.trace import Trace
@@ -81,10 +81,11 @@ class StreamingRollout:
         start = captured.index(params.start_layer)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
+        device = compute_device(ctx)
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
             row, error = rollout_readout(
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
-                block_bytes=params.block_bytes, method=params.method,
+                block_bytes=params.block_bytes, method=params.method, device=device,
             )
             readout[b] = place(row, positions, trace.encoded.pos)
             worst = max(worst, error)

@@ -46,6 +46,7 @@ def collect(
     decoder_inputs: str | Sequence[str] | Tensor | None = None,
     budget_bytes: int | None = 2 * GIB,
     continuations: str | Sequence[str] | None = None,
+    offload: bool = False,
 ) -> Trace:
     """Run `model` once on `inputs` and return a Trace of the hook names matching `names` (globs).
 
@@ -58,6 +59,8 @@ def collect(
     budget_bytes: refuse a capture estimated above this many bytes per example.
     continuations: per text, a continuation appended to it whose tokens a language model's explanation
         targets (`Encoded.continuation`); text inputs only.
+    offload: on a CUDA model, keep every captured tensor in pinned host memory from the moment its hook fires,
+        so the GPU holds one layer's at a time (long inputs; the trace's tensors are then on the host).
     """
     capturable = capturable_for(model, tokenizer)
     encoded = prepare(
@@ -66,7 +69,7 @@ def collect(
     encoded = encoded.to(model_device(model))
     sites = select_sites(capturable, names, layers)
     tensors, output, total = capture(
-        capturable, encoded, sites, heads=heads, reduce=reduce, budget_bytes=budget_bytes
+        capturable, encoded, sites, heads=heads, reduce=reduce, budget_bytes=budget_bytes, offload=offload
     )
     head_list = normalize_indices(heads, capturable.n_heads, "head")
     layer_list = sorted({site.layer for site in sites if site.layer is not None})

@@ -17,6 +17,7 @@ from torch import Tensor
 from interpret.errors import CaptureError, HookNameError, MemoryBudgetError, suggest
 from interpret.hooks import hook_session
 from interpret.inputs import Encoded
+from interpret.streaming.kernel import to_host
 from interpret.trace import summarize_names
 from interpret.collect.sites import Capturable, Site, Sink
 
@@ -135,7 +136,8 @@ class _Sink:
     """Receives one site's tensor inside its hook: selects or reduces heads, masks padding, stores it.
 
     With `grad` the tensor is stored as the model holds it, in the autograd graph: no head selection, no
-    reduction, no masking of padding, no copy.
+    reduction, no masking of padding, no copy. With `offload` a CUDA tensor is stored as a pinned host copy
+    (asynchronous; `capture` synchronises before returning), so the device never holds more than the layer in use.
     """
 
     def __init__(
@@ -146,8 +148,10 @@ class _Sink:
         heads: list[int] | None,
         reduce: Reduce,
         grad: bool = False,
+        offload: bool = False,
     ) -> None:
         self.site = site
+        self.offload = offload
         self.store = store
         self.heads = heads
         self.reduce = reduce
@@ -177,7 +181,9 @@ class _Sink:
             tensor = tensor.amax(dim=axis, keepdim=True)
         if self.keep is not None:
             tensor = tensor.masked_fill(~self.keep.to(tensor.device), 0)
-        if not site.fresh and tensor.data_ptr() == source.data_ptr():
+        if self.offload and tensor.device.type == "cuda":
+            tensor = to_host(tensor)  # a copy: the model's later in-place writes come after it on the stream
+        elif not site.fresh and tensor.data_ptr() == source.data_ptr():
             tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
         self.store[site.name] = tensor
 
@@ -191,15 +197,19 @@ def capture(
     reduce: Reduce = None,
     budget_bytes: int | None = 2 * GIB,
     grad: bool = False,
+    offload: bool = False,
 ) -> tuple[dict[str, Tensor], Any, int]:
     """Run the model once with hooks on `sites`; return (tensors by name in site order, output, bytes).
 
     `budget_bytes` bounds the estimated capture per example; above it MemoryBudgetError says what to cut.
     grad: run with autograd on and keep every captured tensor in the graph (whole: no head selection or
         reduction, padding not zeroed), so an analyzer can differentiate the output with respect to them.
+    offload: keep each captured tensor of a CUDA model in pinned host memory as soon as its hook fires (the
+        budget then bounds host memory); ignored on the CPU and with `grad`.
     """
     if reduce not in (None, "mean", "max"):
         raise CaptureError(f"reduce={reduce!r} is not known; use None, 'mean' or 'max'.")
+    offload = offload and not grad
     if grad and (reduce is not None or heads is not None):
         raise CaptureError("a capture with gradients keeps every head; drop heads= and reduce=.")
     head_list = normalize_indices(heads, capturable.n_heads, "head")
@@ -219,7 +229,7 @@ def capture(
     store: dict[str, Tensor] = {}
     with hook_session() as session, capturable.scope(sites, grad):
         for site in sites:
-            sink = _Sink(site, store, encoded, head_list, reduce, grad)
+            sink = _Sink(site, store, encoded, head_list, reduce, grad, offload)
             if site.attach is not None:
                 site.attach(session, sink)
             elif site.module is not None:
@@ -228,6 +238,8 @@ def capture(
                 raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
         with torch.set_grad_enabled(grad):
             output = capturable.run(encoded)
+    if offload and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()  # the host copies are complete before anyone reads them
     missing = [site.name for site in sites if site.name not in store]
     if missing:
         raise CaptureError(

@@ -6,13 +6,15 @@ Nothing here is quadratic in the length: per layer, q and k are [batch, pos, hea
 and the gradient pass keeps what autograd keeps for a plain backward pass through the model.
 
 ∂score/∂z is taken at the output projection's input: for the pass, a scoped hook hands the projection a
-fresh view of that input (the same numbers, no copy) and keeps it, so the gradient reaches it
-(`torch.autograd.grad(score, kept)`); q, k and v come from the same pass through `ctx.capture`.
+fresh view of that input (the same numbers, no copy) whose gradient a tensor hook keeps as the backward pass
+reaches it; q, k and v come from the same pass through `ctx.capture`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from torch import Tensor
 
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
+from interpret.streaming.kernel import to_host
 from interpret.streaming.pattern import StreamedLayer
 from interpret.trace import Trace
 
@@ -80,7 +83,16 @@ def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
 
 def layers_with_gradients(trace: Trace, ctx: Any, what: str) -> list[list[StreamedLayer]]:
     """Run the model once with autograd (ctx.capture of q, k, v) and return, per example, its StreamedLayers
-    with z and ∂score/∂z, where score is each example's target score (ctx.targets)."""
+    with z and ∂score/∂z, where score is each example's target score (ctx.targets).
+
+    Memory (module docstring of this function's helpers): the parameters are frozen for the pass and the first
+    layer's z is handed to its output projection as a fresh leaf, so autograd records only what flows from
+    there (no input of any weight is saved for a weight gradient nobody asks for); every other z's gradient is
+    read by a tensor hook as the backward pass reaches it, and no z is held by the graph's caller. On a CUDA
+    model every tensor autograd saves goes to pinned host memory (`torch.autograd.graph.save_on_cpu`) and the
+    captured q, k, v, z and ∂score/∂z are copied there as they appear, so the GPU holds the weights and about one
+    layer's working set; the readouts move each layer back to the device as they use it.
+    """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
     if runner is None:
@@ -91,48 +103,99 @@ def layers_with_gradients(trace: Trace, ctx: Any, what: str) -> list[list[Stream
             f"{what} needs the output projection of every attention (hook_z), which this model does not"
             " expose; use rollout with attention patterns instead."
         )
-    kept: dict[int, Tensor] = {}
-    with hook_session() as session:
-        for site in sites:
-            session.add(site.module, _keeper(site.layer, site.pre, kept), pre=site.pre, with_kwargs=True)
-        capture = ctx.capture(trace.encoded, [f"blocks.*.{suffix}" for suffix in QKV])
-    order = sorted(kept)
-    grads = torch.autograd.grad(capture.score.sum(), [kept[i] for i in order])
-    n_heads = capture[f"blocks.{order[0]}.attn.hook_q"].shape[2]
+    offload = any(param.is_cuda for param in runner.model.parameters())
+    taps = _Taps(min(_layer_of(site) for site in sites), offload)
+    saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
+    with _frozen(runner.model), saved:
+        with hook_session() as session:
+            for site in sites:
+                session.add(site.module, taps.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
+            capture = ctx.capture(trace.encoded, [f"blocks.*.{suffix}" for suffix in QKV])
+        qkv = {name: taps.keep(capture[name].detach()) for name in capture.tensors}
+        score = capture.score.sum()
+        del capture
+        if taps.root is None:
+            raise AnalyzerError(f"{what}: no attention output projection ran; the model's hook_z sites never fired.")
+        torch.autograd.grad(score, [taps.root])  # the tensor hooks keep each ∂score/∂z as the pass reaches it
+        del score
+    if offload:
+        torch.cuda.synchronize()  # the host copies are complete
+    order = sorted(taps.values)
+    n_heads = qkv[f"blocks.{order[0]}.attn.hook_q"].shape[2]
     causal = trace.meta.kind == "decoder"
     out = []
     for b, positions in enumerate(real_positions(trace)):
         layers = []
-        for i, grad in zip(order, grads):
-            q, k, v = (capture[f"blocks.{i}.{suffix}"].detach() for suffix in QKV)
+        for i in order:
+            q, k, v = (qkv[f"blocks.{i}.{suffix}"] for suffix in QKV)
             layers.append(StreamedLayer(
                 *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal,
-                z=_per_example(_heads(kept[i].detach(), n_heads), b, positions),
-                grad_z=_per_example(_heads(grad, n_heads), b, positions),  # model dtype: blocks cast it
+                z=_per_example(_heads(taps.values[i], n_heads), b, positions),
+                grad_z=_per_example(_heads(taps.grads[i], n_heads), b, positions),  # model dtype: blocks cast it
             ))
         out.append(layers)
     return out
 
 
-def _keeper(layer: int | None, pre: bool, kept: dict[int, Tensor]) -> Any:
-    """Return a hook that hands the module a fresh view of its input (pre) or output and keeps it."""
-    if layer is None:
+def _layer_of(site: Any) -> int:
+    if site.layer is None:
         raise AnalyzerError("an attention's hook_z site has no block index; its adapter names it wrongly.")
+    return int(site.layer)
 
-    def substitute(tensor: Tensor) -> Tensor:
+
+@contextlib.contextmanager
+def _frozen(model: torch.nn.Module) -> Iterator[None]:
+    """Yield with every parameter's requires_grad off; restore each one's own flag on exit, also on errors."""
+    trainable = [param for param in model.parameters() if param.requires_grad]
+    try:
+        for param in trainable:
+            param.requires_grad_(False)
+        yield
+    finally:
+        for param in trainable:
+            param.requires_grad_(True)
+
+
+class _Taps:
+    """What the gradient pass keeps of each output projection's input z [batch, pos, head · d_head]: its value
+    and ∂score/∂z (host copies when offloading), and the first layer's z as the leaf the pass differentiates to."""
+
+    def __init__(self, first: int, offload: bool) -> None:
+        self.first = first
+        self.offload = offload
+        self.values: dict[int, Tensor] = {}
+        self.grads: dict[int, Tensor] = {}
+        self.root: Tensor | None = None
+
+    def keep(self, tensor: Tensor) -> Tensor:
+        """Return `tensor` as kept: a pinned host copy when offloading, else itself."""
+        return to_host(tensor) if self.offload else tensor
+
+    def tap(self, layer: int, tensor: Tensor) -> Tensor:
+        """Return what the projection reads instead of `tensor` (the same numbers): a fresh leaf for the first
+        layer, else a view whose gradient a hook keeps."""
+        self.values[layer] = self.keep(tensor.detach())
+        if layer == self.first:
+            self.root = tensor.detach().requires_grad_(True)
+            self.root.register_hook(partial(self._grad, layer))
+            return self.root
         view = tensor.view_as(tensor)
-        kept[layer] = view
+        view.register_hook(partial(self._grad, layer))
         return view
 
-    if pre:
-        def pre_hook(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-            if args:
-                return (substitute(args[0]), *args[1:]), kwargs
-            name = next(key for key, value in kwargs.items() if isinstance(value, Tensor))
-            return args, {**kwargs, name: substitute(kwargs[name])}
-        return pre_hook
+    def _grad(self, layer: int, grad: Tensor) -> None:
+        self.grads[layer] = self.keep(grad.detach())
 
-    def post_hook(module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
-        return substitute(output) if isinstance(output, Tensor) else (substitute(output[0]), *output[1:])
-    return post_hook
+    def keeper(self, layer: int, pre: bool) -> Any:
+        """Return a module hook that hands the output projection its tapped input (pre) or output."""
+        if pre:
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+                if args:
+                    return (self.tap(layer, args[0]), *args[1:]), kwargs
+                name = next(key for key, value in kwargs.items() if isinstance(value, Tensor))
+                return args, {**kwargs, name: self.tap(layer, kwargs[name])}
+            return pre_hook
 
+        def post_hook(module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
+            return self.tap(layer, output) if isinstance(output, Tensor) else (self.tap(layer, output[0]), *output[1:])
+        return post_hook

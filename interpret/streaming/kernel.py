@@ -90,7 +90,7 @@ def kernel_records(offload: bool = False) -> Iterator[KernelRecords]:
         out, lse = _fused_sdpa(query, key, value, bool(is_causal), used_scale)
         q, k = query.detach(), key.detach()
         if offload and q.device.type == "cuda":
-            q, k = _to_host(q), _to_host(k)
+            q, k = to_host(q), to_host(k)
         records.calls.append(KernelCall(q, k, lse.detach(), used_scale, bool(is_causal)))
         return out
 
@@ -114,8 +114,9 @@ def _unfused_reason(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
     return None
 
 
-def _to_host(tensor: Tensor) -> Tensor:
-    """Return a pinned host copy of `tensor` (asynchronous; the stream orders it before the next kernel)."""
+def to_host(tensor: Tensor) -> Tensor:
+    """Return a pinned host copy of a CUDA `tensor`, asynchronous: the stream orders it before the next kernel, so
+    later in-place writes on the device do not reach it; synchronise before reading it on the host."""
     host = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu", pin_memory=True)
     host.copy_(tensor, non_blocking=True)
     return host

@@ -89,3 +89,20 @@ def test_deberta_names_why_it_has_no_lse() -> None:
     model = tiny_model("deberta-v2", "eager")
     with pytest.raises(HookNameError, match="softmax inside the module"):
         interpret.collect(model, word_tokenizer(), [TEXTS[0]], names=["*attn.hook_lse"])
+
+
+def test_an_offloaded_trace_is_on_the_host_and_streams_to_the_same_readout() -> None:
+    model = tiny_model("llama")
+    tokenizer = word_tokenizer()
+    kept = interpret.collect(model, tokenizer, list(TEXTS), names=list(REQUIRES))
+    offloaded = interpret.collect(model, tokenizer, list(TEXTS), names=list(REQUIRES), offload=True)
+    assert kept.names() == offloaded.names()
+    for name in kept.names():
+        tensor = offloaded[name]
+        assert tensor.device.type == "cpu"
+        if kept[name].device.type == "cuda":  # INTERPRET_TEST_DEVICE=cuda: pinned host copies
+            assert tensor.is_pinned()
+        assert torch.equal(tensor, kept[name].cpu()), name
+    on_device = interpret.analyze(kept, "streaming_rollout", model=model, tokenizer=tokenizer)
+    from_host = interpret.analyze(offloaded, "streaming_rollout", model=model, tokenizer=tokenizer)
+    assert np.array_equal(on_device["readout"], from_host["readout"])

@@ -169,6 +169,8 @@ def test_no_hook_survives_the_gradient_pass_also_when_it_raises() -> None:
     with pytest.raises(RuntimeError, match="on purpose"):
         layers_with_gradients(trace, broken, "test")
     assert count_hooks(model) == before
+    # The pass freezes the parameters and differentiates to the first z only: every flag is back, no .grad.
+    assert all(param.requires_grad and param.grad is None for param in model.parameters())
 
 
 def test_streaming_parameters_are_refused_when_meaningless() -> None:
