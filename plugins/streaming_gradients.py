@@ -25,7 +25,7 @@ import numpy as np
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
-from interpret.plugins._streaming import StreamingParams, example_weights, output_check, place
+from interpret.plugins._streaming import StreamingParams, compute_device, example_weights, output_check, place
 from interpret.streaming.capture import layers_with_gradients
 from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout
 from interpret.trace import Trace
@@ -72,7 +72,9 @@ class StreamingAttentionGradient:
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
             if params.rows == "all":
                 weights = np.ones(len(positions))
-            rows, error = attention_gradient_readout(per_example[b], weights, block_bytes=params.block_bytes)
+            rows, error = attention_gradient_readout(
+                per_example[b], weights, block_bytes=params.block_bytes, device=compute_device(ctx)
+            )
             per_layer[b] = place(rows, positions, pos)
             worst = max(worst, error)
         readout = per_layer[:, -1] if params.layers == "last" else per_layer.sum(1)
@@ -117,7 +119,9 @@ class StreamingGradRollout:
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
-            row, error = grad_rollout_readout(per_example[b], weights, block_bytes=params.block_bytes)
+            row, error = grad_rollout_readout(
+                per_example[b], weights, block_bytes=params.block_bytes, device=compute_device(ctx)
+            )
             readout[b] = place(row, positions, trace.encoded.pos)
             worst = max(worst, error)
         return AnalyzerResult(

@@ -162,12 +162,15 @@ def attention_gradient_readout(
     weights: Float[np.ndarray, " n"],
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, "layer n"], float]:
-    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error)."""
+    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error); device as
+    `rollout_readout`'s."""
     weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     out = np.zeros((len(layers), len(weights)))
     worst = 0.0
     for index, layer in enumerate(layers):
+        layer = layer.to(device) if device is not None else layer
         weight_vector = weight_vector.to(layer.q.device)
         for start, stop in row_blocks(layer, block_bytes):
             rows = weight_vector[start:stop]
@@ -185,11 +188,14 @@ def grad_rollout_readout(
     weights: Float[np.ndarray, " n"],
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, " n"], float]:
-    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺."""
+    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺; device
+    as `rollout_readout`'s."""
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
+        layer = layer.to(device) if device is not None else layer
         vector = vector.to(layer.q.device)
         carried = vector.clone()
         for start, stop in row_blocks(layer, block_bytes):
