@@ -10,13 +10,14 @@ the child's peak resident set is its own):
     sdpa       model(ids) under no_grad, attn_implementation="sdpa": the floor.
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
-    s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder) +
-               the `streaming_rollout` analyzer: what `explain(streaming=...)` runs.
+    s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder;
+               offload=True on CUDA) + the `streaming_rollout` analyzer: what `explain(streaming=...)` runs.
     s_rollout_k one forward inside `interpret.streaming.kernel.kernel_records` (SDPA served by the fused kernel,
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
     s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
-               rows=readout (its own autograd pass through the model, then the readout rows rebuilt).
+               rows=readout (its own autograd pass through the model, then the readout rows rebuilt; offload
+               "auto": on CUDA from 4,096 tokens, what autograd saves goes to pinned host memory).
 --interleave times the cases (not eager) alternately in one process instead, repeat rounds after a warm-up,
 and prints their time ratios to sdpa under the same load (no memory column): on a shared machine the ratios of
 separate processes mean little.
@@ -95,7 +96,7 @@ def _child(args: argparse.Namespace) -> None:
             with torch.no_grad():
                 return model(ids, output_attentions=True).attentions
         if case == "s_rollout":
-            trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None)
+            trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None, offload=cuda)
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
             return result["readout"][0]
         if case == "s_rollout_k":

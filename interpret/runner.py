@@ -111,14 +111,16 @@ class ModelRunner:
         step: int | None = None,
         output: Literal["logit", "logprob"] = "logit",
         contrast: bool = True,
+        offload: bool = False,
     ) -> GradCapture:
-        """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores."""
+        """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores (values only,
+        on the host for a CUDA model, with `offload`: `interpret.collect.engine.capture`)."""
         rows = self._rows(encoded, examples)
         batch = encoded.rows(rows, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values)
         self._check_eval()
         sites = select_sites(self.capturable, list(names), None)
         with self._gated(gates):
-            tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True)
+            tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True, offload=offload)
         return GradCapture(tensors, self._scores(result, batch, rows, step, output, contrast), result)
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:

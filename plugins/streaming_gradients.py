@@ -32,7 +32,22 @@ from interpret.trace import Trace
 
 
 @dataclass(frozen=True)
-class AttentionGradientParams(StreamingParams):
+class GradientPassParams(StreamingParams):
+    """Parameters of a streaming analyzer that runs the model with autograd."""
+
+    offload: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata={"help": "keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.offload not in ("auto", "on", "off"):
+            raise ValueError(f"offload={self.offload!r} is unknown; use auto, on or off")
+
+
+@dataclass(frozen=True)
+class AttentionGradientParams(GradientPassParams):
     """Parameters of streaming attention × gradient."""
 
     layers: Literal["all", "last"] = field(
@@ -57,7 +72,7 @@ class StreamingAttentionGradient:
     name = "streaming_attention_gradient"
     streams = "attention_x_gradient"  # the full analyzer it stands for (interpret.streaming.select)
     summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: patterns and their gradients rebuilt in blocks of rows."
-    version = "1.0"
+    version = "1.1"
     requires = ()
     needs_model = True
     provides = ("readout",)
@@ -65,7 +80,7 @@ class StreamingAttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return per_layer [batch, layer, key] and readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name)
+        per_example = layers_with_gradients(trace, ctx, self.name, params.offload)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         per_layer = np.zeros((batch, len(per_example[0]), pos))
         worst = 0.0
@@ -107,15 +122,15 @@ class StreamingGradRollout:
     name = "streaming_grad_rollout"
     streams = "gradient_weighted_rollout"  # the full analyzer it stands for (interpret.streaming.select)
     summary = "Gradient-weighted rollout (Chefer et al. 2021) of the decision's rows in O(n·d) memory."
-    version = "1.0"
+    version = "1.1"
     requires = ()
     needs_model = True
     provides = ("readout",)
-    Params = StreamingParams
+    Params = GradientPassParams
 
-    def run(self, trace: Trace, params: StreamingParams, ctx: RunContext) -> AnalyzerResult:
+    def run(self, trace: Trace, params: GradientPassParams, ctx: RunContext) -> AnalyzerResult:
         """Return readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name)
+        per_example = layers_with_gradients(trace, ctx, self.name, params.offload)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):

@@ -137,7 +137,8 @@ class _Sink:
 
     With `grad` the tensor is stored as the model holds it, in the autograd graph: no head selection, no
     reduction, no masking of padding, no copy. With `offload` a CUDA tensor is stored as a pinned host copy
-    (asynchronous; `capture` synchronises before returning), so the device never holds more than the layer in use.
+    (asynchronous; `capture` synchronises before returning), so the device never holds more than the layer in use
+    (with `grad` too: a detached copy, values only).
     """
 
     def __init__(
@@ -168,8 +169,11 @@ class _Sink:
                 f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
                 " model once per collect."
             )
-        if self.grad:
+        if self.grad and not self.offload:
             self.store[site.name] = tensor
+            return
+        if self.grad:  # values only: the pass differentiates something else
+            self.store[site.name] = to_host(tensor.detach()) if tensor.device.type == "cuda" else tensor.detach()
             return
         source = tensor
         tensor = tensor.detach()
@@ -205,11 +209,11 @@ def capture(
     grad: run with autograd on and keep every captured tensor in the graph (whole: no head selection or
         reduction, padding not zeroed), so an analyzer can differentiate the output with respect to them.
     offload: keep each captured tensor of a CUDA model in pinned host memory as soon as its hook fires (the
-        budget then bounds host memory); ignored on the CPU and with `grad`.
+        budget then bounds host memory); with `grad`, the tensors are values only (detached; host copies on
+        CUDA): the pass runs with autograd for whatever the caller differentiates, not for them.
     """
     if reduce not in (None, "mean", "max"):
         raise CaptureError(f"reduce={reduce!r} is not known; use None, 'mean' or 'max'.")
-    offload = offload and not grad
     if grad and (reduce is not None or heads is not None):
         raise CaptureError("a capture with gradients keeps every head; drop heads= and reduce=.")
     head_list = normalize_indices(heads, capturable.n_heads, "head")

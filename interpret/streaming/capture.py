@@ -81,17 +81,21 @@ def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
     return out
 
 
-def layers_with_gradients(trace: Trace, ctx: Any, what: str) -> list[list[StreamedLayer]]:
+OFFLOAD_TOKENS = 4096  # offload="auto" moves a CUDA gradient pass's saved tensors to the host from this many tokens
+
+
+def layers_with_gradients(trace: Trace, ctx: Any, what: str, offload: str = "auto") -> list[list[StreamedLayer]]:
     """Run the model once with autograd (ctx.capture of q, k, v) and return, per example, its StreamedLayers
     with z and ∂score/∂z, where score is each example's target score (ctx.targets).
 
-    Memory (module docstring of this function's helpers): the parameters are frozen for the pass and the first
-    layer's z is handed to its output projection as a fresh leaf, so autograd records only what flows from
-    there (no input of any weight is saved for a weight gradient nobody asks for); every other z's gradient is
-    read by a tensor hook as the backward pass reaches it, and no z is held by the graph's caller. On a CUDA
-    model every tensor autograd saves goes to pinned host memory (`torch.autograd.graph.save_on_cpu`) and the
-    captured q, k, v, z and ∂score/∂z are copied there as they appear, so the GPU holds the weights and about one
-    layer's working set; the readouts move each layer back to the device as they use it.
+    Memory: the parameters are frozen for the pass and the first layer's z is handed to its output projection as
+    a fresh leaf, so autograd records only what flows from there (no input of any weight is saved for a weight
+    gradient nobody asks for); every other z's gradient is read by a tensor hook as the backward pass reaches
+    it, and no z is held by the graph's caller. offload "on" (or "auto" on a CUDA model from `OFFLOAD_TOKENS`
+    tokens of batch × length): every tensor autograd saves goes to pinned host memory
+    (`torch.autograd.graph.save_on_cpu`) and q, k, v, z and ∂score/∂z are copied there as they appear, so the
+    GPU holds the weights and about one layer's working set (at the cost of the copies); the readouts move each
+    layer back to the device as they use it. "off" keeps everything where the model is.
     """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
@@ -103,15 +107,17 @@ def layers_with_gradients(trace: Trace, ctx: Any, what: str) -> list[list[Stream
             f"{what} needs the output projection of every attention (hook_z), which this model does not"
             " expose; use rollout with attention patterns instead."
         )
-    offload = any(param.is_cuda for param in runner.model.parameters())
+    on_cuda = any(param.is_cuda for param in runner.model.parameters())
+    tokens = trace.encoded.batch * trace.encoded.pos
+    offload = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
     taps = _Taps(min(_layer_of(site) for site in sites), offload)
     saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
     with _frozen(runner.model), saved:
         with hook_session() as session:
             for site in sites:
                 session.add(site.module, taps.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
-            capture = ctx.capture(trace.encoded, [f"blocks.*.{suffix}" for suffix in QKV])
-        qkv = {name: taps.keep(capture[name].detach()) for name in capture.tensors}
+            capture = ctx.capture(trace.encoded, [f"blocks.*.{suffix}" for suffix in QKV], offload=offload)
+        qkv = {name: tensor.detach() for name, tensor in capture.tensors.items()}  # host copies when offloading
         score = capture.score.sum()
         del capture
         if taps.root is None:

@@ -3,10 +3,12 @@ queries and keys exactly as the model's SDPA kernel received them (key heads not
 log-sum-exp of every query row, its scale and whether it was causal.
 
 Inside `kernel_records()`, `torch.nn.functional.scaled_dot_product_attention` calls that a fused kernel
-returning its log-sum-exp serves as SDPA would (no mask tensor, no dropout; CPU: the flash kernel SDPA
-dispatches to, which also takes grouped-query heads; CUDA: the flash kernel for half precision, the
-memory-efficient one for float32) go to that kernel, whose output the model uses as it would SDPA's; its lse
-is kept, so the rollout needs no pass of its own for the row normalisers. Any other call (a mask tensor,
+returning its log-sum-exp can serve (no mask tensor, no dropout) keep that lse, so the rollout needs no pass of
+its own for the row normalisers. On the CPU that kernel is the flash kernel SDPA itself dispatches to (it also
+takes grouped-query heads), so it serves the call and its output is the model's, bit for bit. On CUDA, SDPA
+picks among cuDNN, flash, memory-efficient and math kernels by shape, dtype and hardware, so the call is
+served by SDPA as always and the fused kernel (flash for half precision, memory-efficient for float32) runs
+beside it for the lse alone: one more attention forward per layer, and the model's output untouched. Any other call (a mask tensor,
 dropout, another device) makes the records unusable: `KernelRecords.fallback` names why, and the caller
 collects q, k, v and z the usual way instead. The patch is process-wide while it lasts and restored on exit,
 also when the forward raises.
@@ -87,7 +89,11 @@ def kernel_records(offload: bool = False) -> Iterator[KernelRecords]:
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                             scale=scale, enable_gqa=enable_gqa)
         used_scale = float(scale) if scale is not None else query.shape[-1] ** -0.5
-        out, lse = _fused_sdpa(query, key, value, bool(is_causal), used_scale)
+        if query.device.type == "cuda":  # SDPA's own kernel choice serves the model; the lse comes from beside it
+            out = original(query, key, value, dropout_p=0.0, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+            _, lse = _fused_sdpa(query, key, value, bool(is_causal), used_scale)
+        else:
+            out, lse = _fused_sdpa(query, key, value, bool(is_causal), used_scale)
         q, k = query.detach(), key.detach()
         if offload and q.device.type == "cuda":
             q, k = to_host(q), to_host(k)
