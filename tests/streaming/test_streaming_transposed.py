@@ -145,7 +145,7 @@ def test_kernel_records_fall_back_on_a_mask_and_restore_sdpa_when_the_forward_ra
 
     model = tiny_model("llama")
     tokenizer = word_tokenizer()
-    encoded = tokenizer(list(TEXTS[:2]), padding=True, return_tensors="pt")
+    encoded = tokenizer(list(TEXTS[:2]), padding=True, return_tensors="pt").to(model.device)
     original = torch.nn.functional.scaled_dot_product_attention
     with torch.no_grad(), kernel_records() as records:
         model(**encoded)
