@@ -16,8 +16,9 @@ the child's peak resident set is its own):
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
     s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
-               rows=readout (its own autograd pass through the model, then the readout rows rebuilt; offload
-               "auto": on CUDA from 4,096 tokens, what autograd saves goes to pinned host memory).
+               rows=readout (its own autograd pass through the model, then the readout rows rebuilt; "auto":
+               on CUDA from 4,096 tokens what autograd saves goes to pinned host memory, on the CPU blocks are
+               recomputed in the backward pass; --grad-params recompute=on,offload=off etc. override).
 --interleave times the cases (not eager) alternately in one process instead, repeat rounds after a warm-up,
 and prints their time ratios to sdpa under the same load (no memory column): on a shared machine the ratios of
 separate processes mean little.
@@ -107,8 +108,9 @@ def _child(args: argparse.Namespace) -> None:
             layers = KernelLayers(records, 0, ids.device)
             return rollout_readout(layers, weights, block_bytes=args.block_mib << 20)[0]
         trace = interpret.collect(model, tokenizer, ids, names=["blocks.0.attn.hook_z"], budget_bytes=None)
-        result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout"}, model=model,
-                                   tokenizer=tokenizer)
+        extra = dict(item.split("=", 1) for item in args.grad_params.split(",") if item)
+        result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout", **extra},
+                                   model=model, tokenizer=tokenizer)
         return result["readout"][0]
 
     def sync():
@@ -168,6 +170,7 @@ def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | s
     command = [sys.executable, __file__, "--child", "--case", case, "--n", str(n), "--device", args.device,
                "--size", args.size, "--repeat", str(args.repeat), "--out", out, "--block-mib", str(args.block_mib)]
     command += ["--offload"] if args.offload else []
+    command += ["--grad-params", args.grad_params] if args.grad_params else []
     command += ["--cases", args.cases] if case == "interleave" else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
@@ -219,6 +222,7 @@ def main() -> None:
     parser.add_argument("--interleave", action="store_true",
                         help="time the cases (not eager) alternately in one process: ratios under the same load, no memory")
     parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")
+    parser.add_argument("--grad-params", default="", help="s_attgrad's further parameters, e.g. recompute=on,offload=off")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)

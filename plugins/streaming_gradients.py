@@ -40,10 +40,17 @@ class GradientPassParams(StreamingParams):
         metadata={"help": "keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"},
     )
 
+    recompute: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata={"help": "recompute each block in the backward pass instead of keeping its activations: auto (CPU, from 4,096 tokens on), on, off"},
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.offload not in ("auto", "on", "off"):
             raise ValueError(f"offload={self.offload!r} is unknown; use auto, on or off")
+        if self.recompute not in ("auto", "on", "off"):
+            raise ValueError(f"recompute={self.recompute!r} is unknown; use auto, on or off")
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class StreamingAttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return per_layer [batch, layer, key] and readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name, params.offload)
+        per_example = layers_with_gradients(trace, ctx, self.name, params.offload, params.recompute)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         per_layer = np.zeros((batch, len(per_example[0]), pos))
         worst = 0.0
@@ -130,7 +137,7 @@ class StreamingGradRollout:
 
     def run(self, trace: Trace, params: GradientPassParams, ctx: RunContext) -> AnalyzerResult:
         """Return readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name, params.offload)
+        per_example = layers_with_gradients(trace, ctx, self.name, params.offload, params.recompute)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):

@@ -81,10 +81,12 @@ def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
     return out
 
 
-OFFLOAD_TOKENS = 4096  # offload="auto" moves a CUDA gradient pass's saved tensors to the host from this many tokens
+OFFLOAD_TOKENS = 4096  # "auto" offloads (CUDA) and recomputes blocks from this many tokens of batch × length
 
 
-def layers_with_gradients(trace: Trace, ctx: Any, what: str, offload: str = "auto") -> list[list[StreamedLayer]]:
+def layers_with_gradients(
+    trace: Trace, ctx: Any, what: str, offload: str = "auto", recompute: str = "auto"
+) -> list[list[StreamedLayer]]:
     """Run the model once with autograd (ctx.capture of q, k, v) and return, per example, its StreamedLayers
     with z and ∂score/∂z, where score is each example's target score (ctx.targets).
 
@@ -95,7 +97,11 @@ def layers_with_gradients(trace: Trace, ctx: Any, what: str, offload: str = "aut
     tokens of batch × length): every tensor autograd saves goes to pinned host memory
     (`torch.autograd.graph.save_on_cpu`) and q, k, v, z and ∂score/∂z are copied there as they appear, so the
     GPU holds the weights and about one layer's working set (at the cost of the copies); the readouts move each
-    layer back to the device as they use it. "off" keeps everything where the model is.
+    layer back to the device as they use it. "off" keeps everything where the model is. recompute "on" (or
+    "auto" on the CPU from `OFFLOAD_TOKENS` tokens; on CUDA "auto" leaves that job to the offload): every block after the first attention's runs under
+    `torch.utils.checkpoint` (non-reentrant), so autograd keeps each block's inputs only and recomputes its
+    inside when the backward pass reaches it: one more forward pass of those blocks, and one block's
+    activations at a time instead of every layer's.
     """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
@@ -110,9 +116,12 @@ def layers_with_gradients(trace: Trace, ctx: Any, what: str, offload: str = "aut
     on_cuda = any(param.is_cuda for param in runner.model.parameters())
     tokens = trace.encoded.batch * trace.encoded.pos
     offload = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
-    taps = _Taps(min(_layer_of(site) for site in sites), offload)
+    first = min(_layer_of(site) for site in sites)
+    taps = _Taps(first, offload)
     saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
-    with _frozen(runner.model), saved:
+    long_input = tokens >= OFFLOAD_TOKENS
+    blocks = _blocks(runner.capturable, first) if recompute == "on" or (recompute == "auto" and long_input and not on_cuda) else []
+    with _frozen(runner.model), saved, _recomputed(blocks):
         with hook_session() as session:
             for site in sites:
                 session.add(site.module, taps.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
@@ -147,6 +156,28 @@ def _layer_of(site: Any) -> int:
     if site.layer is None:
         raise AnalyzerError("an attention's hook_z site has no block index; its adapter names it wrongly.")
     return int(site.layer)
+
+
+def _blocks(capturable: Any, first: int) -> list[torch.nn.Module]:
+    """Return the block modules after block `first` (the one holding the pass's leaf: a block recomputed
+    without its tap would save other tensors than the first time)."""
+    found = [(site.layer, site.module) for site in capturable.sites
+             if site.name.startswith("blocks.") and site.name.endswith(".hook_resid_pre") and site.module is not None]
+    return [module for layer, module in found if layer is not None and layer > first]
+
+
+@contextlib.contextmanager
+def _recomputed(blocks: list[torch.nn.Module]) -> Iterator[None]:
+    """Yield with each block's forward run under non-reentrant activation checkpointing; restore on exit."""
+    from torch.utils.checkpoint import checkpoint
+
+    try:
+        for block in blocks:
+            block.forward = partial(checkpoint, block.forward, use_reentrant=False)
+        yield
+    finally:
+        for block in blocks:
+            block.__dict__.pop("forward", None)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from hf_tiny import TEXTS, tiny_model, word_tokenizer
 
 import interpret
 from interpret.analyze.run import run_context
-from interpret.errors import ResultError
+from interpret.errors import AnalyzerError, ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.pattern import StreamedLayer
@@ -190,3 +190,18 @@ def test_streaming_gradients_equal_the_full_gradient_analyzers(family: str) -> N
         streamed = interpret.analyze(trace, streamed_name, model=model, tokenizer=tokenizer)
         scale = max(1.0, float(np.abs(full["readout"]).max()))
         assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE * scale, full_name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recomputed_blocks_give_the_same_gradients_and_leave_no_trace(family: str) -> None:
+    model, tokenizer, trace = _trace(family)
+    before = count_hooks(model)
+    for name in ("streaming_attention_gradient", "streaming_grad_rollout"):
+        kept = interpret.analyze(trace, name, params={"recompute": "off"}, model=model, tokenizer=tokenizer)
+        recomputed = interpret.analyze(trace, name, params={"recompute": "on"}, model=model, tokenizer=tokenizer)
+        assert np.array_equal(kept["readout"], recomputed["readout"]), name  # the same pass, recomputed: bit for bit
+    assert count_hooks(model) == before
+    assert not any("forward" in module.__dict__ for module in model.modules())  # every block's forward is its class's
+    assert all(param.requires_grad and param.grad is None for param in model.parameters())
+    with pytest.raises(AnalyzerError, match="recompute"):
+        interpret.analyze(trace, "streaming_grad_rollout", params={"recompute": "sometimes"}, model=model, tokenizer=tokenizer)
