@@ -285,10 +285,12 @@ def _token_decision(
     contrast = () if request.contrast is None else (resolve_token(request.contrast, tokenizer, int(logits.shape[-1])),) * len(ids)
     if contrast and any(a == b for a, b in zip(ids, contrast)):
         raise InputError("the contrast token equals the target token; contrast it with another token.")
-    log_probabilities = logits.double().log_softmax(-1).cpu()
-    first = log_probabilities[positions[0]]
+    # Only the rows the decision reads: a long input's [pos, vocab] in float64 would be gigabytes.
+    read = torch.as_tensor(positions, device=logits.device)
+    log_probabilities = logits.index_select(0, read).double().log_softmax(-1).cpu()  # [len(positions), vocab]
+    first = log_probabilities[0]
     best = int(first.argmax())
-    probability = float(sum(log_probabilities[p, i] for p, i in zip(positions, ids)).exp())
+    probability = float(sum(log_probabilities[k, i] for k, i in enumerate(ids)).exp())
     target = Target(
         "token", ids, positions, tuple(_token_label(tokenizer, i) for i in ids), contrast,
         tuple(_token_label(tokenizer, i) for i in contrast), source, uniform_pooling(positions),

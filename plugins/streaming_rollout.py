@@ -72,7 +72,8 @@ class StreamingRollout:
 
     def run(self, trace: Trace, params: StreamingRolloutParams, ctx: RunContext) -> AnalyzerResult:
         """Return the readout [batch, key] of every example (see the module docstring)."""
-        per_example = layers_from_trace(trace, self.name)
+        device = compute_device(ctx)
+        per_example = layers_from_trace(trace, self.name, device)
         captured = trace.layers("attn.hook_q")
         if params.start_layer not in captured:
             raise AnalyzerError(
@@ -81,7 +82,6 @@ class StreamingRollout:
         start = captured.index(params.start_layer)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
-        device = compute_device(ctx)
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
             row, error = rollout_readout(
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,

@@ -13,7 +13,7 @@ reaches it; q, k and v come from the same pass through `ctx.capture`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -58,8 +58,10 @@ def _heads(tensor: Tensor, n_heads: int) -> Tensor:
     return tensor if tensor.dim() == 4 else tensor.unflatten(-1, (n_heads, -1))
 
 
-def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
-    """Return, per example, its StreamedLayers (layer order) built from the trace's q, k and lse (no v, no z)."""
+def layers_from_trace(trace: Trace, what: str, device: torch.device | None = None) -> list[Sequence[StreamedLayer]]:
+    """Return, per example, its StreamedLayers (layer order) built from the trace's q, k and lse (no v, no z):
+    a lazy sequence whose layers are built when read, each moved to `device` (default: where the trace is) as
+    its example's contiguous rows first, so an offloaded trace crosses to the device one layer at a time."""
     _check_kind(trace, what)
     found = [trace.layers(suffix) for suffix in ROWS]
     if not found[0] or any(layers != found[0] for layers in found):
@@ -67,18 +69,33 @@ def layers_from_trace(trace: Trace, what: str) -> list[list[StreamedLayer]]:
             f"{what} needs blocks.{{i}}.attn.hook_q, hook_k and hook_lse of the same layers;"
             f" collect them with names={list(REQUIRES)}."
         )
-    causal = trace.meta.kind == "decoder"
-    out = []
-    for b, positions in enumerate(real_positions(trace)):
-        layers = []
-        for i in found[0]:
-            q, k, lse = (trace[f"blocks.{i}.{suffix}"].detach() for suffix in ROWS)
-            rows = lse[b] if len(positions) == lse.shape[-1] else lse[b].index_select(-1, torch.as_tensor(positions, device=lse.device))
-            layers.append(StreamedLayer(
-                *(_per_example(t, b, positions) for t in (q, k)), None, causal=causal, lse=rows,
-            ))
-        out.append(layers)
-    return out
+    return [_TraceLayers(trace, found[0], b, positions, device) for b, positions in enumerate(real_positions(trace))]
+
+
+class _TraceLayers(Sequence[StreamedLayer]):
+    """The captured q, k and lse of one example as `StreamedLayer`s, built one layer at a time when read."""
+
+    def __init__(self, trace: Trace, layers: list[int], example: int, positions: np.ndarray,
+                 device: torch.device | None) -> None:
+        self.trace, self.layers, self.example, self.positions, self.device = trace, layers, example, positions, device
+        self.causal = trace.meta.kind == "decoder"
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, index):  # noqa: ANN001, ANN204 (Sequence's int | slice overloads)
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = self.layers[index]
+        q, k, lse = (self._rows(self.trace[f"blocks.{i}.{suffix}"].detach()) for suffix in ROWS)
+        index_ = None if len(self.positions) == lse.shape[-1] else torch.as_tensor(self.positions, device=lse.device)
+        lse = lse if index_ is None else lse.index_select(-1, index_)
+        return StreamedLayer(*(_per_example(t[None], 0, self.positions) for t in (q, k)), None, causal=self.causal, lse=lse)
+
+    def _rows(self, tensor: Tensor) -> Tensor:
+        """Return this example's slice of `tensor` (batch first), on the device."""
+        row = tensor[self.example]
+        return row if self.device is None else row.to(self.device, non_blocking=True)
 
 
 OFFLOAD_TOKENS = 4096  # "auto" offloads (CUDA) and recomputes blocks from this many tokens of batch × length

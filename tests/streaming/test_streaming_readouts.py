@@ -146,8 +146,8 @@ def test_pattern_rows_equal_the_captured_pattern_and_a_wrong_mask_is_caught() ->
 def test_a_wrong_mask_is_refused_by_analyze(monkeypatch: pytest.MonkeyPatch) -> None:
     model, tokenizer, trace = _trace("gpt2")
 
-    def unmasked(trace, what):  # the decoder's layers as if its attention were not causal
-        return [[dataclasses.replace(layer, causal=False) for layer in layers] for layers in layers_from_trace(trace, what)]
+    def unmasked(trace, what, device=None):  # the decoder's layers as if its attention were not causal
+        return [[dataclasses.replace(layer, causal=False) for layer in layers] for layers in layers_from_trace(trace, what, device)]
 
     monkeypatch.setattr("interpret.plugins.streaming_rollout.layers_from_trace", unmasked)
     with pytest.raises(ResultError, match="lse_error"):
