@@ -9,9 +9,10 @@ cut with max_length). Two references, both loops a user would write:
 - plain+patterns: the same with what a user writes to get the patterns the audit reads, the encoder loaded
   with attn_implementation="eager" and called with output_attentions=True (SDPA returns no patterns).
 Each audit run is a whole fresh audit into a temporary directory, with the model's directory given as the
-CLI gives it (weight files fingerprinted, memoised): fingerprint, lock, collect (attention captured),
-decisions, analyzers, tables, parts, the final Parquet/CSV tables and the summary page; "audit" overlaps the
-analyzers of batch k with the forward pass of batch k+1 on a worker thread (interpret.audit.overlap),
+CLI gives it (weight files fingerprinted, memoised): fingerprint, lock, collect (attention captured: the
+SDPA-loaded MiniLM runs with the eager kernel for the audit, whose weights are the patterns,
+interpret.audit.kernel), decisions, analyzers, tables, parts, the final Parquet/CSV tables and the summary
+page; "audit" overlaps the analyzers of batch k with the forward pass of batch k+1 on a worker thread (interpret.audit.overlap),
 "serial" computes batch after batch on one thread. Prints per batch size the min and median wall time of
 each (after one warm-up run; the runs alternate, so a passing load on a shared machine hits all), and the
 throughput ratios against plain from the median and minimum wall times and from the median process CPU
@@ -48,6 +49,7 @@ from interpret.analyze import required_names  # noqa: E402
 from interpret.audit import overlap, run_audit  # noqa: E402
 from interpret.audit.checks import effective_params  # noqa: E402
 from interpret.audit.engine import BatchSettings, analyze_batch, capture_batch  # noqa: E402
+from interpret.audit.kernel import audit_implementation  # noqa: E402
 from interpret.datasets import Example  # noqa: E402
 from interpret.default_model import DEFAULT_MODEL_ID, load_default  # noqa: E402
 from interpret.loading import load  # noqa: E402
@@ -123,7 +125,7 @@ def stage_seconds(model, tokenizer, head, examples, batch_size, args, plain_cpu,
     settings = BatchSettings(
         analyzers=names, params={name: effective_params(name, None) for name in names},
         hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])), max_length=args.tokens,
-        head=head, seed=0, explain_gold=False,
+        head=head, seed=0, explain_gold=False, attention=audit_implementation(model),
     )
     batches = [examples[start:start + batch_size] for start in range(0, len(examples), batch_size)]
     captured = [capture_batch(model, tokenizer, batch, index, settings) for index, batch in enumerate(batches)]
