@@ -1,8 +1,8 @@
 """How many threads a CPU job may use, and running it on them: one policy for the compiled kernels and BLAS.
 
 The cores are the ones this process may run on (`os.sched_getaffinity`: a container's or `taskset`'s limit,
-not the machine's count), less the ones other processes keep busy (the one-minute load average, our own
-running thread counted once). The compiled kernels and NumPy's BLAS share that count: the kernels take no
+not the machine's count), less the ones other processes keep busy (the one-minute load average less this
+process's own share, its CPU seconds per second averaged the same way, at least one thread). The compiled kernels and NumPy's BLAS share that count: the kernels take no
 thread pool of their own (no numba `parallel=True`) but hand chunks of work to a `ThreadPoolExecutor` whose
 threads sleep when idle, and the matrix products run under `blas_threads`, which caps OpenBLAS / MKL
 through threadpoolctl. Torch's intra-op pool already sizes itself to the affinity mask and runs (the
@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,14 +50,42 @@ def available_cores() -> int:
 
 
 def free_cores() -> int:
-    """Return the available cores that other processes leave free (load average; our own thread counted once)."""
+    """Return the available cores that other processes leave free: the one-minute load average less this
+    process's own share of it (`own_load`, at least one thread)."""
     cores = available_cores()
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform: assume the cores are ours
         return cores
-    others = max(0.0, load - 1.0)
+    others = max(0.0, load - own_load())
     return max(1, min(cores, int((_machine_cores() or cores) - others + 0.5)))
+
+
+_LOAD_WINDOW = 60.0  # seconds: the time constant of the kernel's one-minute load average
+_MIN_SAMPLE = 0.5  # seconds between samples of this process's CPU time, below which the last value stands
+_own_lock = threading.Lock()
+_own_sample: list[float] = []  # [monotonic time, process CPU seconds, averaged running threads]
+
+
+def own_load() -> float:
+    """Return this process's running threads averaged as the one-minute load average averages them (its CPU
+    seconds per second, exponentially weighted over `_LOAD_WINDOW`), at least 1: our own calling thread.
+
+    Without it a process whose forward passes keep torch's threads on every core would read its own load
+    as other processes' and leave its later jobs one thread (2 idle cores: the load average nears 2).
+    """
+    now, cpu = time.monotonic(), time.process_time()
+    with _own_lock:
+        if not _own_sample:
+            _own_sample.extend((now, cpu, 1.0))
+            return 1.0
+        then, cpu_then, running = _own_sample
+        elapsed = now - then
+        if elapsed >= _MIN_SAMPLE:
+            decay = math.exp(-elapsed / _LOAD_WINDOW)
+            running = decay * running + (1.0 - decay) * max(0.0, cpu - cpu_then) / elapsed
+            _own_sample[:] = (now, cpu, running)
+    return max(1.0, running)
 
 
 @functools.cache

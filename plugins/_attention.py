@@ -66,11 +66,12 @@ def readout_weights(readout: ReadoutRows, target: Target | None, positions: np.n
             raise AnalyzerError(
                 "no decision says which rows to read; pass the model to analyze (model=) or name readout positions."
             )
+        row_of = {int(position): row for row, position in enumerate(positions)}  # positions are distinct
         for position, weight in target.pooling:
-            hits = np.flatnonzero(positions == position)
-            if not hits.size:
+            row = row_of.get(int(position))
+            if row is None:
                 raise AnalyzerError(f"the decision reads position {position}, which is padding in this example.")
-            weights[hits[0]] += weight
+            weights[row] += weight
         return weights
     for position in readout:
         if position < 0:  # counts back from the last real token

@@ -12,6 +12,7 @@ readout, because it says nothing about which token drove the decision.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,6 +24,9 @@ from torch import Tensor
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.trace import Trace
+
+CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` (2 MiB: stays in cache)
+LOG_FLOOR = -1e4  # stands for log 0 (see `head_statistics`)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class AttentionEntropy:
 
     name = "attention_entropy"
     summary = "Per-head attention entropy (nats) and share of attention on special tokens, per example."
-    version = "1.0"
+    version = "1.1"  # 1.1: float64 statistics in chunks (last digits may differ from 1.0)
     requires = ("*attn.hook_pattern",)
     needs_model = False
     provides = ("head_map",)
@@ -49,14 +53,13 @@ class AttentionEntropy:
         """Return the per-example [layer, head] statistics (arrays as the module docstring lists)."""
         prefix = _prefix(trace, params.stack)
         side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
-        # float64 on the trace's device: one fused pass per statistic, and sums that do not lose digits.
-        pattern = trace.stack("attn.hook_pattern", prefix).detach().to(torch.float64)
-        real = side.attention_mask.to(pattern.device).bool()
-        special = side.special.to(pattern.device).bool() & real
-        entropy = attention_entropy(pattern, real)
-        # Σ over special keys as a contraction with the key mask: no [batch, layer, head, query, key] temporary.
-        on_special = _mean_over_real_rows(torch.einsum("blhqk,bk->blhq", pattern, special.to(pattern.dtype)), real)
-        row_sums = pattern.sum(-1).masked_fill(~real[:, None, None, :], 1.0)
+        indices = trace.layers("attn.hook_pattern", prefix)
+        if not indices:
+            trace.stack("attn.hook_pattern", prefix)  # raises HookNameError, naming what was captured
+        layers = [trace[f"{prefix}blocks.{i}.attn.hook_pattern"].detach() for i in indices]
+        real = side.attention_mask.to(layers[0].device).bool()
+        special = side.special.to(layers[0].device).bool() & real
+        entropy, on_special, row_sum_error = head_statistics(layers, real, special)
         arrays = {
             "entropy": NamedArray(entropy.cpu().numpy(), ("batch", "layer", "head")),
             "special_attention": NamedArray(on_special.cpu().numpy(), ("batch", "layer", "head")),
@@ -64,7 +67,7 @@ class AttentionEntropy:
         }
         checks = {
             "pattern_row_sum_error": Check(
-                float((row_sums - 1.0).abs().max()) if row_sums.numel() else 0.0, 1e-4,
+                row_sum_error, 1e-4,
                 "largest |row sum − 1| of the attention rows the statistics read",
             )
         }
@@ -88,14 +91,59 @@ def _prefix(trace: Trace, stack: str) -> str:
 def attention_entropy(
     pattern: Float[Tensor, "batch layer head query key"], real: Bool[Tensor, "batch key"]
 ) -> Float[Tensor, "batch layer head"]:
-    """Return each example's mean over real query rows of −Σ p·log p over real keys (nats)."""
-    # entr(0) = 0; padding keys drop out of the contraction with the real-key mask. [batch, layer, head, query]
-    row_entropy = torch.einsum("blhqk,bk->blhq", torch.special.entr(pattern), real.to(pattern.dtype))
-    return _mean_over_real_rows(row_entropy, real)
+    """Return each example's mean over real query rows of −Σ p·log p over real keys (nats, float64)."""
+    return head_statistics(list(pattern.unbind(1)), real)[0]
+
+
+def head_statistics(
+    layers: Sequence[Float[Tensor, "batch head query key"]],
+    real: Bool[Tensor, "batch key"],
+    special: Bool[Tensor, "batch key"] | None = None,
+) -> tuple[Float[Tensor, "batch layer head"], Float[Tensor, "batch layer head"], float]:
+    """Return per example, layer and head the mean over real query rows of the entropy −Σ_k p·log p over real
+    keys (nats) and of the attention on `special` keys (zeros without them), and the largest |row sum − 1| of
+    the real rows, all computed in float64 from the layers' patterns (any float dtype).
+
+    The float64 work goes through one reused [layer, batch slice, head, query, key] buffer of about
+    CHUNK_ELEMENTS, not a whole [batch, layer, head, query, key] tensor: large fresh allocations cost their
+    page faults on every call, more than the arithmetic. p·log p with p = 0 is 0 (entr(0) = 0).
+    """
+    batch, n_heads, q_len, k_len = layers[0].shape
+    device = layers[0].device
+    step = max(1, CHUNK_ELEMENTS // max(1, len(layers) * n_heads * q_len * k_len))
+    buffer = torch.empty(len(layers), min(step, batch), n_heads, q_len, k_len, dtype=torch.float64, device=device)
+    logs = torch.empty_like(buffer)
+    real64 = real.to(torch.float64)
+    special64 = None if special is None else special.to(torch.float64)
+    entropy, on_special, row_sum_errors = [], [], []
+    for start in range(0, batch, step):
+        stop = min(start + step, batch)
+        pattern, log_p = buffer[:, : stop - start], logs[:, : stop - start]
+        rows = real[start:stop]
+        for index, layer in enumerate(layers):
+            pattern[index].copy_(layer[start:stop])
+        # log 0 = −inf is clamped to LOG_FLOOR, below the log of the least positive float64 (−744.4), so
+        # 0·log 0 gives 0 while every positive p keeps its own log (NaN stays NaN).
+        torch.log(pattern, out=log_p).clamp_(min=LOG_FLOOR).mul_(pattern)
+        # [layer, batch, head, query]; padding keys drop out of the contraction with the real-key mask
+        if bool(rows.all()):
+            row_entropy = log_p.sum(-1).neg_()
+        else:
+            row_entropy = torch.einsum("lbhqk,bk->lbhq", log_p, real64[start:stop]).neg_()
+        entropy.append(_mean_over_real_rows(row_entropy, rows))
+        if special64 is not None:
+            row_special = torch.einsum("lbhqk,bk->lbhq", pattern, special64[start:stop])
+            on_special.append(_mean_over_real_rows(row_special, rows))
+        row_sums = pattern.sum(-1).masked_fill_(~rows[None, :, None, :], 1.0)
+        row_sum_errors.append((row_sums - 1.0).abs().amax() if row_sums.numel() else row_sums.new_zeros(()))
+    row_sum_error = float(torch.stack(row_sum_errors).amax())  # NaN when any real row holds one
+    entropy_all = torch.cat(entropy, 1).transpose(0, 1)  # [batch, layer, head]
+    special_all = torch.cat(on_special, 1).transpose(0, 1) if on_special else torch.zeros_like(entropy_all)
+    return entropy_all, special_all, row_sum_error
 
 
 def _mean_over_real_rows(
-    per_row: Float[Tensor, "batch layer head query"], real: Bool[Tensor, "batch query"]
-) -> Float[Tensor, "batch layer head"]:
-    counts = real.sum(-1).clamp(min=1).to(per_row.dtype)[:, None, None]
-    return per_row.masked_fill(~real[:, None, None, :], 0.0).sum(-1) / counts
+    per_row: Float[Tensor, "layer batch head query"], real: Bool[Tensor, "batch query"]
+) -> Float[Tensor, "layer batch head"]:
+    counts = real.sum(-1).clamp(min=1).to(per_row.dtype)[:, None]
+    return per_row.masked_fill(~real[None, :, None, :], 0.0).sum(-1) / counts

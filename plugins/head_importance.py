@@ -52,7 +52,7 @@ class HeadImportance:
 
     name = "head_importance"
     summary = "Head importance |dloss/dgate| per example (Michel et al. 2019), normalised map and entropy beside it."
-    version = "1.0"
+    version = "1.1"  # 1.1: entropy from the chunked float64 statistics (last digits may differ)
     requires = ("*attn.hook_pattern",)
     needs_model = True
     provides = ("head_map",)

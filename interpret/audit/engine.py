@@ -18,6 +18,7 @@ from torch import nn
 
 from interpret.analyze import AnalyzerResult, analyze
 from interpret.analyze.run import run_context
+from interpret.audit.kernel import audit_kernel
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir
 from interpret.audit.stats import HeadSums, head_sums
 from interpret.audit.tables import Columns, example_columns, example_frame, token_columns, token_frame
@@ -42,6 +43,7 @@ class BatchSettings:
     seed: int
     explain_gold: bool
     evidence: bool = False  # also measure each readout's faithfulness (interpret.evidence)
+    attention: str | None = None  # the attention implementation the model runs with (interpret.audit.kernel)
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,10 @@ class BatchOutput:
 
 def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings) -> BatchOutput:
     """Return batch `index`'s tokens rows, examples rows and head-map sums (depends on nothing but its inputs)."""
-    # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
-    torch.manual_seed(settings.seed)
-    return analyze_batch(capture_batch(model, tokenizer, batch, index, settings), model, tokenizer, settings)
+    with audit_kernel(model, settings.attention):  # capture and model-running analyzers alike
+        # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
+        torch.manual_seed(settings.seed)
+        return analyze_batch(capture_batch(model, tokenizer, batch, index, settings), model, tokenizer, settings)
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,12 @@ def capture_batch(
     model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings
 ) -> CapturedBatch:
     """Return batch `index` captured: the model's forward pass with the audit's hook names recorded, and the
-    decisions read from it (the model's eval-mode forward draws no random numbers: `check_reproducible`)."""
+    decisions read from it (the model's eval-mode forward draws no random numbers: `check_reproducible`), with
+    the attention implementation `settings.attention`."""
     texts = [example.text for example in batch]
     try:
-        trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
+        with audit_kernel(model, settings.attention):
+            trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
     except InputError as err:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
     gold = [example.label for example in batch]
@@ -93,7 +98,9 @@ def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any, set
     """Return the BatchOutput of running the audit's analyzers (and evidence, when asked) on a captured batch.
 
     Called right after `capture_batch` and `torch.manual_seed(settings.seed)` (`run_batch`), or on the
-    overlap worker, which seeds torch itself first (`interpret.audit.overlap`).
+    overlap worker, which seeds torch itself first (`interpret.audit.overlap`). Analyzers that run the model
+    run it as it is: inside `run_batch` or `run_audit`, that is with `settings.attention` (switching it here
+    would race with a capture on another thread).
     """
     trace, decided, batch = captured.trace, captured.decided, captured.batch
     context = run_context(

@@ -1,7 +1,8 @@
 """What an audit's results depend on, each as a short text: the components of its fingerprint.
 
 A resumed audit reuses finished parts only when every component is what it was: the model's weights (by
-content, not by path), their dtype, the device type, the tokenizer's vocabulary and settings, the decision
+content, not by path), their dtype, the device type, the attention kernel the model runs with
+(`interpret.audit.kernel`), the tokenizer's vocabulary and settings, the decision
 head, the analyzers with their versions and parameters, the target mode, the batching, and the input (the
 examples as read and, when known, the input file's bytes). A component that differs is named in the refusal.
 
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from interpret.analyze import registry
+from interpret.audit.kernel import describe
 from interpret.datasets import Example
 from interpret.file_digest import content_digest, file_sha256
 
@@ -62,6 +64,7 @@ def fingerprint_parts(
         "weights": weights_digest(model, model_dir),
         "dtype": dtypes_of(model),
         "device": device_type_of(model),
+        "attention": describe(model),
         "tokenizer": tokenizer_digest(tokenizer),
         "head": module_digest(head),
         "seed": str(seed),

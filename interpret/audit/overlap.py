@@ -6,6 +6,12 @@ evidence is measured, one worker thread analyses batch k (`analyze_batch`: analy
 columns) while this thread runs the model on batch k+1 (`capture_batch`); the caller stores finished batches
 meanwhile. Torch, NumPy and the compiled kernels release the GIL, so the two run side by side.
 
+Only where the worker has a core (`worker_core_free`): the model runs on an accelerator (this thread mostly
+waits for it), or the cores that other processes leave free outnumber torch's intra-op threads. A CPU
+forward pass with torch's default threads already keeps every core busy, and a worker beside it only
+contends with it: on 2 idle cores, MiniLM at batch 1 took 1.79 s overlapped against 1.46 s batch by batch
+(benchmarks/audit.py), and never gained at batch 8 or 32.
+
 Why the outputs are the very ones `run_batch` computes, bit for bit:
 - each stage is a function of its inputs alone: the worker gets the captured batch (its trace, decisions and
   examples), nothing else changes hands, and the outputs come back in batch order;
@@ -17,7 +23,8 @@ Why the outputs are the very ones `run_batch` computes, bit for bit:
   process-wide during a recorded forward pass (`interpret.collect.hf.attention`), so with any of them every
   batch runs on this thread alone;
 - the worker runs with the caller's grad and inference modes, and the thread counts are the process's
-  (torch's intra-op count is global; NumPy's BLAS is capped per job by `interpret.threads`).
+  (a reduction split over another number of threads could round differently); NumPy's BLAS is capped per
+  job by `interpret.threads`.
 At most two batches are in flight (one analysed, one captured), so memory holds two traces instead of one.
 """
 
@@ -30,21 +37,30 @@ from typing import Any
 import torch
 from torch import nn
 
+from interpret import threads
 from interpret.analyze import registry
 from interpret.audit.engine import BatchOutput, BatchSettings, CapturedBatch, analyze_batch, capture_batch, run_batch
 from interpret.datasets import Example
 
-# False computes every batch on the calling thread (benchmarks/audit.py measures both ways); the outputs are
-# the same either way.
-ENABLED = True
+# None overlaps where the worker has a core (`worker_core_free`); True wherever the analyzers allow it (tests,
+# benchmarks/audit.py); False never. The outputs are the same either way.
+ENABLED: bool | None = None
 
 
 def overlappable(settings: BatchSettings) -> bool:
     """Return whether the analyzers of one batch may run beside the next batch's forward pass: every analyzer
     reads the trace alone and no evidence (which runs the model) is measured."""
-    if not ENABLED or settings.evidence:
+    if ENABLED is False or settings.evidence:
         return False
     return not any(registry.get(name).needs_model for name in settings.analyzers)
+
+
+def worker_core_free(model: nn.Module) -> bool:
+    """Return whether a worker thread beside `model`'s forward passes gets a core of its own: the model runs
+    on an accelerator, or the free cores (`interpret.threads.free_cores`) outnumber torch's threads."""
+    if any(parameter.device.type != "cpu" for parameter in model.parameters()):
+        return True
+    return threads.free_cores() > torch.get_num_threads()
 
 
 def computed(
@@ -54,8 +70,9 @@ def computed(
     todo: Sequence[int],
     settings: BatchSettings,
 ) -> Iterator[BatchOutput]:
-    """Yield the BatchOutput of every batch index in `todo`, in order (overlapped when `overlappable`)."""
-    if len(todo) < 2 or not overlappable(settings):
+    """Yield the BatchOutput of every batch index in `todo`, in order (overlapped when `overlappable` and, by
+    default, `worker_core_free`)."""
+    if len(todo) < 2 or not overlappable(settings) or (ENABLED is None and not worker_core_free(model)):
         for index in todo:
             yield run_batch(model, tokenizer, batches[index], index, settings)
         return

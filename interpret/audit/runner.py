@@ -33,6 +33,7 @@ from interpret.audit.checks import (
 )
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
+from interpret.audit.kernel import audit_implementation, audit_kernel
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
@@ -169,7 +170,7 @@ def run_audit(
         analyzers=tuple(names), params=effective,
         hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])),
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
-        evidence=evidence,
+        evidence=evidence, attention=audit_implementation(model),
     )
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
@@ -177,9 +178,10 @@ def run_audit(
         computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            computed |= (engine or _compute_missing)(
-                model, tokenizer, store, batches, parts, settings, part_examples, progress
-            )
+            with audit_kernel(model, settings.attention):  # switched once for every batch (kernel.py)
+                computed |= (engine or _compute_missing)(
+                    model, tokenizer, store, batches, parts, settings, part_examples, progress
+                )
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
                 break
@@ -317,6 +319,7 @@ def _facts(
         facts["decision head"] = f"sha256 {components['head']}"
     for key in ("weights", "dtype", "device", "tokenizer"):
         facts[key] = components[key]
+    facts["attention kernel"] = components["attention"]
     return facts
 
 

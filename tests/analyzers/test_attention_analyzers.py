@@ -126,3 +126,30 @@ def test_per_layer_ends_in_the_rollout_and_starts_with_the_identity() -> None:
     np.testing.assert_array_equal(per_layer[:, 0], np.broadcast_to(np.eye(5), (2, 5, 5)))
     pattern = trace.stack("attn.hook_pattern").double().numpy()
     np.testing.assert_allclose(per_layer, rollout_math.rollout_per_layer(pattern, start_layer=1), atol=1e-14)
+
+
+@pytest.mark.parametrize("rows", ["readout", "all"])
+def test_flow_over_examples_on_several_threads_is_bit_identical(padded_trace, monkeypatch, rows) -> None:
+    """Examples solved on two threads (each on one) give every digit the one-thread run gives."""
+    from interpret import threads
+
+    batch, _ = padded_trace
+    trace = random_pattern_trace(batch=5, layers=3, heads=2, pos=7)
+    for source in (batch, trace):
+        params = {"rows": rows, "readout": "0"}
+        serial = interpret.analyze(source, "flow", params=params)
+        calls: list[int] = []
+        threads_for = threads.threads_for
+
+        def two(work: int, requested: int | None = None) -> int:
+            count = 2 if requested is None else min(2, requested)
+            calls.append(count)
+            return count
+
+        monkeypatch.setattr(threads, "threads_for", two)
+        spread = interpret.analyze(source, "flow", params=params)
+        monkeypatch.setattr(threads, "threads_for", threads_for)
+        assert calls and calls[0] == 2  # the examples were split over two threads
+        for key in serial.arrays:
+            assert serial[key].tobytes() == spread[key].tobytes(), key
+        assert serial.checks == spread.checks

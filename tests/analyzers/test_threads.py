@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -21,8 +22,9 @@ def test_cores_are_the_affinity_mask() -> None:
 
 
 def _load(monkeypatch: pytest.MonkeyPatch, load: float) -> None:
-    """Make the one-minute load average read `load`."""
+    """Make the one-minute load average read `load`, this process's own share of it one thread."""
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(threads, "own_load", lambda: 1.0)
 
 
 def test_small_jobs_run_on_one_thread_and_requests_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,6 +50,35 @@ def test_busy_machines_get_fewer_threads(monkeypatch: pytest.MonkeyPatch) -> Non
     if machine >= 2:
         _load(monkeypatch, 2.0)  # one other busy process: one core fewer
         assert threads.free_cores() == machine - 1
+
+
+def test_own_load_follows_this_process_cpu_time_like_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that kept two threads busy for a minute reads most of a load of 2 as its own: its later jobs
+    get both cores of an otherwise idle 2-core machine, while another process's load still counts."""
+    clock = {"wall": 100.0, "cpu": 5.0}
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(threads.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(threads, "_own_sample", [])
+    assert threads.own_load() == 1.0  # the first sample: our calling thread
+    for _ in range(60):  # two busy threads for a minute, sampled every second
+        clock["wall"] += 1.0
+        clock["cpu"] += 2.0
+        threads.own_load()
+    expected = 2.0 - math.exp(-1.0)  # from 1 towards 2 with the load average's one-minute time constant
+    assert threads.own_load() == pytest.approx(expected, rel=1e-9)
+    clock["wall"] += 0.1  # too soon for a new sample: the last value stands
+    clock["cpu"] += 5.0
+    assert threads.own_load() == pytest.approx(expected, rel=1e-9)
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_machine_cores", lambda: 2)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.7, 1.7, 1.7))
+    assert threads.free_cores() == 2  # 1.7 is almost all ours
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (2.7, 2.7, 2.7))
+    assert threads.free_cores() == 1  # one more busy thread elsewhere
+    for _ in range(600):  # idle for ten minutes: back to one thread (our calling one)
+        clock["wall"] += 1.0
+        threads.own_load()
+    assert threads.own_load() == 1.0
 
 
 def test_blas_threads_caps_the_products(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,10 +39,39 @@ def _outputs(root) -> dict[str, bytes]:
     return {name: (root / name).read_bytes() for name in names}
 
 
+@pytest.fixture(autouse=True)
+def _overlap_wherever_allowed(monkeypatch) -> None:
+    """These tests check the overlapped path itself, whether or not this machine has a core free for it."""
+    monkeypatch.setattr(overlap, "ENABLED", True)
+
+
 def test_overlap_only_for_analyzers_that_read_the_trace_alone() -> None:
     assert overlap.overlappable(_settings(ATTENTION))
     assert not overlap.overlappable(_settings([*ATTENTION, "integrated_gradients"]))  # runs the model
     assert not overlap.overlappable(_settings(ATTENTION, evidence=True))  # evidence runs the model too
+
+
+def test_by_default_overlap_only_where_the_worker_has_a_core(model, tokenizer, monkeypatch) -> None:
+    """A CPU forward pass on every free core leaves the worker none: then batches run on the calling thread."""
+    monkeypatch.setattr(overlap, "ENABLED", None)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    examples = _examples(6)
+    batches = [examples[i:i + 2] for i in range(0, 6, 2)]
+    for free, expected in ((2, False), (3, True)):
+        monkeypatch.setattr(overlap.threads, "free_cores", lambda free=free: free)
+        assert overlap.worker_core_free(model) is expected
+        names: set[str] = set()
+        analyze_batch = overlap.analyze_batch
+
+        def spy(*args, names=names, analyze_batch=analyze_batch, **kwargs):
+            names.add(threading.current_thread().name)
+            return analyze_batch(*args, **kwargs)
+
+        monkeypatch.setattr(overlap, "analyze_batch", spy)
+        outputs = list(overlap.computed(model, tokenizer, batches, [0, 1, 2], _settings(ATTENTION)))
+        monkeypatch.setattr(overlap, "analyze_batch", analyze_batch)
+        assert [output.index for output in outputs] == [0, 1, 2]
+        assert any(name.startswith("audit-analyzers") for name in names) is expected
 
 
 def test_overlapped_outputs_equal_batch_by_batch_ones(model, tokenizer) -> None:
