@@ -24,7 +24,7 @@ from torch import Tensor
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
 from interpret.streaming.kernel import to_host
-from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
 
 QKV = ("attn.hook_q", "attn.hook_k", "attn.hook_v")
@@ -72,7 +72,7 @@ def layers_from_trace(trace: Trace, what: str, device: torch.device | None = Non
     return [_TraceLayers(trace, found[0], b, positions, device) for b, positions in enumerate(real_positions(trace))]
 
 
-class _TraceLayers(Sequence[StreamedLayer]):
+class _TraceLayers(LazyLayers):
     """The captured q, k and lse of one example as `StreamedLayer`s, built one layer at a time when read."""
 
     def __init__(self, trace: Trace, layers: list[int], example: int, positions: np.ndarray,
@@ -83,9 +83,8 @@ class _TraceLayers(Sequence[StreamedLayer]):
     def __len__(self) -> int:
         return len(self.layers)
 
-    def __getitem__(self, index):  # noqa: ANN001, ANN204 (Sequence's int | slice overloads)
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def layer(self, index: int) -> StreamedLayer:
+        """Return layer `index` of this example, its rows moved to the device."""
         i = self.layers[index]
         q, k, lse = (self._rows(self.trace[f"blocks.{i}.{suffix}"].detach()) for suffix in ROWS)
         index_ = None if len(self.positions) == lse.shape[-1] else torch.as_tensor(self.positions, device=lse.device)

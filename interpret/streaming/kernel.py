@@ -20,7 +20,7 @@ by the reader (`records_layers`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.pattern import LazyLayers, StreamedLayer
 
 _FUSED_DTYPES = {"cpu": (torch.float32, torch.bfloat16, torch.float16), "cuda": (torch.float32, torch.bfloat16, torch.float16)}
 
@@ -128,7 +128,7 @@ def to_host(tensor: Tensor) -> Tensor:
     return host
 
 
-class KernelLayers(Sequence[StreamedLayer]):
+class KernelLayers(LazyLayers):
     """The kernel calls of one example as `StreamedLayer`s (q, k, lse, scale; no v or z), built one at a time
     when read: k's heads repeated per query head and everything moved to `device` only for the layer in use.
     """
@@ -143,9 +143,8 @@ class KernelLayers(Sequence[StreamedLayer]):
     def __len__(self) -> int:
         return len(self.calls)
 
-    def __getitem__(self, index):  # noqa: ANN001, ANN204 (Sequence's int | slice overloads)
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def layer(self, index: int) -> StreamedLayer:
+        """Return call `index` as a StreamedLayer on the device."""
         call = self.calls[index]
         q = call.q[self.example].to(self.device, non_blocking=True)  # [head, n, d_head]
         k = call.k[self.example].to(self.device, non_blocking=True)  # [kv_head, n, d_head]

@@ -18,7 +18,7 @@ and `lse_error` the restated rows' log-sum-exps with the ones the kernel kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -78,6 +78,23 @@ class StreamedLayer:
     def keys_for(self, stop: int) -> int:
         """Return how many keys rows before `stop` can see: `stop` under a causal mask, else all n."""
         return stop if self.causal else self.n
+
+
+class LazyLayers(Sequence[StreamedLayer]):
+    """A sequence of `StreamedLayer`s built one at a time when read (`layer(index)`), so only the layer in use is
+    materialised (e.g. moved to the device); a slice is a list of built layers."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def layer(self, index: int) -> StreamedLayer:
+        """Return layer `index` (0..len − 1), built now."""
+        raise NotImplementedError
+
+    def __getitem__(self, index):  # noqa: ANN001, ANN204 (Sequence's int | slice overloads)
+        if isinstance(index, slice):
+            return [self.layer(i) for i in range(*index.indices(len(self)))]
+        return self.layer(range(len(self))[index])
 
 
 def block_rows(heads: int, n: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
