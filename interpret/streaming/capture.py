@@ -114,10 +114,11 @@ def layers_with_gradients(
     (`torch.autograd.graph.save_on_cpu`) and q, k, v, z and ∂score/∂z are copied there as they appear, so the
     GPU holds the weights and about one layer's working set (at the cost of the copies); the readouts move each
     layer back to the device as they use it. "off" keeps everything where the model is. recompute "on" (or
-    "auto" on the CPU from `OFFLOAD_TOKENS` tokens; on CUDA "auto" leaves that job to the offload): every block after the first attention's runs under
-    `torch.utils.checkpoint` (non-reentrant), so autograd keeps each block's inputs only and recomputes its
-    inside when the backward pass reaches it: one more forward pass of those blocks, and one block's
-    activations at a time instead of every layer's.
+    "auto" on the CPU from `OFFLOAD_TOKENS` tokens; on CUDA "auto" leaves that job to the offload): every block
+    after the first attention's runs under `torch.utils.checkpoint` (non-reentrant), so autograd keeps each
+    block's inputs only and recomputes its inside when the backward pass reaches it: one more forward pass of
+    those blocks, and one block's activations at a time instead of every layer's. A z the score does not
+    depend on gets ∂score/∂z = 0.
     """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
@@ -152,6 +153,7 @@ def layers_with_gradients(
     if offload:
         torch.cuda.synchronize()  # the host copies are complete
     order = sorted(taps.values)
+    grads = {i: taps.grads[i] if i in taps.grads else torch.zeros_like(taps.values[i]) for i in order}
     n_heads = qkv[f"blocks.{order[0]}.attn.hook_q"].shape[2]
     causal = trace.meta.kind == "decoder"
     out = []
@@ -162,7 +164,7 @@ def layers_with_gradients(
             layers.append(StreamedLayer(
                 *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal,
                 z=_per_example(_heads(taps.values[i], n_heads), b, positions),
-                grad_z=_per_example(_heads(taps.grads[i], n_heads), b, positions),  # model dtype: blocks cast it
+                grad_z=_per_example(_heads(grads[i], n_heads), b, positions),  # model dtype: blocks cast it
             ))
         out.append(layers)
     return out
