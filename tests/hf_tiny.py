@@ -227,6 +227,18 @@ def tiny_model(family: str, attn_implementation: str = "sdpa", seed: int = 0) ->
     return getattr(transformers, MATRIX[family].head)(config).eval().to(TEST_DEVICE)
 
 
+def save_tiny_classifier(directory: Path, seed: int = 0) -> Path:
+    """Save a tiny random two-class BERT classifier (labels negative, positive) with the word tokenizer to
+    `directory`; return it."""
+    torch.manual_seed(seed)
+    tokenizer = word_tokenizer()
+    config = tiny_config("bert", vocab_size=len(tokenizer))
+    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 def image_processor(size: int = IMAGE_SIZE) -> Any:
     """Return a ViT image processor that resizes to `size` (PIL backend, no torchvision)."""
     return transformers.ViTImageProcessorPil(size={"height": size, "width": size})

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import transformers
 from click.testing import CliRunner
-from hf_tiny import tiny_config, word_tokenizer
+from hf_tiny import save_tiny_classifier, word_tokenizer
 
 import interpret
 import interpret.file_digest
@@ -23,19 +22,9 @@ from interpret.errors import InputError
 TEXTS = ["the cat sat", "a dog saw red", "the mat", "red blue dog"]
 
 
-def _save_classifier(directory: Path, seed: int) -> Path:
-    torch.manual_seed(seed)
-    tokenizer = word_tokenizer()
-    config = tiny_config("bert", vocab_size=len(tokenizer))
-    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
-    transformers.BertForSequenceClassification(config).eval().save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
 @pytest.fixture
 def model_dir(tmp_path: Path) -> Path:
-    return _save_classifier(tmp_path / "model", seed=0)
+    return save_tiny_classifier(tmp_path / "model", seed=0)
 
 
 @pytest.fixture
@@ -61,7 +50,7 @@ def _refusal(result) -> str:
 def test_weights_replaced_at_the_same_path_are_refused(model_dir: Path, data: Path, tmp_path: Path) -> None:
     out = tmp_path / "audit"
     assert _audit(model_dir, data, out).exit_code == 0
-    _save_classifier(model_dir, seed=1)  # a new checkpoint saved to the same place
+    save_tiny_classifier(model_dir, seed=1)  # a new checkpoint saved to the same place
     line = _refusal(_audit(model_dir, data, out))
     assert "weights (files sha256" in line and "--fresh" in line
     assert "dtype" not in line and "input_file" not in line and "params" not in line  # only what changed

@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import transformers
-from hf_tiny import tiny_config, word_tokenizer
+from hf_tiny import save_tiny_classifier
 
 import interpret
 import interpret.audit.runner as runner
@@ -29,14 +28,7 @@ WORDS = "the cat sat on mat a dog saw red blue".split()
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("kernel") / "model"
-    tokenizer = word_tokenizer()
-    config = tiny_config("bert", vocab_size=len(tokenizer))
-    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
-    transformers.BertForSequenceClassification(config).eval().save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+    return save_tiny_classifier(tmp_path_factory.mktemp("kernel") / "model")
 
 
 def _examples(n: int = 10) -> list[Example]:
