@@ -88,6 +88,8 @@ def _child(args: argparse.Namespace) -> None:
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, len(tokenizer), (1, args.n), generator=generator).to(args.device)
 
+    stages: dict[str, int] = {}  # s_rollout on CUDA: the peak of each stage (collect, analyze)
+
     def run(case: str = args.case):  # one measured run; the readout [n] of the rollout cases, or None
         if case == "sdpa":
             with torch.no_grad():
@@ -97,8 +99,15 @@ def _child(args: argparse.Namespace) -> None:
             with torch.no_grad():
                 return model(ids, output_attentions=True).attentions
         if case == "s_rollout":
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()  # the stages' peaks below; the case's peak is their max
             trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None, offload=cuda)
+            if cuda:  # the two stages' own peaks, for the note: where a peak above SDPA's comes from
+                stages["collect"] = max(stages.get("collect", 0), torch.cuda.max_memory_allocated())
+                torch.cuda.reset_peak_memory_stats()
             result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
+            if cuda:
+                stages["analyze"] = max(stages.get("analyze", 0), torch.cuda.max_memory_allocated())
             return result["readout"][0]
         if case == "s_rollout_k":
             with torch.no_grad(), kernel_records(offload=args.offload) as records:
@@ -149,9 +158,9 @@ def _child(args: argparse.Namespace) -> None:
             times.append(time.perf_counter() - start)
         if args.case == "eager":
             output = output if attempt == args.repeat else None
-    peak = torch.cuda.max_memory_allocated() if cuda else _status_kib("VmHWM") * 1024
+    peak = max(torch.cuda.max_memory_allocated(), *stages.values()) if cuda else _status_kib("VmHWM") * 1024
     record = {"case": args.case, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
-              "peak": peak, "base": base}
+              "peak": peak, "base": base, "stages": stages}
     if args.case == "eager" and args.out:  # the reference rollout of the eager patterns (after the peak is read)
         from interpret.plugins import rollout_math
 
@@ -270,6 +279,8 @@ def main() -> None:
                         streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
                         full = np.load(Path(scratch) / f"{reference}_{n}.npy")
                         note = f"max |streamed - {'full rollout' if reference == 'eager' else reference}| = {np.abs(streamed - full).max():.1e}"
+                if row.get("stages"):
+                    note += "; peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items())
                 print(f"{n:>6} {case:<11} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
                       f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12}  {note}", flush=True)
 
