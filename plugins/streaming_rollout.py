@@ -41,7 +41,7 @@ class StreamingRolloutParams(StreamingParams):
     start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
     method: Literal["auto", "fused", "blocks"] = field(
         default="auto",
-        metadata={"help": "auto: two fused attention calls per layer under mean fusion when the rows span more than a block; fused: always (mean fusion); blocks: rebuild pattern rows in blocks"},
+        metadata={"help": "auto: one fused attention call per layer (transposed, from the kernel's lse) under mean fusion when the rows span more than a block; fused: always (mean fusion); blocks: rebuild pattern rows in blocks"},
     )
 
     def __post_init__(self) -> None:
@@ -85,7 +85,7 @@ class StreamingRollout:
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
             row, error = rollout_readout(
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
-                block_bytes=params.block_bytes, method=params.method, device=device,
+                block_bytes=params.block_bytes, method=params.method,
             )
             readout[b] = place(row, positions, trace.encoded.pos)
             worst = max(worst, error)

@@ -172,10 +172,7 @@ class _Sink:
         if self.grad and not self.offload:
             self.store[site.name] = tensor
             return
-        if self.grad:  # values only: the pass differentiates something else
-            self.store[site.name] = to_host(tensor.detach()) if tensor.device.type == "cuda" else tensor.detach()
-            return
-        source = tensor
+        source = tensor  # with `grad` (offloaded: values only) heads and padding are never selected or masked
         tensor = tensor.detach()
         if axis is not None and self.heads is not None:
             tensor = tensor.index_select(axis, torch.tensor(self.heads, device=tensor.device))
@@ -187,7 +184,7 @@ class _Sink:
             tensor = tensor.masked_fill(~self.keep.to(tensor.device), 0)
         if self.offload and tensor.device.type == "cuda":
             tensor = to_host(tensor)  # a copy: the model's later in-place writes come after it on the stream
-        elif not site.fresh and tensor.data_ptr() == source.data_ptr():
+        elif not self.grad and not site.fresh and tensor.data_ptr() == source.data_ptr():
             tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
         self.store[site.name] = tensor
 

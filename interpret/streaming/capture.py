@@ -45,12 +45,16 @@ def _check_kind(trace: Trace, what: str) -> None:
         )
 
 
+def _real(tensor: Tensor, positions: np.ndarray, axis: int) -> Tensor:
+    """Return `tensor` over the real `positions` of its position axis (itself, a view, when nothing is padded)."""
+    if len(positions) == tensor.shape[axis]:
+        return tensor
+    return tensor.index_select(axis, torch.as_tensor(positions, device=tensor.device))
+
+
 def _per_example(tensor: Tensor, b: int, positions: np.ndarray) -> Tensor:
     """Return example b of a [batch, pos, head, d_head] tensor over its real positions as [head, n, d_head]."""
-    if len(positions) == tensor.shape[1]:  # nothing padded: a view, no copy
-        return tensor[b].transpose(0, 1)
-    index = torch.as_tensor(positions, device=tensor.device)
-    return tensor[b].index_select(0, index).transpose(0, 1)
+    return _real(tensor[b], positions, 0).transpose(0, 1)
 
 
 def _heads(tensor: Tensor, n_heads: int) -> Tensor:
@@ -86,10 +90,9 @@ class _TraceLayers(LazyLayers):
     def layer(self, index: int) -> StreamedLayer:
         """Return layer `index` of this example, its rows moved to the device."""
         i = self.layers[index]
-        q, k, lse = (self._rows(self.trace[f"blocks.{i}.{suffix}"].detach()) for suffix in ROWS)
-        index_ = None if len(self.positions) == lse.shape[-1] else torch.as_tensor(self.positions, device=lse.device)
-        lse = lse if index_ is None else lse.index_select(-1, index_)
-        return StreamedLayer(*(_per_example(t[None], 0, self.positions) for t in (q, k)), None, causal=self.causal, lse=lse)
+        q, k, lse = (self._rows(self.trace[f"blocks.{i}.{suffix}"].detach()) for suffix in ROWS)  # [pos, head, d], [head, pos]
+        q, k = (_real(t, self.positions, 0).transpose(0, 1) for t in (q, k))
+        return StreamedLayer(q, k, None, causal=self.causal, lse=_real(lse, self.positions, 1))
 
     def _rows(self, tensor: Tensor) -> Tensor:
         """Return this example's slice of `tensor` (batch first), on the device."""

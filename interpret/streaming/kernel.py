@@ -30,7 +30,8 @@ from torch import Tensor
 
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 
-_FUSED_DTYPES = {"cpu": (torch.float32, torch.bfloat16, torch.float16), "cuda": (torch.float32, torch.bfloat16, torch.float16)}
+_FUSED_DEVICES = ("cpu", "cuda")
+_FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @dataclass
@@ -60,7 +61,8 @@ class KernelRecords:
 
 
 def _fused_sdpa(query: Tensor, key: Tensor, value: Tensor, is_causal: bool, scale: float) -> tuple[Tensor, Tensor]:
-    """Return (output [batch, head, n, d_v], lse [batch, head, n] float32) from the fused kernel SDPA uses."""
+    """Return (output [batch, head, n, d_v], lse [batch, head, n] float32) from a fused kernel that returns its
+    lse: on the CPU the flash kernel SDPA dispatches to; on CUDA memory-efficient (float32) or flash."""
     if query.device.type == "cpu":
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal, scale=scale)
     if key.shape[1] != query.shape[1]:  # the CUDA kernels below take one head count for q, k and v
@@ -113,7 +115,7 @@ def _unfused_reason(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         return "an attention mask tensor (padding or a custom mask)"
     if dropout_p:
         return "attention dropout"
-    if query.dim() != 4 or query.device.type not in _FUSED_DTYPES or query.dtype not in _FUSED_DTYPES[query.device.type]:
+    if query.dim() != 4 or query.device.type not in _FUSED_DEVICES or query.dtype not in _FUSED_DTYPES:
         return f"{query.dtype} attention on {query.device.type}"
     if key.shape[-1] != query.shape[-1] or value.shape[-1] != query.shape[-1] or query.shape[1] % key.shape[1]:
         return "head sizes or head counts the fused kernel does not take"

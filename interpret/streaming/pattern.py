@@ -52,9 +52,9 @@ class StreamedLayer:
     lse: Float[Tensor, "head n"] | None = None
     kernel_scale: float | None = None
 
-    def to(self, device: torch.device) -> StreamedLayer:
-        """Return this layer with its tensors on `device` (itself when they are there already)."""
-        if self.q.device == device:
+    def to(self, device: torch.device | None) -> StreamedLayer:
+        """Return this layer with its tensors on `device` (itself when they are there already, or for None)."""
+        if device is None or self.q.device == device:
             return self
         moved = {name: getattr(self, name) for name in ("q", "k", "v", "z", "grad_z", "lse")}
         moved = {name: None if t is None else t.to(device, non_blocking=True) for name, t in moved.items()}

@@ -9,9 +9,10 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
   v ← v·Â_l from the last layer down, v·Â_l = Σ_blocks v[block]·Â_l[block, :]. With heads mean-fused,
-  v·Â_l = (1 − r)/H·Σ_h A_hᵀ·v + r·v, and Σ_h A_hᵀ·v comes from two fused attention calls instead (a forward
-  one for each row's log-sum-exp, one in the transposed direction: `interpret.streaming.transposed`), no
-  block of pattern rows at all, whenever the rows with a weight span more than one block.
+  v·Â_l = (1 − r)/H·Σ_h A_hᵀ·v + r·v, and Σ_h A_hᵀ·v comes from fused attention calls instead (one in the
+  transposed direction, `interpret.streaming.transposed`, after a forward one for each row's log-sum-exp
+  when the layer did not keep the kernel's), no block of pattern rows at all, whenever the rows with a weight
+  span more than one block.
 - Attention × gradient: per layer, Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, :] (the first-order contribution of
   each attention weight to the score, Chefer et al. 2021 eq. 5 before the head mean), with ∂score/∂A[h, i, j] =
   ∂score/∂z[h, i] · v[h, j]; only the blocks of rows with a weight are rebuilt (w = 1 on every row gives the
@@ -73,10 +74,11 @@ def rollout_readout(
 ) -> tuple[Float[np.ndarray, " n"], float]:
     """Return (w·Â_{L−1}⋯Â_0 [n], largest output error) for `layers` (first to last), Â as the module says.
 
-    method: "auto" carries the row through a layer by two fused attention calls (`transposed`: lse, then
-    Σ_h A_hᵀ·v in the transposed direction) when heads are mean-fused, the device has such a kernel and the
-    row's weight spans more than one block of rows; "fused" on every layer (mean fusion only); "blocks"
-    rebuilds pattern rows in blocks on every layer. The fused path checks A·V against the kernel's z on every row.
+    method: "auto" carries the row through a layer by fused attention calls (`transposed`: Σ_h A_hᵀ·v in the
+    transposed direction, after an lse call when the layer kept no lse) when heads are mean-fused, the device
+    has such a kernel and the row's weight spans more than one block of rows; "fused" on every layer (mean
+    fusion only); "blocks" rebuilds pattern rows in blocks on every layer. The fused path's lse call checks A·V
+    against the kernel's z on every row.
     device: where each layer is computed (its tensors moved there one layer at a time, e.g. from pinned host
     memory); default: where the layer is.
     """
@@ -87,7 +89,7 @@ def rollout_readout(
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
-        layer = layer.to(device) if device is not None else layer
+        layer = layer.to(device)
         vector = vector.to(layer.q.device)
         if method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes)):
             vector, error = _fused_layer(layer, vector, residual, block_bytes)
@@ -119,8 +121,8 @@ def _spans_blocks(vector: torch.Tensor, layer: StreamedLayer, block_bytes: int) 
 def _fused_layer(
     layer: StreamedLayer, vector: torch.Tensor, residual: float, block_bytes: int
 ) -> tuple[torch.Tensor, float]:
-    """Return (v·Â [n] float64, output error) by two fused attention calls per chunk of heads:
-    v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one as they are under the mean fusion)."""
+    """Return (v·Â [n] float64, output error) by fused attention calls per chunk of heads (one with the layer's
+    kept lse, two without): v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one under the mean fusion)."""
     sums, error = column_sums(
         layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes,
         lse=layer.lse,
@@ -170,7 +172,7 @@ def attention_gradient_readout(
     out = np.zeros((len(layers), len(weights)))
     worst = 0.0
     for index, layer in enumerate(layers):
-        layer = layer.to(device) if device is not None else layer
+        layer = layer.to(device)
         weight_vector = weight_vector.to(layer.q.device)
         for start, stop in row_blocks(layer, block_bytes):
             rows = weight_vector[start:stop]
@@ -195,7 +197,7 @@ def grad_rollout_readout(
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
-        layer = layer.to(device) if device is not None else layer
+        layer = layer.to(device)
         vector = vector.to(layer.q.device)
         carried = vector.clone()
         for start, stop in row_blocks(layer, block_bytes):

@@ -19,8 +19,9 @@ SDPA too and the gradients to q, k, v follow the same formula.
 
 The `lse` field is each query row's softmax normaliser, log Σ_key exp(score) [batch, head, query] float32, what
 the streaming readouts rebuild a pattern row from (`interpret.streaming`). When the kernel is SDPA and its call
-can go to a fused kernel that returns it (no mask tensor, no dropout: `interpret.streaming.kernel`), that
-kernel serves the call, so the lse is the model's own and costs nothing; otherwise (a padding or custom mask,
+can go to a fused kernel that returns it (no mask tensor, no dropout: `interpret.streaming.kernel`), the lse
+is that kernel's: on the CPU it serves the call (the kernel SDPA itself picks: outputs unchanged, no extra
+pass), on CUDA it runs beside SDPA's own choice of kernel; otherwise (a padding or custom mask,
 the eager kernel, ...) it is the log-sum-exp of the restated scores (`attention_scores`, the same scores a
 recomputed pattern uses), a few heads at a time so that no more than one head's [query, key] scores exist
 at once. The interception is process-wide while it lasts, but calls from modules that
