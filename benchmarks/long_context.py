@@ -18,12 +18,19 @@ the child's peak resident set is its own):
     s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
                rows=readout (its own autograd pass through the model, then the readout rows rebuilt; "auto":
                on CUDA from 4,096 tokens what autograd saves goes to pinned host memory, on the CPU blocks are
-               recomputed in the backward pass; --grad-params recompute=on,offload=off etc. override).
+               recomputed in the backward pass; --grad-params recompute=on,offload=off,rows=all etc. override).
+    grad_floor plain PyTorch, no toolkit: the SDPA forward and one backward pass of the last row's top logit to
+               the input embeddings, parameters frozen, under the memory policy s_attgrad's "auto" picks (from
+               4,096 tokens: every block under non-reentrant checkpointing on the CPU, autograd's saved tensors
+               in pinned host memory on CUDA). What any method that needs ∂score/∂(every layer) costs at least:
+               the yardstick of s_attgrad beside the forward's.
 --interleave times the cases (not eager) alternately in one process instead, repeat rounds after a warm-up,
 and prints their time ratios to sdpa under the same load (no memory column): on a shared machine the ratios of
 separate processes mean little.
 Memory: CPU, the process's peak resident set (VmHWM) and its rise above the resident set once the model and
-inputs exist; CUDA, torch.cuda.max_memory_allocated and its rise above the weights and inputs. Time: min and
+inputs exist, and (column "alloc GiB") the peak of the bytes the run's tensors held, from one more run under
+torch.profiler's memory events: the allocator's view, free of what glibc keeps after a free, as CUDA's
+figure is; CUDA, torch.cuda.max_memory_allocated and its rise above the weights and inputs. Time: min and
 median of --repeat runs after one warm-up. Equality: the streaming rollout's readout against the rollout of
 the eager patterns (rollout_math, float64), where eager ran.
 """
@@ -31,6 +38,7 @@ the eager patterns (rollout_math, float64), where eager ran.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -47,7 +55,7 @@ SIZES = {
     "6b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                intermediate_size=11008, vocab_size=32000),
 }
-CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad")
+CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad", "grad_floor")
 ROLLOUTS = ("s_rollout", "s_rollout_k")
 
 
@@ -58,11 +66,27 @@ def _status_kib(key: str) -> int:
     raise RuntimeError(key)
 
 
+def _allocated_peak(run) -> int:  # noqa: ANN001 (a zero-argument callable)
+    """Return the most bytes the CPU tensors allocated during `run()` held at once (profiler memory events)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    held = peak = 0
+    for _, size in events:
+        held += size
+        peak = max(peak, held)
+    return peak
+
+
 def _child(args: argparse.Namespace) -> None:
     """Run one case in this fresh process and print one JSON line."""
     import numpy as np
     import torch
     import transformers
+
+    from torch.utils.checkpoint import checkpoint
 
     import interpret
     from interpret.reference import vocab
@@ -84,11 +108,35 @@ def _child(args: argparse.Namespace) -> None:
     with torch.device(args.device):
         model = transformers.LlamaForCausalLM(config).to(dtype).eval()
     torch.set_default_dtype(default)
+    if args.case in ("grad_floor", "interleave"):
+        for param in model.parameters():
+            param.requires_grad_(False)  # as the streaming gradient pass does; the analyzers restore flags they change
     block = {"block_mib": args.block_mib}
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, len(tokenizer), (1, args.n), generator=generator).to(args.device)
 
     stages: dict[str, int] = {}  # s_rollout on CUDA: the peak of each stage (collect, analyze)
+
+    def floor():  # the SDPA forward and one backward to the embeddings, parameters frozen (the docstring's grad_floor)
+        long_input = args.n >= 4096
+        saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if cuda and long_input else contextlib.nullcontext()
+        embeddings = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+        with saved:
+            if long_input and not cuda:
+                hidden = embeddings
+                positions = torch.arange(args.n, device=ids.device)[None]
+                rotary = model.model.rotary_emb(hidden, positions)
+                mask = None  # one unpadded sequence: SDPA's own causal mask
+                for block in model.model.layers:
+                    hidden = checkpoint(block, hidden, attention_mask=mask, position_ids=positions,
+                                        position_embeddings=rotary, use_reentrant=False)
+                    hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+                logits = model.lm_head(model.model.norm(hidden[:, -1]))
+            else:
+                logits = model(inputs_embeds=embeddings).logits[:, -1]
+            score = logits.max()
+        torch.autograd.grad(score, [embeddings])
+        return None
 
     def run(case: str = args.case):  # one measured run; the readout [n] of the rollout cases, or None
         if case == "sdpa":
@@ -109,6 +157,8 @@ def _child(args: argparse.Namespace) -> None:
             if cuda:
                 stages["analyze"] = max(stages.get("analyze", 0), torch.cuda.max_memory_allocated())
             return result["readout"][0]
+        if case == "grad_floor":
+            return floor()
         if case == "s_rollout_k":
             with torch.no_grad(), kernel_records(offload=args.offload) as records:
                 model(ids)
@@ -161,6 +211,8 @@ def _child(args: argparse.Namespace) -> None:
     peak = max(torch.cuda.max_memory_allocated(), *stages.values()) if cuda else _status_kib("VmHWM") * 1024
     record = {"case": args.case, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
               "peak": peak, "base": base, "stages": stages}
+    if not cuda and args.case != "eager":  # the allocator's view, after the resident-set peak is read
+        record["alloc"] = _allocated_peak(run)
     if args.case == "eager" and args.out:  # the reference rollout of the eager patterns (after the peak is read)
         from interpret.plugins import rollout_math
 
@@ -252,7 +304,7 @@ def main() -> None:
         _interleaved(args)
         return
     print(f"{'n':>6} {'case':<11} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
-          f" {'x sdpa time':>12}  note")
+          f" {'x sdpa time':>12} {'alloc GiB':>10} {'x sdpa alloc':>13}  note")
     with tempfile.TemporaryDirectory() as scratch:
         for n in [int(x) for x in args.lengths.split(",")]:
             rows: dict[str, dict | str] = {}
@@ -265,12 +317,15 @@ def main() -> None:
             sdpa = rows.get("sdpa")
             for case, row in rows.items():
                 if isinstance(row, str):
-                    print(f"{n:>6} {case:<11} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12}  {row}")
+                    print(f"{n:>6} {case:<11} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12} {'':>10} {'':>13}  {row}")
                     continue
-                ratio_peak = ratio_time = ""
+                ratio_peak = ratio_time = ratio_alloc = alloc = ""
                 if isinstance(sdpa, dict):
                     ratio_peak = f"{row['peak'] / sdpa['peak']:.2f}"
                     ratio_time = f"{row['median_s'] / sdpa['median_s']:.2f}"
+                if "alloc" in row:
+                    alloc = _gib(row["alloc"])
+                    ratio_alloc = f"{row['alloc'] / sdpa['alloc']:.2f}" if isinstance(sdpa, dict) and sdpa.get("alloc") else ""
                 note = ""
                 if case in ROLLOUTS:  # against the eager patterns' rollout, else against the other streamed one
                     reference = "eager" if isinstance(rows.get("eager"), dict) else next(
@@ -282,7 +337,8 @@ def main() -> None:
                 if row.get("stages"):
                     note += "; peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items())
                 print(f"{n:>6} {case:<11} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
-                      f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12}  {note}", flush=True)
+                      f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12} {alloc:>10}"
+                      f" {ratio_alloc:>13}  {note}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Attention × gradient and gradient-weighted rollout of the decision's readout rows in O(n·d) memory per layer.
 
 Both run the model once with autograd (queries, keys and values captured where they enter the attention,
-∂score/∂z at each output projection's input) and rebuild the patterns one block of query rows at a time;
-∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j] needs no [n, n] gradient either
-(`interpret.streaming.readout`). Equal to the full computation from captured patterns and their autograd
+∂score/∂z at each output projection's input); ∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j] needs no [n, n]
+gradient either. Attention × gradient over many rows takes two fused attention calls per layer (the second in
+the transposed direction); over a block of rows, and gradient-weighted rollout always, rebuild the patterns one
+block of query rows at a time (`interpret.streaming.readout`). Equal to the full computation from captured patterns and their autograd
 gradients (tests, 1e-5).
 
 streaming_attention_gradient arrays (batch first; padding is zero):
@@ -64,6 +65,10 @@ class AttentionGradientParams(GradientPassParams):
         default="all",
         metadata={"help": "query rows summed: all (attention_x_gradient's readout) or the decision's, weighted as it pools"},
     )
+    method: Literal["auto", "fused", "blocks"] = field(
+        default="auto",
+        metadata={"help": "auto: two fused attention calls per layer (each row's lse, then the transposed direction) when the rows span more than a block; fused: always; blocks: rebuild pattern rows in blocks"},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,6 +76,8 @@ class AttentionGradientParams(GradientPassParams):
             raise ValueError(f"layers={self.layers!r} is unknown; use all or last")
         if self.rows not in ("readout", "all"):
             raise ValueError(f"rows={self.rows!r} is unknown; use readout or all")
+        if self.method not in ("auto", "fused", "blocks"):
+            raise ValueError(f"method={self.method!r} is unknown; use auto, fused or blocks")
 
 
 class StreamingAttentionGradient:
@@ -78,8 +85,8 @@ class StreamingAttentionGradient:
 
     name = "streaming_attention_gradient"
     streams = "attention_x_gradient"  # the full analyzer it stands for (interpret.streaming.select)
-    summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: patterns and their gradients rebuilt in blocks of rows."
-    version = "1.1"
+    summary = "Attention × gradient (∂score/∂A ⊙ A) in O(n·d) memory: fused attention calls, or pattern rows rebuilt in blocks."
+    version = "1.2"
     requires = ()
     needs_model = True
     provides = ("readout",)
@@ -95,7 +102,7 @@ class StreamingAttentionGradient:
             if params.rows == "all":
                 weights = np.ones(len(positions))
             rows, error = attention_gradient_readout(
-                per_example[b], weights, block_bytes=params.block_bytes, device=compute_device(ctx)
+                per_example[b], weights, block_bytes=params.block_bytes, method=params.method, device=compute_device(ctx)
             )
             per_layer[b] = place(rows, positions, pos)
             worst = max(worst, error)

@@ -153,6 +153,7 @@ def layers_with_gradients(
             raise AnalyzerError(f"{what}: no attention output projection ran; the model's hook_z sites never fired.")
         torch.autograd.grad(score, [taps.root])  # the tensor hooks keep each ∂score/∂z as the pass reaches it
         del score
+        taps.root = None  # its hook holds the taps: without this cycle the captures go when the caller drops them
     if offload:
         torch.cuda.synchronize()  # the host copies are complete
     order = sorted(taps.values)

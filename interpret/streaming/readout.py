@@ -15,8 +15,9 @@ float32 (heads fused, rows of a few hundred terms); the carried vector is float6
   span more than one block.
 - Attention × gradient: per layer, Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, :] (the first-order contribution of
   each attention weight to the score, Chefer et al. 2021 eq. 5 before the head mean), with ∂score/∂A[h, i, j] =
-  ∂score/∂z[h, i] · v[h, j]; only the blocks of rows with a weight are rebuilt (w = 1 on every row gives the
-  sum over all query rows).
+  ∂score/∂z[h, i] · v[h, j], so the sum is v_j · (Aᵀ (w ⊙ ∂score/∂z))_j: two fused attention calls per layer
+  (`interpret.streaming.transposed`) when the rows with a weight span more than one block (w = 1 on every row
+  gives the sum over all query rows), else only the blocks of rows with a weight are rebuilt.
 - Gradient-weighted rollout (Chefer, Gur & Wolf 2021, "Generic Attention-model Explainability", eqs. 5–6):
   Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺, R = (I + Ā_{L−1}) ⋯ (I + Ā_0), readout w·R: v ← v + v·Ā_l.
 
@@ -44,7 +45,7 @@ from interpret.streaming.pattern import (
     pattern_rows,
     row_blocks,
 )
-from interpret.streaming.transposed import column_sums, fused_available
+from interpret.streaming.transposed import column_sums, fused_available, gradient_column_sums
 
 HEAD_FUSIONS = ("mean", "max", "min")
 ROLLOUT_METHODS = ("auto", "fused", "blocks")
@@ -164,16 +165,35 @@ def attention_gradient_readout(
     weights: Float[np.ndarray, " n"],
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    method: str = "auto",
     device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, "layer n"], float]:
     """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error); device as
-    `rollout_readout`'s."""
+    `rollout_readout`'s.
+
+    method: "auto" takes each layer by two fused attention calls (`transposed.gradient_column_sums`: each row's
+    lse and A·V, then Aᵀ·(w ⊙ ∂score/∂z) in the transposed direction, dotted with v) when the device has such a
+    kernel and the rows with a weight span more than one block of rows (rows="all" does), else rebuilds those
+    blocks; "fused" always; "blocks" never. The fused path checks A·V against the kernel's z on every row, the
+    blocks on the blocks they rebuild."""
+    if method not in ROLLOUT_METHODS:
+        raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
     weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     out = np.zeros((len(layers), len(weights)))
     worst = 0.0
     for index, layer in enumerate(layers):
         layer = layer.to(device)
         weight_vector = weight_vector.to(layer.q.device)
+        if method == "fused" or (method == "auto" and _spans_blocks(weight_vector, layer, block_bytes)):
+            if layer.grad_z is None or layer.v is None:
+                raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
+            sums, error = gradient_column_sums(
+                layer.q, layer.k, layer.v, layer.z, layer.grad_z, weight_vector, causal=layer.causal, scale=layer.scale,
+                chunk_bytes=block_bytes,
+            )
+            out[index] = sums.cpu().numpy()
+            worst = max(worst, error)
+            continue
         for start, stop in row_blocks(layer, block_bytes):
             rows = weight_vector[start:stop]
             if not torch.any(rows != 0):

@@ -1,5 +1,6 @@
-"""Σ_h A_hᵀ·r (a readout row carried back through one layer's attention) by two fused attention calls, with
-no [n, n] tensor anywhere, not even a block of one.
+"""Σ_h A_hᵀ·r (a readout row carried back through one layer's attention) and Σ_h Σ_i w_i·(A_h ⊙ ∂score/∂A_h)[i, :]
+(attention × gradient's column sums) by two fused attention calls, with no [n, n] tensor anywhere, not even a
+block of one.
 
 With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij):
 
@@ -13,8 +14,14 @@ A causal mask (key j ≤ query i) becomes anti-causal in that direction (i ≥ j
 sides turns it back into the kernel's own causal mask. Each call costs what one attention forward costs, in
 O(n·d) memory.
 
+The values may be any width: with ∂score/∂A_ij = g_i·v_j (z_i = Σ_j A_ij·v_j, g = ∂score/∂z),
+
+    Σ_i w_i·A_ij·∂score/∂A_ij = v_j · Σ_i A_ij·(w_i·g_i) = v_j · (Aᵀ (w ⊙ G))_j,
+
+the same transposed call with the values w_i·g_i [d_head] (`transposed_product`), then one dot product per key.
+
 `row_normalisers` gives lse (and the layer's output A·V, for the check against the kernel's z) from the
-first call; `transposed_sums` is the second. Both run in float32 (the model's q, k cast up; products of
+first call; `transposed_sums` and `transposed_product` are the second. Both run in float32 (the model's q, k cast up; products of
 half-precision numbers are exact in float32): on CPU the flash kernel
 `aten._scaled_dot_product_flash_attention_for_cpu`, on CUDA the memory-efficient kernel
 `aten._scaled_dot_product_efficient_attention` (the flash kernel there takes only half precision). Both
@@ -23,6 +30,8 @@ rebuilding blocks of pattern rows, `interpret.streaming.pattern`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from jaxtyping import Float
@@ -78,22 +87,32 @@ def row_normalisers(
     return _attend(q.float(), k.float(), v.float(), causal, scale)
 
 
-def transposed_sums(
+def transposed_product(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], lse: Float[Tensor, "head n"],
-    vector: Float[Tensor, " n"], *, causal: bool, scale: float,
-) -> Float[Tensor, " n"]:
-    """Return Σ_h (A_hᵀ·vector) [n] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from q,
-    k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module docstring)."""
+    values: Float[Tensor, "#head n e"], *, causal: bool, scale: float,
+) -> Float[Tensor, "head n e"]:
+    """Return A_hᵀ·values_h [head, n, e] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from
+    q, k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module
+    docstring); `values` [head, n, e] (or [1, n, e], the same for every head) are cast to float32."""
     heads, n, _ = q.shape
     order = torch.arange(n - 1, -1, -1, device=q.device) if causal else None  # i ≥ j reversed is causal
     keys_side = _side(q, lse.float() / -scale, order)  # q'_i = [q_i, −lse_i/scale]
     queries_side = _side(k, None, order)  # k'_j = [k_j, 1]
-    values = vector.to(device=q.device, dtype=torch.float32)
-    values = (values.flip(0) if causal else values).view(1, n, 1).expand(heads, n, 1)
+    values = values.to(device=q.device, dtype=torch.float32)
+    values = (values.flip(1) if causal else values).expand(heads, n, values.shape[-1])
     out, column_lse = _attend(queries_side, keys_side, values, causal, scale)
     del queries_side, keys_side
-    sums = (out[..., 0].double() * column_lse.double().exp()).sum(0)  # Σ_h out_j · Σ_i A_ij
-    return sums.flip(0) if causal else sums
+    product = out.double().mul_(column_lse.double().exp().unsqueeze(-1))  # out_j · Σ_i A_ij
+    return product.flip(1) if causal else product
+
+
+def transposed_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], lse: Float[Tensor, "head n"],
+    vector: Float[Tensor, " n"], *, causal: bool, scale: float,
+) -> Float[Tensor, " n"]:
+    """Return Σ_h (A_hᵀ·vector) [n] in float64, A_h the layer's pattern, from q, k and each row's lse: one fused
+    attention call in the transposed direction (`transposed_product` with one column of values)."""
+    return transposed_product(q, k, lse, vector.view(1, -1, 1), causal=causal, scale=scale)[..., 0].sum(0)
 
 
 def _side(
@@ -114,30 +133,60 @@ def _side(
     return out
 
 
+def _head_chunks(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
+    z: Float[Tensor, "head n d_head"] | None, lse: Float[Tensor, "head n"] | None, *, causal: bool, scale: float,
+    chunk_bytes: int, units: int = 6,
+) -> Iterator[tuple[slice, Float[Tensor, "chunk n"], float, float]]:
+    """Yield (heads, their lse [chunk, n], max |A·V − z|, max(1, max |z|)) a few heads at a time, so that each
+    chunk's working tensors (about `units` float32 [heads, n, d_head + 1]) stay within `chunk_bytes`. With the
+    kernel's own lse the first call is skipped (nothing to check: the pattern is the kernel's by construction);
+    without v or z the output is not checked (error 0)."""
+    heads, n, d_head = q.shape
+    chunk = max(1, min(heads, chunk_bytes // (units * n * (d_head + 1) * 4)))
+    for first in range(0, heads, chunk):
+        part = slice(first, min(first + chunk, heads))
+        if lse is not None:
+            yield part, lse[part], 0.0, 1.0
+            continue
+        values = v[part] if v is not None else k[part]
+        out, row_lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
+        if v is None or z is None:
+            yield part, row_lse, 0.0, 1.0
+            continue
+        kernel = z[part].float()
+        yield part, row_lse, float((out - kernel).abs().max()), max(1.0, float(kernel.abs().max()))
+
+
 def column_sums(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
     z: Float[Tensor, "head n d_head"] | None, vector: Float[Tensor, " n"], *, causal: bool, scale: float,
     chunk_bytes: int, lse: Float[Tensor, "head n"] | None = None,
 ) -> tuple[Float[Tensor, " n"], float]:
     """Return (Σ_h A_hᵀ·vector [n] float64, max |A·V − z| / max(1, max |z|)) of one layer, a few heads at a
-    time so that each chunk's float32 working tensors (about six [heads, n, d_head + 1]) stay within
-    `chunk_bytes`. With the kernel's own lse [head, n] the first call is skipped (nothing to check: the
-    pattern is the kernel's by construction); without v or z the output is not checked (error 0)."""
-    heads, n, d_head = q.shape
-    chunk = max(1, min(heads, chunk_bytes // (6 * n * (d_head + 1) * 4)))
-    sums = torch.zeros(n, dtype=torch.float64, device=q.device)
+    time (`_head_chunks`: one fused call per chunk with the kernel's own lse [head, n], two without)."""
+    sums = torch.zeros(q.shape[1], dtype=torch.float64, device=q.device)
     worst, largest = 0.0, 1.0
-    for first in range(0, heads, chunk):
-        part = slice(first, min(first + chunk, heads))
-        if lse is not None:
-            sums += transposed_sums(q[part], k[part], lse[part], vector, causal=causal, scale=scale)
-            continue
-        values = v[part] if v is not None else k[part]
-        out, row_lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
-        if v is not None and z is not None:
-            kernel = z[part].float()
-            worst = max(worst, float((out - kernel).abs().max()))
-            largest = max(largest, float(kernel.abs().max()))
-        del out
+    for part, row_lse, error, size in _head_chunks(q, k, v, z, lse, causal=causal, scale=scale, chunk_bytes=chunk_bytes):
+        worst, largest = max(worst, error), max(largest, size)
         sums += transposed_sums(q[part], k[part], row_lse, vector, causal=causal, scale=scale)
+    return sums, worst / largest
+
+
+def gradient_column_sums(
+    q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"],
+    z: Float[Tensor, "head n d_head"] | None, grad_z: Float[Tensor, "head n d_head"], weights: Float[Tensor, " n"],
+    *, causal: bool, scale: float, chunk_bytes: int,
+) -> tuple[Float[Tensor, " n"], float]:
+    """Return (Σ_h Σ_i w_i·(A_h ⊙ ∂score/∂A_h)[i, :] [n] float64, max |A·V − z| / max(1, max |z|)) of one layer:
+    per chunk of heads, each row's lse and A·V from one fused call (A·V checked against the kernel's z on every
+    row), then Aᵀ·(w ⊙ ∂score/∂z) from one transposed call, dotted with v per key (module docstring)."""
+    sums = torch.zeros(q.shape[1], dtype=torch.float64, device=q.device)
+    worst, largest = 0.0, 1.0
+    weighted = weights.to(device=q.device, dtype=torch.float32).view(1, -1, 1)
+    chunks = _head_chunks(q, k, v, z, None, causal=causal, scale=scale, chunk_bytes=chunk_bytes, units=12)  # + float64 products
+    for part, row_lse, error, size in chunks:
+        worst, largest = max(worst, error), max(largest, size)
+        product = transposed_product(q[part], k[part], row_lse, grad_z[part].float() * weighted, causal=causal, scale=scale)
+        sums += product.mul_(v[part].double()).sum((0, 2))  # Σ_h v_j · (Aᵀ (w ⊙ G))_j
     return sums, worst / largest

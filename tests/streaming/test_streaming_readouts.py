@@ -18,7 +18,7 @@ from interpret.errors import AnalyzerError, ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.pattern import StreamedLayer
-from interpret.streaming.readout import grad_rollout_readout, rollout_readout
+from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout, rollout_readout
 from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
 from interpret.streaming.pattern import lse_error, output_error, pattern_rows
 
@@ -102,12 +102,23 @@ def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     assert np.abs(summed["readout"] - per_layer.sum(1)).max() <= TOLERANCE * scale
     assert np.abs(all_rows["readout"] - every_row.sum(1)).max() <= TOLERANCE * np.abs(every_row).max()
     assert np.abs(weighted["readout"] - rollout).max() <= TOLERANCE
-    # Blocks of one row.
+    # Both ways of attention × gradient, over every row and over the decision's rows.
+    for method in ("fused", "blocks"):
+        for rows, expected in (("all", every_row), ("readout", per_layer)):
+            got = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": rows, "method": method},
+                                    model=model, tokenizer=tokenizer)
+            assert np.abs(got["per_layer"] - expected).max() <= TOLERANCE * np.abs(expected).max(), (method, rows)
+            assert got.checks["output_error"].value <= 1e-6
+    # Blocks of one row: grad rollout walks every block; attention × gradient over every row spans many blocks,
+    # so "auto" takes the fused calls.
     layers = layers_with_gradients(trace, ctx, "test")
     for b, positions in enumerate(real_positions(trace)):
         weights = readout_weights("auto", ctx.targets[b], positions)
         row, _ = grad_rollout_readout(layers[b], weights, block_bytes=ONE_ROW)
         assert np.abs(row - rollout[b, positions]).max() <= TOLERANCE
+        sums, error = attention_gradient_readout(layers[b], np.ones(len(positions)), block_bytes=ONE_ROW)
+        assert np.abs(sums - every_row[b][:, positions]).max() <= TOLERANCE * np.abs(every_row).max()
+        assert error <= 1e-6  # A·V of every row against the kernel's z
 
 
 def test_longer_input_in_blocks_equals_the_full_computation() -> None:
@@ -205,3 +216,23 @@ def test_recomputed_blocks_give_the_same_gradients_and_leave_no_trace(family: st
     assert all(param.requires_grad and param.grad is None for param in model.parameters())
     with pytest.raises(AnalyzerError, match="recompute"):
         interpret.analyze(trace, "streaming_grad_rollout", params={"recompute": "sometimes"}, model=model, tokenizer=tokenizer)
+
+
+def test_the_gradient_pass_leaves_no_reference_cycle_holding_its_tensors() -> None:
+    """What the pass kept (q, k, v, z, ∂score/∂z of every layer) goes as soon as the result is dropped, not at
+    the garbage collector's next sweep: a dataset loop would otherwise hold several examples' worth."""
+    import gc
+
+    from interpret.streaming.capture import _Taps
+
+    model, tokenizer, trace = _trace("llama")
+    ctx = run_context(trace, model, tokenizer)
+    gc.collect()
+    gc.disable()
+    try:
+        layers = layers_with_gradients(trace, ctx, "test")
+        assert layers[0][0].grad_z is not None
+        del layers
+        assert not [found for found in gc.get_objects() if type(found) is _Taps]
+    finally:
+        gc.enable()

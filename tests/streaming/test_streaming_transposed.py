@@ -1,6 +1,6 @@
 """The fused path of streaming rollout: Σ_h A_hᵀ·r from two attention calls (each row's log-sum-exp, then the
 transposed direction) equals the plain float64 statement over the full softmax, also with scores large enough
-that exp(score) overflows float32; and streaming rollout through it equals the `rollout` analyzer (rows of the
+that exp(score) overflows float32, and so do attention × gradient's column sums (signed values, d_head wide); and streaming rollout through it equals the `rollout` analyzer (rows of the
 full patterns) on tiny GPT-2, Llama (grouped-query, rotary) and BERT, padded batches included, as it equals the
 blockwise path."""
 
@@ -16,7 +16,7 @@ from interpret.analyze.run import run_context
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.readout import rollout_readout
-from interpret.streaming.transposed import row_normalisers, transposed_sums
+from interpret.streaming.transposed import gradient_column_sums, row_normalisers, transposed_sums
 
 TOLERANCE = 1e-5
 ONE_ROW = 1  # block_bytes so small that every block is one row: every layer whose row has 2+ weights is fused
@@ -54,6 +54,34 @@ def test_transposed_sums_equal_the_plain_statement(causal: bool, magnitude: floa
     assert got.dtype == torch.float64
     assert torch.isfinite(got).all()
     assert float((got - expected).abs().max()) <= tolerance * float(expected.abs().max())
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("magnitude", [1.0, 40.0])
+def test_gradient_column_sums_equal_the_plain_statement(causal: bool, magnitude: float) -> None:
+    """Σ_h Σ_i w_i·A_ij·∂score/∂A_ij with ∂score/∂A_ij = g_i·v_j, against the full float64 pattern; signed
+    gradients and weights, so the sums cancel as real ones do."""
+    generator = torch.Generator().manual_seed(2)
+    heads, n, d_head = 3, 150, 16
+    q, k, v, g = (torch.randn(heads, n, d_head, generator=generator) for _ in range(4))
+    q = q * magnitude
+    scale = d_head**-0.5
+    pattern = _full_pattern(q, k, causal, scale)  # [head, n, n]
+    weights = torch.randn(n, generator=generator, dtype=torch.float64)
+    pattern_grad = g.double() @ v.double().transpose(1, 2)  # ∂score/∂A [head, n, n]
+    expected = torch.einsum("i,hij->j", weights, pattern * pattern_grad)
+    z = (pattern @ v.double()).float()
+    largest = float((q.double() @ k.double().transpose(1, 2)).abs().max()) * scale
+    tolerance = max(TOLERANCE, 4 * largest * 2.0**-24)
+    got, error = gradient_column_sums(q, k, v, z, g, weights, causal=causal, scale=scale, chunk_bytes=1)  # a head at a time
+    assert got.dtype == torch.float64 and torch.isfinite(got).all()
+    # Each term is bounded by Σ_i |w_i|·A_ij·|g_i·v_j|: the error is relative to that, not to a cancelled sum.
+    bound = torch.einsum("i,hij->j", weights.abs(), (pattern * pattern_grad).abs())
+    assert float(((got - expected).abs() / bound.clamp(min=1e-12)).max()) <= tolerance
+    assert float((got - expected).abs().max()) <= tolerance * float(expected.abs().max())
+    assert error <= tolerance
+    wrong, wrong_error = gradient_column_sums(q, k, v, z, g, weights, causal=not causal, scale=scale, chunk_bytes=1 << 20)
+    assert wrong_error > 1e-2  # the output check sees a mask that is not the model's
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
