@@ -120,6 +120,7 @@ def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
     longest = int(estimate.tokens * math.sqrt(room / estimate.view_bytes)) if room > 0 and estimate.view_bytes else 0
     if longest >= 16:
         options.append(f"truncate the input (--max-length {longest})")
+    options.append("run the streaming analyzers, which embed no attention view (--streaming on)")
     options.append(f"or raise --max-bytes to {_round_up(estimate.output_bytes)}")
     views = f"{estimate.layers} layers × {estimate.heads} heads × {estimate.tokens}×{estimate.tokens} tokens"
     if estimate.decoder_tokens:

@@ -170,8 +170,8 @@ def report(
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
     estimate = estimate_for(exact, exact_follow)
-    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: every analyzer needs a streaming version
-        _check_streamed(names, params, streaming)
+    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
+        _check_streamed(names, params, streaming, defaults=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
     compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
@@ -263,14 +263,15 @@ def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
     return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
 
 
-def _check_streamed(names: list[str], params: dict, streaming: str) -> None:
-    """Refuse (usage error, one line) a streamed run with an analyzer that has no streaming version."""
+def _check_streamed(names: list[str], params: dict, streaming: str, *, defaults: bool) -> None:
+    """Refuse (usage error, one line) a streamed run with an analyzer the user named that has no streaming
+    version (one of the default set is left out with a note instead, by `explain`)."""
     from interpret.errors import AnalyzerError
     from interpret.streaming.select import streamed_plan
 
     why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
     try:
-        streamed_plan(names, params, why)
+        streamed_plan(names, params, why, leave_out=defaults)
     except AnalyzerError as err:
         raise usage_error(f"-a {err}") from None
 

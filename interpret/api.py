@@ -74,7 +74,8 @@ def explain(
         `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
         always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
-        (`interpret.streaming.select`), refusing one that needs every pattern and has none; on a CUDA model its
+        (`interpret.streaming.select`), refusing one that needs every pattern and has none (leaving it out, with a
+        note, when `analyzers` are the defaults); on a CUDA model its
         trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.
     compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,
         with `contrast`, the contrast class's and the contrast's), for every analyzer that runs the model and
@@ -107,7 +108,9 @@ def explain(
                 raise
             why = f"their capture is over the budget ({str(err).split(';')[0]})"
     if trace is None:  # streamed: no pattern is captured, each analyzer runs its streaming version
-        analyzers, params = streamed_plan(analyzers, params, why)
+        defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)  # one without a streaming version is left out
+        analyzers, params, left_out = streamed_plan(analyzers, params, why, leave_out=defaults)
+        notes = (*notes, *left_out)
         trace = collect(
             model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
             decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,

@@ -1,6 +1,6 @@
 """Whether a run streams, and what it runs then: each analyzer that has a streaming version is replaced by it,
 and an analyzer that needs every [layer, head, n, n] pattern and has none is refused in one line that names
-the streaming alternatives.
+the streaming alternatives — or, when the user named no analyzers (the default set), left out with a note.
 
 A streaming analyzer names the full analyzer it stands for in its class attribute `streams` (e.g.
 `StreamingRollout.streams = "rollout"`), so no core module names a specific analyzer. `streaming`:
@@ -39,10 +39,13 @@ def check_streaming(streaming: str) -> None:
 
 
 def streamed_plan(
-    analyzers: Sequence[str], params: Mapping[str, Mapping[str, Any]], why: str
-) -> tuple[list[str], dict[str, Mapping[str, Any]]]:
-    """Return (the analyzers a streamed run runs, their params), each full analyzer replaced by its streaming
-    version with the params given for it. `why` says why the run streams (for the refusal of one that cannot).
+    analyzers: Sequence[str], params: Mapping[str, Mapping[str, Any]], why: str, *, leave_out: bool = False
+) -> tuple[list[str], dict[str, Mapping[str, Any]], list[tuple[str, str]]]:
+    """Return (the analyzers a streamed run runs, their params, notes), each full analyzer replaced by its
+    streaming version with the params given for it. `why` says why the run streams. An analyzer that needs
+    every pattern and has no streaming version is refused (AnalyzerError, one line naming the alternatives),
+    or, with `leave_out` (the default set, which the user did not choose), left out with a note
+    (label, text) saying why.
     """
     from interpret.analyze import registry
 
@@ -50,15 +53,18 @@ def streamed_plan(
     streaming = set(versions.values())
     chosen: list[str] = []
     chosen_params: dict[str, Mapping[str, Any]] = {}
+    notes: list[tuple[str, str]] = []
     for name in analyzers:
         target = versions.get(name, name)
         cls = registry.get(target)
         if target not in streaming and any("hook_pattern" in glob or "attn_scores" in glob for glob in cls.requires):
-            raise AnalyzerError(
-                f"{name} needs every [layer, head, n, n] attention pattern, and {why}; use the streaming"
-                f" alternatives ({', '.join(sorted(streaming))}) or shorter inputs."
-            )
+            reason = f"{name} needs every [layer, head, n, n] attention pattern, and {why}"
+            alternatives = ", ".join(sorted(streaming))
+            if not leave_out:
+                raise AnalyzerError(f"{reason}; use the streaming alternatives ({alternatives}) or shorter inputs.")
+            notes.append((f"{name} left out", f"{reason} (a default analyzer; streamed ones: {alternatives})"))
+            continue
         chosen.append(target)
         if name in params:
             chosen_params[target] = params[name]
-    return chosen, chosen_params
+    return chosen, chosen_params, notes

@@ -53,7 +53,7 @@ def test_a_4096_token_report_is_refused_before_the_model_loads(
     (message,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert f"the {fmt.upper()} report would be {size}" in message
     assert "4 layers × 4 heads × 4096×4096 tokens × 1 example" in message
-    assert "--max-length" in message and "--max-bytes" in message
+    assert "--max-length" in message and "--max-bytes" in message and "--streaming on" in message
     assert loads == [] and seconds < 5 and not list(tmp_path.iterdir())
 
 

@@ -1,6 +1,7 @@
 """`interpret report --streaming auto|on|off`: a streamed report runs the streaming analyzers and embeds no
 pattern; the pre-run size refusal lets a streamed run through where the full capture would be over budget, and
-still refuses with --streaming off; an analyzer without a streaming version is refused before the model loads."""
+still refuses with --streaming off; an analyzer the user names without a streaming version is refused before the
+model loads, and the default set streams, leaving such analyzers out with a note."""
 
 from __future__ import annotations
 
@@ -50,3 +51,12 @@ def test_an_analyzer_without_a_streaming_version_is_refused_before_the_model_loa
     assert result.exit_code == 2
     assert "streaming_rollout" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not loads
+
+
+def test_the_default_analyzers_stream_with_a_note_for_those_left_out(gpt2_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "defaults.json"
+    result = run("report", "--model", str(gpt2_dir), "--text", LONG, "--streaming", "on", "--no-evidence",
+                 "--format", "json", "-o", str(out), "-q")
+    assert result.exit_code == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    assert '"streaming_rollout"' in text and "flow left out" in text and "hook_pattern" not in text

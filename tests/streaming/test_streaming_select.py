@@ -1,7 +1,8 @@
 """Selecting the streaming analyzers: explain(streaming="on") runs each analyzer's streaming version with no
 pattern captured and the same readout as the full run; "auto" streams exactly when the full capture is over the
 budget; "off" refuses as before; an analyzer that needs every pattern and has no streaming version is refused in
-one line naming the alternatives, and flow refuses a graph above its bound."""
+one line naming the alternatives (left out with a note when it is one of the defaults the user did not name),
+and flow refuses a graph above its bound."""
 
 from __future__ import annotations
 
@@ -61,9 +62,27 @@ def test_streamed_plan_maps_full_analyzers_and_their_params() -> None:
     assert versions["rollout"] == "streaming_rollout"
     assert versions["attention_x_gradient"] == "streaming_attention_gradient"
     assert versions["gradient_weighted_rollout"] == "streaming_grad_rollout"
-    chosen, params = streamed_plan(["rollout", "streaming_grad_rollout"], {"rollout": {"residual": 0.3}}, "a test")
+    chosen, params, notes = streamed_plan(["rollout", "streaming_grad_rollout"], {"rollout": {"residual": 0.3}}, "a test")
     assert chosen == ["streaming_rollout", "streaming_grad_rollout"]
     assert params == {"streaming_rollout": {"residual": 0.3}}
+    assert notes == []
+
+
+def test_the_default_set_streams_leaving_out_what_needs_every_pattern_with_a_note() -> None:
+    """A user who named no analyzers gets a streamed report on a long input, not a refusal of a default."""
+    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+
+    model, tokenizer = tiny_model("llama"), word_tokenizer()
+    report = interpret.explain(model, tokenizer, [LONG], budget_bytes=BUDGET, evidence=False)
+    ran = list(_results(report))
+    assert "streaming_rollout" in ran and "integrated_gradients" in ran
+    notes = dict(report.run.notes)
+    left_out = [name for name in DEFAULT_ANALYZERS if f"{name} left out" in notes]
+    assert left_out and set(left_out).isdisjoint(ran)
+    for name in left_out:
+        assert "needs every [layer, head, n, n] attention pattern" in notes[f"{name} left out"]
+        assert "streaming_rollout" in notes[f"{name} left out"]
+    assert "Streaming" in notes
 
 
 def test_flow_refuses_a_graph_above_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
