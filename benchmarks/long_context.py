@@ -19,6 +19,8 @@ the child's peak resident set is its own):
                rows=readout (its own autograd pass through the model, then the readout rows rebuilt; "auto":
                on CUDA from 4,096 tokens what autograd saves goes to pinned host memory, on the CPU blocks are
                recomputed in the backward pass; --grad-params recompute=on,offload=off,rows=all etc. override).
+    s_entropy  interpret.collect as s_rollout + the `streaming_attention_entropy` analyzer (per-head entropy, one
+               fused call per layer); compared with the entropy of the eager patterns where eager ran.
     grad_floor plain PyTorch, no toolkit: the SDPA forward and one backward pass of the last row's top logit to
                the input embeddings, parameters frozen, under the memory policy s_attgrad's "auto" picks (from
                4,096 tokens: every block under non-reentrant checkpointing on the CPU, autograd's saved tensors
@@ -55,7 +57,7 @@ SIZES = {
     "6b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                intermediate_size=11008, vocab_size=32000),
 }
-CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad", "grad_floor")
+CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad", "s_entropy", "grad_floor")
 ROLLOUTS = ("s_rollout", "s_rollout_k")
 
 
@@ -159,6 +161,9 @@ def _child(args: argparse.Namespace) -> None:
             return result["readout"][0]
         if case == "grad_floor":
             return floor()
+        if case == "s_entropy":
+            trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None, offload=cuda)
+            return interpret.analyze(trace, "streaming_attention_entropy", params=block)["entropy"][0]  # [layer, head]
         if case == "s_rollout_k":
             with torch.no_grad(), kernel_records(offload=args.offload) as records:
                 model(ids)
@@ -222,7 +227,9 @@ def _child(args: argparse.Namespace) -> None:
         weights = np.zeros(args.n)
         weights[-1] = 1.0
         np.save(args.out, rollout_math.chain(augmented, weights=weights)[0])
-    elif args.case in ROLLOUTS and args.out:
+        logs = np.log(np.where(pattern > 0, pattern, 1.0))  # 0·log 0 = 0
+        np.save(args.out.replace(".npy", "_entropy.npy"), -(pattern * logs).sum(-1).mean(-1))  # [layer, head]
+    elif args.case in (*ROLLOUTS, "s_entropy") and args.out:
         np.save(args.out, np.asarray(output))
     print(json.dumps(record))
 
@@ -334,6 +341,10 @@ def main() -> None:
                         streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
                         full = np.load(Path(scratch) / f"{reference}_{n}.npy")
                         note = f"max |streamed - {'full rollout' if reference == 'eager' else reference}| = {np.abs(streamed - full).max():.1e}"
+                if case == "s_entropy" and isinstance(rows.get("eager"), dict):
+                    streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
+                    full = np.load(Path(scratch) / f"eager_{n}_entropy.npy")
+                    note = f"max |entropy - eager patterns' entropy| = {np.abs(streamed - full).max():.1e}"
                 if row.get("stages"):
                     note += "; peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items())
                 print(f"{n:>6} {case:<11} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"

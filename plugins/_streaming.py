@@ -72,12 +72,13 @@ def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:
 LSE_TOLERANCE = 1e-5
 
 
-def lse_check(error: float) -> Check:
-    """Return the invariant that rows restated from q and k have the log-sum-exps the kernel kept."""
+def lse_check(error: float, rows: str = "the first and last block of rows") -> Check:
+    """Return the invariant that rows restated from q and k (`rows` of each layer) have the log-sum-exps the
+    kernel kept."""
     return Check(
         error, LSE_TOLERANCE,
-        "largest |log Σ exp(restated scores) − captured lse| / max(1, max |lse|) on the first and last block of rows"
-        " of each layer: the restated scores (causal mask for decoders, scale 1/√d_head) are the kernel's",
+        f"largest |log Σ exp(restated scores) − captured lse| / max(1, max |lse|) on {rows} of each layer: the"
+        " restated scores (causal mask for decoders, scale 1/√d_head) are the kernel's",
     )
 
 

@@ -59,7 +59,8 @@ def streamed_plan(
         cls = registry.get(target)
         if target not in streaming and any("hook_pattern" in glob or "attn_scores" in glob for glob in cls.requires):
             reason = f"{name} needs every [layer, head, n, n] attention pattern, and {why}"
-            alternatives = ", ".join(sorted(streaming))
+            alike = [other for other in streaming if set(registry.get(other).provides) & set(cls.provides)]
+            alternatives = ", ".join(sorted(alike or streaming))  # those that give what it gives (a readout, ...)
             if not leave_out:
                 raise AnalyzerError(f"{reason}; use the streaming alternatives ({alternatives}) or shorter inputs.")
             notes.append((f"{name} left out", f"{reason} (a default analyzer; streamed ones: {alternatives})"))

@@ -45,7 +45,7 @@ def fused_available(device: torch.device) -> bool:
     return device.type in ("cpu", "cuda")
 
 
-def _attend(
+def fused_attention(
     query: Float[Tensor, "head q d"], key: Float[Tensor, "head k d"], value: Float[Tensor, "head k e"],
     causal: bool, scale: float,
 ) -> tuple[Float[Tensor, "head q e"], Float[Tensor, "head q"]]:
@@ -84,7 +84,7 @@ def row_normalisers(
     *, causal: bool, scale: float,
 ) -> tuple[Float[Tensor, "head n d_head"], Float[Tensor, "head n"]]:
     """Return (A·V [head, n, d_head], lse [head, n]) of one layer in float32: lse_i = log Σ_j exp(s_ij)."""
-    return _attend(q.float(), k.float(), v.float(), causal, scale)
+    return fused_attention(q.float(), k.float(), v.float(), causal, scale)
 
 
 def transposed_product(
@@ -100,7 +100,7 @@ def transposed_product(
     queries_side = _side(k, None, order)  # k'_j = [k_j, 1]
     values = values.to(device=q.device, dtype=torch.float32)
     values = (values.flip(1) if causal else values).expand(heads, n, values.shape[-1])
-    out, column_lse = _attend(queries_side, keys_side, values, causal, scale)
+    out, column_lse = fused_attention(queries_side, keys_side, values, causal, scale)
     del queries_side, keys_side
     product = out.double().mul_(column_lse.double().exp().unsqueeze(-1))  # out_j · Σ_i A_ij
     return product.flip(1) if causal else product

@@ -53,6 +53,7 @@ def test_an_analyzer_without_a_streaming_version_is_refused_naming_the_alternati
     assert "\n" not in message and message.startswith("flow needs every")
     for name in ("streaming_rollout", "streaming_attention_gradient", "streaming_grad_rollout"):
         assert name in message
+    assert "streaming_attention_entropy" not in message  # no readout: not an alternative to flow's
     with pytest.raises(AnalyzerError, match="unknown; use auto, on or off"):
         interpret.explain(model, tokenizer, [LONG], ["rollout"], streaming="sometimes")
 

@@ -1,0 +1,50 @@
+"""Each query row's attention entropy and its attention on chosen keys, from one fused attention call per
+chunk of heads: no row of the pattern is ever formed.
+
+With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i):
+
+    H_i = −Σ_j A_ij·log A_ij = lse_i − Σ_j A_ij·s_ij = lse_i − scale · q_i · (A·K)_i
+
+(Shannon entropy in nats; log A_ij = s_ij − lse_i), and the attention on a set S of keys is (A·1_S)_i. One
+fused call with the values [K | 1_S] (`interpret.streaming.transposed.fused_attention`, float32, O(n·d)
+memory) returns A·[K | 1_S] and lse; the dot product and the difference are float64. The kernel's lse of
+every row is compared with the one the model's kernel kept (`hook_lse`): the same check as streaming
+rollout's, on every row instead of two blocks.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.transposed import fused_attention
+
+
+def row_statistics(
+    layer: StreamedLayer, keys: Bool[Tensor, " n"], chunk_bytes: int
+) -> tuple[Float[Tensor, "head n"], Float[Tensor, "head n"], float]:
+    """Return (entropy of each row [head, n] in nats, attention of each row on `keys` [head, n], both float64,
+    max |lse − the kept lse| / max(1, max |kept lse|) (0 when the layer kept none)) of one layer, a few heads
+    at a time so that each chunk's float32 working tensors (about six [heads, n, d_head + 1]) stay within
+    `chunk_bytes`."""
+    heads, n, d_head = layer.q.shape
+    chunk = max(1, min(heads, chunk_bytes // (6 * n * (d_head + 1) * 4)))
+    indicator = keys.to(device=layer.q.device, dtype=torch.float32).view(1, n, 1)
+    entropy = torch.empty(heads, n, dtype=torch.float64, device=layer.q.device)
+    on_keys = torch.empty_like(entropy)
+    worst, largest = 0.0, 1.0
+    for first in range(0, heads, chunk):
+        part = slice(first, min(first + chunk, heads))
+        q, k = layer.q[part].float(), layer.k[part].float()
+        values = torch.cat([k, indicator.expand(k.shape[0], n, 1)], dim=-1)  # [chunk, n, d_head + 1]
+        out, lse = fused_attention(q, k, values, layer.causal, layer.scale)
+        mixed = (q.double() * out[..., :d_head].double()).sum(-1)  # q_i · (A·K)_i
+        entropy[part] = lse.double() - layer.scale * mixed
+        on_keys[part] = out[..., d_head].double()
+        if layer.lse is not None:
+            kept = layer.lse[part].float()
+            worst = max(worst, float((lse - kept).abs().max()))
+            largest = max(largest, float(kept.abs().max()))
+    return entropy.clamp_(min=0.0), on_keys, worst / largest
