@@ -9,7 +9,7 @@ score an analyzer differentiates is the score of the decision being explained.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,9 +18,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interpret.collect.engine import capture, select_sites
+from interpret.collect.engine import capture, hooked, select_sites
 from interpret.collect.gates import head_gates
-from interpret.collect.sites import Capturable
+from interpret.collect.sites import Capturable, Site, Sink
 from interpret.decision import DecisionReader
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
@@ -122,6 +122,22 @@ class ModelRunner:
         with self._gated(gates):
             tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True, offload=offload)
         return GradCapture(tensors, self._scores(result, batch, rows, step, output, contrast), result)
+
+    @contextmanager
+    def live_pass(
+        self, encoded: Encoded, names: Sequence[str], sink_for: Callable[[Site], Sink]
+    ) -> Iterator[Float[Tensor, " rows"]]:
+        """Run the model once with autograd on and yield each example's target score [batch] (logits, with the
+        contrast), the sites of `names` (globs) hooked to `sink_for(site)` until the block exits: a backward pass
+        run inside it fires the sinks again wherever it recomputes a checkpointed block. For a pass that reads
+        the hook tensors as the backward pass needs them (`interpret.streaming.capture.gradient_pass`)."""
+        rows = self._rows(encoded, None)
+        batch = encoded.rows(rows)
+        self._check_eval()
+        sites = select_sites(self.capturable, list(names), None)
+        with hooked(self.capturable, sites, sink_for, grad=True), torch.enable_grad():
+            result = self.capturable.run(batch)
+            yield self._scores(result, batch, rows, None, "logit", True)
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:
         """Return the token-embedding module of `side`."""

@@ -22,14 +22,27 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import torch
 
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins._streaming import StreamingParams, compute_device, example_weights, output_check, place
-from interpret.streaming.capture import layers_with_gradients
-from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout
+from interpret.streaming.capture import gradient_pass
+from interpret.streaming.pattern import StreamedLayer
+from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer
 from interpret.trace import Trace
+
+
+class _Seen:
+    """The largest output error over the layers a pass handed over, and their dtype (for the check's tolerance)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.dtype = torch.float32
+
+    def update(self, error: float, dtype: torch.dtype) -> None:
+        self.worst, self.dtype = max(self.worst, error), dtype
 
 
 @dataclass(frozen=True)
@@ -94,18 +107,27 @@ class StreamingAttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return per_layer [batch, layer, key] and readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name, params.offload, params.recompute)
+        examples = example_weights(trace, ctx.targets, params.readout)
+        if params.rows == "all":
+            examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
+        device = compute_device(ctx)
+        sums: dict[tuple[int, int], np.ndarray] = {}  # (example, layer index) → [n]
+        seen = _Seen()
+
+        def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # each layer as the backward reaches it
+            if layers is None:
+                return  # the score does not reach this layer: its row stays 0
+            for b, (_, weights) in enumerate(examples):
+                sums[b, index], error = attention_gradient_layer(
+                    layers[b], weights, block_bytes=params.block_bytes, method=params.method, device=device
+                )
+                seen.update(error, layers[b].q.dtype)
+
+        order = gradient_pass(trace, ctx, self.name, consume, params.offload, params.recompute)
         batch, pos = trace.encoded.batch, trace.encoded.pos
-        per_layer = np.zeros((batch, len(per_example[0]), pos))
-        worst = 0.0
-        for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
-            if params.rows == "all":
-                weights = np.ones(len(positions))
-            rows, error = attention_gradient_readout(
-                per_example[b], weights, block_bytes=params.block_bytes, method=params.method, device=compute_device(ctx)
-            )
-            per_layer[b] = place(rows, positions, pos)
-            worst = max(worst, error)
+        per_layer = np.zeros((batch, len(order), pos))
+        for (b, index), row in sums.items():
+            per_layer[b, index] = place(row, examples[b][0], pos)
         readout = per_layer[:, -1] if params.layers == "last" else per_layer.sum(1)
         for b in range(batch):
             if not np.any(readout[b]):
@@ -120,7 +142,7 @@ class StreamingAttentionGradient:
                 "readout": NamedArray(readout, ("batch", "key")),
                 "per_layer": NamedArray(per_layer, ("batch", "layer", "key")),
             },
-            checks={"output_error": output_check(worst, per_example[0][0].q.dtype)},
+            checks={"output_error": output_check(seen.worst, seen.dtype)},
             views=(
                 View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
                 View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"),
@@ -144,19 +166,26 @@ class StreamingGradRollout:
 
     def run(self, trace: Trace, params: GradientPassParams, ctx: RunContext) -> AnalyzerResult:
         """Return readout [batch, key] (see the module docstring)."""
-        per_example = layers_with_gradients(trace, ctx, self.name, params.offload, params.recompute)
+        examples = example_weights(trace, ctx.targets, params.readout)
+        vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
+        device = compute_device(ctx)
+        seen = _Seen()
+
+        def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # from the last layer down
+            if layers is None:
+                return  # Ā = 0: the carried row passes unchanged
+            for b in range(len(examples)):
+                vectors[b], error = grad_rollout_layer(layers[b], vectors[b], block_bytes=params.block_bytes, device=device)
+                seen.update(error, layers[b].q.dtype)
+
+        gradient_pass(trace, ctx, self.name, consume, params.offload, params.recompute)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
-        worst = 0.0
-        for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
-            row, error = grad_rollout_readout(
-                per_example[b], weights, block_bytes=params.block_bytes, device=compute_device(ctx)
-            )
-            readout[b] = place(row, positions, trace.encoded.pos)
-            worst = max(worst, error)
+        for b, (positions, _) in enumerate(examples):
+            readout[b] = place(vectors[b].cpu().numpy(), positions, trace.encoded.pos)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},
-            checks={"output_error": output_check(worst, per_example[0][0].q.dtype)},
+            checks={"output_error": output_check(seen.worst, seen.dtype)},
             views=(View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)"),),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),

@@ -5,10 +5,11 @@ Reduction over heads and head selection happen inside the hook, so a full tensor
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import torch
@@ -228,15 +229,7 @@ def capture(
             f" try {', '.join(hints)}, or shorter inputs, or raise budget_bytes."
         )
     store: dict[str, Tensor] = {}
-    with hook_session() as session, capturable.scope(sites, grad):
-        for site in sites:
-            sink = _Sink(site, store, encoded, head_list, reduce, grad, offload)
-            if site.attach is not None:
-                site.attach(session, sink)
-            elif site.module is not None:
-                session.add(site.module, _module_hook(site, sink), pre=site.pre, with_kwargs=True)
-            else:
-                raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
+    with hooked(capturable, sites, lambda site: _Sink(site, store, encoded, head_list, reduce, grad, offload), grad=grad):
         with torch.set_grad_enabled(grad):
             output = capturable.run(encoded)
     if offload and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -248,6 +241,24 @@ def capture(
             " through them (report this model to the adapter's author)."
         )
     return {site.name: store[site.name] for site in sites}, output, total
+
+
+@contextlib.contextmanager
+def hooked(capturable: Capturable, sites: Sequence[Site], sink_for: Callable[[Site], Sink], *, grad: bool) -> Iterator[None]:
+    """Yield with every site hooked to its sink (`sink_for(site)`, called once per site) and the model's scope
+    for those sites entered (`capturable.scope`); everything is removed on exit, also on errors. A sink is
+    called each time its site fires: in a forward pass run inside, and in any recomputation of a block that a
+    backward pass run inside triggers (`torch.utils.checkpoint`)."""
+    with hook_session() as session, capturable.scope(sites, grad):
+        for site in sites:
+            sink = sink_for(site)
+            if site.attach is not None:
+                site.attach(session, sink)
+            elif site.module is not None:
+                session.add(site.module, _module_hook(site, sink), pre=site.pre, with_kwargs=True)
+            else:
+                raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
+        yield
 
 
 def _module_hook(site: Site, sink: Sink) -> Any:

@@ -3,17 +3,19 @@ pattern) or by running the model once with autograd for ∂score/∂z.
 
 Nothing here is quadratic in the length: per layer, q and k are [batch, pos, head, d_head], the log-sum-exps
 [batch, head, pos] (the kernel's own when a fused SDPA kernel served the call, `interpret.collect.hf.attention`),
-and the gradient pass keeps what autograd keeps for a plain backward pass through the model.
+and the gradient pass keeps what autograd keeps for a plain backward pass through the model, and hands each
+layer to its consumer as the backward pass reaches it (`gradient_pass`).
 
 ∂score/∂z is taken at the output projection's input: for the pass, a scoped hook hands the projection a
 fresh view of that input (the same numbers, no copy) whose gradient a tensor hook keeps as the backward pass
-reaches it; q, k and v come from the same pass through `ctx.capture`.
+reaches it; q, k and v come from the same pass (`ModelRunner.live_pass`, whose hooks also fire where the
+backward pass recomputes a block).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -101,27 +103,38 @@ class _TraceLayers(LazyLayers):
 
 
 OFFLOAD_TOKENS = 4096  # "auto" offloads (CUDA) and recomputes blocks from this many tokens of batch × length
+KEPT = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "z", "grad")  # what one layer's StreamedLayers are built from
+
+# consume(index, layers): index into the pass's layer order (ascending layer numbers); layers: one StreamedLayer
+# per example, or None for a layer the score does not reach and whose tensors were never kept.
+Consumer = Callable[[int, "list[StreamedLayer] | None"], None]
 
 
-def layers_with_gradients(
-    trace: Trace, ctx: Any, what: str, offload: str = "auto", recompute: str = "auto"
-) -> list[list[StreamedLayer]]:
-    """Run the model once with autograd (ctx.capture of q, k, v) and return, per example, its StreamedLayers
-    with z and ∂score/∂z, where score is each example's target score (ctx.targets).
+def gradient_pass(
+    trace: Trace, ctx: Any, what: str, consume: Consumer, offload: str = "auto", recompute: str = "auto"
+) -> list[int]:
+    """Run the model once with autograd and hand each layer to `consume` as the backward pass reaches it, from
+    the last layer down; return the layer order (ascending layer numbers; consume's index points into it).
+
+    Each layer comes as one StreamedLayer per example: q, k, v as they entered the attention, z and ∂score/∂z,
+    where score is each example's target score (ctx.targets). The consumer runs inside the backward pass, and
+    what it was handed is dropped when it returns, so at any time the pass holds the tensors of the layers the
+    backward pass has not reached yet — and, where blocks are recomputed, not even those: a recomputed block's
+    q, k, v and z are kept when the backward pass recomputes it, not in the forward pass, so the pass holds
+    about one layer's tensors at a time. A z the score does not reach gets ∂score/∂z = 0 after the pass (None
+    when its block was never recomputed, so nothing was kept).
 
     Memory: the parameters are frozen for the pass and the first layer's z is handed to its output projection as
     a fresh leaf, so autograd records only what flows from there (no input of any weight is saved for a weight
     gradient nobody asks for); every other z's gradient is read by a tensor hook as the backward pass reaches
-    it, and no z is held by the graph's caller. offload "on" (or "auto" on a CUDA model from `OFFLOAD_TOKENS`
-    tokens of batch × length): every tensor autograd saves goes to pinned host memory
-    (`torch.autograd.graph.save_on_cpu`) and q, k, v, z and ∂score/∂z are copied there as they appear, so the
-    GPU holds the weights and about one layer's working set (at the cost of the copies); the readouts move each
-    layer back to the device as they use it. "off" keeps everything where the model is. recompute "on" (or
-    "auto" on the CPU from `OFFLOAD_TOKENS` tokens; on CUDA "auto" leaves that job to the offload): every block
-    after the first attention's runs under `torch.utils.checkpoint` (non-reentrant), so autograd keeps each
-    block's inputs only and recomputes its inside when the backward pass reaches it: one more forward pass of
-    those blocks, and one block's activations at a time instead of every layer's. A z the score does not
-    depend on gets ∂score/∂z = 0.
+    it. offload "on" (or "auto" on a CUDA model from `OFFLOAD_TOKENS` tokens of batch × length): every tensor
+    autograd saves goes to pinned host memory (`torch.autograd.graph.save_on_cpu`) and q, k, v, z and
+    ∂score/∂z are copied there as they appear (the readouts move each layer back to the device as they use it).
+    "off" keeps everything where the model is. recompute "on" (or "auto" on the CPU from `OFFLOAD_TOKENS`
+    tokens; on CUDA "auto" leaves that job to the offload): every block from the first attention's on runs under
+    `torch.utils.checkpoint` (non-reentrant), so autograd keeps each block's inputs only and recomputes its
+    inside when the backward pass reaches it: one more forward pass of those blocks, and one block's
+    activations at a time instead of every layer's.
     """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
@@ -136,42 +149,60 @@ def layers_with_gradients(
     on_cuda = any(param.is_cuda for param in runner.model.parameters())
     tokens = trace.encoded.batch * trace.encoded.pos
     offload = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
-    first = min(_layer_of(site) for site in sites)
-    taps = _Taps(first, offload)
+    order = sorted(_layer_of(site) for site in sites)
+    recomputing = recompute == "on" or (recompute == "auto" and tokens >= OFFLOAD_TOKENS and not on_cuda)
+    blocks = _blocks(runner.capturable, order[0]) if recomputing else {}
+    stream = _Stream(order, set(blocks), offload, partial(_example_layers, trace), consume)
     saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
-    long_input = tokens >= OFFLOAD_TOKENS
-    blocks = _blocks(runner.capturable, first) if recompute == "on" or (recompute == "auto" and long_input and not on_cuda) else []
-    with _frozen(runner.model), saved, _recomputed(blocks):
-        with hook_session() as session:
+    try:
+        with _frozen(runner.model), saved, _recomputed(list(blocks.values())), hook_session() as session:
             for site in sites:
-                session.add(site.module, taps.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
-            capture = ctx.capture(trace.encoded, [f"blocks.*.{suffix}" for suffix in QKV], offload=offload)
-        qkv = {name: tensor.detach() for name, tensor in capture.tensors.items()}  # host copies when offloading
-        score = capture.score.sum()
-        del capture
-        if taps.root is None:
-            raise AnalyzerError(f"{what}: no attention output projection ran; the model's hook_z sites never fired.")
-        torch.autograd.grad(score, [taps.root])  # the tensor hooks keep each ∂score/∂z as the pass reaches it
-        del score
-        taps.root = None  # its hook holds the taps: without this cycle the captures go when the caller drops them
-    if offload:
-        torch.cuda.synchronize()  # the host copies are complete
-    order = sorted(taps.values)
-    grads = {i: taps.grads[i] if i in taps.grads else torch.zeros_like(taps.values[i]) for i in order}
-    n_heads = qkv[f"blocks.{order[0]}.attn.hook_q"].shape[2]
+                session.add(site.module, stream.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
+            names = [f"blocks.*.{suffix}" for suffix in QKV]
+            with runner.live_pass(trace.encoded, names, stream.sink_for) as score:
+                if stream.root is None:
+                    raise AnalyzerError(f"{what}: no attention output projection ran; the model's hook_z sites never fired.")
+                stream.backward = True  # from here on, hooks fire only where a block is recomputed
+                torch.autograd.grad(score.sum(), [stream.root])  # the consumer runs as the pass reaches each layer
+                del score
+        if offload:
+            torch.cuda.synchronize()  # the host copies are complete
+        stream.finish()
+    finally:
+        stream.root = None  # its hook holds the stream: without this cycle what it kept goes with the caller's refs
+    return order
+
+
+def layers_with_gradients(
+    trace: Trace, ctx: Any, what: str, offload: str = "auto", recompute: str = "auto"
+) -> list[list[StreamedLayer]]:
+    """Return, per example, every layer's StreamedLayer (layer order) with z and ∂score/∂z from one
+    `gradient_pass` (which see), all of them kept at once: for tests and for callers that need every layer;
+    the streaming analyzers consume each layer as the pass reaches it instead."""
+    kept: dict[int, list[StreamedLayer]] = {}
+
+    def keep(index: int, layers: list[StreamedLayer] | None) -> None:
+        if layers is None:
+            raise AnalyzerError(f"{what}: layer {index} was never reached by the backward pass; nothing was kept of it.")
+        kept[index] = layers
+
+    order = gradient_pass(trace, ctx, what, keep, offload, recompute)
+    return [[kept[index][b] for index in range(len(order))] for b in range(trace.encoded.batch)]
+
+
+def _example_layers(trace: Trace, tensors: dict[str, Tensor]) -> list[StreamedLayer]:
+    """Return one layer's StreamedLayer per example, over its real positions, from the pass's tensors (`KEPT`)."""
+    q, k, v = (tensors[suffix] for suffix in QKV)
+    n_heads = q.shape[2]
+    z, grad = (_heads(tensors[name], n_heads) for name in ("z", "grad"))
     causal = trace.meta.kind == "decoder"
-    out = []
-    for b, positions in enumerate(real_positions(trace)):
-        layers = []
-        for i in order:
-            q, k, v = (qkv[f"blocks.{i}.{suffix}"] for suffix in QKV)
-            layers.append(StreamedLayer(
-                *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal,
-                z=_per_example(_heads(taps.values[i], n_heads), b, positions),
-                grad_z=_per_example(_heads(grads[i], n_heads), b, positions),  # model dtype: blocks cast it
-            ))
-        out.append(layers)
-    return out
+    return [
+        StreamedLayer(
+            *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal, z=_per_example(z, b, positions),
+            grad_z=_per_example(grad, b, positions),  # model dtype: blocks cast it
+        )
+        for b, positions in enumerate(real_positions(trace))
+    ]
 
 
 def _layer_of(site: Any) -> int:
@@ -180,12 +211,12 @@ def _layer_of(site: Any) -> int:
     return int(site.layer)
 
 
-def _blocks(capturable: Any, first: int) -> list[torch.nn.Module]:
-    """Return the block modules after block `first` (the one holding the pass's leaf: a block recomputed
-    without its tap would save other tensors than the first time)."""
+def _blocks(capturable: Any, first: int) -> dict[int, torch.nn.Module]:
+    """Return the block modules from block `first` on (the one holding the pass's leaf: its recomputation hands
+    the projection the same leaf, so it saves what the first pass saved), by layer."""
     found = [(site.layer, site.module) for site in capturable.sites
              if site.name.startswith("blocks.") and site.name.endswith(".hook_resid_pre") and site.module is not None]
-    return [module for layer, module in found if layer is not None and layer > first]
+    return {layer: module for layer, module in found if layer is not None and layer >= first}
 
 
 @contextlib.contextmanager
@@ -215,35 +246,70 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
             param.requires_grad_(True)
 
 
-class _Taps:
-    """What the gradient pass keeps of each output projection's input z [batch, pos, head · d_head]: its value
-    and ∂score/∂z (host copies when offloading), and the first layer's z as the leaf the pass differentiates to."""
+class _Stream:
+    """What the gradient pass keeps of each layer until the consumer has it: q, k, v (from the capture hooks), z
+    (from a hook on the output projection's input, [batch, pos, head · d_head]) and ∂score/∂z (from a tensor hook),
+    host copies when offloading. A layer goes to the consumer, from the last layer down, once all five are
+    there, and is dropped then. A block in `recomputed` keeps nothing in the forward pass: its hooks fire again
+    when the backward pass recomputes it, and that is when its tensors are kept. The first layer's z is the leaf
+    the pass differentiates to (`root`)."""
 
-    def __init__(self, first: int, offload: bool) -> None:
-        self.first = first
-        self.offload = offload
-        self.values: dict[int, Tensor] = {}
-        self.grads: dict[int, Tensor] = {}
+    def __init__(self, order: list[int], recomputed: set[int], offload: bool,
+                 build: Callable[[dict[str, Tensor]], list[StreamedLayer]], consume: Consumer) -> None:
+        self.order, self.recomputed, self.offload = order, recomputed, offload
+        self.build, self.consume = build, consume
+        self.held: dict[int, dict[str, Tensor]] = {}
+        self.next = len(order) - 1  # the backward pass reaches the last layer first
+        self.backward = False
         self.root: Tensor | None = None
 
-    def keep(self, tensor: Tensor) -> Tensor:
-        """Return `tensor` as kept: a pinned host copy when offloading, else itself."""
-        return to_host(tensor) if self.offload else tensor
+    def _keeps(self, layer: int) -> bool:
+        """Whether a hook firing now keeps its tensor: not in the forward pass of a block recomputed later."""
+        return self.backward or layer not in self.recomputed
+
+    def _keep(self, layer: int, name: str, tensor: Tensor) -> None:
+        self.held.setdefault(layer, {})[name] = to_host(tensor.detach()) if self.offload else tensor.detach()
+        while self.next >= 0 and len(self.held.get(self.order[self.next], ())) == len(KEPT):
+            self.consume(self.next, self.build(self.held.pop(self.order[self.next])))
+            self.next -= 1
+
+    def sink_for(self, site: Any) -> Any:
+        """Return the sink of a q, k or v capture site (`ModelRunner.live_pass`)."""
+        layer, name = int(site.layer), site.name.split(".", 2)[2]
+
+        def sink(tensor: Tensor) -> None:
+            if self._keeps(layer):
+                self._keep(layer, name, tensor)
+        return sink
 
     def tap(self, layer: int, tensor: Tensor) -> Tensor:
         """Return what the projection reads instead of `tensor` (the same numbers): a fresh leaf for the first
-        layer, else a view whose gradient a hook keeps."""
-        self.values[layer] = self.keep(tensor.detach())
-        if layer == self.first:
+        layer, else a view whose gradient a hook keeps. In a recomputation: the same leaf for the first layer (so
+        the recomputed block saves what the first pass saved), else `tensor` itself (the first pass's view
+        already carries the hook)."""
+        if self._keeps(layer):
+            self._keep(layer, "z", tensor)
+        if self.backward:
+            return self.root if layer == self.order[0] and self.root is not None else tensor
+        if layer == self.order[0]:
             self.root = tensor.detach().requires_grad_(True)
-            self.root.register_hook(partial(self._grad, layer))
+            self.root.register_hook(partial(self._keep, layer, "grad"))
             return self.root
         view = tensor.view_as(tensor)
-        view.register_hook(partial(self._grad, layer))
+        view.register_hook(partial(self._keep, layer, "grad"))
         return view
 
-    def _grad(self, layer: int, grad: Tensor) -> None:
-        self.grads[layer] = self.keep(grad.detach())
+    def finish(self) -> None:
+        """Hand the consumer the layers the backward pass never completed (∂score/∂z = 0 where z was kept, None
+        where nothing was), from the last down."""
+        while self.next >= 0:
+            kept = self.held.pop(self.order[self.next], {})
+            if all(name in kept for name in KEPT[:-1]):
+                kept.setdefault("grad", torch.zeros_like(kept["z"]))
+                self.consume(self.next, self.build(kept))
+            else:
+                self.consume(self.next, None)
+            self.next -= 1
 
     def keeper(self, layer: int, pre: bool) -> Any:
         """Return a module hook that hands the output projection its tapped input (pre) or output."""

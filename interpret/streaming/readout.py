@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from jaxtyping import Float
+from torch import Tensor
 
 from interpret.streaming.pattern import (
     DEFAULT_BLOCK_BYTES,
@@ -168,40 +169,54 @@ def attention_gradient_readout(
     method: str = "auto",
     device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, "layer n"], float]:
-    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error); device as
+    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error): each layer by
+    `attention_gradient_layer`."""
+    out = np.zeros((len(layers), len(weights)))
+    worst = 0.0
+    for index, layer in enumerate(layers):
+        out[index], error = attention_gradient_layer(layer, weights, block_bytes=block_bytes, method=method, device=device)
+        worst = max(worst, error)
+    return out, worst
+
+
+def attention_gradient_layer(
+    layer: StreamedLayer,
+    weights: Float[np.ndarray, " n"],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    method: str = "auto",
+    device: torch.device | None = None,
+) -> tuple[Float[np.ndarray, " n"], float]:
+    """Return (Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [n], output error) of one layer; device as
     `rollout_readout`'s.
 
-    method: "auto" takes each layer by two fused attention calls (`transposed.gradient_column_sums`: each row's
+    method: "auto" takes the layer by two fused attention calls (`transposed.gradient_column_sums`: each row's
     lse and A·V, then Aᵀ·(w ⊙ ∂score/∂z) in the transposed direction, dotted with v) when the device has such a
     kernel and the rows with a weight span more than one block of rows (rows="all" does), else rebuilds those
     blocks; "fused" always; "blocks" never. The fused path checks A·V against the kernel's z on every row, the
     blocks on the blocks they rebuild."""
     if method not in ROLLOUT_METHODS:
         raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
-    weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
-    out = np.zeros((len(layers), len(weights)))
+    layer = layer.to(device)
+    weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64)).to(layer.q.device)
+    if method == "fused" or (method == "auto" and _spans_blocks(weight_vector, layer, block_bytes)):
+        if layer.grad_z is None or layer.v is None:
+            raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
+        sums, error = gradient_column_sums(
+            layer.q, layer.k, layer.v, layer.z, layer.grad_z, weight_vector, causal=layer.causal, scale=layer.scale,
+            chunk_bytes=block_bytes,
+        )
+        return sums.cpu().numpy(), error
+    out = np.zeros(len(weights))
     worst = 0.0
-    for index, layer in enumerate(layers):
-        layer = layer.to(device)
-        weight_vector = weight_vector.to(layer.q.device)
-        if method == "fused" or (method == "auto" and _spans_blocks(weight_vector, layer, block_bytes)):
-            if layer.grad_z is None or layer.v is None:
-                raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
-            sums, error = gradient_column_sums(
-                layer.q, layer.k, layer.v, layer.z, layer.grad_z, weight_vector, causal=layer.causal, scale=layer.scale,
-                chunk_bytes=block_bytes,
-            )
-            out[index] = sums.cpu().numpy()
-            worst = max(worst, error)
+    for start, stop in row_blocks(layer, block_bytes):
+        rows = weight_vector[start:stop]
+        if not torch.any(rows != 0):
             continue
-        for start, stop in row_blocks(layer, block_bytes):
-            rows = weight_vector[start:stop]
-            if not torch.any(rows != 0):
-                continue
-            pattern = pattern_rows(layer, start, stop)
-            worst = max(worst, output_error(layer, start, stop, pattern))
-            product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
-            out[index, : product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
+        pattern = pattern_rows(layer, start, stop)
+        worst = max(worst, output_error(layer, start, stop, pattern))
+        product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
+        out[: product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
     return out, worst
 
 
@@ -212,22 +227,36 @@ def grad_rollout_readout(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     device: torch.device | None = None,
 ) -> tuple[Float[np.ndarray, " n"], float]:
-    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺; device
-    as `rollout_readout`'s."""
+    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺: the row
+    carried from the last layer down by `grad_rollout_layer`; device as `rollout_readout`'s."""
     vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
     worst = 0.0
     for layer in reversed(layers):
-        layer = layer.to(device)
-        vector = vector.to(layer.q.device)
-        carried = vector.clone()
-        for start, stop in row_blocks(layer, block_bytes):
-            rows = vector[start:stop]
-            if stop < layer.n and not torch.any(rows != 0):
-                continue
-            pattern = pattern_rows(layer, start, stop)
-            if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
-                worst = max(worst, output_error(layer, start, stop, pattern))
-            relevance = pattern_grad_rows(layer, start, stop).mul_(pattern).clamp_(min=0).mean(0)  # [rows, keys]
-            carried[: relevance.shape[1]] += (rows.float() @ relevance).double()
-        vector = carried
+        vector, error = grad_rollout_layer(layer, vector, block_bytes=block_bytes, device=device)
+        worst = max(worst, error)
     return vector.cpu().numpy(), worst
+
+
+def grad_rollout_layer(
+    layer: StreamedLayer,
+    vector: Float[Tensor, " n"],
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    device: torch.device | None = None,
+) -> tuple[Float[Tensor, " n"], float]:
+    """Return (vector·(I + Ā) [n] float64, output error on the last block) of one layer, Ā = mean_h (∂score/∂A ⊙
+    A)⁺ rebuilt in blocks of rows (the positive part needs every entry: no fused form)."""
+    layer = layer.to(device)
+    vector = vector.to(layer.q.device)
+    carried = vector.clone()
+    worst = 0.0
+    for start, stop in row_blocks(layer, block_bytes):
+        rows = vector[start:stop]
+        if stop < layer.n and not torch.any(rows != 0):
+            continue
+        pattern = pattern_rows(layer, start, stop)
+        if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
+            worst = max(worst, output_error(layer, start, stop, pattern))
+        relevance = pattern_grad_rows(layer, start, stop).mul_(pattern).clamp_(min=0).mean(0)  # [rows, keys]
+        carried[: relevance.shape[1]] += (rows.float() @ relevance).double()
+    return carried, worst

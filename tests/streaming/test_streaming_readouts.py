@@ -19,7 +19,7 @@ from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout, rollout_readout
-from interpret.streaming.capture import REQUIRES, layers_from_trace, layers_with_gradients, real_positions
+from interpret.streaming.capture import REQUIRES, gradient_pass, layers_from_trace, layers_with_gradients, real_positions
 from interpret.streaming.pattern import lse_error, output_error, pattern_rows
 
 FAMILIES = ("gpt2", "llama", "bert")
@@ -169,17 +169,18 @@ def test_no_hook_survives_the_gradient_pass_also_when_it_raises() -> None:
     model, tokenizer, trace = _trace("llama")
     ctx = run_context(trace, model, tokenizer)
     before = count_hooks(model)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
     layers_with_gradients(trace, ctx, "test")
     assert count_hooks(model) == before
 
-    def fail(*args, **kwargs):
-        raise RuntimeError("the capture fails on purpose")
+    def fail(index, layers):  # the consumer raises inside the backward pass, hooks and patches all live
+        raise RuntimeError("the consumer fails on purpose")
 
-    broken = type(ctx)(targets=ctx.targets, model=ctx.model, tokenizer=ctx.tokenizer, runner=ctx.runner)
-    object.__setattr__(broken, "capture", fail)
     with pytest.raises(RuntimeError, match="on purpose"):
-        layers_with_gradients(trace, broken, "test")
+        gradient_pass(trace, ctx, "test", fail, recompute="on")
     assert count_hooks(model) == before
+    assert torch.nn.functional.scaled_dot_product_attention is sdpa
+    assert not any("forward" in vars(module) for module in model.modules())  # no checkpoint wrapper left
     # The pass freezes the parameters and differentiates to the first z only: every flag is back, no .grad.
     assert all(param.requires_grad and param.grad is None for param in model.parameters())
 
@@ -223,7 +224,7 @@ def test_the_gradient_pass_leaves_no_reference_cycle_holding_its_tensors() -> No
     the garbage collector's next sweep: a dataset loop would otherwise hold several examples' worth."""
     import gc
 
-    from interpret.streaming.capture import _Taps
+    from interpret.streaming.capture import _Stream
 
     model, tokenizer, trace = _trace("llama")
     ctx = run_context(trace, model, tokenizer)
@@ -233,6 +234,35 @@ def test_the_gradient_pass_leaves_no_reference_cycle_holding_its_tensors() -> No
         layers = layers_with_gradients(trace, ctx, "test")
         assert layers[0][0].grad_z is not None
         del layers
-        assert not [found for found in gc.get_objects() if type(found) is _Taps]
+        assert not [found for found in gc.get_objects() if type(found) is _Stream]
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_recomputed_pass_holds_one_layer_at_a_time(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With recompute on, the forward pass keeps nothing: every layer's q, k, v and z are kept when the backward
+    pass recomputes its block (the first one too, handing its projection the same leaf), after the layer above
+    went to the consumer."""
+    from interpret.streaming import capture as capture_module
+
+    model, tokenizer, trace = _trace(family)
+    ctx = run_context(trace, model, tokenizer)
+    events: list[tuple] = []
+    keep = capture_module._Stream._keep
+
+    def recording(self, layer, name, tensor):
+        events.append(("keep", layer, name, self.backward))
+        return keep(self, layer, name, tensor)
+
+    monkeypatch.setattr(capture_module._Stream, "_keep", recording)
+    consumed: list[int] = []
+    order = gradient_pass(trace, ctx, "test", lambda index, layers: consumed.append(index) or events.append(("consume", index)),
+                          recompute="on")
+    assert consumed == list(range(len(order) - 1, -1, -1))  # the last layer first
+    assert not [event for event in events if event[0] == "keep" and not event[3]]  # nothing in the forward pass
+    for index, layer in enumerate(order):  # every layer: kept in the backward, after the one above was consumed
+        kept_at = [i for i, event in enumerate(events) if event[:2] == ("keep", layer)]
+        assert kept_at and all(events[i][3] for i in kept_at)
+        if index + 1 < len(order):
+            assert min(kept_at) > events.index(("consume", index + 1))
