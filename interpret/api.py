@@ -107,7 +107,8 @@ def explain(
             if streaming == "off":
                 raise
             why = f"their capture is over the budget ({str(err).split(';')[0]})"
-    if trace is None:  # streamed: no pattern is captured, each analyzer runs its streaming version
+    streamed = trace is None
+    if streamed:  # no pattern is captured, each analyzer runs its streaming version
         defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)  # one without a streaming version is left out
         analyzers, params, left_out = streamed_plan(analyzers, params, why, leave_out=defaults)
         notes = (*notes, *left_out)
@@ -139,7 +140,7 @@ def explain(
     run = RunInfo(
         model_id=model_id or trace.meta.model_id,
         revision=str(getattr(getattr(model, "config", None), "_commit_hash", None) or ""),
-        attention=trace.meta.attention,
+        attention="streamed" if streamed else trace.meta.attention,
         kind=trace.meta.kind,
         inputs=tuple(trace.encoded.texts or ()),
         request=describe_request(request),

@@ -33,6 +33,7 @@ def test_streamed_run_equals_the_full_run_and_captures_no_pattern() -> None:
     assert not [section for section in streamed.sections if section.kind == "attention"]
     assert np.abs(_results(streamed)["streaming_rollout"]["readout"] - _results(full)["rollout"]["readout"]).max() <= 1e-5
     assert any(label == "Streaming" for label, _ in streamed.run.notes)
+    assert streamed.run.attention == "streamed" and "no pattern captured".encode() in streamed.page()
 
 
 def test_auto_streams_exactly_when_the_full_capture_is_over_the_budget() -> None:
