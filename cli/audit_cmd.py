@@ -70,9 +70,11 @@ def audit(
     directory = plan.checkpoint.directory
     limit = token_limit(plan.facts, tokenizer_limit(directory))
     counts = count_tokens(directory, texts)
-    if counts is not None:
-        _check_capture(plan, check_lengths(counts, limit, max_length, source))
+    lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
     classes = prerun.check_analyzers_load(names, params)
+    patterns = _captures_patterns(classes)
+    if lengths is not None:
+        _check_capture(plan, lengths, patterns)
     silent = [cls.name for cls in classes if not cls.provides]
     if silent:
         raise usage_error(f"-a {silent[0]}: the analyzer declares neither a readout nor a head map, so the audit has"
@@ -80,7 +82,7 @@ def audit(
     prerun.check_device(device)
     prerun.check_adapter(plan)
     tokenizer = prerun.load_tokenizer(plan)
-    _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source))
+    _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source), patterns)
     if target == "gold":
         _check_gold_labels(plan, examples, input_file.name)
 
@@ -141,13 +143,28 @@ def _check_model(plan: ModelPlan, target: str) -> None:
                           f" {facts.architecture or 'model without a task head'}, so explain predictions instead.")
 
 
-def _check_capture(plan: ModelPlan, lengths: list[int]) -> None:
+def _captures_patterns(classes: list) -> bool:
+    """Return whether the audit of these analyzers captures every [layer, head, n, n] pattern: when one reads
+    them, or when none requires anything (the audit then captures the patterns, as `run_audit` does)."""
+    from interpret.streaming.select import needs_patterns
+
+    requires = [glob for cls in classes for glob in cls.requires]
+    return not requires or needs_patterns(requires)
+
+
+def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
+    """Refuse (exit 2) examples whose [layer, head, n, n] patterns pass the per-example budget, naming the
+    streaming analyzers that hold O(n·d) instead; nothing to refuse when no analyzer reads patterns."""
+    if not patterns:
+        return
     facts = plan.facts
     per_example = 4 * facts.n_layers * facts.n_heads * max(lengths) ** 2
     if per_example > CAPTURE_BUDGET:
         raise usage_error(
             f"the longest example would capture {human_bytes(per_example)} of attention, over the"
-            f" {human_bytes(CAPTURE_BUDGET)} per-example budget; truncate the examples (--max-length)."
+            f" {human_bytes(CAPTURE_BUDGET)} per-example budget; truncate the examples (--max-length), or audit"
+            " with the streaming analyzers, which hold no pattern (-a streaming_rollout, -a"
+            " streaming_attention_gradient, -a streaming_attention_entropy)."
         )
 
 

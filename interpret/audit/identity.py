@@ -49,8 +49,10 @@ def fingerprint_parts(
     model_dir: str | Path | None = None,
     input_file: str | Path | None = None,
     evidence: bool = False,
+    patterns: bool = True,
 ) -> dict[str, str]:
-    """Return the audit's identity as component name → short text (JSON-ready; compared one by one)."""
+    """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `patterns`:
+    whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`)."""
     parts = {
         "format": str(FORMAT),
         "examples": examples_digest(examples),
@@ -64,7 +66,7 @@ def fingerprint_parts(
         "weights": weights_digest(model, model_dir),
         "dtype": dtypes_of(model),
         "device": device_type_of(model),
-        "attention": describe(model),
+        "attention": describe(model, patterns),
         "tokenizer": tokenizer_digest(tokenizer),
         "head": module_digest(head),
         "seed": str(seed),

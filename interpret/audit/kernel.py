@@ -1,6 +1,7 @@
 """The attention kernel an audit runs its model with: the eager kernel, whose weights are the patterns.
 
-An audit reads every layer's attention pattern. Under a fused kernel (SDPA) the collector recomputes each
+An audit that reads every layer's attention pattern (one whose analyzers are all streaming ones reads none,
+and keeps the kernel it was loaded with). Under a fused kernel (SDPA) the collector recomputes each
 pattern from the kernel's query, key and mask (q·kᵀ·scale + mask, softmax, in float32: a second attention
 computation per layer); the eager kernel computes the weights itself and the collector takes them as they are
 (`AttentionRecorder(use_kernel_weights=True)`). So an audit of a float32 Hugging Face model loaded with SDPA
@@ -37,10 +38,11 @@ def loaded_implementation(model: nn.Module) -> str | None:
     return str(implementation) if implementation else None
 
 
-def audit_implementation(model: nn.Module) -> str | None:
+def audit_implementation(model: nn.Module, patterns: bool = True) -> str | None:
     """Return the implementation an audit runs `model` with: "eager" for a float32 transformers model loaded
-    with SDPA that can switch its kernel, else None (the model runs as loaded)."""
-    if loaded_implementation(model) not in _SWITCHED_FROM:
+    with SDPA that can switch its kernel, when the audit captures patterns, else None (the model runs as
+    loaded: an audit of streaming analyzers only keeps the fused kernel, which never holds an [n, n] score)."""
+    if not patterns or loaded_implementation(model) not in _SWITCHED_FROM:
         return None
     can_switch = getattr(model, "_can_set_attn_implementation", None)
     if not callable(getattr(model, "set_attn_implementation", None)) or not callable(can_switch) or not can_switch():
@@ -51,10 +53,11 @@ def audit_implementation(model: nn.Module) -> str | None:
     return EAGER
 
 
-def describe(model: nn.Module) -> str:
-    """Return the fingerprint's text for the attention kernel an audit runs `model` with: "eager" (loaded so,
-    or switched from SDPA: the same computation), "sdpa", ... or "none" for a model that names none."""
-    return audit_implementation(model) or loaded_implementation(model) or "none"
+def describe(model: nn.Module, patterns: bool = True) -> str:
+    """Return the fingerprint's text for the attention kernel an audit runs `model` with (`patterns`: whether
+    the audit captures patterns): "eager" (loaded so, or switched from SDPA: the same computation), "sdpa", ...
+    or "none" for a model that names none."""
+    return audit_implementation(model, patterns) or loaded_implementation(model) or "none"
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.kernel import audit_implementation, audit_kernel
+from interpret.streaming.select import needs_patterns
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
@@ -161,16 +162,17 @@ def run_audit(
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
     batch_rows = [tuple(example.row for example in batch) for batch in batches]
+    hook_names = tuple(required_names(names)) or ("*attn.hook_pattern",)  # streaming analyzers: no [n, n] capture
+    patterns = needs_patterns(hook_names)
     components = fingerprint_parts(
         examples=examples, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
-        model_dir=model_dir, input_file=input_file, evidence=evidence,
+        model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns,
     )
     settings = BatchSettings(
-        analyzers=tuple(names), params=effective,
-        hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])),
+        analyzers=tuple(names), params=effective, hook_names=hook_names,
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
-        evidence=evidence, attention=audit_implementation(model),
+        evidence=evidence, attention=audit_implementation(model, patterns),
     )
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):

@@ -32,6 +32,11 @@ def streamed_versions() -> dict[str, str]:
     return versions
 
 
+def needs_patterns(requires: Sequence[str]) -> bool:
+    """Return whether hook-name globs `requires` take full [n, n] attention (patterns or scores)."""
+    return any("hook_pattern" in glob or "attn_scores" in glob for glob in requires)
+
+
 def check_streaming(streaming: str) -> None:
     """Raise AnalyzerError unless `streaming` is auto, on or off."""
     if streaming not in STREAMING_CHOICES:
@@ -57,7 +62,7 @@ def streamed_plan(
     for name in analyzers:
         target = versions.get(name, name)
         cls = registry.get(target)
-        if target not in streaming and any("hook_pattern" in glob or "attn_scores" in glob for glob in cls.requires):
+        if target not in streaming and needs_patterns(cls.requires):
             reason = f"{name} needs every [layer, head, n, n] attention pattern, and {why}"
             alike = [other for other in streaming if set(registry.get(other).provides) & set(cls.provides)]
             alternatives = ", ".join(sorted(alike or streaming))  # those that give what it gives (a readout, ...)

@@ -90,6 +90,34 @@ def test_an_audit_runs_eager_and_restores_the_model_also_when_it_fails(model_dir
     assert "attention kernel" in result.summary.read_text("utf-8")
 
 
+def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_path, monkeypatch) -> None:
+    """No pattern is captured, so nothing is gained by the eager kernel and its [n, n] scores would be held: the
+    model runs as loaded, the fingerprint says so, no pattern hook is captured, and the tables equal the full
+    analyzers' (heads.csv; the tokens' rollout scores)."""
+    sdpa, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
+    assert audit_implementation(sdpa, patterns=False) is None and describe(sdpa, patterns=False) == "sdpa"
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    real = runner._compute_missing
+
+    def recording(model, tokenizer_, store, batches, parts, settings, *args):
+        seen.append((model.config._attn_implementation, settings.hook_names))
+        return real(model, tokenizer_, store, batches, parts, settings, *args)
+
+    monkeypatch.setattr(runner, "_compute_missing", recording)
+    streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2, progress=False,
+                         analyzers=["streaming_rollout", "streaming_attention_entropy"])
+    assert seen and all(kernel == "sdpa" for kernel, _ in seen)
+    assert not any("hook_pattern" in name for _, names in seen for name in names)
+    assert '"attention": "sdpa"' in streamed.manifest.read_text("utf-8")
+    full = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "full", batch_size=2, progress=False,
+                     analyzers=["rollout", "attention_entropy"])
+    heads = [pd.read_csv(result.out_dir / "heads.csv") for result in (streamed, full)]
+    assert list(heads[0].columns) == list(heads[1].columns) and len(heads[0]) == len(heads[1]) > 0
+    assert np.abs(heads[0].to_numpy(float) - heads[1].to_numpy(float)).max() <= 1e-5
+    tokens = [pd.read_csv(result.out_dir / "tokens.csv") for result in (streamed, full)]
+    assert np.abs(tokens[0]["score"].to_numpy() - tokens[1]["score"].to_numpy()).max() <= 1e-5
+
+
 def test_eager_and_sdpa_loaded_models_write_the_same_tables(model_dir, tmp_path) -> None:
     """Both run the eager kernel, so every file is byte-identical and either resumes the other."""
     kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False, part_examples=3)
@@ -107,8 +135,8 @@ def test_eager_audit_agrees_with_the_sdpa_recomputed_audit(model_dir, tmp_path, 
     model, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
     kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False)
     eager = run_audit(model, tokenizer, _examples(), tmp_path / "eager", **kwargs)
-    monkeypatch.setattr(runner, "audit_implementation", lambda model: None)  # the audit as before: SDPA kept
-    monkeypatch.setattr("interpret.audit.identity.describe", lambda model: "sdpa")
+    monkeypatch.setattr(runner, "audit_implementation", lambda model, patterns=True: None)  # the audit as before: SDPA kept
+    monkeypatch.setattr("interpret.audit.identity.describe", lambda model, patterns=True: "sdpa")
     sdpa = run_audit(model, tokenizer, _examples(), tmp_path / "sdpa", **kwargs)
     assert '"attention": "sdpa"' in sdpa.manifest.read_text("utf-8")
     for name in ("tokens.parquet", "examples.parquet"):
@@ -128,8 +156,8 @@ def test_a_resume_refuses_parts_computed_with_the_other_kernel(model_dir, tmp_pa
     model, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
     kwargs = dict(analyzers=ATTENTION, batch_size=2, progress=False)
     with monkeypatch.context() as patched:
-        patched.setattr(runner, "audit_implementation", lambda model: None)
-        patched.setattr("interpret.audit.identity.describe", lambda model: "sdpa")
+        patched.setattr(runner, "audit_implementation", lambda model, patterns=True: None)
+        patched.setattr("interpret.audit.identity.describe", lambda model, patterns=True: "sdpa")
         run_audit(model, tokenizer, _examples(4), tmp_path / "out", **kwargs)
     with pytest.raises(InputError, match=r"attention \(sdpa there, eager now\)"):
         run_audit(model, tokenizer, _examples(4), tmp_path / "out", **kwargs)

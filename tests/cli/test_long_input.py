@@ -93,3 +93,21 @@ def test_a_bounded_long_report_stays_within_the_stated_memory(llama_dir: Path, t
     peak = int(peak_file.read_text()) * 1024  # KiB on Linux
     assert peak <= bound, f"measured peak {human_bytes(peak)} above the stated {stated.group(1)}"
     assert 0 < out.stat().st_size <= 30_000_000
+
+
+def test_an_audit_of_long_examples_streams_or_is_refused_naming_the_streaming_analyzers(
+    llama_dir: Path, tmp_path: Path, loads: list[str]
+) -> None:
+    # 6,000 tokens: 4 layers × 4 heads × 6000² float32 = 2.3 GB of patterns per example, over the 2 GiB budget.
+    data = tmp_path / "long.jsonl"
+    data.write_text('{"text": "%s"}\n' % _words(6000), encoding="utf-8")
+    refused = run("audit", "--model", str(llama_dir), "--input", str(data), "-a", "rollout", "-o", str(tmp_path / "a"))
+    assert refused.exit_code == 2, refused.stderr
+    (message,) = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert "per-example budget" in message and "-a streaming_rollout" in message
+    assert loads == []
+    out = tmp_path / "streamed"
+    streamed = run("audit", "--model", str(llama_dir), "--input", str(data), "-a", "streaming_rollout",
+                   "-a", "streaming_attention_entropy", "-o", str(out), "-q")
+    assert streamed.exit_code == 0, streamed.stderr
+    assert (out / "tokens.csv").is_file() and (out / "examples.csv").is_file()
