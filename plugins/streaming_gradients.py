@@ -1,11 +1,12 @@
 """Attention × gradient and gradient-weighted rollout of the decision's readout rows in O(n·d) memory per layer.
 
 Both run the model once with autograd (queries, keys and values captured where they enter the attention,
-∂score/∂z at each output projection's input); ∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j] needs no [n, n]
+∂score/∂z at each output projection's input) and take each layer as the backward pass reaches it
+(`interpret.streaming.capture.gradient_pass`); ∂score/∂A[h, i, j] = ∂score/∂z[h, i] · v[h, j] needs no [n, n]
 gradient either. Attention × gradient over many rows takes two fused attention calls per layer (the second in
-the transposed direction); over a block of rows, and gradient-weighted rollout always, rebuild the patterns one
-block of query rows at a time (`interpret.streaming.readout`). Equal to the full computation from captured patterns and their autograd
-gradients (tests, 1e-5).
+the transposed direction); over a block of rows, and gradient-weighted rollout always, the patterns are rebuilt
+one block of query rows at a time (`interpret.streaming.readout`). Equal to the full computation from captured
+patterns and their autograd gradients (tests, 1e-5).
 
 streaming_attention_gradient arrays (batch first; padding is zero):
     per_layer [batch, layer, key]  Σ_i w_i · Σ_h (A ⊙ ∂score/∂A)[h, i, key]: w = 1 on every query row (rows="all",

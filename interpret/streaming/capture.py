@@ -270,6 +270,8 @@ class _Stream:
     def _keep(self, layer: int, name: str, tensor: Tensor) -> None:
         self.held.setdefault(layer, {})[name] = to_host(tensor.detach()) if self.offload else tensor.detach()
         while self.next >= 0 and len(self.held.get(self.order[self.next], ())) == len(KEPT):
+            if self.offload:  # the layer's host copies are complete before the host reads them (padding, .cpu())
+                torch.cuda.synchronize()
             self.consume(self.next, self.build(self.held.pop(self.order[self.next])))
             self.next -= 1
 
