@@ -82,7 +82,8 @@ class StreamedLayer:
 
 class LazyLayers(Sequence[StreamedLayer]):
     """A sequence of `StreamedLayer`s built one at a time when read (`layer(index)`), so only the layer in use is
-    materialised (e.g. moved to the device); a slice is a list of built layers."""
+    materialised (e.g. moved to the device); a slice is lazy too (`_LazySlice`): a list of built layers would
+    hold every layer on the device at once."""
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -93,8 +94,22 @@ class LazyLayers(Sequence[StreamedLayer]):
 
     def __getitem__(self, index):  # noqa: ANN001, ANN204 (Sequence's int | slice overloads)
         if isinstance(index, slice):
-            return [self.layer(i) for i in range(*index.indices(len(self)))]
+            return _LazySlice(self, range(len(self))[index])
         return self.layer(range(len(self))[index])
+
+
+class _LazySlice(LazyLayers):
+    """The layers of `source` at `indices`, each built when read."""
+
+    def __init__(self, source: LazyLayers, indices: range) -> None:
+        self.source, self.indices = source, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def layer(self, index: int) -> StreamedLayer:
+        """Return the source's layer at position `index` of this slice, built now."""
+        return self.source.layer(self.indices[index])
 
 
 def block_rows(heads: int, n: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:

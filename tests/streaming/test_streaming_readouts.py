@@ -266,3 +266,34 @@ def test_a_recomputed_pass_holds_one_layer_at_a_time(family: str, monkeypatch: p
         assert kept_at and all(events[i][3] for i in kept_at)
         if index + 1 < len(order):
             assert min(kept_at) > events.index(("consume", index + 1))
+
+
+def test_streaming_rollout_holds_one_layer_at_a_time_also_from_a_start_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace's layers are built (moved to the model's device) one at a time as the row is carried down; a
+    slice from start_layer is lazy too, not a list of every layer built at once (on a GPU: every layer's q and
+    k on the device together)."""
+    import weakref
+
+    from interpret.streaming import capture as capture_module
+
+    model, tokenizer, trace = _trace("llama")
+    alive, most = [0], [0]
+    build = capture_module._TraceLayers.layer
+
+    def counted(self, index):
+        layer = build(self, index)
+        alive[0] += 1
+        most[0] = max(most[0], alive[0])
+        weakref.finalize(layer, lambda: alive.__setitem__(0, alive[0] - 1))
+        return layer
+
+    monkeypatch.setattr(capture_module._TraceLayers, "layer", counted)
+    layers = layers_from_trace(trace, "test")[0]
+    part = layers[1:]  # (a runtime type check of a sequence argument may build one item, and drop it)
+    assert alive[0] == 0 and len(part) == len(layers) - 1  # a slice holds no built layer
+    assert part[0].q.shape == layers[1].q.shape
+    most[0] = 0
+    for start in (0, 1):
+        interpret.analyze(trace, "streaming_rollout", params={"start_layer": start, "method": "fused"}, model=model,
+                          tokenizer=tokenizer)
+        assert most[0] <= 2, start  # the layer in use, and the next one as the loop rebinds
