@@ -19,7 +19,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interpret.streaming.pattern import StreamedLayer
-from interpret.streaming.transposed import fused_attention
+from interpret.streaming.transposed import fused_attention, head_slices
 
 
 def row_statistics(
@@ -27,16 +27,13 @@ def row_statistics(
 ) -> tuple[Float[Tensor, "head n"], Float[Tensor, "head n"], float]:
     """Return (entropy of each row [head, n] in nats, attention of each row on `keys` [head, n], both float64,
     max |lse − the kept lse| / max(1, max |kept lse|) (0 when the layer kept none)) of one layer, a few heads
-    at a time so that each chunk's float32 working tensors (about six [heads, n, d_head + 1]) stay within
-    `chunk_bytes`."""
+    at a time (`head_slices`: about six float32 [heads, n, d_head + 1] within `chunk_bytes`)."""
     heads, n, d_head = layer.q.shape
-    chunk = max(1, min(heads, chunk_bytes // (6 * n * (d_head + 1) * 4)))
     indicator = keys.to(device=layer.q.device, dtype=torch.float32).view(1, n, 1)
     entropy = torch.empty(heads, n, dtype=torch.float64, device=layer.q.device)
     on_keys = torch.empty_like(entropy)
     worst, largest = 0.0, 1.0
-    for first in range(0, heads, chunk):
-        part = slice(first, min(first + chunk, heads))
+    for part in head_slices(heads, n, d_head, chunk_bytes):
         q, k = layer.q[part].float(), layer.k[part].float()
         values = torch.cat([k, indicator.expand(k.shape[0], n, 1)], dim=-1)  # [chunk, n, d_head + 1]
         out, lse = fused_attention(q, k, values, layer.causal, layer.scale)

@@ -133,19 +133,22 @@ def _side(
     return out
 
 
+def head_slices(heads: int, n: int, d_head: int, chunk_bytes: int, units: int = 6) -> list[slice]:
+    """Return consecutive slices of the heads, as many per slice as keep the fused calls' working tensors (about
+    `units` float32 [heads, n, d_head + 1]) within `chunk_bytes`; at least one head each."""
+    chunk = max(1, min(heads, chunk_bytes // (units * n * (d_head + 1) * 4)))
+    return [slice(first, min(first + chunk, heads)) for first in range(0, heads, chunk)]
+
+
 def _head_chunks(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
     z: Float[Tensor, "head n d_head"] | None, lse: Float[Tensor, "head n"] | None, *, causal: bool, scale: float,
     chunk_bytes: int, units: int = 6,
 ) -> Iterator[tuple[slice, Float[Tensor, "chunk n"], float, float]]:
-    """Yield (heads, their lse [chunk, n], max |A·V − z|, max(1, max |z|)) a few heads at a time, so that each
-    chunk's working tensors (about `units` float32 [heads, n, d_head + 1]) stay within `chunk_bytes`. With the
-    kernel's own lse the first call is skipped (nothing to check: the pattern is the kernel's by construction);
-    without v or z the output is not checked (error 0)."""
-    heads, n, d_head = q.shape
-    chunk = max(1, min(heads, chunk_bytes // (units * n * (d_head + 1) * 4)))
-    for first in range(0, heads, chunk):
-        part = slice(first, min(first + chunk, heads))
+    """Yield (heads, their lse [chunk, n], max |A·V − z|, max(1, max |z|)) a few heads at a time
+    (`head_slices`). With the kernel's own lse the first call is skipped (nothing to check: the pattern is the
+    kernel's by construction); without v or z the output is not checked (error 0)."""
+    for part in head_slices(*q.shape, chunk_bytes, units):
         if lse is not None:
             yield part, lse[part], 0.0, 1.0
             continue
