@@ -111,16 +111,14 @@ class ModelRunner:
         step: int | None = None,
         output: Literal["logit", "logprob"] = "logit",
         contrast: bool = True,
-        offload: bool = False,
     ) -> GradCapture:
-        """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores (values only,
-        on the host for a CUDA model, with `offload`: `interpret.collect.engine.capture`)."""
+        """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores."""
         rows = self._rows(encoded, examples)
         batch = encoded.rows(rows, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values)
         self._check_eval()
         sites = select_sites(self.capturable, list(names), None)
         with self._gated(gates):
-            tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True, offload=offload)
+            tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True)
         return GradCapture(tensors, self._scores(result, batch, rows, step, output, contrast), result)
 
     @contextmanager

@@ -106,18 +106,15 @@ class RunContext:
         step: int | None = None,
         output: ScoreOutput = "logit",
         contrast: bool = True,
-        offload: bool = False,
     ) -> GradCapture:
         """Run the model once with autograd on and return the hook tensors of `names` (globs) kept in the graph,
         with the score of that same forward pass: `torch.autograd.grad(cap.score.sum(), cap["...hook_pattern"])`
         is ∂score/∂pattern per row. Patterns are captured where the real query and key enter the attention
         (exactly as `collect` does) and, under SDPA, the kernel's outputs stay bit-identical while gradients
-        flow through the pattern. Padded positions are not zeroed here. Arguments as for `score`; offload: hand
-        back the hook tensors as values only (detached; pinned host copies on CUDA, made as each hook fires), for
-        an analyzer that differentiates with respect to something else and reads these after the pass."""
+        flow through the pattern. Padded positions are not zeroed here. Arguments as for `score`."""
         return self._runner().capture(
             encoded, names, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values,
-            examples=examples, gates=gates, step=step, output=output, contrast=contrast, offload=offload,
+            examples=examples, gates=gates, step=step, output=output, contrast=contrast,
         )
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:

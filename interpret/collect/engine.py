@@ -138,8 +138,7 @@ class _Sink:
 
     With `grad` the tensor is stored as the model holds it, in the autograd graph: no head selection, no
     reduction, no masking of padding, no copy. With `offload` a CUDA tensor is stored as a pinned host copy
-    (asynchronous; `capture` synchronises before returning), so the device never holds more than the layer in use
-    (with `grad` too: a detached copy, values only).
+    (asynchronous; `capture` synchronises before returning), so the device never holds more than the layer in use.
     """
 
     def __init__(
@@ -170,10 +169,10 @@ class _Sink:
                 f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
                 " model once per collect."
             )
-        if self.grad and not self.offload:
+        if self.grad:
             self.store[site.name] = tensor
             return
-        source = tensor  # with `grad` (offloaded: values only) heads and padding are never selected or masked
+        source = tensor
         tensor = tensor.detach()
         if axis is not None and self.heads is not None:
             tensor = tensor.index_select(axis, torch.tensor(self.heads, device=tensor.device))
@@ -185,7 +184,7 @@ class _Sink:
             tensor = tensor.masked_fill(~self.keep.to(tensor.device), 0)
         if self.offload and tensor.device.type == "cuda":
             tensor = to_host(tensor)  # a copy: the model's later in-place writes come after it on the stream
-        elif not self.grad and not site.fresh and tensor.data_ptr() == source.data_ptr():
+        elif not site.fresh and tensor.data_ptr() == source.data_ptr():
             tensor = tensor.clone()  # the model may reuse this storage in place later in the forward
         self.store[site.name] = tensor
 
@@ -207,13 +206,14 @@ def capture(
     grad: run with autograd on and keep every captured tensor in the graph (whole: no head selection or
         reduction, padding not zeroed), so an analyzer can differentiate the output with respect to them.
     offload: keep each captured tensor of a CUDA model in pinned host memory as soon as its hook fires (the
-        budget then bounds host memory); with `grad`, the tensors are values only (detached; host copies on
-        CUDA): the pass runs with autograd for whatever the caller differentiates, not for them.
+        budget then bounds host memory); not with `grad`, whose tensors stay in the graph.
     """
     if reduce not in (None, "mean", "max"):
         raise CaptureError(f"reduce={reduce!r} is not known; use None, 'mean' or 'max'.")
     if grad and (reduce is not None or heads is not None):
         raise CaptureError("a capture with gradients keeps every head; drop heads= and reduce=.")
+    if grad and offload:
+        raise CaptureError("a capture with gradients keeps its tensors in the autograd graph; drop offload=.")
     head_list = normalize_indices(heads, capturable.n_heads, "head")
     heads_kept = 1 if reduce else (len(head_list) if head_list is not None else None)
     itemsize = _itemsize(capturable.model)

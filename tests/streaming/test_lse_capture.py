@@ -106,3 +106,19 @@ def test_an_offloaded_trace_is_on_the_host_and_streams_to_the_same_readout() -> 
     on_device = interpret.analyze(kept, "streaming_rollout", model=model, tokenizer=tokenizer)
     from_host = interpret.analyze(offloaded, "streaming_rollout", model=model, tokenizer=tokenizer)
     assert np.array_equal(on_device["readout"], from_host["readout"])
+
+
+def test_a_capture_with_gradients_refuses_offload_in_one_line() -> None:
+    from interpret.collect.api import capturable_for
+    from interpret.collect.engine import capture, select_sites
+    from interpret.errors import CaptureError
+    from interpret.collect.prepare import prepare
+
+    model = tiny_model("llama")
+    tokenizer = word_tokenizer()
+    capturable = capturable_for(model, tokenizer)
+    encoded = prepare(capturable, tokenizer, [TEXTS[0]]).to(model.device)
+    sites = select_sites(capturable, ["*attn.hook_q"], None)
+    with pytest.raises(CaptureError, match="drop offload=") as caught:
+        capture(capturable, encoded, sites, grad=True, offload=True)
+    assert "\n" not in str(caught.value)
