@@ -41,7 +41,7 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
 @verbosity_options
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
+    allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
     fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, engine: str, address: str | None,
     num_gpus_per_worker: float | None, workers: int | None, quiet: bool, verbose: bool,
 ) -> None:
@@ -89,14 +89,14 @@ def audit(
     from interpret.audit import run_audit
     from interpret.cli.common import logs_through_bars
 
-    loaded = load_model(model, device, dtype, allow_pickle)
+    loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     with logs_through_bars():  # run_audit draws its own bar on stderr; log lines are written through it
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
             engine=None if engine == "local" else ray_engine(
-                model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers),
+                model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers, allow_missing_weights),
         )
     if fmt == "json":
         say(json_text({

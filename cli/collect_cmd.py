@@ -50,7 +50,7 @@ _SQUARE = ("hook_attn_scores", "hook_pattern")  # [batch, head, query, key]: the
 @verbosity_options
 def collect(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    texts: tuple[str, ...], decoder_texts: tuple[str, ...], names: tuple[str, ...], layers: str | None,
+    allow_missing_weights: bool, texts: tuple[str, ...], decoder_texts: tuple[str, ...], names: tuple[str, ...], layers: str | None,
     heads: str | None, reduce: str, output: str | None, fmt: str, quiet: bool, verbose: bool,
 ) -> None:
     """Run the model once and save the captured tensors with their metadata."""
@@ -95,7 +95,7 @@ def collect(
     from interpret.collect import collect as run_collect
     from interpret.trace_io import save_trace
 
-    loaded = load_model(model, device, dtype, allow_pickle)
+    loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     trace = run_collect(
         loaded.model, loaded.tokenizer, checked, names=globs, layers=layer_list, heads=head_list,
         reduce=None if reduce == "none" else reduce, max_length=max_length,

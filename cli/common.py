@@ -69,7 +69,9 @@ def progress(total: int, description: str, quiet: bool) -> Iterator[Any]:
             yield bar
 
 
-def load_model(name: str | None, device: str, dtype: str | None, allow_pickle: bool = False) -> Loaded:
+def load_model(
+    name: str | None, device: str, dtype: str | None, allow_pickle: bool = False, allow_missing_weights: bool = False
+) -> Loaded:
     """Return the model named on the command line, or the built-in default model when `name` is None."""
     from transformers.utils import logging as hf_logging
 
@@ -82,7 +84,8 @@ def load_model(name: str | None, device: str, dtype: str | None, allow_pickle: b
         return Loaded(model, tokenizer, head, DEFAULT_MODEL_ID)
     from interpret.loading import load
 
-    model, tokenizer = load(name, device=device, dtype=dtype, allow_pickle=allow_pickle)
+    model, tokenizer = load(name, device=device, dtype=dtype, allow_pickle=allow_pickle,
+                            allow_missing_weights=allow_missing_weights)
     return Loaded(model, tokenizer, None, name)
 
 

@@ -33,7 +33,7 @@ SHORT_HELP = "Check how faithful each method is: the randomisation sanity check,
 @verbosity_options
 def evaluate(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], tasks: bool,
+    allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], tasks: bool,
     removal: str | None, seed: int, fmt: str, output: str, quiet: bool, verbose: bool,
 ) -> None:
     """Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."""
@@ -60,7 +60,7 @@ def evaluate(
         plan = preflight.plan_model(model, allow_pickle)
         prerun.check_device(device)
         prerun.check_adapter(plan)
-        data = _sanity(model, device, dtype, allow_pickle, inputs, names, removal, seed, max_length)
+        data = _sanity(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, removal, seed, max_length)
     text = json_text(data) if fmt == "json" else "\n".join(_lines(data))
     if output == "-":
         say(text)
@@ -79,8 +79,8 @@ def _tasks(names: list[str], seed: int) -> dict[str, Any]:
 
 
 def _sanity(
-    model: str | None, device: str, dtype: str | None, allow_pickle: bool, texts: list[str], names: list[str],
-    removal: str | None, seed: int, max_length: int | None,
+    model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool, texts: list[str],
+    names: list[str], removal: str | None, seed: int, max_length: int | None,
 ) -> dict[str, Any]:
     from interpret.analyze import analyze
     from interpret.analyze.run import required_names, run_context
@@ -90,7 +90,7 @@ def _sanity(
     from interpret.evidence import evaluate_evidence
     from interpret.evidence.sanity import cascading_randomisation
 
-    loaded = load_model(model, device, dtype, allow_pickle)
+    loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
     trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
     targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]

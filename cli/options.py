@@ -23,7 +23,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def model_options(fn: F) -> F:
-    """Add --model, --device, --dtype, --max-length and --allow-pickle."""
+    """Add --model, --device, --dtype, --max-length, --allow-pickle and --allow-missing-weights."""
+    fn = click.option("--allow-missing-weights", is_flag=True,
+                      help="Run a checkpoint that lacks weights of its class with them initialised at random (seed 0;"
+                           " the report's header names them) instead of refusing it.")(fn)
     fn = click.option("--allow-pickle", is_flag=True,
                       help="Accept a checkpoint saved only as pickle (.bin): pickle can run code, so only for files you trust.")(fn)
     fn = click.option("--max-length", type=click.IntRange(min=1), default=None, metavar="TOKENS",

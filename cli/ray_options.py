@@ -46,7 +46,7 @@ def check_engine(engine: str, address: str | None, gpus: float | None, workers: 
 
 
 def ray_engine(model: str | None, device: str, dtype: str | None, allow_pickle: bool, address: str | None,
-               gpus: float | None, workers: int | None) -> Any:
+               gpus: float | None, workers: int | None, allow_missing_weights: bool = False) -> Any:
     """Return the RayEngine whose actors each load `model` themselves (the weights never travel)."""
     from interpret.audit.engine_ray import RayEngine, RayOptions
 
@@ -56,7 +56,7 @@ def ray_engine(model: str | None, device: str, dtype: str | None, allow_pickle: 
         gpus = 1.0 if torch.cuda.is_available() and address is None else 0.0
     worker_device = "cuda" if gpus > 0 else ("cpu" if device.startswith("cuda") else device)
     options = RayOptions(address=address, workers=workers or 1, num_gpus_per_worker=gpus)
-    return RayEngine(options, loader=CliLoader(model, worker_device, dtype, allow_pickle))
+    return RayEngine(options, loader=CliLoader(model, worker_device, dtype, allow_pickle, allow_missing_weights))
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,10 @@ class CliLoader:
     device: str
     dtype: str | None
     allow_pickle: bool
+    allow_missing_weights: bool = False
 
     def __call__(self) -> tuple[Any, Any]:
         from interpret.cli.common import load_model
 
-        loaded = load_model(self.model, self.device, self.dtype, self.allow_pickle)
+        loaded = load_model(self.model, self.device, self.dtype, self.allow_pickle, self.allow_missing_weights)
         return loaded.model, loaded.tokenizer

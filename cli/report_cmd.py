@@ -67,6 +67,7 @@ class _Run:
     removal: str | None = None
     streaming: str = "auto"
     compare: tuple[str, ...] | None = None  # classes shown side by side with the prediction (None: no such rows)
+    allow_missing_weights: bool = False
 
 
 @click.command()
@@ -106,7 +107,7 @@ class _Run:
 @verbosity_options
 def report(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
+    allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
     sets: tuple[str, ...], targets: tuple[str, ...], contrast: str | None, continuations: tuple[str, ...],
     generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
     streaming: str, seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool,
@@ -176,7 +177,7 @@ def report(
     compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
               generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
-              evidence, removal, streaming, compare))
+              evidence, removal, streaming, compare, allow_missing_weights))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -303,7 +304,7 @@ def _run(run: _Run) -> None:
             raise InterpretError("--generate needs interpret.explain(generate=...), which this installation lacks; update it.")
     inputs = run.inputs
     with progress(2, "load model", run.quiet) as bar:
-        loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle)
+        loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle, run.allow_missing_weights)
         bar.update()
         bar.set_description("collect + analyze")
         result = explain(

@@ -20,6 +20,7 @@ from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError, MemoryBudgetError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.inputs import Encoded
+from interpret.loading import load_notes
 from interpret.report import Report, RunInfo, build_report
 from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
@@ -67,7 +68,8 @@ def explain(
     layers / heads: what the attention views embed (analyzers still see every layer they need).
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
-    notes: (label, text) facts every reader must see, shown at the top of the report.
+    notes: (label, text) facts every reader must see, shown at the top of the report (after the ones
+        `interpret.loading.load_notes` gives: tensors initialised at random, a pruned model read with every head).
     evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs,
         against `evidence_seeds` random rankings (`interpret.evidence`); the report shows it per method.
     removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
@@ -146,7 +148,8 @@ def explain(
         request=describe_request(request),
         decisions=tuple(decided),
         analyzers=tuple(analyzers),
-        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *notes, *skipped),
+        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *load_notes(model), *notes,
+               *skipped),
         seed=seed,
         versions=dict(library_versions()),
         wall_seconds=time.perf_counter() - started,

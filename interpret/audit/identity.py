@@ -6,10 +6,13 @@ content, not by path), their dtype, the device type, the attention kernel the mo
 head, the analyzers with their versions and parameters, the target mode, the batching, and the input (the
 examples as read and, when known, the input file's bytes). A component that differs is named in the refusal.
 
-Weights are hashed either from the files the model was loaded from (`model_dir`: every *.safetensors and
-pickle weight file plus config.json; each file's sha256 is memoised by path, size, inode, mtime and ctime in
-`interpret.file_digest`, so an unchanged checkpoint is not read again) or, without a directory, from the
-model's tensors in memory (names, dtypes, shapes and bytes: exact even for a model changed after loading).
+Weights are hashed either from the files the model was loaded from (`model_dir`: config.json and the weight
+files the loader reads, `interpret.checkpoint.weight_files`: the single file, or the index and every shard it
+names; each file's sha256 is memoised by path, size, inode, mtime and ctime in `interpret.file_digest`, so an
+unchanged checkpoint is not read again) or, without a directory, from the model's tensors in memory (names,
+dtypes, shapes and bytes: exact even for a model changed after loading). A model loaded with tensors the
+checkpoint lacks (`interpret.loading.random_weights`) is hashed from its tensors, and the component names them.
+The tokenizer is hashed from what it loaded (`tokenizer_digest`), not from its files.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from torch import nn
 
 from interpret.analyze import registry
 from interpret.audit.kernel import describe
+from interpret.checkpoint import weight_files
 from interpret.datasets import Example
 from interpret.file_digest import content_digest, file_sha256
+from interpret.loading import random_weights
 
 FORMAT = 3  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl")
-_MODEL_FILES = ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
 def fingerprint_parts(
@@ -93,24 +96,17 @@ def analyzer_versions(analyzers: Sequence[str]) -> str:
 
 
 def weights_digest(model: nn.Module, model_dir: str | Path | None = None) -> str:
-    """Return "files sha256 …" of the weight files in `model_dir`, or "tensors sha256 …" of the model's tensors."""
-    if model_dir is not None:
-        files = weight_files(Path(model_dir))
-        if files:
-            digest = content_digest(f"{path.name} {file_sha256(path)}".encode() for path in files)
-            return f"files sha256 {digest[:_DIGEST]}"
-    return f"tensors sha256 {tensors_digest(model.state_dict().items())[:_DIGEST]}"
-
-
-def weight_files(directory: Path) -> list[Path]:
-    """Return the weight files and the config files that shape the model in `directory`, sorted by name."""
-    if not directory.is_dir():
-        return []
-    found = [
-        path for path in directory.iterdir()
-        if path.is_file() and (path.name.endswith(_WEIGHT_SUFFIXES) or path.name in _MODEL_FILES)
-    ]
-    return sorted(found, key=lambda path: path.name)
+    """Return "files sha256 …" of config.json and the weight files the loader reads from `model_dir`, or
+    "tensors sha256 …" of the model's tensors (without a directory, or when some were initialised at random)."""
+    random = random_weights(model)
+    directory = Path(model_dir) if model_dir is not None else None
+    files = weight_files(directory) if directory is not None and directory.is_dir() and not random else []
+    if files:
+        named = [(path.relative_to(directory).as_posix(), path) for path in [directory / "config.json", *files]]
+        digest = content_digest(f"{name} {file_sha256(path)}".encode() for name, path in named)
+        return f"files sha256 {digest[:_DIGEST]}"
+    digest = f"tensors sha256 {tensors_digest(model.state_dict().items())[:_DIGEST]}"
+    return f"{digest} ({len(random)} random: {', '.join(random)})" if random else digest
 
 
 def tensors_digest(named: Iterable[tuple[str, torch.Tensor]]) -> str:

@@ -3,9 +3,10 @@
 
 transformers 5's BertConfig (and RobertaConfig) holds one head count and derives the head size as hidden_size /
 heads, so a model whose layers keep different numbers of heads of the original width cannot be described by it
-(see surgery.py). These configs add `heads_per_layer`; the head size stays hidden_size / num_attention_heads
-(the original count), and layer l's query, key and value projections are [heads_per_layer[l] * d_head, hidden]
-and its attention output projection [hidden, heads_per_layer[l] * d_head]. BertSelfAttention and
+(see surgery.py). These configs add `heads_per_layer` and `kept_heads` (per layer, the original index of each
+head stored, in order); the head size stays hidden_size / num_attention_heads (the original count), and layer
+l's query, key and value projections are [heads_per_layer[l] * d_head, hidden] and its attention output
+projection [hidden, heads_per_layer[l] * d_head]. BertSelfAttention and
 RobertaSelfAttention take their head count from the width of those projections (they view them as
 [..., -1, d_head]), so the modules of transformers compute the pruned model unchanged; only the shapes are set
 here.
@@ -16,7 +17,8 @@ DIR as `modeling_bert_pruned.py` and names its classes in config.json's `auto_ma
     AutoModel.from_pretrained(DIR, trust_remote_code=True)
 
 loads the smaller model in any process, with or without this package installed. In a process that has called
-`register()`, the Auto classes know both model types and `trust_remote_code` is not needed.
+`register()`, the Auto classes know both model types and `trust_remote_code` is not needed; `interpret.load`
+registers them and never runs the copy in a checkpoint (which must equal this file, `interpret.checkpoint`).
 """
 
 from __future__ import annotations
@@ -58,24 +60,46 @@ def _heads_per_layer(config, heads_per_layer: list[int] | None) -> list[int]:
     return heads_per_layer
 
 
+def _kept_heads(config, kept_heads: list[list[int]] | None) -> list[list[int]]:
+    """Return `kept_heads` checked against `config.heads_per_layer` (the first heads of each layer when None)."""
+    if kept_heads is None:
+        kept_heads = [list(range(count)) for count in config.heads_per_layer]
+    kept_heads = [[int(head) for head in layer] for layer in kept_heads]
+    if [len(layer) for layer in kept_heads] != config.heads_per_layer or not all(
+        len(set(layer)) == len(layer) and all(0 <= head < config.num_attention_heads for head in layer)
+        for layer in kept_heads
+    ):
+        raise ValueError(
+            f"kept_heads {kept_heads} must give heads_per_layer {config.heads_per_layer} distinct head indices"
+            f" in 0..{config.num_attention_heads - 1} per layer"
+        )
+    return kept_heads
+
+
 class BertPrunedConfig(BertConfig):
-    """BertConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads)."""
+    """BertConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads) and
+    `kept_heads` (per layer, the original indices of the heads stored)."""
 
     model_type = "bert_pruned"
 
-    def __init__(self, heads_per_layer: list[int] | None = None, **kwargs) -> None:
+    def __init__(self, heads_per_layer: list[int] | None = None, kept_heads: list[list[int]] | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.heads_per_layer = _heads_per_layer(self, heads_per_layer)
+        self.kept_heads = _kept_heads(self, kept_heads)
 
 
 class RobertaPrunedConfig(RobertaConfig):
-    """RobertaConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads)."""
+    """RobertaConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads) and
+    `kept_heads` (per layer, the original indices of the heads stored)."""
 
     model_type = "roberta_pruned"
 
-    def __init__(self, heads_per_layer: list[int] | None = None, **kwargs) -> None:
+    def __init__(self, heads_per_layer: list[int] | None = None, kept_heads: list[list[int]] | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.heads_per_layer = _heads_per_layer(self, heads_per_layer)
+        self.kept_heads = _kept_heads(self, kept_heads)
 
 
 def narrow_heads(model: nn.Module, config: BertPrunedConfig | RobertaPrunedConfig) -> None:

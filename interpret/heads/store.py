@@ -7,6 +7,9 @@ the weights into the matching `BertPruned*` / `RobertaPruned*` class (per-layer 
 saves it with that class's source file and an `auto_map`: `AutoModel.from_pretrained(DIR, trust_remote_code=True)` loads it with
 fewer parameters in a fresh process. Plain `AutoModel.from_pretrained(DIR)` refuses the directory (it asks for
 trust_remote_code) unless the process has called `interpret.heads.pruned_bert.register()`.
+
+`expanded` turns such a model back into the stock class with every original head, the removed ones zero: the
+collector captures layers of one head count only, so this is how `interpret.load` gives it to every command.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from torch import Tensor, nn
 from interpret.errors import UnsupportedModelError
 from interpret.heads import pruned_bert
 from interpret.heads.surgery import Pruned, count_parameters, prune_heads
+
+# config keys that belong to one format: dropped when a stock config becomes a pruned one and back
+_OWN_KEYS = ("model_type", "architectures", "auto_map", "transformers_version", "heads_per_layer", "kept_heads")
 
 
 def storable(model: nn.Module) -> bool:
@@ -46,10 +52,10 @@ def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned
         raise UnsupportedModelError(f"the heads could not be removed: {swapped.note}")
     heads_per_layer = [len(kept) for kept in swapped.kept]
     settings = model.config.to_dict()
-    for key in ("model_type", "architectures", "auto_map", "transformers_version", "heads_per_layer"):
+    for key in _OWN_KEYS:
         settings.pop(key, None)
     config_class = pruned_bert.PRUNED_CONFIGS[model.config.model_type]
-    config = config_class(heads_per_layer=heads_per_layer, **settings)
+    config = config_class(heads_per_layer=heads_per_layer, kept_heads=[list(kept) for kept in swapped.kept], **settings)
     cls, _ = pruned_bert.PRUNED_CLASSES[type(model).__name__]
     config.architectures = [cls.__name__]
     config.auto_map = pruned_bert.auto_map(config_class)
@@ -59,10 +65,12 @@ def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned
     built = built.to(device=parameter.device, dtype=parameter.dtype)
     built.load_state_dict(swapped.model.state_dict(), strict=True)
     built = built.eval()
+    on = [int((mask[layer] != 0).sum()) for layer in range(mask.shape[0])]
+    emptied = " (a layer with none stores one head whose output is zero)" if 0 in on else ""
     note = (
-        f"removed ({', '.join(map(str, heads_per_layer))} heads per layer), stored as model type"
-        f" {config_class.model_type} with"
-        f" its modeling file: load it with AutoModel.from_pretrained(DIR, trust_remote_code=True)"
+        f"removed (heads kept per layer: {', '.join(map(str, on))}{emptied}), stored as model type"
+        f" {config_class.model_type} with its modeling file: load it with interpret.load(DIR), or with"
+        " AutoModel.from_pretrained(DIR, trust_remote_code=True)"
     )
     return Pruned(built, True, max(heads_per_layer), max(heads_per_layer), swapped.kept,
                   swapped.parameters_before, count_parameters(built), note)
@@ -73,3 +81,39 @@ def save_removed(pruned: Pruned, directory: str | Path) -> None:
     directory = Path(directory)
     pruned.model.save_pretrained(directory)
     shutil.copyfile(pruned_bert.__file__, directory / pruned_bert.MODULE_FILE)
+
+
+def expanded(model: nn.Module) -> nn.Module:
+    """Return the stock class (e.g. BertForSequenceClassification) computing what `model` (a BertPruned* or
+    RobertaPruned* model) computes, with all num_attention_heads heads per layer: each stored head at its
+    original index (config.kept_heads), every removed head's query, key, value rows and output columns zero
+    (its attention is uniform and it adds exactly nothing, as its gate of 0 did), in eval mode."""
+    import transformers
+
+    config = model.config
+    stock = getattr(transformers, type(model).__name__.replace("Pruned", "", 1))
+    settings = config.to_dict()
+    for key in _OWN_KEYS:
+        settings.pop(key, None)
+    stock_config = stock.config_class(**settings)
+    stock_config.architectures = [stock.__name__]
+    stock_config._attn_implementation = config._attn_implementation
+    with torch.random.fork_rng(devices=[]):
+        built = stock(stock_config)
+    d_head = config.hidden_size // config.num_attention_heads
+    width = config.num_attention_heads * d_head
+    state = model.state_dict()
+    base = "" if model.base_model is model else f"{model.base_model_prefix}."
+    for layer, kept in enumerate(config.kept_heads):
+        rows = torch.cat([torch.arange(head * d_head, (head + 1) * d_head) for head in kept])
+        prefix = f"{base}encoder.layer.{layer}.attention."
+        for name in ("self.query.weight", "self.query.bias", "self.key.weight", "self.key.bias",
+                     "self.value.weight", "self.value.bias"):
+            stored = state[prefix + name]
+            state[prefix + name] = stored.new_zeros(width, *stored.shape[1:]).index_copy(0, rows, stored)
+        stored = state[prefix + "output.dense.weight"]
+        state[prefix + "output.dense.weight"] = stored.new_zeros(stored.shape[0], width).index_copy(1, rows, stored)
+    parameter = next(model.parameters())
+    built = built.to(device=parameter.device, dtype=parameter.dtype)
+    built.load_state_dict(state, strict=True)
+    return built.eval()
