@@ -95,8 +95,9 @@ def prune_heads(
 ) -> Pruned:
     """Return the model with the heads whose mask is 0 removed (see the module docstring); `model` is unchanged.
 
-    in_memory: where the family's config cannot store fewer heads, still remove them from the modules of a
-        copy (smaller projections swapped in; families whose attention infers the head count from the
+    in_memory: where the family's config cannot store fewer heads (or one count for every layer removes none,
+        because a layer keeps all its heads), still remove them from the modules of a copy (each layer's own
+        heads: smaller projections swapped in; families whose attention infers the head count from the
         projection's width, as BERT, RoBERTa and DistilBERT do in transformers 5; checked by a probe pass):
         faster, but save_pretrained would write weights its config cannot load. Without it, and where the
         probe fails (GPT-2, OPT read the head count from the config), such families get the zeroed copy.
@@ -127,15 +128,19 @@ def prune_heads(
         mismatch = _mismatch(smaller, state)
     except (InterpretError, ValueError, TypeError) as err:
         smaller, mismatch = None, f"its config cannot be rebuilt with {width_q} heads ({' '.join(str(err).split())[:160]})"
-    if mismatch and in_memory and n_kv == n_heads:
+    # A layer that keeps every head pads every other layer to the full count: the config path removes nothing.
+    full = width_q == n_heads
+    if (mismatch or full) and in_memory and n_kv == n_heads:
         # in memory every layer keeps only its own heads (at least one, zeroed when none is on)
         own = [[h for h in range(n_heads) if mask[l, h] != 0] or [0] for l in range(n_layers)]
         own_state = _sliced_state(model, modules, parts, own, own, mask, d_head, n_heads, n_kv)
-        swapped = _swapped(model, own_state, parts, before, mismatch, own)
+        why = mismatch or "a layer keeps every head, so one head count for all layers removes none"
+        swapped = _swapped(model, own_state, parts, before, why, own)
         problem = _differs_from_gated(model, swapped.model, mask, prefix)
         if not problem:
             return swapped
-        mismatch = f"{mismatch}; swapped in memory, {problem}"
+        if mismatch:
+            mismatch = f"{mismatch}; swapped in memory, {problem}"
     if mismatch or smaller is None:
         name = type(model.config).__name__ if hasattr(model, "config") else type(model).__name__
         return _zeroed(

@@ -15,7 +15,6 @@ import transformers
 from cli_runner import run
 
 import interpret
-from interpret.cli.heads_cmd import MARKER
 from interpret.collect.gates import head_gates
 from interpret.data import heldout_examples
 from interpret.heads.surgery import count_parameters
@@ -250,6 +249,8 @@ def test_prune_to_never_replaces_the_model_or_the_input(tmp_path: Path, classifi
     for _ in range(2):  # the second run replaces the directory the first wrote
         result = run(*common, "--prune-to", str(out), "--force")
         assert result.exit_code == 0, result.output
+    from interpret.cli.heads_cmd import MARKER
+
     assert (out / MARKER).is_file() and not list(tmp_path.glob(".pruned-*"))
 
 

@@ -18,13 +18,14 @@ from hf_tiny import TEXTS, save_tiny, save_tiny_classifier, word_tokenizer
 from safetensors.torch import load_file, save_file
 
 import interpret
+import interpret.loading as loading
 from interpret.audit.identity import weights_digest
 from interpret.checkpoint import locate
 from interpret.collect.gates import head_gates
 from interpret.errors import ModelLoadError
 from interpret.heads import pruned_bert
 from interpret.heads.store import removed_model, save_removed
-from interpret.loading import load, load_notes, random_weights
+from interpret.loading import load
 
 
 def _without(directory: Path, prefix: str) -> Path:
@@ -54,7 +55,7 @@ def test_allowed_missing_weights_are_seeded_and_named_in_the_report_and_the_dige
     directory = _without(save_tiny_classifier(tmp_path / "model"), "classifier.")
     model, tokenizer = load(directory, device="cpu", allow_missing_weights=True)
     again, _ = load(directory, device="cpu", allow_missing_weights=True)
-    assert random_weights(model) == ("classifier.bias", "classifier.weight")
+    assert loading.random_weights(model) == ("classifier.bias", "classifier.weight")
     assert torch.equal(model.classifier.weight, again.classifier.weight)  # the same random numbers every run
     report = interpret.explain(model, tokenizer, TEXTS[0], ["rollout"], evidence=False)
     notes = dict(report.run.notes)
@@ -64,7 +65,7 @@ def test_allowed_missing_weights_are_seeded_and_named_in_the_report_and_the_dige
     # the random tensors are not in the files: the audit's digest hashes the tensors and names them
     digest = weights_digest(model, directory)
     assert digest.startswith("tensors sha256 ") and digest.endswith("(2 random: classifier.bias, classifier.weight)")
-    assert load_notes(load(save_tiny_classifier(tmp_path / "whole"), device="cpu")[0]) == ()
+    assert loading.load_notes(load(save_tiny_classifier(tmp_path / "whole"), device="cpu")[0]) == ()
 
 
 @pytest.mark.parametrize(("family", "tied"), [("gpt2", "lm_head.weight"), ("bert", "cls.predictions.decoder.weight"),
@@ -72,8 +73,8 @@ def test_allowed_missing_weights_are_seeded_and_named_in_the_report_and_the_dige
 def test_tied_weights_are_not_missing(tmp_path: Path, family: str, tied: str) -> None:
     directory = save_tiny(family, tmp_path)
     assert tied not in load_file(directory / "model.safetensors")  # saved once, as the embeddings
-    model, _ = load(directory, device="cpu")
-    assert random_weights(model) == ()
+    model, _ = load(directory, device="cpu")  # not refused: a tied weight is not missing
+    assert type(model).__name__ == json.loads((directory / "config.json").read_text())["architectures"][0]
 
 
 def _sharded(directory: Path) -> Path:
@@ -118,7 +119,7 @@ def test_an_index_naming_a_shard_outside_the_directory_is_refused(tmp_path: Path
     os.replace(outside / "shard.safetensors", directory / "sub" / "shard.safetensors")
     _point(directory, "linked.safetensors", "sub/shard.safetensors")  # a subfolder of the checkpoint is inside it
     model, _ = load(directory, device="cpu")
-    assert random_weights(model) == ()
+    assert type(model).__name__ == "BertForSequenceClassification"
 
 
 def test_the_weight_digest_covers_every_shard_the_index_names(tmp_path: Path) -> None:
@@ -180,7 +181,7 @@ def test_the_toolkits_pruned_format_loads_with_the_packages_classes(tmp_path: Pa
     model, tokenizer = load(directory, device="cpu")
     assert not [name for name in set(sys.modules) - before if name.startswith("transformers_modules")]  # no code run
     assert type(model) is transformers.BertForSequenceClassification and model.config.model_type == "bert"
-    assert "bert_pruned (2, 1 heads stored per layer)" in dict(load_notes(model))["Pruned model"]
+    assert "bert_pruned (2, 1 heads stored per layer)" in dict(loading.load_notes(model))["Pruned model"]
     batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad(), head_gates(original, mask):
         expected = original(**batch).logits

@@ -131,3 +131,20 @@ def test_the_cli_checks_the_model_types_store_writes() -> None:
 
     assert set(STORABLE_TYPES) == set(pruned_bert.PRUNED_CONFIGS)
     assert set(STORABLE_CLASSES) == set(pruned_bert.PRUNED_CLASSES)
+
+
+def test_a_layer_keeping_every_head_does_not_stop_the_others_from_being_removed() -> None:
+    """One stock head count for every layer pads them all to the widest; stored per layer, each keeps its own."""
+    tokenizer = word_tokenizer()
+    encoded = encode(tokenizer, TEXTS)
+    model = tiny_model("bert", attn_implementation="eager")
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    with torch.no_grad():
+        reference = GatedModel.of(model, tokenizer, encoded).logits(encoded, mask)
+    pruned = removed_model(model, mask)
+    assert pruned.model.config.heads_per_layer == [4, 1] and pruned.model.config.kept_heads == [[0, 1, 2, 3], [1]]
+    assert pruned.parameters_before - pruned.parameters_after == 3 * (3 * (32 * 8 + 8) + 8 * 32)
+    assert "heads kept per layer: 4, 1)" in pruned.note
+    with torch.no_grad():
+        logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
+    _compare(logits, reference, encoded.attention_mask)
