@@ -111,6 +111,15 @@ def test_report_language_model_token_target_and_continuation(gpt2_dir: Path) -> 
     assert "(2 tokens)" in continued.stderr
 
 
+def test_max_length_cuts_the_text_before_a_whole_continuation(gpt2_dir: Path) -> None:
+    result = run("report", "--model", str(gpt2_dir), "--text", " ".join(WORDS * 3), "--continuation", "the cat sat",
+                 "--max-length", "8", "-a", "rollout", "--format", "json", "-o", "-", "-q")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["examples"][0]["tokens"] == ["[CLS]", "the", "cat", "sat", "[SEP]", "the", "cat", "sat"]
+    assert len(data["run"]["decisions"][0]["target"]["ids"]) == 3
+
+
 def test_generate_is_passed_to_explain(gpt2_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import interpret.api
 
@@ -134,7 +143,8 @@ def test_max_length_truncates(classifier_dir: Path, tmp_path: Path) -> None:
     result = run("report", "--model", str(classifier_dir), "--text", long_text, "--max-length", "16",
                  "--format", "json", "-o", str(out), "-a", "rollout", "-q")
     assert result.exit_code == 0, result.stderr
-    assert len(json.loads(out.read_text())["examples"][0]["tokens"]) == 16
+    tokens = json.loads(out.read_text())["examples"][0]["tokens"]
+    assert len(tokens) == 16 and tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"  # cut as the tokenizer cuts
 
 
 def test_encoder_decoder_takes_decoder_text(t5_dir: Path, tmp_path: Path) -> None:
