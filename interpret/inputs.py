@@ -11,6 +11,7 @@ from torch import Tensor
 
 from interpret.errors import InputError
 from interpret.text import token_scheme
+from interpret.text_size import check_text_bytes
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
 _NO_LIMIT = 1_000_000
@@ -183,11 +184,12 @@ def encode(
     """Return the Encoded batch of `texts` ([batch, pos], padded on the tokenizer's padding side).
 
     A text longer than `limit` raises InputError unless `max_length` asks for truncation; `max_length`
-    above `limit` is refused too. A truncated text is cut by the tokenizer itself (`truncation=True`: on its
-    truncation side, its special tokens kept), a continuation staying whole after it. A batch of one is never
-    padded. A tokenizer without a pad token (GPT-2, Llama) is padded with its end-of-sequence token (else its
-    beginning-of-sequence or unknown token), which the attention mask hides; the tokenizer passed in is not
-    changed.
+    above `limit` is refused too, and so is a text of more bytes than `limit` tokens could hold
+    (`interpret.text_size`), before it is tokenized. A truncated text is cut by the tokenizer itself
+    (`truncation=True`: on its truncation side, its special tokens kept), a continuation staying whole after
+    it. A batch of one is never padded. A tokenizer without a pad token (GPT-2, Llama) is padded with its
+    end-of-sequence token (else its beginning-of-sequence or unknown token), which the attention mask hides;
+    the tokenizer passed in is not changed.
     continuations: per text, a continuation appended after it (tokenized on its own, without special
         tokens): its tokens are what a language model's explanation targets (`Encoded.continuation`).
     """
@@ -195,6 +197,9 @@ def encode(
     follow = None if continuations is None else _texts(continuations, "continuation")
     if follow is not None and len(follow) != len(batch):
         raise InputError(f"{len(follow)} continuations for {len(batch)} texts; give one continuation per text.")
+    if limit is not None:  # a text far longer than the model reads is refused before the tokenizer spends time on it
+        check_text_bytes(batch, limit)
+        check_text_bytes(follow or [], limit, lambda i: f"continuation {i}")
     if max_length is not None:
         if max_length < 1:
             raise InputError(f"max_length={max_length} must be a positive number of tokens.")
