@@ -24,15 +24,15 @@ from interpret.text_size import check_text_bytes
 if TYPE_CHECKING:
     from interpret.cli.budget import Source
 
-DEFAULT_MODEL_NAME = "the default model (MiniLM-L6 with sentiment centroids)"
+DEFAULT_MODEL_NAME = "the default model (MiniLM-L6 with a logistic-regression sentiment head)"
 
 
 @dataclass(frozen=True)
 class ModelPlan:
     """A model as the command line knows it before loading: its files, what its config says, and its name.
 
-    default: the built-in MiniLM sentiment model (a bare encoder whose decision is the toolkit's centroid
-    head, so its facts say "class").
+    default: the built-in MiniLM sentiment model (a bare encoder whose decision is the toolkit's logistic-regression
+    sentiment head, so its facts say "class").
     """
 
     checkpoint: Checkpoint

@@ -67,6 +67,12 @@ def test_report_json_to_stdout_is_pure_json(classifier_dir: Path) -> None:
     assert f"explaining positive (p={decision['probability']:.3g}) [given]" in line
 
 
+def test_the_default_model_is_named_with_its_logistic_head() -> None:
+    result = run("collect", "--text", TEXT, "--decoder-text", "a dog")
+    assert result.exit_code == 2
+    assert "--model the default model (MiniLM-L6 with a logistic-regression sentiment head) is an encoder" in result.stderr
+
+
 def test_report_from_input_files_keeps_ids_and_gold(classifier_dir: Path, tmp_path: Path) -> None:
     jsonl = tmp_path / "data.jsonl"
     jsonl.write_text('{"id": "a7", "text": "the cat sat", "label": "positive"}\n{"id": "b2", "text": "a dog saw red"}\n')
