@@ -99,9 +99,13 @@ def test_report_contrast(classifier_dir: Path) -> None:
     result = run("report", "--model", str(classifier_dir), "--text", TEXT, "--format", "json", "-o", "-",
                  "-a", "rollout", "--target", "negative", "--contrast", "positive")
     assert result.exit_code == 0, result.stderr
-    target = json.loads(result.stdout)["run"]["decisions"][0]["target"]
+    decision = json.loads(result.stdout)["run"]["decisions"][0]
+    target = decision["target"]
     assert target["labels"] == ["negative"] and target["contrast_labels"] == ["positive"]
-    assert "explaining negative rather than positive (p=" in result.stderr
+    # each class with its own probability (two classes: they sum to one)
+    negative, positive = decision["probability"], decision["contrast_probability"]
+    assert negative + positive == pytest.approx(1, abs=1e-12)
+    assert f"explaining negative (p={negative:.3g}) rather than positive (p={positive:.3g}) [given]" in result.stderr
 
 
 def test_report_language_model_token_target_and_continuation(gpt2_dir: Path) -> None:
