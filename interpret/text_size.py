@@ -1,8 +1,8 @@
 """The longest text the toolkit tokenizes, in UTF-8 bytes, checked before any tokenizer sees it.
 
-Tokenizing takes time in proportion to the text, whatever the model keeps of it: MiniLM's tokenizer reads
-about 0.15 MB a second on a shared core, so a 20 MB line held a command for minutes before its token count
-could be refused. A text is therefore measured in bytes first, against a bound that follows from the model's
+Tokenizing takes time in proportion to the text, whatever the model keeps of it: MiniLM's tokenizer took 6.5 s
+for 1 MB on a busy two-core machine, so a 20 MB line held a command for minutes before its token count could
+be refused. A text is therefore measured in bytes first, against a bound that follows from the model's
 token limit: `BYTES_PER_TOKEN` bytes for each token the model reads. English averages about 4 bytes a token
 and no script comes near 256, so only a text padded with what a tokenizer drops (runs of spaces, control
 characters) or reads as one token (a word WordPiece turns into one [UNK]) can be refused while its tokens
