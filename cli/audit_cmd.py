@@ -69,6 +69,7 @@ def audit(
     source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
     limit = token_limit(plan.facts, tokenizer_limit(directory))
+    preflight.check_text_sizes(texts, plan, source)
     counts = count_tokens(directory, texts)
     lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
     classes = prerun.check_analyzers_load(names, params)
@@ -126,10 +127,10 @@ def audit_table(outcome: Any, input_name: str) -> list[str]:
 def _check_not_locked(out_dir: str) -> None:
     """Refuse (exit 1) at once, before the model loads, when another audit holds the output directory; run_audit
     takes the lock itself for the run, so a holder that appears in between is still refused there."""
-    from interpret.audit.lock import AuditLock
-
     directory = Path(out_dir).expanduser()
     if (directory / ".audit.lock").is_file():
+        from interpret.audit.lock import AuditLock  # imports the audit package, torch included: only when needed
+
         AuditLock(directory).probe()
 
 

@@ -50,7 +50,7 @@ def check_lengths(
     """Return each text's length as the model will see it, or a usage error naming the first text too long.
 
     counts: tokens per text (special tokens included); continuation_counts: tokens of each text's
-    continuation, which must stay whole when the text is truncated.
+    continuation, which stays whole when --max-length cuts the text (`interpret.inputs.encode`).
     """
     if max_length is not None and limit is not None and max_length > limit:
         raise usage_error(f"--max-length {max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
@@ -64,10 +64,10 @@ def check_lengths(
                 f" shorten it or truncate with --max-length {limit}."
             )
         cap = max_length if max_length is not None else limit
-        if cap is not None and extra and total > cap:
+        if cap is not None and extra >= cap:
             raise usage_error(
-                f"{source.name(i, len(counts))} with its --continuation is {total} tokens, more than {cap};"
-                " shorten the text: the continuation must stay whole."
+                f"the --continuation of {source.name(i, len(counts))} is {extra} tokens, which leaves no room for the"
+                f" text within {cap}; shorten the continuation: it stays whole while the text is cut."
             )
         lengths.append(min(total, cap) if cap is not None else total)
     return lengths

@@ -83,6 +83,7 @@ def collect(
     _check_names(globs, plan)
     directory = plan.checkpoint.directory
     limit = token_limit(facts, tokenizer_limit(directory))
+    preflight.check_text_sizes(checked, plan, Source("--text"))
     counts = count_tokens(directory, checked)
     if counts is not None:
         _check_capture(plan, check_lengths(counts, limit, max_length, Source("--text")), globs, layer_list, head_list, reduce)

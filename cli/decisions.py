@@ -9,7 +9,8 @@ from typing import Any
 def decision_lines(decisions: Sequence[Any], ids: Sequence[str | None] | None, tokenizer: Any) -> list[str]:
     """Return one line per example's `interpret.decision.Decision`, e.g.
 
-    `example 0 (id 17): prediction positive (p=0.93); explaining positive [prediction]; gold negative (wrong)`.
+    `example 0 (id 17): prediction positive (p=0.93); explaining positive [prediction]; gold negative (wrong)`, or
+    with a contrast `explaining negative (p=0.189) rather than positive (p=0.811) [given]`.
     Token labels are shown as a person reads them (subword markers resolved) and quoted.
     """
     show = _token_display(tokenizer)
@@ -31,13 +32,14 @@ def _describe(decision: Any, show: Any) -> str:
     parts = [f"prediction {predicted}{_probability(decision.predicted_probability)}"]
     labels = [show(label) if quote else label for label in target.labels]
     explained = " ".join(labels) if len(labels) > 1 else labels[0]
-    if target.contrast_labels:
-        rivals = [show(label) if quote else label for label in target.contrast_labels]
-        explained += f" rather than {rivals[0] if len(set(rivals)) == 1 else ' '.join(rivals)}"
-    same_as_prediction = target.source == "prediction" and not target.contrast
-    probability = "" if same_as_prediction else _probability(decision.probability)
     steps = f" ({len(labels)} tokens)" if len(labels) > 1 else ""
-    parts.append(f"explaining {explained}{steps}{probability} [{target.source}]")
+    same_as_prediction = target.source == "prediction" and not target.contrast
+    explained += f"{steps}{'' if same_as_prediction else _probability(decision.probability)}"
+    if target.contrast_labels:  # each side with its own probability: "negative (p=0.189) rather than positive (p=0.811)"
+        rivals = [show(label) if quote else label for label in target.contrast_labels]
+        rival = rivals[0] if len(set(rivals)) == 1 else " ".join(rivals)
+        explained += f" rather than {rival}{_probability(decision.contrast_probability)}"
+    parts.append(f"explaining {explained} [{target.source}]")
     if decision.gold is not None:
         verdict = {True: " (correct)", False: " (wrong)", None: ""}[decision.correct]
         parts.append(f"gold {decision.gold}{verdict}")

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
+from interpret.cli.budget import Source
 from interpret.cli.options import check_texts, model_options, verbosity_options
 from interpret.cli.output import say, usage_error
 
@@ -49,6 +50,10 @@ def evaluate(
     if output != "-":
         preflight.check_output_file(output, example=f"evaluate.{'json' if fmt == 'json' else 'txt'}")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
+    if not tasks:  # the texts against the model's config first, before the analyzers import torch
+        inputs = check_texts(texts, "--text") if texts else [e.text for e in preflight.check_input_file(input_file)]
+        plan = preflight.plan_model(model, allow_pickle)
+        preflight.check_text_sizes(inputs, plan, Source("--text") if texts else Source(input_file.name, tuple(range(len(inputs)))))
     classes = prerun.check_analyzers_load(names, {})
     names = [cls.name for cls in classes if "readout" in cls.provides]
     if not names:
@@ -56,8 +61,6 @@ def evaluate(
     if tasks:
         data = _tasks(names, seed)
     else:
-        inputs = check_texts(texts, "--text") if texts else [e.text for e in preflight.check_input_file(input_file)]
-        plan = preflight.plan_model(model, allow_pickle)
         prerun.check_device(device)
         prerun.check_adapter(plan)
         data = _sanity(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, removal, seed, max_length)

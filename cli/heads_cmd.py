@@ -105,6 +105,7 @@ def heads(
     source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
     limit = token_limit(plan.facts, tokenizer_limit(directory))
+    preflight.check_text_sizes(texts, plan, source)
     counts = count_tokens(directory, texts)
     if counts is not None:
         check_lengths(counts, limit, max_length, source)

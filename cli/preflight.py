@@ -13,21 +13,26 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from interpret.checkpoint import Checkpoint, ModelFacts, locate, model_facts
 from interpret.cli.analyzer_index import entry_point_names
 from interpret.cli.output import usage_error
 from interpret.errors import InterpretError, suggest
+from interpret.text_size import check_text_bytes
 
-DEFAULT_MODEL_NAME = "the default model (MiniLM-L6 with sentiment centroids)"
+if TYPE_CHECKING:
+    from interpret.cli.budget import Source
+
+DEFAULT_MODEL_NAME = "the default model (MiniLM-L6 with a logistic-regression sentiment head)"
 
 
 @dataclass(frozen=True)
 class ModelPlan:
     """A model as the command line knows it before loading: its files, what its config says, and its name.
 
-    default: the built-in MiniLM sentiment model (a bare encoder whose decision is the toolkit's centroid
-    head, so its facts say "class").
+    default: the built-in MiniLM sentiment model (a bare encoder whose decision is the toolkit's logistic-regression
+    sentiment head, so its facts say "class").
     """
 
     checkpoint: Checkpoint
@@ -157,6 +162,19 @@ def check_input_file(path: Path, option: str = "--input") -> list:
         return read_examples(path)
     except InterpretError as err:
         raise usage_error(f"{option}: {err}") from None
+
+
+def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source) -> None:
+    """Refuse the first text of more bytes than the model's token limit could hold (`interpret.text_size`),
+    before any tokenizer reads it: every command that tokenizes texts calls this first."""
+    from interpret.cli.budget import token_limit
+    from interpret.estimate import tokenizer_limit
+
+    limit = token_limit(plan.facts, tokenizer_limit(plan.checkpoint.directory))
+    try:
+        check_text_bytes(texts, limit, lambda i: source.name(i, len(texts)))
+    except InterpretError as err:
+        raise usage_error(str(err)) from None
 
 
 def check_analyzer_names(names: Sequence[str]) -> list[str]:

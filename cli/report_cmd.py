@@ -141,6 +141,7 @@ def report(
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     directory = plan.checkpoint.directory
     limit = token_limit(facts, tokenizer_limit(directory))
+    preflight.check_text_sizes(inputs.texts, plan, inputs.source)
     counts = count_tokens(directory, inputs.texts)
     follow = count_tokens(directory, list(continuations), special=False) if continuations else None
 

@@ -50,6 +50,7 @@ class Decision:
         position for language models).
     probability: the target's probability (a product over steps for several target tokens).
     gold: the example's gold label, when the input gave one.
+    contrast_probability: the contrast's probability, read as the target's (None without a contrast).
     """
 
     target: Target
@@ -58,6 +59,7 @@ class Decision:
     predicted_probability: float | None = None
     probability: float | None = None
     gold: str | None = None
+    contrast_probability: float | None = None
 
     @property
     def kind(self) -> TargetKind:
@@ -78,6 +80,7 @@ class Decision:
             "predicted_index": self.predicted_index,
             "predicted_probability": self.predicted_probability,
             "probability": self.probability,
+            "contrast_probability": self.contrast_probability,
             "gold": self.gold,
             "correct": self.correct,
             "target": self.target.to_dict(),
@@ -245,7 +248,8 @@ def _class_decision(
         "class", (index,), (), (labels[index],), contrast, tuple(labels[i] for i in contrast), source,
         reader.pooling_of(encoded, example),
     )
-    return Decision(target, labels[best], best, float(probabilities[best]), float(probabilities[index]), gold)
+    rival = float(probabilities[contrast[0]]) if contrast else None
+    return Decision(target, labels[best], best, float(probabilities[best]), float(probabilities[index]), gold, rival)
 
 
 def _token_decision(
@@ -291,11 +295,12 @@ def _token_decision(
     first = log_probabilities[0]
     best = int(first.argmax())
     probability = float(sum(log_probabilities[k, i] for k, i in enumerate(ids)).exp())
+    rival = float(sum(log_probabilities[k, i] for k, i in enumerate(contrast)).exp()) if contrast else None
     target = Target(
         "token", ids, positions, tuple(_token_label(tokenizer, i) for i in ids), contrast,
         tuple(_token_label(tokenizer, i) for i in contrast), source, uniform_pooling(positions),
     )
-    return Decision(target, _token_label(tokenizer, best), best, float(first[best].exp()), probability, gold)
+    return Decision(target, _token_label(tokenizer, best), best, float(first[best].exp()), probability, gold, rival)
 
 
 def _readout_position(side: Encoded, example: int, real: list[int], mask_tokenizer: Any) -> int:

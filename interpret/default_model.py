@@ -121,7 +121,7 @@ def load_default(device: str | torch.device = "auto") -> tuple[nn.Module, Any, S
     cache = head_cache_file(path)
     head = _cached_or_fitted_head(model, tokenizer, cache)
     _notes[cache] = head.note
-    return model, tokenizer, head.to(next(model.parameters()).device)
+    return model, tokenizer, head.to(next(model.parameters()).device).eval()
 
 
 def demo_note() -> str:

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from interpret.errors import InputError
 from interpret.text import token_scheme
+from interpret.text_size import check_text_bytes
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
 _NO_LIMIT = 1_000_000
@@ -183,9 +184,12 @@ def encode(
     """Return the Encoded batch of `texts` ([batch, pos], padded on the tokenizer's padding side).
 
     A text longer than `limit` raises InputError unless `max_length` asks for truncation; `max_length`
-    above `limit` is refused too. A batch of one is never padded. A tokenizer without a pad token (GPT-2,
-    Llama) is padded with its end-of-sequence token (else its beginning-of-sequence or unknown token), which
-    the attention mask hides; the tokenizer passed in is not changed.
+    above `limit` is refused too, and so is a text of more bytes than `limit` tokens could hold
+    (`interpret.text_size`), before it is tokenized. A truncated text is cut by the tokenizer itself
+    (`truncation=True`: on its truncation side, its special tokens kept), a continuation staying whole after
+    it. A batch of one is never padded. A tokenizer without a pad token (GPT-2, Llama) is padded with its
+    end-of-sequence token (else its beginning-of-sequence or unknown token), which the attention mask hides;
+    the tokenizer passed in is not changed.
     continuations: per text, a continuation appended after it (tokenized on its own, without special
         tokens): its tokens are what a language model's explanation targets (`Encoded.continuation`).
     """
@@ -193,32 +197,30 @@ def encode(
     follow = None if continuations is None else _texts(continuations, "continuation")
     if follow is not None and len(follow) != len(batch):
         raise InputError(f"{len(follow)} continuations for {len(batch)} texts; give one continuation per text.")
+    if limit is not None:  # a text far longer than the model reads is refused before the tokenizer spends time on it
+        check_text_bytes(batch, limit)
+        check_text_bytes(follow or [], limit, lambda i: f"continuation {i}")
     if max_length is not None:
         if max_length < 1:
             raise InputError(f"max_length={max_length} must be a positive number of tokens.")
         if limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     rows = [_tokenize(tokenizer, text, add_special_tokens) for text in batch]
-    counts = [0] * len(rows)
-    if follow is not None:
-        for i, text in enumerate(follow):
-            extra = _tokenize(tokenizer, text, False)
-            rows[i] = rows[i].joined(extra)
-            counts[i] = len(extra.ids)
+    extras = [_Row([], [], []) for _ in batch] if follow is None else [_tokenize(tokenizer, text, False) for text in follow]
     cap = max_length if max_length is not None else limit
-    if max_length is None and limit is not None:
-        for i, row in enumerate(rows):
-            if len(row.ids) > limit:
-                raise InputError(
-                    f"text {i} has {len(row.ids)} tokens but the model accepts at most {limit};"
-                    f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
-                )
-    truncated = tuple(cap is not None and len(row.ids) > cap for row in rows)
-    if cap is not None:
-        if any(counts[i] and truncated[i] for i in range(len(rows))):
-            raise InputError(f"a text with its continuation is longer than {cap} tokens; shorten the text, the continuation must stay whole.")
-        rows = [row.cut(cap) for row in rows]
-    encoded = _padded(tokenizer, rows, batch, truncated, tuple(counts) if follow is not None else ())
+    truncated = tuple(cap is not None and len(row.ids) + len(extra.ids) > cap for row, extra in zip(rows, extras))
+    for i, cut in enumerate(truncated):
+        if not cut:
+            continue
+        if max_length is None:
+            raise InputError(
+                f"text {i} has {len(rows[i].ids) + len(extras[i].ids)} tokens but the model accepts at most {limit};"
+                f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
+            )
+        rows[i] = _truncated(tokenizer, batch[i], add_special_tokens, max_length - len(extras[i].ids), len(extras[i].ids))
+    rows = [row.joined(extra) for row, extra in zip(rows, extras)]
+    counts = tuple(len(extra.ids) for extra in extras) if follow is not None else ()
+    encoded = _padded(tokenizer, rows, batch, truncated, counts)
     return replace(encoded, scheme=token_scheme(tokenizer))
 
 
@@ -250,19 +252,37 @@ class _Row:
             words = self.words + [None if w is None else w + offset for w in other.words]
         return _Row(self.ids + other.ids, self.special + other.special, words)
 
-    def cut(self, length: int) -> _Row:
-        """Return the first `length` positions."""
-        return _Row(self.ids[:length], self.special[:length], None if self.words is None else self.words[:length])
 
-
-def _tokenize(tokenizer: Any, text: str, add_special_tokens: bool) -> _Row:
-    out = tokenizer(text, add_special_tokens=add_special_tokens, return_special_tokens_mask=True)
+def _tokenize(tokenizer: Any, text: str, add_special_tokens: bool, max_length: int | None = None) -> _Row:
+    """Return the tokenizer's own encoding of `text`, truncated by the tokenizer itself to `max_length` if given."""
+    cut = {} if max_length is None else {"truncation": True, "max_length": max_length}
+    out = tokenizer(text, add_special_tokens=add_special_tokens, return_special_tokens_mask=True, **cut)
     ids = [int(i) for i in out["input_ids"]]
     special = [bool(flag) for flag in out.get("special_tokens_mask", [0] * len(ids))]
     words = None
     if getattr(out, "is_fast", False):
         words = [None if flag else word for word, flag in zip(out.word_ids(), special)]
     return _Row(ids, special, words)
+
+
+def _truncated(tokenizer: Any, text: str, add_special_tokens: bool, budget: int, continuation: int) -> _Row:
+    """Return `text` cut to `budget` tokens as the tokenizer cuts it (`truncation=True`): on its truncation side,
+    its special tokens ([CLS] ... [SEP], <s>, </s>) kept, so the model sees what it saw in training.
+
+    A budget with no room for one text token beside the special tokens is refused: the tokenizer would return
+    only special tokens, or (below their count) log an error and return the whole text uncut.
+    """
+    specials = tokenizer.num_special_tokens_to_add(pair=False) if add_special_tokens else 0
+    if budget <= specials:
+        beside = f" and {continuation} continuation tokens" if continuation else ""
+        raise InputError(
+            f"max_length={budget + continuation} leaves no room for text beside {specials} special tokens{beside};"
+            f" use at least {specials + continuation + 1}."
+        )
+    row = _tokenize(tokenizer, text, add_special_tokens, budget)
+    if len(row.ids) > budget:
+        raise InputError(f"the tokenizer returned {len(row.ids)} tokens when asked to truncate to {budget}; shorten the text.")
+    return row
 
 
 def pad_token_id(tokenizer: Any) -> int:

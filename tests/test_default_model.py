@@ -414,6 +414,10 @@ def test_load_default_returns_model_tokenizer_and_cached_head(fake_fits: list[in
     assert dm.DEMO_NOTE == head.note
     assert f"held-out accuracy {100 * head.card.heldout_accuracy:.1f}% on 180 sentences" in dm.DEMO_NOTE
     assert dm.DEFAULT_MODEL_ID == "all-MiniLM-L6-v2 + sentiment logistic head"
+    # in eval mode, as the model is, whether fitted now or read back from the cache
+    assert not model.training and not any(module.training for module in head.modules())
+    cached = dm.load_default("cpu")[2]
+    assert len(fake_fits) == 1 and not any(module.training for module in cached.modules())
 
 
 def test_demo_note_reads_the_cache_without_loading_the_model(fake_fits: list[int], monkeypatch: pytest.MonkeyPatch) -> None:

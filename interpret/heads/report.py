@@ -6,23 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from interpret.atomic import write_atomically
 from interpret.heads.importance import ranked
 from interpret.heads.run import HeadStudy, describe_mode
+from interpret.report.render import _environment  # the report's: autoescape, bidi controls escaped (`shown`)
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "report" / "templates"
 _CELL = 22
 
 
 def render_heads(study: HeadStudy, *, model: str, input_name: str, pruned: str | None = None) -> str:
     """Return the page of `study` (model and input named as the user gave them; pruned: what --prune-to did)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True,
-    )
-    return env.get_template("heads.html.j2").render(page=page_data(study, model=model, input_name=input_name, pruned=pruned))
+    return _environment().get_template("heads.html.j2").render(page=page_data(study, model=model, input_name=input_name, pruned=pruned))
 
 
 def write_heads(path: str | Path, page: str) -> Path:

@@ -1,5 +1,14 @@
 """Rendering: the report as one self-contained HTML page (jinja2, autoescape), written atomically.
 
+Every value a template prints is user-controlled text at heart (texts, ids, labels, tokens, model and file
+names), so the environment's `finalize` escapes the bidirectional controls in it (`shown`): a right-to-left
+override in a label would otherwise reverse the rest of its line, or of an `<option>`, where no `<bdi>` can
+isolate it. They are shown as `\\u202e`, as the terminal shows them (`interpret.text.printable`) and as the
+page's scripts do (`visible` in report_draw.js), so the reader sees that the text holds one; markup a filter
+built (`join`) is escaped alike, and the JSON block stays the same data (`\\u202e` is a JSON escape). Only
+`Kept` markup passes unchanged: the inline assets (their CSP hashes are of these texts) and the `data-*`
+attributes the scripts compare with the raw tokens (the `data` filter; never displayed).
+
 The page holds every asset inline and its data as one JSON block. A Content-Security-Policy meta tag forbids
 any network access: scripts and the style run only when their sha256 hash (computed here, at render time)
 matches, so an injected `<script>` or `onerror=` attribute would not run even if it slipped past escaping.
@@ -15,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from interpret.atomic import atomic_path
 from interpret.decision import Decision
@@ -26,6 +35,7 @@ from interpret.report.model import ReportData
 from interpret.report.summary import check_rows, failed_checks, top_tokens
 from interpret.report.classes import comparison_view, section_word_blocks
 from interpret.report.views import page_data
+from interpret.text import BIDI_CONTROLS
 from interpret.versions import package_version
 
 log = logging.getLogger("interpret")
@@ -41,6 +51,26 @@ _CHUNK = 1 << 20
 # written as UTF-8, so they are escaped too.
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 _JSON_ESCAPES.update({code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)})
+_BIDI_ESCAPES = {ord(char): f"\\u{ord(char):04x}" for char in BIDI_CONTROLS}
+
+
+class Kept(Markup):
+    """Markup a template prints exactly as it is, bidi controls included (see the module docstring)."""
+
+
+def shown(value: Any) -> Any:
+    """Return a value as a template prints it (the environment's `finalize`): text and markup with their bidi
+    controls escaped (`\\u202e`); numbers, None and `Kept` markup unchanged."""
+    if value is None or isinstance(value, (int, float, Kept)):
+        return value
+    if hasattr(value, "__html__"):
+        return Markup(str(value.__html__()).translate(_BIDI_ESCAPES))
+    return str(value).translate(_BIDI_ESCAPES)
+
+
+def data_attribute(value: Any) -> Kept:
+    """Return a value escaped for an HTML attribute with its bidi controls kept (the `data` filter)."""
+    return Kept(escape(str(value)))
 
 
 def script_json(data: Any) -> Markup:
@@ -68,7 +98,9 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
+    env.filters["data"] = data_attribute
     env.filters["num"] = format_number
     env.filters["mb"] = megabytes
     return env
@@ -107,10 +139,10 @@ def render_page(report: ReportData) -> str:
         data["bertviz"] = None
     scripts = assets.scripts(with_bertviz)
     style = assets.style()
-    by_name = {script.name: Markup(script.text) for script in scripts}
+    by_name = {script.name: Kept(script.text) for script in scripts}
     context = {
         "csp": content_security_policy([script.text for script in scripts], [style]),
-        "style": Markup(style),
+        "style": Kept(style),
         "scripts": by_name,
         "bertviz": with_bertviz,
         "bertviz_missing": has_attention and not with_bertviz,

@@ -67,6 +67,12 @@ def test_report_json_to_stdout_is_pure_json(classifier_dir: Path) -> None:
     assert f"explaining positive (p={decision['probability']:.3g}) [given]" in line
 
 
+def test_the_default_model_is_named_with_its_logistic_head() -> None:
+    result = run("collect", "--text", TEXT, "--decoder-text", "a dog")
+    assert result.exit_code == 2
+    assert "--model the default model (MiniLM-L6 with a logistic-regression sentiment head) is an encoder" in result.stderr
+
+
 def test_report_from_input_files_keeps_ids_and_gold(classifier_dir: Path, tmp_path: Path) -> None:
     jsonl = tmp_path / "data.jsonl"
     jsonl.write_text('{"id": "a7", "text": "the cat sat", "label": "positive"}\n{"id": "b2", "text": "a dog saw red"}\n')
@@ -93,9 +99,13 @@ def test_report_contrast(classifier_dir: Path) -> None:
     result = run("report", "--model", str(classifier_dir), "--text", TEXT, "--format", "json", "-o", "-",
                  "-a", "rollout", "--target", "negative", "--contrast", "positive")
     assert result.exit_code == 0, result.stderr
-    target = json.loads(result.stdout)["run"]["decisions"][0]["target"]
+    decision = json.loads(result.stdout)["run"]["decisions"][0]
+    target = decision["target"]
     assert target["labels"] == ["negative"] and target["contrast_labels"] == ["positive"]
-    assert "explaining negative rather than positive (p=" in result.stderr
+    # each class with its own probability (two classes: they sum to one)
+    negative, positive = decision["probability"], decision["contrast_probability"]
+    assert negative + positive == pytest.approx(1, abs=1e-12)
+    assert f"explaining negative (p={negative:.3g}) rather than positive (p={positive:.3g}) [given]" in result.stderr
 
 
 def test_report_language_model_token_target_and_continuation(gpt2_dir: Path) -> None:
@@ -109,6 +119,15 @@ def test_report_language_model_token_target_and_continuation(gpt2_dir: Path) -> 
     assert continued.exit_code == 0, continued.stderr
     assert len(json.loads(continued.stdout)["run"]["decisions"][0]["target"]["ids"]) == 2
     assert "(2 tokens)" in continued.stderr
+
+
+def test_max_length_cuts_the_text_before_a_whole_continuation(gpt2_dir: Path) -> None:
+    result = run("report", "--model", str(gpt2_dir), "--text", " ".join(WORDS * 3), "--continuation", "the cat sat",
+                 "--max-length", "8", "-a", "rollout", "--format", "json", "-o", "-", "-q")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["examples"][0]["tokens"] == ["[CLS]", "the", "cat", "sat", "[SEP]", "the", "cat", "sat"]
+    assert len(data["run"]["decisions"][0]["target"]["ids"]) == 3
 
 
 def test_generate_is_passed_to_explain(gpt2_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +153,8 @@ def test_max_length_truncates(classifier_dir: Path, tmp_path: Path) -> None:
     result = run("report", "--model", str(classifier_dir), "--text", long_text, "--max-length", "16",
                  "--format", "json", "-o", str(out), "-a", "rollout", "-q")
     assert result.exit_code == 0, result.stderr
-    assert len(json.loads(out.read_text())["examples"][0]["tokens"]) == 16
+    tokens = json.loads(out.read_text())["examples"][0]["tokens"]
+    assert len(tokens) == 16 and tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"  # cut as the tokenizer cuts
 
 
 def test_encoder_decoder_takes_decoder_text(t5_dir: Path, tmp_path: Path) -> None:
