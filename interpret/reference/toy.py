@@ -1,16 +1,14 @@
 """A known-answer task: is the marker token in the sentence? The decisive token's position is known.
 
-`train_marker_model` trains a tiny EncoderClassifier to ~100% accuracy in a few seconds on a CPU,
-deterministically; `marker_task` caches that model on disk so tests and demos train it once.
+`train_marker_model` trains a tiny EncoderClassifier to ~100% accuracy in a few seconds on a CPU (seeded and
+deterministic on one machine, but not bit for bit across CPUs); `marker_task` returns the trained weights the
+package ships, so that what tests and demos assert about the model holds on every machine.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import PreTrainedTokenizerFast
 
-from interpret.cache import cache_dir as default_cache_dir
+from interpret.data.shipped import read_weights
 from interpret.errors import ConfigError, ModelLoadError
 from interpret.inputs import Encoded, encode
 from interpret.reference.config import TransformerConfig
@@ -227,33 +225,11 @@ def load_toy(directory: str | Path) -> tuple[EncoderClassifier, PreTrainedTokeni
     return model.eval(), tokenizer
 
 
-def marker_task(cache_dir: str | Path | None = None) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
-    """Return (trained toy EncoderClassifier, tokenizer), loaded from `cache_dir`/toy-marker-v1 or trained.
-
-    cache_dir defaults to the user cache directory of transformer-audit. A fresh model is written to a
-    temporary folder beside the target and renamed into place, so a reader never sees a partial cache.
-    """
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return cached_classifier(root / TOY_NAME, train_marker_model)
-
-
-def cached_classifier(
-    target: Path, train: Callable[[], tuple[EncoderClassifier, PreTrainedTokenizerFast]]
-) -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
-    """Return the classifier saved at `target`, or `train()`'s, saved there first: written to a temporary folder
-    beside the target and renamed into place, so a reader never sees a partial cache."""
-    if (target / _CONFIG_FILE).is_file():
-        return load_toy(target)
-    model, tokenizer = train()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        save_toy(model, tokenizer, staging)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / _CONFIG_FILE).is_file():  # not a concurrent writer that finished first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return model, tokenizer
+def marker_task() -> tuple[EncoderClassifier, PreTrainedTokenizerFast]:
+    """Return (the trained toy EncoderClassifier in eval mode, its tokenizer): the weights the package ships
+    (interpret/data/models/toy-marker-v1.safetensors, sha256-checked; `benchmarks/train_toy.py` retrains them
+    with `train_marker_model` and ships them only when they pass the planted-evidence check). Nothing is trained."""
+    tokenizer = marker_tokenizer()
+    model = EncoderClassifier(marker_config(len(tokenizer)))
+    model.load_state_dict(read_weights(TOY_NAME)[0])
+    return model.eval(), tokenizer

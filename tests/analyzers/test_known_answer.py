@@ -10,8 +10,8 @@ from interpret.reference.toy import marker_dataset, marker_task
 
 
 @pytest.mark.parametrize("name", ["rollout", "flow"])
-def test_attention_analyzers_rank_the_marker_first(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    model, tokenizer = marker_task(cache_dir=tmp_path_factory.getbasetemp() / "toy")
+def test_attention_analyzers_rank_the_marker_first(name: str) -> None:
+    model, tokenizer = marker_task()
     data = marker_dataset(120, seed=123)
     positive = [i for i, label in enumerate(data.labels.tolist()) if label == 1][:40]
     trace = interpret.collect(model, tokenizer, [data.texts[i] for i in positive])

@@ -27,8 +27,8 @@ def test_schedule_is_the_loops_own(heads: int, fraction: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory: pytest.TempPathFactory):
-    return marker_task(cache_dir=tmp_path_factory.getbasetemp() / "toy")
+def toy():
+    return marker_task()
 
 
 @pytest.mark.parametrize("labelled", [True, False])

@@ -48,8 +48,8 @@ def test_perplexity_quality_is_inverted_and_bad_settings_are_refused() -> None:
 
 
 @pytest.fixture(scope="module")
-def toy_data(tmp_path_factory: pytest.TempPathFactory):
-    model, tokenizer = marker_task(cache_dir=tmp_path_factory.getbasetemp() / "toy")
+def toy_data():
+    model, tokenizer = marker_task()
     data = marker_dataset(128, seed=21)
     batches = [encode(tokenizer, list(data.texts[i:i + 64])) for i in range(0, 128, 64)]
     gated = GatedModel.of(model, tokenizer, batches[0])

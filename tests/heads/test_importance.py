@@ -20,8 +20,8 @@ from interpret.reference.toy import marker_dataset, marker_task
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory: pytest.TempPathFactory):
-    model, tokenizer = marker_task(cache_dir=tmp_path_factory.getbasetemp() / "toy")
+def toy():
+    model, tokenizer = marker_task()
     return model, tokenizer
 
 

@@ -51,7 +51,7 @@ def test_pruned_equals_gated_also_after_save_and_load(family: str, tmp_path) -> 
 
 
 def test_reference_model_pruned_equals_gated_and_round_trips(tmp_path) -> None:
-    model, tokenizer = marker_task(cache_dir=tmp_path / "toy")
+    model, tokenizer = marker_task()
     encoded = encode(tokenizer, list(marker_dataset(16, seed=4).texts))
     mask = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]])
     gated = GatedModel.of(model, tokenizer, encoded)
