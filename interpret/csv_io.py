@@ -105,14 +105,17 @@ def _map_strings(column: pd.Series, function: Callable[[Any], Any]) -> pd.Series
         # Cell by cell: an object column may mix strings with numbers, which stay as they are.
         return pd.Series([function(value) for value in column], index=column.index, dtype=object, name=column.name)
     if pd.api.types.is_string_dtype(column.dtype):
-        # Vectorised for the large string columns of the audit tables (tokens, texts): only the cells that
-        # change go through `function`.
+        # Vectorised for the large string columns of the audit tables (tokens, texts); only the rare cells
+        # holding a NUL go through `function` one by one.
         if function is neutralise:
-            hit = column.str.startswith((*FORMULA_STARTS, ESCAPE)) | column.str.contains("\0", regex=False)
+            nul = column.str.contains("\0", regex=False).fillna(False).astype(bool)
+            quoted = column.str.startswith((*FORMULA_STARTS, ESCAPE)).fillna(False).astype(bool) & ~nul
+            out = column.mask(quoted, ESCAPE + column)
         else:
-            hit = column.str.startswith(ESCAPE)
-        hit = hit.fillna(False).astype(bool)
-        return column.mask(hit, column[hit].map(function)) if hit.any() else column
+            nul = column.str.startswith(NUL_ESCAPE).fillna(False).astype(bool)
+            quoted = column.str.startswith(ESCAPE).fillna(False).astype(bool) & ~nul
+            out = column.mask(quoted, column.str.slice(1))
+        return out.mask(nul, column[nul].map(function)) if nul.any() else out
     return column
 
 
