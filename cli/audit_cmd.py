@@ -2,11 +2,16 @@
 
 This module owns the command's options and their checks, all made before the model loads (the input file,
 the output directory, analyzers and their parameters, the model's kind, gold labels against the model's
-labels, every example's length); `interpret.audit.run_audit` does the audit.
+classes by `interpret.labels`' rule, every example's length); `interpret.audit.run_audit` does the audit. A
+SIGTERM stops it as Ctrl-C does: the finished batches are stored, the command exits 130 with one line, and
+running it again resumes.
 """
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,9 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=8, show_default=True)
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Discard finished batches in the output directory and start over.")
+@click.option("--skip-invalid", is_flag=True,
+              help="Skip rows whose text is missing, empty or whitespace only (counted, and their lines listed in"
+                   " skipped.csv) instead of refusing the file.")
 @click.option("--target", type=click.Choice(["prediction", "gold"]), default="prediction", show_default=True,
               help="Explain each example's prediction, or its gold label (needs a label column).")
 @click.option("-o", "--output", default=None, metavar="DIR",
@@ -41,16 +49,23 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
 @verbosity_options
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...], batch_size: int, seed: int,
-    fresh: bool, target: str, output: str | None, evidence: bool, fmt: str, engine: str, address: str | None,
-    num_gpus_per_worker: float | None, workers: int | None, quiet: bool, verbose: bool,
+    allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
+    batch_size: int, seed: int, fresh: bool, skip_invalid: bool, target: str, output: str | None, evidence: bool,
+    fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
+    verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
-    from interpret.cli.common import json_text, load_model, setup_logging
+    from interpret.cli.common import json_text, load_model, log, setup_logging
 
     setup_logging(quiet, verbose)
     check_engine(engine, address, num_gpus_per_worker, workers)
-    examples = preflight.check_input_file(input_file)
+    dataset = preflight.check_dataset(input_file, skip_empty=skip_invalid,
+                                      empty_hint=" (or skip such rows: --skip-invalid)")
+    examples = dataset.examples
+    if dataset.skipped:
+        lines = ", ".join(str(line) for line in dataset.skipped[:10]) + (", ..." if len(dataset.skipped) > 10 else "")
+        log.warning(f"skipped {len(dataset.skipped)} rows of {input_file.name} with an empty text (lines {lines});"
+                    " the output's skipped.csv lists every one")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     params = preflight.parse_sets(sets, names)
     out_dir = output or str(Path("reports") / f"{input_file.stem}-audit")
@@ -61,10 +76,12 @@ def audit(
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
-            raise usage_error(f"--target gold: {input_file.name} example {unlabelled.row} has no label; give every"
+            raise usage_error(f"--target gold: {unlabelled.place(input_file.name)} has no label; give every"
                               " example a label, or explain predictions (--target prediction).")
     plan = preflight.plan_model(model, allow_pickle)
     _check_model(plan, target)
+    if plan.facts.decision == "class":
+        preflight.check_labels(examples, plan.labels(), input_file)
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
@@ -84,25 +101,26 @@ def audit(
     prerun.check_adapter(plan)
     tokenizer = prerun.load_tokenizer(plan)
     _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source), patterns)
-    if target == "gold":
-        _check_gold_labels(plan, examples, input_file.name)
 
     from interpret.audit import run_audit
     from interpret.cli.common import logs_through_bars
 
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
-    with logs_through_bars():  # run_audit draws its own bar on stderr; log lines are written through it
+    # run_audit draws its own bar on stderr; log lines are written through it
+    with logs_through_bars(), _terminate_as_interrupt():
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
+            skipped=dataset.skipped if skip_invalid else None,
             engine=None if engine == "local" else ray_engine(
                 model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers, allow_missing_weights),
         )
     if fmt == "json":
         say(json_text({
             "output": str(outcome.out_dir), "examples": outcome.n_examples, "computed": outcome.n_computed,
-            "resumed": outcome.n_resumed, "accuracy": outcome.accuracy, "files": [str(path) for path in outcome.paths],
+            "resumed": outcome.n_resumed, "skipped": outcome.n_skipped, "accuracy": outcome.accuracy,
+            "files": [str(path) for path in outcome.paths],
         }))
         return
     for line in audit_table(outcome, input_file.name):
@@ -114,6 +132,7 @@ def audit_table(outcome: Any, input_name: str) -> list[str]:
     accuracy = outcome.accuracy
     rows = [
         ("examples", f"{outcome.n_examples} ({outcome.n_computed} computed, {outcome.n_resumed} resumed)"),
+        *((("skipped", f"{outcome.n_skipped} rows with an empty text (skipped.csv)"),) if outcome.n_skipped else ()),
         ("accuracy", "no gold labels" if accuracy is None else f"{100 * accuracy:.1f}% of labelled examples"),
         ("time", f"{outcome.wall_seconds:.1f} s"),
         ("output", str(outcome.out_dir)),
@@ -169,15 +188,16 @@ def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
         )
 
 
-def _check_gold_labels(plan: ModelPlan, examples: list, file_name: str) -> None:
-    from interpret.decision import resolve_class
-    from interpret.errors import InterpretError
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM (a scheduler's or `kill`'s stop) raises KeyboardInterrupt as Ctrl-C does, so the
+    audit stores its finished batches and exits 130 with one line instead of dying without a word."""
 
-    if plan.facts.decision != "class":
-        return
-    labels = plan.labels()
-    for example in examples:
-        try:
-            resolve_class(example.label, labels)
-        except InterpretError as err:
-            raise usage_error(f"--target gold: {file_name} example {example.row}: {err}") from None
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -11,9 +11,6 @@ model's kind and its decision, every example's length, and the pruning loop's es
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import shutil
 import tempfile
@@ -83,7 +80,7 @@ def heads(
     setup_logging(quiet, verbose)
     flops_limit = _parse_flops(max_flops)
     memory_limit = parse_size(max_memory, "--max-memory")
-    examples = preflight.check_input_file(input_file)
+    examples = preflight.check_dataset(input_file, label_column=label_column).examples
     raw_labels = _labels(input_file, examples, label_column)
     report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
     preflight.check_output_file(report_path)
@@ -100,7 +97,7 @@ def heads(
         )
     if store is not None:
         _check_store(plan, prune_to, store)
-    labels = _label_indices(plan, raw_labels, input_file.name, default_head) if raw_labels is not None else None
+    labels = _label_indices(plan, examples, input_file, default_head) if raw_labels is not None else None
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
@@ -132,34 +129,14 @@ def heads(
 
 def _labels(path: Path, examples: list, column: str) -> list[str] | None:
     """Return each example's label text from `column`, None when no example has one; usage error when only some do."""
-    if column == "label":
-        values = [example.label for example in examples]
-    else:
-        values = _column(path, column, len(examples))
-    present = [value for value in values if value is not None]
-    if not present:
+    values = [example.label for example in examples]
+    if all(value is None for value in values):
         return None
-    missing = next((i for i, value in enumerate(values) if value is None), None)
+    missing = next((example for example in examples if example.label is None), None)
     if missing is not None:
-        raise usage_error(f"--input: {path.name} example {missing} has no {column!r}; label every example or none"
+        raise usage_error(f"--input: {missing.place(path.name)} has no {column!r}; label every example or none"
                           " (label-free).")
     return [str(value) for value in values]
-
-
-def _column(path: Path, column: str, count: int) -> list[str | None]:
-    """Return the text of `column` per example (rows with a non-empty text, in file order)."""
-    text = path.read_text(encoding="utf-8-sig")
-    if path.suffix.lower() == ".jsonl":
-        rows = [json.loads(line) for line in text.split("\n") if line.strip()]
-    else:
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    values = []
-    for row in rows:
-        value = row.get(column)
-        values.append(None if value is None or (isinstance(value, str) and not value.strip()) else str(value))
-    if len(values) != count:
-        raise usage_error(f"--label-column: {path.name} has {len(values)} rows but {count} examples; remove blank rows.")
-    return values
 
 
 def _check_prune_to(prune_to: str, force: bool, plan: ModelPlan, input_file: Path) -> None:
@@ -222,26 +199,12 @@ def _is_default_directory(plan: ModelPlan) -> bool:
         return False
 
 
-def _label_indices(plan: ModelPlan, values: list[str], file_name: str, default_head: bool) -> list[int]:
-    from interpret.decision import resolve_class
-    from interpret.errors import InterpretError
-
+def _label_indices(plan: ModelPlan, examples: list, path: Path, default_head: bool) -> list[int]:
     if plan.facts.decision == "token" and not default_head:
-        raise usage_error(f"--input: {file_name} has labels but {plan.described()} (a language model); drop the"
+        raise usage_error(f"--input: {path.name} has labels but {plan.described()} (a language model); drop the"
                           " labels: its loss is the next-token loss.")
     known = plan.labels() if not default_head else _default_labels()
-    indices, unknown = [], []
-    for value in values:
-        try:
-            indices.append(resolve_class(value, known))
-        except InterpretError:
-            if value not in unknown:
-                unknown.append(value)
-    if unknown:
-        shown = ", ".join(repr(value) for value in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-        raise usage_error(f"--input: {file_name} has labels the model does not know: {shown}; its labels are"
-                          f" {', '.join(repr(label) for label in known)}.")
-    return indices
+    return [int(index) for index in preflight.check_labels(examples, known, path) if index is not None]
 
 
 def _default_labels() -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from interpret.checkpoint import Checkpoint, ModelFacts, locate, model_facts
 from interpret.cli.analyzer_index import entry_point_names
@@ -155,11 +155,31 @@ def _existing_parent(path: Path) -> Path:
 
 
 def check_input_file(path: Path, option: str = "--input") -> list:
-    """Return the examples of an input file (interpret.datasets.read_examples); usage error for anything unusable."""
-    from interpret.datasets import read_examples
+    """Return the examples of an input file (`check_dataset`); usage error for anything unusable."""
+    return check_dataset(path, option).examples
+
+
+def check_dataset(
+    path: Path, option: str = "--input", *, label_column: str = "label", skip_empty: bool = False, empty_hint: str = ""
+) -> Any:
+    """Return the `interpret.datasets.Dataset` of an input file (read_dataset with these options); usage error
+    for anything unusable (ending with `empty_hint` for a row without text)."""
+    from interpret.datasets import EmptyText, read_dataset
 
     try:
-        return read_examples(path)
+        return read_dataset(path, label_column=label_column, skip_empty=skip_empty)
+    except InterpretError as err:
+        hint = empty_hint if isinstance(err, EmptyText) else ""
+        raise usage_error(f"{option}: {err}{hint}") from None
+
+
+def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, option: str = "--input") -> list[int | None]:
+    """Return the class each example's label names (`interpret.labels.resolve_labels`, the rule every reader of
+    labels uses); usage error naming the file's line of the first label that names no class of `classes`."""
+    from interpret.labels import resolve_labels
+
+    try:
+        return resolve_labels([example.label for example in examples], classes, lambda i: examples[i].place(path.name))
     except InterpretError as err:
         raise usage_error(f"{option}: {err}") from None
 

@@ -36,6 +36,7 @@ class _Inputs:
     gold: list[str | None] | None
     stem: str
     source: Source
+    examples: list | None = None  # as read from --input (interpret.datasets.Example)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ def report(
     plan = preflight.plan_model(model, allow_pickle)
     facts = plan.facts
     _check_model_kind(plan, decoder_texts, continuations, generate, target, contrast)
+    if input_file is not None and inputs.examples and facts.decision == "class":
+        preflight.check_labels(inputs.examples, plan.labels(), input_file)
     layer_list = check_index_range(layer_list, facts.n_layers, "--layers", "layer")
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     directory = plan.checkpoint.directory
@@ -197,6 +200,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
         [example.label for example in examples],
         input_file.stem,
         Source(input_file.name, tuple(example.row for example in examples)),
+        examples,
     )
 
 

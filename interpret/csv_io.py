@@ -9,6 +9,13 @@
   `restore` drops exactly one leading `'` from any string cell that has one. Column names are treated alike.
   Only string cells change: numbers (a negative float included), booleans and missing values are written as
   they are;
+- a NUL character (U+0000, valid in JSON and UTF-8 text) is never written raw: a CSV is a text file, and a NUL
+  in one makes spreadsheets and C-string tools cut the cell short and grep call the file binary. A string cell
+  that holds one is written as `'\\` and then the cell with each `\\` doubled and each NUL written `\\0`. The
+  leading `'` keeps a spreadsheet from reading it as a formula, and no other written cell starts with `'\\` (a
+  `'` is only put before a formula start or a `'`), so `restore` knows exactly which cells to undo. Escaping
+  rather than refusing keeps a text with a stray NUL auditable (the Parquet tables hold it unchanged);
+
 - a missing value and an empty string are both an empty cell (CSV has no other way to write them);
 - UTF-8 without a byte-order mark; the file appears whole or not at all (interpret.atomic).
 
@@ -30,19 +37,27 @@ from interpret.errors import InputError
 # The first characters that make a spreadsheet read a cell as a formula (OWASP, CSV Injection), and the escape.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
+NUL_ESCAPE = "'\\"  # how a cell holding a NUL starts (no other written cell does)
 LINE_END = "\r\n"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 cannot encode
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)  # a backslash pair inside a NUL-escaped cell
 
 
 def neutralise(value: Any) -> Any:
-    """Return a string cell with a leading `'` when it starts like a formula (or with `'`); other values as given."""
+    """Return a string cell with a leading `'` when it starts like a formula (or with `'`), or NUL-escaped when
+    it holds a NUL; other values as given."""
+    if isinstance(value, str) and "\0" in value:
+        return NUL_ESCAPE + value.replace("\\", "\\\\").replace("\0", "\\0")
     if isinstance(value, str) and value.startswith((*FORMULA_STARTS, ESCAPE)):
         return ESCAPE + value
     return value
 
 
 def restore(value: Any) -> Any:
-    """Return a string cell as it was before `neutralise` (one leading `'` dropped); other values as given."""
+    """Return a string cell as it was before `neutralise` (NUL escapes undone, or one leading `'` dropped);
+    other values as given."""
+    if isinstance(value, str) and value.startswith(NUL_ESCAPE):
+        return _ESCAPED.sub(lambda pair: "\0" if pair.group(1) == "0" else pair.group(1), value[len(NUL_ESCAPE):])
     if isinstance(value, str) and value.startswith(ESCAPE):
         return value[1:]
     return value
@@ -90,12 +105,17 @@ def _map_strings(column: pd.Series, function: Callable[[Any], Any]) -> pd.Series
         # Cell by cell: an object column may mix strings with numbers, which stay as they are.
         return pd.Series([function(value) for value in column], index=column.index, dtype=object, name=column.name)
     if pd.api.types.is_string_dtype(column.dtype):
-        # Vectorised for the large string columns of the audit tables (tokens, texts).
+        # Vectorised for the large string columns of the audit tables (tokens, texts); only the rare cells
+        # holding a NUL go through `function` one by one.
         if function is neutralise:
-            hit = column.str.startswith((*FORMULA_STARTS, ESCAPE)).fillna(False).astype(bool)
-            return column.mask(hit, ESCAPE + column)
-        hit = column.str.startswith(ESCAPE).fillna(False).astype(bool)
-        return column.mask(hit, column.str.slice(1))
+            nul = column.str.contains("\0", regex=False).fillna(False).astype(bool)
+            quoted = column.str.startswith((*FORMULA_STARTS, ESCAPE)).fillna(False).astype(bool) & ~nul
+            out = column.mask(quoted, ESCAPE + column)
+        else:
+            nul = column.str.startswith(NUL_ESCAPE).fillna(False).astype(bool)
+            quoted = column.str.startswith(ESCAPE).fillna(False).astype(bool) & ~nul
+            out = column.mask(quoted, column.str.slice(1))
+        return out.mask(nul, column[nul].map(function)) if nul.any() else out
     return column
 
 

@@ -1,5 +1,8 @@
 """Read examples for reports and audits from JSON Lines or CSV files (a `text` column, optional `label` and `id`).
 
+A label is kept as text (a JSON whole number as its decimal digits); what class it names is decided once
+the model is known, by `interpret.labels`.
+
 Both formats are read exactly as written:
 - the file must be UTF-8; a leading byte-order mark is dropped;
 - CSV goes through the csv module (RFC 4180 quoting), so a quoted newline, comma or quote stays in its field
@@ -18,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +32,53 @@ _CSV_LINE_END = re.compile(rb"\r\n|\r|\n")  # what the csv reader counts as a li
 _JSON_BLANK = " \t\r"  # a JSONL line holding only these is skipped; anything else must be JSON
 
 
+class EmptyText(InputError):
+    """A row's text is missing, empty or whitespace only (`read_dataset(skip_empty=True)` skips such rows)."""
+
+
 @dataclass(frozen=True)
 class Example:
     """One input text with its optional gold label and id, and its row number in the file (0-based).
 
-    row: the example's index among the file's examples (blank lines skipped), not its line number.
+    row: the example's index among the file's rows (blank lines not counted, rows skipped for an empty text
+        counted), not its line number.
     label: the gold label as text (a number in the file becomes its decimal text, e.g. 1 → "1").
     id: the file's `id` for this example, as text, or None when the file has no `id` (or it is empty).
+    line: the physical line (1-based) where its row starts in the file; None when not read from a file. It
+        says where the example came from, not what it is, so it takes no part in equality.
     """
 
     row: int
     text: str
     label: str | None = None
     id: str | None = None
+    line: int | None = field(default=None, compare=False)
+
+    def place(self, file_name: str | None = None) -> str:
+        """Return where the example is, for a message: "data.csv line 7", or "example row 3"."""
+        return f"{file_name} line {self.line}" if file_name and self.line is not None else f"example row {self.row}"
 
 
-def read_examples(path: str | Path) -> list[Example]:
-    """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable."""
+@dataclass(frozen=True)
+class Dataset:
+    """A file's examples, and the lines (1-based) of the rows skipped for an empty text (`skip_empty`)."""
+
+    examples: list[Example]
+    skipped: tuple[int, ...] = ()
+
+
+def read_examples(path: str | Path, *, label_column: str = "label") -> list[Example]:
+    """Return the examples of a .jsonl or .csv file (`read_dataset`); every row needs a non-empty text."""
+    return read_dataset(path, label_column=label_column).examples
+
+
+def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: bool = False) -> Dataset:
+    """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable.
+
+    label_column: the column (or JSON key) holding each example's label.
+    skip_empty: skip a row whose text is missing, empty or whitespace only, recording its line, instead of
+        refusing the file.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
@@ -59,9 +92,13 @@ def read_examples(path: str | Path) -> list[Example]:
         raise InputError(f"{path.name} is empty; give one example per line with a 'text' field.")
     rows = _jsonl_rows(text, path) if suffix == ".jsonl" else _csv_rows(text, path)
     examples: list[Example] = []
+    skipped: list[int] = []
     first_line_of_id: dict[str, int] = {}
     for line, row in rows:
-        example = _example(len(examples), line, row, path)
+        if skip_empty and _no_text(row):
+            skipped.append(line)
+            continue
+        example = _example(len(examples) + len(skipped), line, row, path, label_column)
         if example.id is not None:
             if example.id in first_line_of_id:
                 raise InputError(
@@ -71,8 +108,9 @@ def read_examples(path: str | Path) -> list[Example]:
             first_line_of_id[example.id] = line
         examples.append(example)
     if not examples:
-        raise InputError(f"{path.name} holds no examples; add rows with a 'text' column.")
-    return examples
+        found = f" (all {len(skipped)} rows have an empty text)" if skipped else ""
+        raise InputError(f"{path.name} holds no examples{found}; add rows with a 'text' column.")
+    return Dataset(examples, tuple(skipped))
 
 
 def _decode(data: bytes, path: Path, *, universal: bool) -> str:
@@ -151,19 +189,25 @@ def _header(record: list[str], line: int, path: Path) -> list[str]:
     return header
 
 
-def _example(index: int, line: int, row: Mapping[str, Any], path: Path) -> Example:
+def _no_text(row: Mapping[str, Any]) -> bool:
+    """Return whether a row's text is missing, null, or a string of whitespace only."""
+    text = row.get("text")
+    return text is None or (isinstance(text, str) and not text.strip())
+
+
+def _example(index: int, line: int, row: Mapping[str, Any], path: Path, label_column: str) -> Example:
     where = f"{path.name} line {line}"
     text = row.get("text")
     if text is None:
-        raise InputError(f"{where} has no text; every row needs a non-empty 'text'.")
+        raise EmptyText(f"{where} has no text; every row needs a non-empty 'text'.")
     if not isinstance(text, str):
         raise InputError(f"{where} has a {_json_kind(text)} as its text; write the text as a string.")
     if not text.strip():
-        raise InputError(f"{where} has an empty text; every row needs a non-empty 'text'.")
+        raise EmptyText(f"{where} has an empty text; every row needs a non-empty 'text'.")
     _refuse_surrogate(text, "text", where)
-    label = _optional_name(row.get("label"), "label", where)
+    label = _optional_name(row.get(label_column), label_column, where)
     identifier = _optional_name(row.get("id"), "id", where)
-    return Example(row=index, text=text, label=label, id=identifier)
+    return Example(row=index, text=text, label=label, id=identifier, line=line)
 
 
 def _optional_name(value: Any, field: str, where: str) -> str | None:

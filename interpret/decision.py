@@ -22,8 +22,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from interpret.errors import InputError, suggest
+from interpret.errors import InputError
 from interpret.inputs import Encoded
+from interpret.labels import resolve_class, resolve_labels
 from interpret.target import Pooling, Target, TargetKind, TargetSource, uniform_pooling
 from interpret.trace import ModelKind, Trace
 
@@ -49,7 +50,9 @@ class Decision:
     predicted / predicted_index / predicted_probability: the model's own top choice (at the first target
         position for language models).
     probability: the target's probability (a product over steps for several target tokens).
-    gold: the example's gold label, when the input gave one.
+    gold: the example's gold label, when the input gave one: for a class decision the name of the class it
+        names (`interpret.labels`: "0" and "negative" both become "negative"), else as given.
+    gold_index: the class the gold label names (class decisions).
     contrast_probability: the contrast's probability, read as the target's (None without a contrast).
     """
 
@@ -59,6 +62,7 @@ class Decision:
     predicted_probability: float | None = None
     probability: float | None = None
     gold: str | None = None
+    gold_index: int | None = None
     contrast_probability: float | None = None
 
     @property
@@ -68,10 +72,10 @@ class Decision:
 
     @property
     def correct(self) -> bool | None:
-        """Whether the prediction equals the gold label (None without a gold label or a class decision)."""
-        if self.gold is None or self.target.kind != "class":
+        """Whether the predicted class is the gold label's (None without a gold label or a class decision)."""
+        if self.gold_index is None or self.target.kind != "class":
             return None
-        return self.predicted == self.gold
+        return self.predicted_index == self.gold_index
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field and the target."""
@@ -204,7 +208,8 @@ def decide(
     """Return one Decision per example of `trace`, each with its resolved Target.
 
     gold: the examples' gold labels (None where unknown), shown beside the prediction and used with
-    `request.gold`.
+    `request.gold`; a class decision reads them all by `interpret.labels.resolve_labels` (refusing a label
+    that names no class).
     """
     request = request or TargetRequest()
     reader = reader_for(model, trace.meta.kind, head, trace.output)
@@ -222,12 +227,13 @@ def decide(
             )
         return [Decision(target, gold=golds[b]) for b, target in enumerate(structural_targets(trace))]
     if reader.kind == "class":
-        return [_class_decision(reader, logits[b], encoded, b, request, golds[b]) for b in range(encoded.batch)]
+        classes = resolve_labels(golds, reader.labels)
+        return [_class_decision(reader, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
     return [_token_decision(reader, logits[b], encoded, b, tokenizer, request, golds[b]) for b in range(encoded.batch)]
 
 
 def _class_decision(
-    reader: DecisionReader, logits: Tensor, encoded: Encoded, example: int, request: TargetRequest, gold: str | None
+    reader: DecisionReader, logits: Tensor, encoded: Encoded, example: int, request: TargetRequest, gold: int | None
 ) -> Decision:
     probabilities = logits.double().softmax(-1).cpu()
     labels = reader.labels
@@ -236,7 +242,7 @@ def _class_decision(
     if request.gold:
         if gold is None:
             raise InputError(f"example {example} has no gold label; give every example a label to explain gold targets.")
-        index, source = resolve_class(gold, labels), "gold"
+        index, source = gold, "gold"
     elif request.target is not None:
         index, source = resolve_class(request.target, labels), "given"
     else:
@@ -249,7 +255,9 @@ def _class_decision(
         reader.pooling_of(encoded, example),
     )
     rival = float(probabilities[contrast[0]]) if contrast else None
-    return Decision(target, labels[best], best, float(probabilities[best]), float(probabilities[index]), gold, rival)
+    name = None if gold is None else labels[gold]
+    return Decision(target, labels[best], best, float(probabilities[best]), float(probabilities[index]), name, gold,
+                    rival)
 
 
 def _token_decision(
@@ -300,7 +308,8 @@ def _token_decision(
         "token", ids, positions, tuple(_token_label(tokenizer, i) for i in ids), contrast,
         tuple(_token_label(tokenizer, i) for i in contrast), source, uniform_pooling(positions),
     )
-    return Decision(target, _token_label(tokenizer, best), best, float(first[best].exp()), probability, gold, rival)
+    return Decision(target, _token_label(tokenizer, best), best, float(first[best].exp()), probability, gold,
+                    contrast_probability=rival)
 
 
 def _readout_position(side: Encoded, example: int, real: list[int], mask_tokenizer: Any) -> int:
@@ -312,24 +321,6 @@ def _readout_position(side: Encoded, example: int, real: list[int], mask_tokeniz
         if masked:
             return masked[0]
     return real[-1]
-
-
-def resolve_class(target: int | str, labels: Sequence[str]) -> int:
-    """Return the class index that `target` (an index or a label) names; InputError for anything else."""
-    if isinstance(target, str) and target in labels:
-        return list(labels).index(target)
-    index: int | None = None
-    if isinstance(target, int) and not isinstance(target, bool):
-        index = target
-    elif isinstance(target, str) and target.strip().lstrip("-").isdigit():
-        index = int(target)
-    if index is not None:
-        if 0 <= index < len(labels):
-            return index
-        raise InputError(
-            f"class {index} does not exist; this model has classes 0..{len(labels) - 1} ({', '.join(labels)})."
-        )
-    raise InputError(f"{str(target)!r} is not a label of this model;{suggest(str(target), labels)} labels: {', '.join(labels)}.")
 
 
 def resolve_token(target: int | str, tokenizer: Any, vocab: int) -> int:

@@ -148,3 +148,19 @@ def test_any_table_reads_back_exactly(tmp_path_factory: pytest.TempPathFactory, 
     assert [None if pd.isna(cell) else cell for cell in back["text"]] == [text or None for text in texts]
     np.testing.assert_array_equal(back["value"].to_numpy(), frame["value"].to_numpy())
     assert back["count"].tolist() == frame["count"].tolist()
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_a_nul_is_escaped_in_the_file_and_restored_on_reading(tmp_path: Path, dtype: object) -> None:
+    texts = ["a\x00b", "\x00", "=\x00", "'\\0 and \x00 and \\", "\\0 is no NUL", "'\\x", "plain", None]
+    frame = pd.DataFrame({"text": pd.Series(texts, dtype=dtype), "na\x00me": pd.Series(range(8), dtype=np.int64)})
+    path = write_csv(frame, tmp_path / "t.csv")
+    data = path.read_bytes()
+    assert b"\x00" not in data  # a text file: spreadsheets, C-string tools and grep read it whole
+    records = csv_rows(path)
+    assert records[0] == ["text", "'\\na\\0me"]
+    assert [row[0] for row in records[1:4]] == ["'\\a\\0b", "'\\\\0", "'\\=\\0"]
+    assert [row[0] for row in records[5:8]] == ["\\0 is no NUL", "''\\x", "plain"]  # only NUL cells are escaped
+    back = read_csv(path, {"text": str})
+    assert list(back.columns) == ["text", "na\x00me"]
+    assert back["text"].tolist()[:7] == texts[:7] and pd.isna(back["text"].tolist()[7])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpret.datasets import Example, read_examples
+from interpret.datasets import Example, read_dataset, read_examples
 from interpret.errors import InputError
 
 # Texts that str.splitlines() would break or that need CSV quoting; every one must come back unchanged.
@@ -167,3 +167,33 @@ def test_seed_file_still_reads() -> None:
     seed = Path(str(files("interpret.data") / "sentiment_seed.jsonl"))
     examples = read_examples(seed)
     assert examples and all(e.text.strip() and e.label for e in examples)
+
+
+def test_skip_empty_skips_rows_without_text_and_keeps_their_lines(tmp_path: Path) -> None:
+    csv_path = tmp_path / "gaps.csv"
+    csv_path.write_bytes(b'text,label\nfirst,a\n"",b\n"two\nlines",c\n"  \t",d\n\nlast,e\n')
+    dataset = read_dataset(csv_path, skip_empty=True)
+    assert dataset.skipped == (3, 6)  # physical lines; the quoted newline makes row 3 start on line 4
+    assert [(e.row, e.text, e.label, e.line) for e in dataset.examples] == [
+        (0, "first", "a", 2), (2, "two\nlines", "c", 4), (4, "last", "e", 8),  # skipped rows keep their row numbers
+    ]
+    jsonl = tmp_path / "gaps.jsonl"
+    jsonl.write_text('{"text": "a"}\n{"text": null}\n{"label": 1}\n{"text": " "}\n{"text": "b"}\n')
+    assert read_dataset(jsonl, skip_empty=True).skipped == (2, 3, 4)
+    with pytest.raises(InputError, match="gaps.jsonl line 2 has no text"):
+        read_dataset(jsonl)  # the default still refuses the file
+    only = tmp_path / "only.jsonl"
+    only.write_text('{"text": ""}\n')
+    with pytest.raises(InputError, match=r"holds no examples \(all 1 rows have an empty text\)"):
+        read_dataset(only, skip_empty=True)
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text('{"text": 7}\n')
+    with pytest.raises(InputError, match="number as its text"):  # a text of the wrong type is no empty text
+        read_dataset(wrong, skip_empty=True)
+
+
+def test_the_label_column_is_read_by_the_same_rule(tmp_path: Path) -> None:
+    path = tmp_path / "col.jsonl"
+    path.write_text('{"text": "a", "sentiment": 1, "label": "x"}\n{"text": "b", "sentiment": "neg"}\n')
+    assert [e.label for e in read_examples(path, label_column="sentiment")] == ["1", "neg"]
+    assert [e.line for e in read_examples(path)] == [1, 2]

@@ -62,7 +62,7 @@ def test_targets_by_index_label_and_gold_and_contrast(tokenizer) -> None:
 
 @pytest.mark.parametrize(
     ("target", "message"),
-    [("clas 1", "not a label"), (7, "class 7 does not exist"), ("-1", "class -1 does not exist"), ("2", "class 2")],
+    [("clas 1", "neither a class name nor a class index"), (7, "class 7 does not exist"), ("-1", "class -1 does not exist"), ("2", "class 2")],
 )
 def test_bad_class_targets_are_one_line(tokenizer, target, message) -> None:
     with pytest.raises(InputError, match=message):

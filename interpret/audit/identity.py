@@ -4,7 +4,7 @@ A resumed audit reuses finished parts only when every component is what it was: 
 content, not by path), their dtype, the device type, the attention kernel the model runs with
 (`interpret.audit.kernel`), the tokenizer's vocabulary and settings, the decision
 head, the analyzers with their versions and parameters, the target mode, the batching, and the input (the
-examples as read and, when known, the input file's bytes). A component that differs is named in the refusal.
+examples as read with the class each label names, and, when known, the input file's bytes). A component that differs is named in the refusal.
 
 Weights are hashed either from the files the model was loaded from (`model_dir`: config.json and the weight
 files the loader reads, `interpret.checkpoint.weight_files`: the single file, or the index and every shard it
@@ -17,6 +17,7 @@ The tokenizer is hashed from what it loaded (`tokenizer_digest`), not from its f
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,13 +33,14 @@ from interpret.datasets import Example
 from interpret.file_digest import content_digest, file_sha256
 from interpret.loading import random_weights
 
-FORMAT = 3  # bump when the layout or the tables change, so old parts are never mixed with new ones
+FORMAT = 4  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message
 
 
 def fingerprint_parts(
     *,
     examples: Sequence[Example],
+    gold: tuple[Sequence[int | None], Sequence[str]] = ((), ()),
     analyzers: Sequence[str],
     params: Mapping[str, Mapping[str, Any]],
     batch_size: int,
@@ -53,12 +55,15 @@ def fingerprint_parts(
     input_file: str | Path | None = None,
     evidence: bool = False,
     patterns: bool = True,
+    skipped: Sequence[int] | None = None,
 ) -> dict[str, str]:
-    """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `patterns`:
-    whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`)."""
+    """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `gold`:
+    each example's gold class and the model's class names (`interpret.audit.runner.gold_classes`); `patterns`:
+    whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`); `skipped`:
+    the input lines skipped for an empty text (None: none could be)."""
     parts = {
         "format": str(FORMAT),
-        "examples": examples_digest(examples),
+        "examples": examples_digest(examples, *gold),
         "input_file": "not given" if input_file is None else f"sha256 {file_sha256(input_file)[:_DIGEST]}",
         "analyzers": ",".join(analyzers),
         "analyzer_versions": analyzer_versions(analyzers),
@@ -75,14 +80,23 @@ def fingerprint_parts(
         "seed": str(seed),
         "target": target,
         "evidence": "measured" if evidence else "not measured",
+        "skipped": "not skipping" if skipped is None else skipped_digest(skipped),
     }
     return parts
 
 
-def examples_digest(examples: Sequence[Example]) -> str:
-    """Return "N examples, sha256 …" of the examples' row ids, texts and labels, in order."""
-    digest = content_digest(json.dumps([e.row, e.text, e.label]).encode("utf-8") for e in examples)
+def examples_digest(examples: Sequence[Example], gold: Sequence[int | None] = (), classes: Sequence[str] = ()) -> str:
+    """Return "N examples, sha256 …" of the examples' row ids, ids, texts, labels as given and the classes
+    they name (`gold`, with the model's class names `classes`), in order."""
+    named = gold or (None,) * len(examples)
+    rows = (json.dumps([e.row, e.id, e.text, e.label, g]).encode("utf-8") for e, g in zip(examples, named))
+    digest = content_digest(itertools.chain([json.dumps(list(classes)).encode("utf-8")], rows))
     return f"{len(examples)} examples, sha256 {digest[:_DIGEST]}"
+
+
+def skipped_digest(lines: Sequence[int]) -> str:
+    """Return "N rows, sha256 …" of the input lines skipped for an empty text."""
+    return f"{len(lines)} rows, sha256 {content_digest([json.dumps(list(lines)).encode()])[:_DIGEST]}"
 
 
 def analyzer_versions(analyzers: Sequence[str]) -> str:

@@ -1,10 +1,14 @@
 """An exclusive lock on an audit's output directory, so two audits never write into one directory.
 
 The lock is `fcntl.flock` on `out_dir/.audit.lock`: the kernel releases it when the holding process ends in
-any way (SIGKILL included), so a killed audit never leaves the directory stuck, and the lock file left
-behind is harmless. While held, the file says who holds it (pid, host, start time in UTC); a second audit
-does not wait: it raises `DirectoryLocked` at once with that line. flock also works between hosts on NFS
-v4 and most shared file systems (Linux emulates it with POSIX record locks there).
+any way (SIGKILL included), so a killed audit never leaves the directory stuck (the file a killed audit
+leaves behind is harmless). While held, the file says who holds it (pid, host, start time in UTC); a second
+audit does not wait: it raises `DirectoryLocked` at once with that line. flock also works between hosts on
+NFS v4 and most shared file systems (Linux emulates it with POSIX record locks there).
+
+The holder deletes the file before it lets go, so a finished audit leaves none. That is safe because a
+process that locks the file checks that the name still leads to the file it locked: one that opened the
+file just before it was deleted, and locked it just after, finds it gone and starts over on a new file.
 """
 
 from __future__ import annotations
@@ -39,16 +43,20 @@ class AuditLock:
     def acquire(self) -> None:
         """Take the lock without waiting, and record this process as its holder; DirectoryLocked if taken."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            error = self._locked(fd)
-            os.close(fd)
-            raise error from None
-        except BaseException:
-            os.close(fd)
-            raise
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                error = self._locked(fd)
+                os.close(fd)
+                raise error from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # the holder deleted it as we locked it: lock the file now under the name
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started}) + "\n"
         os.ftruncate(fd, 0)
@@ -69,12 +77,12 @@ class AuditLock:
             os.close(fd)  # also releases the lock if it was taken
 
     def release(self) -> None:
-        """Empty the holder record and release the lock (the file stays: deleting it would race a new holder)."""
+        """Delete the lock file while still holding it, then release the lock (see the module docstring)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
         try:
-            os.ftruncate(fd, 0)
+            self.path.unlink(missing_ok=True)
         finally:
             os.close(fd)  # closing the last descriptor releases the flock
 
@@ -90,6 +98,16 @@ class AuditLock:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Return whether `path` names the file open as `fd` (False when it was deleted or replaced meanwhile)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def _holder(fd: int) -> str:

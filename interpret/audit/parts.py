@@ -8,6 +8,7 @@
     out_dir/parts/part-00003-00010.json              the part's record, written last (it marks the part done):
         {"format", "first", "last", "rows": example row ids in batch order,
          "files": {"tokens"|"examples"[|"evidence"]: {"name", "bytes", "sha256"}}, "stats": one HeadSums dict per batch}
+    out_dir/tokens.parquet, ..., summary.html        the final outputs (OUTPUTS), published together (`publish`)
 
 Every file is written atomically, so a killed audit leaves whole files or none. A part counts as done only
 when its record is well formed, names exactly the example rows that its batches hold now, does not overlap
@@ -22,11 +23,14 @@ import hashlib
 import io
 import json
 import logging
+import os
 import re
-from collections.abc import Mapping, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -37,11 +41,18 @@ from interpret.errors import InputError
 
 log = logging.getLogger("interpret")
 
-OUTPUTS = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
+SKIPPED = "skipped.csv"  # the input lines skipped for an empty text (an audit that skips them)
+OUTPUTS = (
+    "tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html",
+    "evidence_examples.csv", "evidence.csv", SKIPPED,
+)
 TABLES = ("tokens", "examples")
 EVIDENCE_TABLE = "evidence"  # a part's third table when the audit measures evidence
 _PART = re.compile(r"^part-(\d{5,})-(\d{5,})(-tokens\.parquet|-examples\.parquet|-evidence\.parquet|\.json)$")
 _TEMPORARY = re.compile(r"^\.part-.*\.tmp$")
+_STAGING = ".audit-final-"  # the hidden folder the final outputs are written into (`publish`), and its
+_STAGED = re.compile(r"^\.audit-final-[a-z0-9_]{8}$")  # whole name (tempfile.mkdtemp's), which alone is removed
+T = TypeVar("T")
 
 
 class PartCheckError(Exception):
@@ -166,6 +177,23 @@ class AuditDir:
             raise PartCheckError("its record's statistics are malformed") from None
         return frames, stats
 
+    def publish(self, write: Callable[[Path], T]) -> T:
+        """Return `write(folder)` after it wrote the final outputs into `folder`, a new hidden folder in the
+        output directory, and they were renamed from there into place.
+
+        Renames write no data, so a failure while writing (a full disk, an error, an interruption) leaves
+        the earlier outputs whole and untouched, never new tables beside old ones; the folder is removed
+        either way (and a killed process's by the next run, `checked_parts`).
+        """
+        folder = Path(tempfile.mkdtemp(dir=self.root, prefix=_STAGING))
+        try:
+            result = write(folder)
+            for path in sorted(folder.iterdir()):
+                os.replace(path, self.root / path.name)
+            return result
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def discard(self, part: Part) -> None:
         """Delete a part's files (its record first, so a part is never half there and counted done)."""
         for suffix in (".json", *_SUFFIXES[:-1]):
@@ -228,6 +256,9 @@ class AuditDir:
             for path in self.parts.iterdir():
                 if _TEMPORARY.match(path.name):
                     path.unlink(missing_ok=True)
+        for path in self.root.iterdir() if self.root.is_dir() else ():
+            if _STAGED.match(path.name) and path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
 
     def _part_files(self) -> list[Path]:
         if not self.parts.is_dir():

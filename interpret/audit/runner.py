@@ -27,7 +27,6 @@ from tqdm import tqdm
 
 from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.atomic import atomic_path
 from interpret.audit.checks import (
     check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
 )
@@ -37,16 +36,19 @@ from interpret.audit.kernel import audit_implementation, audit_kernel
 from interpret.streaming.select import needs_patterns
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
-from interpret.audit.parts import EVIDENCE_TABLE, AuditDir, Part, PartCheckError
+from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
 from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes
+from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
+from interpret.decision import reader_for
 from interpret.errors import ConfigError, InputError
 from interpret.evidence.aggregate import write_evidence_tables
 from interpret.inputs import model_limit
+from interpret.labels import resolve_labels
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
 
@@ -66,6 +68,8 @@ class AuditResult:
     heads: heads.csv, one row per (layer, head): mean attention entropy and attention on special tokens.
     summary: summary.html, the offline summary report. manifest: manifest.json (the audit's fingerprint).
     n_examples: examples audited; n_computed: computed by this call; n_resumed: found finished on disk.
+    n_skipped: input rows skipped for an empty text; skipped: skipped.csv listing their lines (None when the
+        input was read without skipping).
     accuracy: fraction of labelled examples predicted correctly; None without labels or predictions.
     wall_seconds: this call's wall time.
     """
@@ -83,11 +87,15 @@ class AuditResult:
     n_resumed: int
     accuracy: float | None
     wall_seconds: float
+    n_skipped: int = 0
+    skipped: Path | None = None
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        """Return the files the audit wrote (tables, heads.csv, summary.html, manifest.json), parts excluded."""
-        return (self.tokens, self.tokens_csv, self.examples, self.examples_csv, self.heads, self.summary, self.manifest)
+        """Return the files the audit wrote (tables, heads.csv, summary.html, manifest.json, skipped.csv when
+        written), parts excluded."""
+        tables = (self.tokens, self.tokens_csv, self.examples, self.examples_csv, self.heads, self.summary, self.manifest)
+        return tables + ((self.skipped,) if self.skipped is not None else ())
 
 
 def run_audit(
@@ -111,6 +119,7 @@ def run_audit(
     part_examples: int = PART_EXAMPLES,
     evidence: bool = False,
     engine: Callable[..., int] | None = None,
+    skipped: Sequence[int] | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -131,6 +140,12 @@ def run_audit(
         evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
     engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
         `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
+    skipped: the lines of the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
+        skip_empty=True)`): listed in skipped.csv, counted in the summary and the result, and part of the
+        fingerprint. None: the input was read without skipping, and no skipped.csv is written.
+    Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
+    The final tables appear together: written into a hidden folder, then renamed into place
+    (`AuditDir.publish`), so a failure while writing them leaves the earlier ones whole.
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
     that differs from the audit already in `out_dir`.
     """
@@ -141,10 +156,11 @@ def run_audit(
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
     if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
         raise ConfigError(f"part_examples={part_examples!r} must be a positive number of examples; use e.g. 512.")
+    file_name = None if input_file is None else Path(input_file).name
     if target == "gold":
-        unlabelled = next((example.row for example in examples if example.label is None), None)
+        unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
-            raise InputError(f"example row {unlabelled} has no label; explaining gold labels needs one per example.")
+            raise InputError(f"{unlabelled.place(file_name)} has no label; explaining gold labels needs one per example.")
     effective = {name: effective_params(name, (params or {}).get(name)) for name in names}
     check_reproducible(model)
     capturable = capturable_for(model, tokenizer)
@@ -159,15 +175,16 @@ def run_audit(
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     if max_length is None and capturable.prepare is None:
         check_lengths(examples, tokenizer, limit)
+    gold = gold_classes(model, tokenizer, examples, head=head, max_length=max_length, file_name=file_name)
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
     batch_rows = [tuple(example.row for example in batch) for batch in batches]
     hook_names = tuple(required_names(names)) or ("*attn.hook_pattern",)  # streaming analyzers: no [n, n] capture
     patterns = needs_patterns(hook_names)
     components = fingerprint_parts(
-        examples=examples, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
+        examples=examples, gold=gold, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
-        model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns,
+        model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns, skipped=skipped,
     )
     settings = BatchSettings(
         analyzers=tuple(names), params=effective, hook_names=hook_names,
@@ -192,7 +209,7 @@ def run_audit(
         else:
             raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
         facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
-        accuracy = _finish(store, tables, names, facts, seed)
+        accuracy = store.publish(lambda folder: _finish(folder, tables, names, facts, seed, skipped))
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -208,7 +225,37 @@ def run_audit(
         n_resumed=len(examples) - sum(len(batches[index]) for index in computed),
         accuracy=accuracy,
         wall_seconds=time.perf_counter() - started,
+        n_skipped=len(skipped or ()),
+        skipped=None if skipped is None else root / SKIPPED,
     )
+
+
+def gold_classes(
+    model: nn.Module,
+    tokenizer: Any,
+    examples: Sequence[Example],
+    *,
+    head: nn.Module | None = None,
+    max_length: int | None = None,
+    file_name: str | None = None,
+) -> tuple[tuple[int | None, ...], tuple[str, ...]]:
+    """Return each example's gold class (`interpret.labels.resolve_labels` over the whole file, which refuses a
+    label naming no class with the line it is on) and the model's class names; Nones and () when no example has
+    a label or the model makes no class decision (its labels are kept as given, and score nothing).
+
+    The class names are the decision's (`interpret.decision.reader_for`), read from one forward pass on the
+    first example, so every batch's decisions read the labels exactly so.
+    """
+    unresolved: tuple[tuple[int | None, ...], tuple[str, ...]] = ((None,) * len(examples), ())
+    if all(example.label is None for example in examples):
+        return unresolved
+    trace = collect(model, tokenizer, [examples[0].text], names=[], max_length=max_length)
+    reader = reader_for(model, trace.meta.kind, head, trace.output)
+    if reader.kind != "class":
+        return unresolved
+    labels = [example.label for example in examples]
+    resolved = resolve_labels(labels, reader.labels, lambda i: examples[i].place(file_name))
+    return tuple(resolved), reader.labels
 
 
 def _compute_missing(
@@ -244,6 +291,10 @@ def _compute_missing(
             if following != index + 1 or full or time.perf_counter() - part_started >= PART_SECONDS:
                 write_part(store, pending)
                 pending = []
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM in the CLI: keep the finished batches for the resume
+        if pending:
+            write_part(store, pending)
+        raise
     finally:
         bar.close()
     return set(todo)
@@ -271,30 +322,34 @@ def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple
 
 
 def _finish(
-    store: AuditDir,
+    folder: Path,
     tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
     analyzers: Sequence[str],
     facts: Mapping[str, str],
     seed: int,
+    skipped: Sequence[int] | None,
 ) -> float | None:
-    """Write the final tables, heads.csv, the evidence tables (when measured) and summary.html from the parts'
-    contents; return the accuracy."""
+    """Write the final tables, heads.csv, the evidence tables (when measured), skipped.csv (when rows were
+    skipped) and summary.html from the parts' contents into `folder`; return the accuracy."""
     frames, stats = tables
     token_parts, example_parts = frames["tokens"], frames["examples"]
-    if EVIDENCE_TABLE in frames:
-        write_evidence_tables(pd.concat(frames[EVIDENCE_TABLE], ignore_index=True), store.root, seed=seed)
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
     examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
+    if EVIDENCE_TABLE in frames:
+        evidence = pd.concat(frames[EVIDENCE_TABLE], ignore_index=True)
+        evidence.insert(1, "id", evidence["row"].map(dict(zip(examples["row"], examples["id"]))).astype("string"))
+        write_evidence_tables(evidence, folder, seed=seed)
     heads = head_table(merge(stats))
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
-        with atomic_path(store.root / f"{stem}.parquet") as temporary:
-            frame.to_parquet(temporary, index=False)
-        write_csv(frame, store.root / f"{stem}.csv")
-    write_csv(heads, store.root / "heads.csv")
+        frame.to_parquet(folder / f"{stem}.parquet", index=False)
+        write_csv(frame, folder / f"{stem}.csv")
+    write_csv(heads, folder / "heads.csv")
+    if skipped is not None:
+        write_csv(pd.DataFrame({"line": pd.Series(list(skipped), dtype="int64")}), folder / SKIPPED)
+        facts = {**facts, "skipped rows": f"{len(skipped)} with an empty text (their lines: {SKIPPED})"}
     accuracy = accuracy_of(examples)
-    _warn_on_foreign_labels(examples)
     render_summary(
-        store.root / "summary.html", tokens=tokens, examples=examples, heads=heads,
+        folder / "summary.html", tokens=tokens, examples=examples, heads=heads,
         analyzers=readout_analyzers(analyzers), accuracy=accuracy, run=facts,
     )
     return accuracy
@@ -329,16 +384,3 @@ def accuracy_of(examples: pd.DataFrame) -> float | None:
     """Return the mean of the examples table's `correct` column over known values; None when there are none."""
     correct = examples["correct"].dropna()
     return float(correct.astype(bool).mean()) if len(correct) else None
-
-
-def _warn_on_foreign_labels(examples: pd.DataFrame) -> None:
-    """Log a warning when no gold label is ever predicted: label names that differ score zero silently."""
-    labels = set(examples["label"].dropna())
-    predictions = set(examples["prediction"].dropna())
-    if labels and predictions and not labels & predictions:
-        log.warning(
-            f"none of the gold labels ({', '.join(sorted(labels)[:5])}) is ever predicted"
-            f" (predictions: {', '.join(sorted(predictions)[:5])}); check that the label names match the model's."
-        )
-
-

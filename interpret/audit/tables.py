@@ -11,11 +11,14 @@ tokens — one row per example × analyzer × real (non-padding) token:
 
 examples — one row per example:
     row         int64     the example's row id
+    id          string    the input's `id` for the example; null when the input has none
     text        string    the input text
-    label       string    the gold label; null when the input has none
+    label       string    the gold label: the name of the class it names (`interpret.labels`: "0" and
+                          "negative" are both written "negative"), or as given for a model without classes;
+                          null when the input has none
     prediction  string    the model's predicted label (or token); null for a model without a decision
     probability float64   the predicted label's probability; NaN without a decision
-    correct     boolean   prediction == label; null without a label or a decision
+    correct     boolean   the predicted class is the label's; null without a label or a class decision
     target      string    what the explanations explain (the prediction, or the gold label); null without one
     target_source string  "prediction" or "gold"; null without a decision
     n_tokens    int64     real tokens given to the model (special tokens included)
@@ -55,6 +58,7 @@ TOKEN_DTYPES: dict[str, str] = {
 }
 EXAMPLE_DTYPES: dict[str, str] = {
     "row": "int64",
+    "id": "string",
     "text": "string",
     "label": "string",
     "prediction": "string",
@@ -148,13 +152,13 @@ def example_columns(
     for b, (example, decision) in enumerate(zip(examples, decided)):
         prediction = decision.predicted if decision.kind != "none" else None
         columns["row"].append(example.row)
+        columns["id"].append(example.id)
         columns["text"].append(example.text)
-        columns["label"].append(example.label)
+        columns["label"].append(decision.gold)
         columns["prediction"].append(prediction)
         probability = decision.predicted_probability
         columns["probability"].append(np.nan if probability is None else float(probability))
-        known = example.label is not None and prediction is not None
-        columns["correct"].append(prediction == example.label if known else None)
+        columns["correct"].append(decision.correct)
         has_target = decision.kind != "none"
         columns["target"].append(decision.target.label if has_target else None)
         columns["target_source"].append(decision.target.source if has_target else None)

@@ -13,13 +13,15 @@ import torch
 from interpret.audit import run_audit
 from interpret.csv_io import FORMULA_STARTS, neutralise, read_csv
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier, TransformerConfig
+from interpret.default_model import CentroidHead
+from interpret.reference import Encoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 
 # Punctuation is a token of its own for the word tokenizer, so "=", "+", "-" and "@" become tokens.
 WORDS = "= + - @ SUM cmd calc the cat sat".split()
-TEXTS = ("=SUM(1) the cat", "+cmd sat\rthe cat", "-calc @ the", "@SUM - cat\r\n= sat", "the cat\rsat")
-LABELS = ("=1+1", "-neg", None, "@pos", "+")
+TEXTS = ("=SUM(1) the cat", "+cmd sat\rthe cat", "-calc @ the", "@SUM - cat\r\n= sat", "the cat\rsat\x00 NUL")
+LABELS = ("=1+1", "-neg", None, "@pos", "+")  # the head's class names (a label names a class: interpret.labels)
+IDS = ("=id", "+id", None, "@\x00id", "'id")
 
 
 def records(path: Path) -> list[list[str]]:
@@ -34,10 +36,14 @@ def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = TransformerConfig(
         d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer), max_positions=32, n_classes=2
     )
-    model = EncoderClassifier(config).eval()
-    examples = [Example(row=i, text=text, label=label) for i, (text, label) in enumerate(zip(TEXTS, LABELS))]
+    encoder = Encoder(config).eval()
+    head = CentroidHead(torch.randn(4, 32), tuple(label for label in LABELS if label is not None))
+    examples = [
+        Example(row=i, text=text, label=label, id=identifier)
+        for i, (text, label, identifier) in enumerate(zip(TEXTS, LABELS, IDS))
+    ]
     out = tmp_path_factory.mktemp("audit")
-    run_audit(model, tokenizer, examples, out, batch_size=2, progress=False)
+    run_audit(encoder, tokenizer, examples, out, batch_size=2, head=head, progress=False)
     return out
 
 
@@ -60,6 +66,8 @@ def test_formula_like_inputs_reach_the_tables(audit_dir: Path) -> None:
     examples = pd.read_parquet(audit_dir / "examples.parquet")
     assert examples["text"].tolist() == list(TEXTS)
     assert [None if pd.isna(v) else v for v in examples["label"]] == list(LABELS)
+    assert [None if pd.isna(v) else v for v in examples["id"]] == list(IDS)
+    assert b"\x00" not in (audit_dir / "examples.csv").read_bytes()  # escaped (interpret.csv_io), read back exactly
     tokens = pd.read_parquet(audit_dir / "tokens.parquet")
     assert {"=", "+", "-", "@"} <= set(tokens["token"])
 

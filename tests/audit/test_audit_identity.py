@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -124,3 +125,24 @@ def test_digests_see_every_byte() -> None:
     module = torch.nn.Linear(2, 2)
     assert weights_digest(module).startswith("tensors sha256 ")
     assert weights_digest(module, "/nonexistent") == weights_digest(module)  # no files: the tensors decide
+
+
+def test_the_classes_the_labels_name_are_part_of_the_fingerprint(tmp_path: Path) -> None:
+    # The same weights in memory (no model_dir: fingerprinted by tensors, not by config.json) with the classes
+    # renamed: the label "1" now names "pos", so the finished parts' label column is stale.
+    model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
+    examples = [Example(i, text, str(i % 2)) for i, text in enumerate(TEXTS)]
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+    assert pd.read_parquet(first.examples)["label"].tolist() == ["negative", "positive"] * 2
+    model.config.id2label = {0: "neg", 1: "pos"}
+    with pytest.raises(InputError, match=r"holds an audit of a different examples \("):
+        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+
+
+def test_the_rows_skipped_are_part_of_the_fingerprint(tmp_path: Path) -> None:
+    model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
+    examples = [Example(i, text) for i, text in enumerate(TEXTS)]
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(3,), progress=False)
+    assert (first.n_skipped, first.skipped) == (1, tmp_path / "out" / "skipped.csv")
+    with pytest.raises(InputError, match=r"holds an audit of a different skipped \(1 rows, sha256 \w+ there"):
+        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(5,), progress=False)

@@ -150,7 +150,7 @@ def test_fresh_clears_only_the_audits_own_files(model, tokenizer, tmp_path) -> N
     assert any(path.name.startswith("part-") for path in (tmp_path / "parts").iterdir())
     AuditDir(tmp_path).clear()
     left = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
-    assert left == [".audit.lock", "notes.txt", "parts/keep.parquet"]  # the lock file is left by design
+    assert left == ["notes.txt", "parts/keep.parquet"]
 
 
 def test_parts_without_manifest_are_refused(model, tokenizer, tmp_path) -> None:
@@ -177,12 +177,17 @@ def test_a_long_text_stops_the_audit_naming_its_row(model, tokenizer, tmp_path) 
         run_audit(model, tokenizer, examples, tmp_path / "over", max_length=17, progress=False)
 
 
-def test_label_names_the_model_never_predicts_are_warned_about(model, tokenizer, tmp_path, caplog) -> None:
-    examples = [Example(e.row, e.text, "yes") for e in make_examples(4)]
-    with caplog.at_level("WARNING", logger="interpret"):
-        result = run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False)
-    assert result.accuracy == 0.0
-    assert "none of the gold labels (yes) is ever predicted" in caplog.text
+def test_a_label_naming_no_class_is_refused_before_any_batch_naming_its_line(model, tokenizer, tmp_path) -> None:
+    examples = [Example(e.row, e.text, "class 1", line=e.row + 2) for e in make_examples(4)]
+    examples[2] = Example(2, examples[2].text, "yes", line=9)
+    with pytest.raises(InputError) as caught:
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False, input_file=None)
+    assert str(caught.value).startswith("example row 2: 'yes' is neither a class name nor a class index")
+    assert not (tmp_path / "manifest.json").exists()
+    data = tmp_path / "data.jsonl"
+    data.write_text("")
+    with pytest.raises(InputError, match=r"^data.jsonl line 9: 'yes' is neither"):
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False, input_file=data)
 
 
 def test_refusals(model, tokenizer, tmp_path) -> None:

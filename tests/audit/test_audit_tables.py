@@ -19,7 +19,8 @@ from interpret.audit.stats import head_sums
 from interpret.plugins.attention_entropy import attention_entropy
 from interpret.audit.summary import summary_html
 from interpret.datasets import Example
-from interpret.reference import EncoderClassifier, TransformerConfig
+from interpret.default_model import CentroidHead
+from interpret.reference import Encoder, EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 
 WORDS = "the cat sat on mat a dog saw good bad red blue".split()
@@ -188,9 +189,14 @@ def test_heads_csv_and_summary_page(audited) -> None:
         assert needed in page
 
 
-def test_summary_escapes_labels_and_tokens_and_loads_nothing(model, tokenizer, tmp_path) -> None:
+def test_summary_escapes_labels_and_tokens_and_loads_nothing(tokenizer, tmp_path) -> None:
+    # A label is a class name of the model (interpret.labels), so the hostile label is a class of the head.
+    torch.manual_seed(0)
+    encoder = Encoder(TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer),
+                                        max_positions=32, n_classes=2)).eval()
+    head = CentroidHead(torch.randn(2, 32), (XSS, "other"))
     examples = [Example(row=i, text=f"the cat {XSS}", label=XSS) for i in range(2)]
-    result = run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False)
+    result = run_audit(encoder, tokenizer, examples, tmp_path, analyzers=["rollout"], head=head, progress=False)
     tokens = pd.read_parquet(result.tokens)
     tokens["token"] = tokens["token"].where(tokens["rank"] != 1, XSS)  # as if the tokenizer had such a token
     heads = pd.read_csv(result.heads)

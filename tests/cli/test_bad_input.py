@@ -27,6 +27,7 @@ def _files(root: Path) -> dict[str, Path]:
         "no_text_column": ("columns.csv", "sentence,label\nhi,1\n"),
         "wrong_suffix": ("data.txt", "the cat sat\n"),
         "plain_file": ("some-file", "not a directory\n"),
+        "empty_text": ("empty.csv", "text,label\nthe cat,positive\n\"  \",negative\n"),
     }
     paths = {}
     for key, (name, content) in files.items():
@@ -59,7 +60,7 @@ CASES = [
     # --target / --contrast
     ("target-index-too-high", [*R, "--text", TEXT, "--target", "7"], 2, "class 7 does not exist"),
     ("target-negative", [*R, "--text", TEXT, "--target", "-1"], 2, "class -1 does not exist"),
-    ("target-unknown-label", [*R, "--text", TEXT, "--target", "neutral"], 2, "'neutral' is not a label"),
+    ("target-unknown-label", [*R, "--text", TEXT, "--target", "neutral"], 2, "'neutral' is neither a class name nor a class index"),
     ("target-typo", [*R, "--text", TEXT, "--target", "positve"], 2, "Did you mean 'positive'?"),
     ("target-empty", [*R, "--text", TEXT, "--target", " "], 2, "--target is empty"),
     ("contrast-equals-target", [*R, "--text", TEXT, "--target", "positive", "--contrast", "positive"], 2, "equals --target"),
@@ -153,8 +154,11 @@ CASES = [
     # audit
     ("audit-input-missing", ["audit", "--model", "{cls}", "--input", "{tmp}/missing.jsonl"], 2, "cannot read"),
     ("audit-batch-size", ["audit", "--model", "{cls}", "--input", "{data}", "--batch-size", "0"], 2, "--batch-size"),
-    ("audit-gold-unlabelled", ["audit", "--model", "{cls}", "--input", "{data}", "--target", "gold"], 2, "example 1 has no label"),
-    ("audit-gold-foreign-label", ["audit", "--model", "{cls}", "--input", "{labels}", "--target", "gold", "-a", "rollout"], 2, "'happy' is not a label"),
+    ("audit-gold-unlabelled", ["audit", "--model", "{cls}", "--input", "{data}", "--target", "gold"], 2, "data.jsonl line 2 has no label"),
+    ("audit-gold-foreign-label", ["audit", "--model", "{cls}", "--input", "{labels}", "--target", "gold", "-a", "rollout"], 2, "labels.jsonl line 1: 'happy' is neither a class name"),
+    ("audit-foreign-label", ["audit", "--model", "{cls}", "--input", "{labels}", "-a", "rollout"], 2, "labels.jsonl line 1: 'happy' is neither a class name"),
+    ("report-foreign-label", ["report", "--model", "{cls}", "--input", "{labels}", "-a", "rollout"], 2, "labels.jsonl line 1: 'happy' is neither a class name"),
+    ("audit-empty-text", ["audit", "--model", "{cls}", "--input", "{empty_text}", "-a", "rollout"], 2, "empty.csv line 3 has an empty text"),
     ("audit-stdout", ["audit", "--model", "{cls}", "--input", "{data}", "-o", "-"], 2, "writes a directory of tables"),
     ("audit-output-is-file", ["audit", "--model", "{cls}", "--input", "{data}", "-o", "{plain_file}"], 2, "is a file"),
     ("audit-encoder-decoder", ["audit", "--model", "{t5}", "--input", "{data}"], 2, "is an encoder-decoder T5ForConditionalGeneration; the audit reads one text"),

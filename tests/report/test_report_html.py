@@ -148,8 +148,8 @@ def test_each_example_shows_its_own_decision_target_and_gold_as_plain_text() -> 
 
     report = payload_report()
     decisions = (
-        Decision(Target("class", (0,), (), ("<b>yes</b>",), pooling=((0, 1.0),)), "<b>yes</b>", 0, 0.9, 0.9, "<b>yes</b>"),
-        Decision(Target("class", (0,), (), ("yes",), source="given", pooling=((0, 1.0),)), "no", 1, 0.6, 0.4, "yes"),
+        Decision(Target("class", (0,), (), ("<b>yes</b>",), pooling=((0, 1.0),)), "<b>yes</b>", 0, 0.9, 0.9, "<b>yes</b>", 0),
+        Decision(Target("class", (0,), (), ("yes",), source="given", pooling=((0, 1.0),)), "no", 1, 0.6, 0.4, "yes", 0),
     )
     notes = (("Decision head", "<i>a demonstration</i>"),)
     run = dataclasses.replace(report.run, decisions=decisions, notes=notes)
