@@ -46,11 +46,13 @@ def check_lengths(
     max_length: int | None,
     source: Source,
     continuation_counts: Sequence[int] = (),
+    continuation_option: str = "--continuation",
 ) -> list[int]:
     """Return each text's length as the model will see it, or a usage error naming the first text too long.
 
     counts: tokens per text (special tokens included); continuation_counts: tokens of each text's
-    continuation, which must stay whole when the text is truncated.
+    continuation (given, or the most `--generate N` writes, named by `continuation_option`), which must stay
+    whole when the text is truncated.
     """
     if max_length is not None and limit is not None and max_length > limit:
         raise usage_error(f"--max-length {max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
@@ -66,7 +68,7 @@ def check_lengths(
         cap = max_length if max_length is not None else limit
         if cap is not None and extra and total > cap:
             raise usage_error(
-                f"{source.name(i, len(counts))} with its --continuation is {total} tokens, more than {cap};"
+                f"{source.name(i, len(counts))} with its {continuation_option} is {total} tokens, more than {cap};"
                 " shorten the text: the continuation must stay whole."
             )
         lengths.append(min(total, cap) if cap is not None else total)
