@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,22 @@ def test_main_command_writes_the_report(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = tmp_path / "reports" / "the-service-was-slow-but-the-food-was-wonderful.html"
     assert report.is_file() and report.stat().st_size > 10_000
+
+
+def test_family_table_shows_no_failing_test() -> None:
+    """The family table is written from the matrix's results and never advertises a failing test; the writer
+    refuses to write one, naming what failed."""
+    import xml.etree.ElementTree as ElementTree
+
+    sys.path.insert(0, str(README.parent / "tests" / "collect"))
+    from family_table import END, START, results
+
+    table = README.read_text(encoding="utf-8").split(START, 1)[1].split(END, 1)[0]
+    assert "failed" not in table.replace("expected to fail", "")
+    junit = ElementTree.fromstring('<testsuite><testcase name="test_a[gpt2-sdpa]"/><testcase name="test_b[gpt2]">'
+                                   '<failure/></testcase></testsuite>')
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "junit.xml"
+        ElementTree.ElementTree(junit).write(path)
+        counts, failed = results(path)
+    assert counts["gpt2"]["passed"] == 1 and failed == ["test_b[gpt2]"]
