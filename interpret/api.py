@@ -100,9 +100,10 @@ def explain(
         raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
     check_streaming(streaming)
     if generate is not None:
-        if continuation is not None or decoder_inputs is not None or target is not None:
-            given = "continuation" if continuation is not None else "decoder_inputs" if decoder_inputs is not None else "target"
-            raise InputError(f"generate explains the tokens the model generates; drop {given}, or drop generate.")
+        given = [name for name, value in (("continuation", continuation), ("decoder_inputs", decoder_inputs),
+                                          ("target", target)) if value is not None]
+        if given:
+            raise InputError(f"generate explains the tokens the model generates; drop {given[0]}, or drop generate.")
         inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, generate, max_length=max_length)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     why = "streaming=on"
@@ -192,7 +193,7 @@ def describe_request(request: TargetRequest) -> str:
     if request.gold:
         what = "each example's gold label"
     elif request.generated:
-        what = "the tokens the model generated greedily after each text"
+        what = "the tokens the model generated greedily"
     elif request.target is not None:
         what = str(request.target)
     else:

@@ -41,15 +41,16 @@ def generated_inputs(
     can_generate = getattr(model, "can_generate", None)
     if capturable.kind not in ("decoder", "encoder-decoder") or capturable.prepare is not None or not (
             callable(can_generate) and can_generate()):
-        raise InputError(f"generate needs a text language model that transformers can generate with; {type(model).__name__}"
-                         " is not one, so drop generate (or give the continuation to explain with continuation=).")
+        raise InputError(f"generate needs a text language model that transformers can generate with, which"
+                         f" {type(model).__name__} is not; drop generate (or explain a given text with continuation=).")
     limit = model_limit(tokenizer, capturable.max_positions)
     decoder = capturable.kind == "decoder"
     if decoder and max_length is not None and max_length <= steps:
-        raise InputError(f"{steps} generated tokens leave no room for the text within max_length={max_length}; generate fewer.")
+        raise InputError(f"{steps} generated tokens leave no room for the text within max_length={max_length};"
+                         " generate fewer.")
     start = torch.zeros(1 if isinstance(texts, str) else len(texts), 1, dtype=torch.long)  # replaced by generate's own
-    prompt = prepare(capturable, tokenizer, texts, max_length=max_length - steps if decoder and max_length else max_length,
-                     decoder_inputs=None if decoder else start)
+    room = max_length - steps if decoder and max_length else max_length  # a decoder's text leaves room for them
+    prompt = prepare(capturable, tokenizer, texts, max_length=room, decoder_inputs=None if decoder else start)
     device, news, starts = model_device(model), [], []
     for b, length in enumerate(prompt.lengths):
         first = length if decoder else 1  # the output starts with a decoder's prompt, an encoder-decoder's start token
