@@ -46,11 +46,13 @@ def check_lengths(
     max_length: int | None,
     source: Source,
     continuation_counts: Sequence[int] = (),
+    continuation_option: str = "--continuation",
 ) -> list[int]:
     """Return each text's length as the model will see it, or a usage error naming the first text too long.
 
     counts: tokens per text (special tokens included); continuation_counts: tokens of each text's
-    continuation, which stays whole when --max-length cuts the text (`interpret.inputs.encode`).
+    continuation (given, or the most `--generate N` writes, named by `continuation_option`), which stays whole
+    when --max-length cuts the text (`interpret.inputs.encode`).
     """
     if max_length is not None and limit is not None and max_length > limit:
         raise usage_error(f"--max-length {max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
@@ -66,8 +68,8 @@ def check_lengths(
         cap = max_length if max_length is not None else limit
         if cap is not None and extra >= cap:
             raise usage_error(
-                f"the --continuation of {source.name(i, len(counts))} is {extra} tokens, which leaves no room for the"
-                f" text within {cap}; shorten the continuation: it stays whole while the text is cut."
+                f"the {continuation_option} of {source.name(i, len(counts))} is {extra} tokens, which leaves no room"
+                f" for the text within {cap}; shorten it: the continuation stays whole while the text is cut."
             )
         lengths.append(min(total, cap) if cap is not None else total)
     return lengths

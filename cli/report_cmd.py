@@ -147,10 +147,15 @@ def report(
     preflight.check_text_sizes(inputs.texts, plan, inputs.source)
     counts = count_tokens(directory, inputs.texts)
     follow = count_tokens(directory, list(continuations), special=False) if continuations else None
+    if generate is not None and facts.kind == "decoder":  # the generated tokens follow the text as a continuation
+        follow = [generate] * len(inputs.texts)
+    follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
     def estimate_for(token_counts: list[int], continuation_counts: list[int] | None) -> ReportEstimate:
-        lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or ())
+        lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
+        if generate is not None and facts.kind == "encoder-decoder":  # its start token and the generated tokens
+            decoder = [1 + generate] * len(token_counts)
         estimate = estimate_report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
@@ -173,7 +178,7 @@ def report(
     for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
     exact = prerun.exact_counts(tokenizer, inputs.texts)
-    exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else None
+    exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     estimate = estimate_for(exact, exact_follow)
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
         _check_streamed(names, params, streaming, defaults=not analyzer_names)
@@ -242,7 +247,9 @@ def _check_model_kind(
                           " so explain images with interpret.explain in Python.")
     if facts.kind == "encoder-decoder" and not decoder_texts and generate is None:
         raise usage_error(f"--model {name} is an encoder-decoder model; give its decoder input with --decoder-text"
-                          " (one per text), e.g. the output being explained.")
+                          " (one per text), e.g. the output being explained, or generate it with --generate N.")
+    if decoder_texts and generate is not None:
+        raise usage_error("--generate writes the decoder's tokens itself; drop --decoder-text, or drop --generate.")
     if facts.kind != "encoder-decoder" and decoder_texts:
         raise usage_error(f"--decoder-text is for encoder-decoder models; {plan.described()}, so drop it.")
     if (target is not None or contrast is not None) and facts.decision == "none":
@@ -299,14 +306,6 @@ def _run(run: _Run) -> None:
     from interpret.cli.common import load_model, progress, write_json_stream, write_page
     from interpret.cli.decisions import decision_lines
 
-    extra = {"generate": run.generate} if run.generate is not None else {}
-    if extra:
-        import inspect
-
-        if "generate" not in inspect.signature(explain).parameters:
-            from interpret.errors import InterpretError
-
-            raise InterpretError("--generate needs interpret.explain(generate=...), which this installation lacks; update it.")
     inputs = run.inputs
     with progress(2, "load model", run.quiet) as bar:
         loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle, run.allow_missing_weights)
@@ -318,7 +317,7 @@ def _run(run: _Run) -> None:
             layers=run.layers, heads=run.heads, max_length=run.max_length,
             decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
             model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
-            streaming=run.streaming, compare=run.compare, **extra,
+            streaming=run.streaming, compare=run.compare, generate=run.generate,
         )
         bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.

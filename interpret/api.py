@@ -17,8 +17,9 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.errors import AnalyzerError, MemoryBudgetError, ResultError, suggest
+from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
+from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
 from interpret.loading import load_notes
 from interpret.report import Report, RunInfo, build_report
@@ -39,10 +40,11 @@ def explain(
     explain_gold: bool = False,
     ids: Sequence[str | None] | None = None,
     continuation: str | Sequence[str] | None = None,
+    generate: int | None = None,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
     max_length: int | None = None,
-    decoder_inputs: str | Sequence[str] | Tensor | None = None,
+    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
     head: nn.Module | None = None,
     seed: int = 0,
     model_id: str | None = None,
@@ -65,6 +67,9 @@ def explain(
     ids: each example's id (from an input file), shown in the report.
     continuation: per text, a continuation of a language model's input whose tokens are explained, one
         target per token.
+    generate: generate this many tokens greedily after each text (a decoder language model, or an
+        encoder-decoder's decoder after its start token; `interpret.generate`), then explain them as the
+        continuation, one target per generated token; fewer when the model ends the sequence.
     layers / heads: what the attention views embed (analyzers still see every layer they need).
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
@@ -96,6 +101,12 @@ def explain(
     if removal is not None and removal not in REMOVALS:
         raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
     check_streaming(streaming)
+    if generate is not None:
+        given = [name for name, value in (("continuation", continuation), ("decoder_inputs", decoder_inputs),
+                                          ("target", target)) if value is not None]
+        if given:
+            raise InputError(f"generate explains the tokens the model generates; drop {given[0]}, or drop generate.")
+        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, generate, max_length=max_length)
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     why = "streaming=on"
     trace = None
@@ -119,7 +130,7 @@ def explain(
             decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,
         )
         notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
-    request = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
+    request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results, skipped = _run_analyzers(trace, analyzers, params, context)
@@ -184,6 +195,8 @@ def describe_request(request: TargetRequest) -> str:
     """Return what the user asked to explain, in words."""
     if request.gold:
         what = "each example's gold label"
+    elif request.generated:
+        what = "the tokens the model generated greedily"
     elif request.target is not None:
         what = str(request.target)
     else:

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from interpret.errors import InputError
-from interpret.text import token_scheme
+from interpret.text import marker_word_ids, token_scheme
 from interpret.text_size import check_text_bytes
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
@@ -328,6 +328,29 @@ def _padded(
         continuation=continuation,
         word_ids=tuple(words) if len(words) == len(rows) else (),
     )
+
+
+def continued(tokenizer: Any, encoded: Encoded, continuations: Sequence[Sequence[int]]) -> Encoded:
+    """Return `encoded` with `continuations[b]` (token ids) after example b's real tokens, re-padded on the
+    tokenizer's padding side and counted in `Encoded.continuation`: the tokens a language model's explanation
+    targets, one per token, as a text continuation's are (`encode`). This is how generated tokens
+    (`interpret.generate`) join the prompt they were generated from, unchanged (no decoding and re-tokenizing).
+    Their words are read from the tokens' markers (`interpret.text.marker_word_ids`), numbered after the prompt's.
+    """
+    if encoded.input_ids is None or encoded.continuation or len(continuations) != encoded.batch:
+        raise InputError("continued() takes token ids without a continuation, and one continuation per example.")
+    special_ids = set(getattr(tokenizer, "all_special_ids", []))
+    scheme = token_scheme(tokenizer)
+    rows = []
+    for b, ids in enumerate(continuations):
+        real = torch.nonzero(encoded.attention_mask[b] != 0).flatten().tolist()
+        words = [encoded.word_ids[b][p] for p in real] if encoded.word_ids else None
+        prompt = _Row([int(encoded.input_ids[b, p]) for p in real], [bool(encoded.special[b, p]) for p in real], words)
+        special = [int(i) in special_ids for i in ids]
+        tokens = [str(token) for token in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
+        rows.append(prompt.joined(_Row([int(i) for i in ids], special, marker_word_ids(tokens, scheme, special))))
+    out = _padded(tokenizer, rows, list(encoded.texts or ()), encoded.truncated, tuple(len(ids) for ids in continuations))
+    return replace(out, texts=encoded.texts, scheme=scheme)
 
 
 def from_ids(

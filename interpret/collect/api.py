@@ -11,6 +11,7 @@ from interpret.collect.engine import GIB, Reduce, capture, normalize_indices, se
 from interpret.collect.prepare import Inputs, model_device, prepare
 from interpret.collect.sites import Capturable
 from interpret.errors import UnsupportedModelError
+from interpret.inputs import Encoded
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import library_versions
 
@@ -43,7 +44,7 @@ def collect(
     heads: Sequence[int] | None = None,
     reduce: Reduce = None,
     max_length: int | None = None,
-    decoder_inputs: str | Sequence[str] | Tensor | None = None,
+    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
     budget_bytes: int | None = 2 * GIB,
     continuations: str | Sequence[str] | None = None,
     offload: bool = False,

@@ -25,7 +25,7 @@ def prepare(
     inputs: Inputs,
     *,
     max_length: int | None = None,
-    decoder_inputs: str | Sequence[str] | Tensor | None = None,
+    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
     continuations: str | Sequence[str] | None = None,
 ) -> Encoded:
     """Return the Encoded for `inputs` checked against the model's position limit.

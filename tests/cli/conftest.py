@@ -33,6 +33,12 @@ def gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama language model with the word-level tokenizer (it generates without ending its sequence early)."""
+    return save_tiny("llama", tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
 def t5_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny T5 encoder-decoder."""
     return save_tiny("t5", tmp_path_factory.mktemp("tiny-t5"))

@@ -137,6 +137,7 @@ CASES = [
     ("generate-zero", [*R, "--text", TEXT, "--generate", "0"], 2, "--generate"),
     ("generate-on-classifier", [*R, "--text", TEXT, "--generate", "2"], 2, "--generate needs a language model"),
     ("generate-with-target", ["report", "--model", "{gpt2}", "--text", TEXT, "--generate", "2", "--target", "cat"], 2, "drop --target"),
+    ("generate-with-decoder-text", ["report", "--model", "{t5}", "--text", TEXT, "--decoder-text", "a", "--generate", "2"], 2, "drop --decoder-text"),
     ("continuation-on-classifier", [*R, "--text", TEXT, "--continuation", "a dog"], 2, "--continuation needs a decoder language model"),
     ("continuation-count", ["report", "--model", "{gpt2}", "--text", TEXT, "--continuation", "a", "--continuation", "b"], 2, "one --continuation per text"),
     ("continuation-empty", ["report", "--model", "{gpt2}", "--text", TEXT, "--continuation", " "], 2, "--continuation is empty"),

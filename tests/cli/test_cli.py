@@ -130,21 +130,41 @@ def test_max_length_cuts_the_text_before_a_whole_continuation(gpt2_dir: Path) ->
     assert len(data["run"]["decisions"][0]["target"]["ids"]) == 3
 
 
-def test_generate_is_passed_to_explain(gpt2_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import interpret.api
+def test_generate_explains_the_generated_tokens(llama_dir: Path, gpt2_dir: Path, t5_dir: Path, tmp_path: Path) -> None:
+    """`--generate 3` end to end: the model generates (transformers' greedy generate, called here directly for
+    the reference), the report explains each generated token (Integrated Gradients' per_step rows) and shows the
+    continuation marked as generated; a model that ends its sequence generates fewer; an encoder-decoder
+    generates its decoder side."""
+    import transformers
 
-    seen: dict[str, object] = {}
-    real = interpret.api.explain
-
-    def explain(*args: object, generate: int | None = None, **kwargs: object) -> object:
-        seen["generate"] = generate
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(interpret.api, "explain", explain)
-    result = run("report", "--model", str(gpt2_dir), "--text", "the cat", "--generate", "3", "-a", "rollout",
-                 "--format", "json", "-o", "-", "-q")
+    result = run("report", "--model", str(llama_dir), "--text", "the cat", "--generate", "3", "-a", "rollout",
+                 "-a", "integrated_gradients", "--format", "json", "-o", "-", "--no-evidence")
     assert result.exit_code == 0, result.stderr
-    assert seen == {"generate": 3}
+    data = json.loads(result.stdout)
+    decision = data["run"]["decisions"][0]
+    model = transformers.AutoModelForCausalLM.from_pretrained(llama_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(llama_dir)
+    prompt = torch.tensor([tokenizer("the cat")["input_ids"]])
+    expected = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=3)[0, prompt.shape[1]:]
+    assert decision["target"]["ids"] == expected.tolist() and decision["target"]["source"] == "generated"
+    assert decision["continuation"] == tokenizer.decode(expected) and "(3 tokens)" in result.stderr
+    assert data["examples"][0]["tokens"][-3:] == tokenizer.convert_ids_to_tokens(expected.tolist())
+    per_step = next(s for s in data["sections"] if s["key"] == "integrated_gradients")["result"]["arrays"]["per_step"]
+    rows = [p for p, row in enumerate(per_step["values"][0]) if any(row)]
+    assert rows == decision["target"]["positions"] == [prompt.shape[1] - 1, prompt.shape[1], prompt.shape[1] + 1]
+    page = tmp_path / "generated.html"
+    assert run("report", "--model", str(llama_dir), "--text", "the cat", "--generate", "3", "-a", "rollout",
+               "-o", str(page), "-q").exit_code == 0
+    assert f"<dt>Generated</dt><dd><bdi class=\"continuation\">{tokenizer.decode(expected)}</bdi>" in page.read_text()
+    ended = run("report", "--model", str(gpt2_dir), "--text", "the cat", "--generate", "3", "-a", "rollout",
+                "--format", "json", "-o", "-", "--no-evidence")  # the tiny GPT-2 writes its end-of-sequence token first
+    assert ended.exit_code == 0, ended.stderr
+    assert json.loads(ended.stdout)["run"]["decisions"][0]["target"]["labels"] == ["[SEP]"]
+    seq2seq = run("report", "--model", str(t5_dir), "--text", "the cat", "--generate", "2", "-a", "rollout",
+                  "--format", "json", "-o", "-", "--no-evidence")
+    assert seq2seq.exit_code == 0, seq2seq.stderr
+    target = json.loads(seq2seq.stdout)["run"]["decisions"][0]["target"]
+    assert target["source"] == "generated" and target["positions"] == [0, 1]
 
 
 def test_max_length_truncates(classifier_dir: Path, tmp_path: Path) -> None:

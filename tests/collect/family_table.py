@@ -7,6 +7,8 @@ runs tests/collect/test_hf_matrix.py, and writes one row per family of `hf_tiny.
 the kernels it was loaded with, the hook points it does not offer, and how many of its matrix tests passed.
 The matrix test `test_readme_family_table_matches_the_models` checks that every row's description still
 matches the model (so a change that alters what a family offers needs the table written again).
+A run with a failing (or erroring) test writes nothing: it names the failures and exits 1, so the README never
+advertises a family with a failing test (`tests/test_readme.py` refuses such a table too).
 """
 
 from __future__ import annotations
@@ -74,22 +76,24 @@ def _family_named(model_type: str) -> str:
     return model_type
 
 
-def results(junit: Path) -> dict[str, Counter[str]]:
-    """Return {family: Counter(passed=..., failed=..., skipped=...)} from a pytest junit file."""
+def results(junit: Path) -> tuple[dict[str, Counter[str]], list[str]]:
+    """Return ({family: Counter(passed=..., skipped=...)}, the names of the tests that failed or erred) from a
+    pytest junit file."""
     from hf_tiny import MATRIX
 
     counts: dict[str, Counter[str]] = {family: Counter() for family in MATRIX}
+    failed = []
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(case.get("name", ""))
+            continue
         match = re.search(r"\[(.+?)\]$", case.get("name", ""))
         if not match:
             continue
         family = next((f for f in sorted(MATRIX, key=len, reverse=True) if match.group(1).startswith(f)), None)
-        if family is None:
-            continue
-        outcome = "failed" if case.find("failure") is not None or case.find("error") is not None else (
-            "skipped" if case.find("skipped") is not None else "passed")
-        counts[family][outcome] += 1
-    return counts
+        if family is not None:
+            counts[family]["skipped" if case.find("skipped") is not None else "passed"] += 1
+    return counts, failed
 
 
 def _expected(family: str) -> str:
@@ -105,7 +109,8 @@ def _expected(family: str) -> str:
 
 
 def main() -> int:
-    """Run the matrix, then write the table; return the pytest exit code."""
+    """Run the matrix, then write the table when every test passed (or failed as expected); return 0, or 1
+    naming the failures and writing nothing."""
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "collect")]
     from hf_tiny import MATRIX, tiny_model, word_tokenizer
 
@@ -119,13 +124,17 @@ def main() -> int:
              "--deselect", "tests/collect/test_hf_matrix.py::test_readme_family_table_matches_the_models"],
             cwd=ROOT,
         )
-        counts = results(junit)
+        counts, failed = results(junit) if junit.is_file() else ({}, ["the matrix (no results)"])
+    if failed or done.returncode != 0:
+        print(f"the matrix did not pass (pytest exit {done.returncode}; failed: {', '.join(failed) or 'none recorded'});"
+              " README.md not written: fix the failures and run again.", file=sys.stderr)
+        return 1
     lines = list(HEADER)
     for family, spec in MATRIX.items():
         model = tiny_model(family, "eager")
         processor = None if spec.category == "vision" else word_tokenizer()
         count = counts[family]
-        verdict = f"{count['passed']} passed" if not count["failed"] else f"**{count['failed']} failed**, {count['passed']} passed"
+        verdict = f"{count['passed']} passed"
         if count["skipped"]:
             verdict += f", {count['skipped']} expected to fail ({_expected(spec.name)})"
         lines.append("| " + " | ".join([*family_row(family, model, processor), verdict]) + " |")
@@ -134,7 +143,7 @@ def main() -> int:
     after = rest.split(END, 1)[1]
     write_atomically(README, f"{before}{START}\n" + "\n".join(lines) + f"\n{END}{after}")
     print(f"wrote {len(lines) - 2} rows to {README}")
-    return done.returncode
+    return 0
 
 
 if __name__ == "__main__":
