@@ -79,14 +79,14 @@ def audit(
             raise usage_error(f"--target gold: {unlabelled.place(input_file.name)} has no label; give every"
                               " example a label, or explain predictions (--target prediction).")
     plan = preflight.plan_model(model, allow_pickle)
+    texts = [example.text for example in examples]
+    source = Source(input_file.name, tuple(example.row for example in examples))
+    preflight.check_text_sizes(texts, plan, source)  # before anything reads a text in full
     _check_model(plan, target)
     if plan.facts.decision == "class":
         preflight.check_labels(examples, plan.labels(), input_file)
-    texts = [example.text for example in examples]
-    source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
     limit = token_limit(plan.facts, tokenizer_limit(directory))
-    preflight.check_text_sizes(texts, plan, source)
     counts = count_tokens(directory, texts)
     lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
     classes = prerun.check_analyzers_load(names, params)

@@ -85,6 +85,9 @@ def heads(
     report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
     preflight.check_output_file(report_path)
     plan = preflight.plan_model(model, allow_pickle)
+    texts = [example.text for example in examples]
+    source = Source(input_file.name, tuple(example.row for example in examples))
+    preflight.check_text_sizes(texts, plan, source)  # before anything reads a text in full
     if prune_to is not None:
         _check_prune_to(prune_to, force, plan, input_file)
     default_head = _check_model(plan)
@@ -98,11 +101,8 @@ def heads(
     if store is not None:
         _check_store(plan, prune_to, store)
     labels = _label_indices(plan, examples, input_file, default_head) if raw_labels is not None else None
-    texts = [example.text for example in examples]
-    source = Source(input_file.name, tuple(example.row for example in examples))
     directory = plan.checkpoint.directory
     limit = token_limit(plan.facts, tokenizer_limit(directory))
-    preflight.check_text_sizes(texts, plan, source)
     counts = count_tokens(directory, texts)
     if counts is not None:
         check_lengths(counts, limit, max_length, source)

@@ -136,6 +136,7 @@ def report(
     preflight.check_output_file(destination, example=f"report.{fmt}")
     # ---- the model's config and the token counts, still without torch ----
     plan = preflight.plan_model(model, allow_pickle)
+    preflight.check_text_sizes(inputs.texts, plan, inputs.source)  # before anything reads a text in full
     facts = plan.facts
     _check_model_kind(plan, decoder_texts, continuations, generate, target, contrast)
     if input_file is not None and inputs.examples and facts.decision == "class":
@@ -144,7 +145,6 @@ def report(
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     directory = plan.checkpoint.directory
     limit = token_limit(facts, tokenizer_limit(directory))
-    preflight.check_text_sizes(inputs.texts, plan, inputs.source)
     counts = count_tokens(directory, inputs.texts)
     follow = count_tokens(directory, list(continuations), special=False) if continuations else None
     if generate is not None and facts.kind == "decoder":  # the generated tokens follow the text as a continuation
