@@ -142,7 +142,7 @@ class DecompX:
         size = dtype.itemsize * longest**2 * (4 * d_model + 3 * d_mlp)  # a few [token, token, d] and [.., d_mlp]
         _decompose.check_memory(NAME, size, f"[token, token, d_mlp] tensors at n={longest}")
         blocks = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
-        head = _cast(head, dtype)
+        head = replace(head, stages=_cast(head.stages, dtype))  # its last layer is cast per column when used
         scores = _model_scores(trace, ctx)
         readout = np.zeros((batch, pos))
         errors = {"completeness": 0.0, "embedding_error": 0.0, "decomposition_error": 0.0, "pattern_error": 0.0,
@@ -278,9 +278,9 @@ def _logit_parts(parts: Float[Tensor, "token d"], head: Head, token: int, contra
     layer's bias split by AbsDot over the whole logit vector, as the paper's head decomposition does."""
     columns = [token] if contrast is None else [token, contrast]
     if bool(head.bias.any()):
-        logits = dm.split_bias(parts @ head.weight, head.bias)[:, columns]
-    else:
-        logits = parts @ head.weight[:, columns]
+        logits = dm.split_bias(parts @ head.weight.to(parts.dtype), head.bias.to(parts.dtype))[:, columns]
+    else:  # a language model's unembedding: only the columns read, never the whole vocabulary
+        logits = parts @ head.weight[:, columns].to(parts.dtype)
     return logits[:, 0] - (logits[:, 1] if contrast is not None else 0.0)
 
 
@@ -337,10 +337,10 @@ def _example(trace: Trace, layer: int, b: int, real: Tensor, dtype: torch.dtype 
 
 
 def _affine(
-    module: nn.Module, shape: tuple[int, int] | None = None, dtype: torch.dtype = torch.float64
+    module: nn.Module, shape: tuple[int, int] | None = None, dtype: torch.dtype | None = None
 ) -> tuple[Tensor, Tensor] | None:
-    """Return (W [d_in, d_out], b [d_out]) of a Linear or GPT-2 Conv1D (CPU, `dtype`), read from its parameters
-    (exact; no probe); None for another module, or one whose (d_in, d_out) is not `shape`."""
+    """Return (W [d_in, d_out], b [d_out]) of a Linear or GPT-2 Conv1D (CPU, `dtype` or the module's own), read
+    from its parameters (exact; no probe); None for another module, or one whose (d_in, d_out) is not `shape`."""
     from transformers.pytorch_utils import Conv1D
 
     if isinstance(module, nn.Linear):
@@ -351,8 +351,8 @@ def _affine(
         return None
     if shape is not None and tuple(weight.shape) != shape:
         return None
-    weight = weight.to("cpu", dtype)
-    bias = module.bias.detach().to("cpu", dtype) if module.bias is not None else torch.zeros(weight.shape[1], dtype=dtype)
+    weight = weight.to("cpu", dtype or weight.dtype)
+    bias = module.bias.detach().to("cpu", weight.dtype) if module.bias is not None else torch.zeros(weight.shape[1], dtype=weight.dtype)
     return weight, bias
 
 

@@ -118,6 +118,17 @@ def test_adds_up_to_the_model_on_every_family(family: str) -> None:
     assert result.checks["linearisation_error"].value < 1e-12
 
 
+def test_a_continuation_adds_up_over_its_steps() -> None:
+    model, tokenizer = _model("gpt2", "GPT2LMHeadModel"), word_tokenizer()
+    trace = interpret.collect(model, tokenizer, ["the cat sat"], names=NAMES, continuations=["on the mat"])
+    target = decide(model, trace, tokenizer, TargetRequest())[0].target
+    result = interpret.analyze(trace, "decompx", model=model, tokenizer=tokenizer, targets=[target])
+    with torch.no_grad():
+        logits = model(input_ids=trace.encoded.input_ids, attention_mask=trace.encoded.attention_mask).logits[0]
+    want = float(sum(logits[position, token] for position, token in zip(target.positions, target.ids)))
+    assert len(target.ids) == 3 and abs(result["readout"].sum() - want) <= 1e-10 * abs(want)
+
+
 @pytest.fixture(scope="module")
 def minilm():
     from interpret.default_model import load_default
