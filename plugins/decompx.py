@@ -2,8 +2,9 @@
 decomposition propagated through every block (attention, residuals, norms, the feed-forward network) and the
 classification head, in one pass over the trace (`decompx_math` states the propagation).
 
-Read from the forward pass, fixed (as the paper fixes them): the attention weights (restated in float64 from
-the query and key the kernel received, checked against the captured pattern), each norm's divisor, each MLP
+Read from the forward pass, fixed (as the paper fixes them): the attention weights (restated in the working
+precision from the query and key the kernel received, since the captured pattern is float32, and checked
+against it), each norm's divisor, each MLP
 neuron's slope f(ζ)/ζ, and the head's own divisors (L2 normalisation, final norm) and slopes (tanh, GELU).
 The model's weights come from its modules, each identified numerically: the value projection is the affine
 module inside the attention whose columns reproduce `hook_v`, the MLP's input projections (one, or a gate and
@@ -25,7 +26,8 @@ head's last input, e.g. the L2-normalised sentence embedding, adds up to the rea
 `linearisation_error` (warning): the activations' lines reproduce the model's activation outputs.
 Families: post-norm LayerNorm encoders (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM) and sequential pre-norm
 decoders (GPT-2, Llama, Qwen2, Mistral); refused with the reason: other kinds, heads and block layouts.
-Cost per example: O(L · n² · d · d_mlp) time, O(n² · d_mlp) memory (n real tokens).
+Working precision (`precision`): the model's (float32 for a float32 model), or float64. Cost per example:
+O(L · n² · d · d_mlp) time, O(n² · d_mlp) memory (n real tokens); `benchmarks/decompx.py` measures it.
 """
 
 from __future__ import annotations
