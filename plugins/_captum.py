@@ -1,11 +1,12 @@
 """The one place the token-attribution analyzers meet Captum: the forward function, baselines, masks and the
 reduction of the embedding axis.
 
-Every Captum method here is called on a forward function built from `ctx.score` (each row's target score
-[rows] with autograd on, minus the contrast's when the target has one), so an attribution explains exactly
-the decision the report shows. Rows carry their example's index as Captum's `additional_forward_args`;
-Captum repeats that tensor with the inputs (`torch.cat([arg] * n_steps)`), so a row of an integration path
-is scored against its own example's target, whatever the chunking (`internal_batch_size`).
+Every Captum method here is called on a forward function (DeepLift: a module, `ScoreModule`) built from
+`ctx.score` (each row's target score [rows] with autograd on, minus the contrast's when the target has one),
+so an attribution explains exactly the decision the report shows. Rows carry their example's index as
+Captum's `additional_forward_args`; Captum repeats that tensor with the inputs (`torch.cat([arg] * n_steps)`),
+so a row of an integration path is scored against its own example's target, whatever the chunking
+(`internal_batch_size`).
 
 Baselines (Sundararajan et al. 2017, sec. 3 "a baseline input"):
     pad   every attributed token replaced by the pad token (the end-of-sequence token when there is none);
@@ -158,6 +159,20 @@ def forward_on_embeddings(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor
         return ctx.score(encoded, inputs_embeds=inputs_embeds, examples=examples)
 
     return forward
+
+
+class ScoreModule(torch.nn.Module):
+    """The decision's score as a module over the model, for Captum methods that hook the model's own modules
+    (DeepLift): forward(ids [rows, pos] or embeddings [rows, pos, d_model], examples [rows]) -> score [rows];
+    `on` names the input ("input_ids" or "inputs_embeds")."""
+
+    def __init__(self, ctx: RunContext, encoded: Encoded, on: Literal["input_ids", "inputs_embeds"]) -> None:
+        super().__init__()
+        self.model = ctx.model  # a submodule, so that the method's hooks reach the model's modules
+        self.ctx, self.encoded, self.on = ctx, encoded, on
+
+    def forward(self, inputs: Tensor, examples: Tensor) -> Tensor:
+        return self.ctx.score(self.encoded, examples=examples, **{self.on: inputs})
 
 
 def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor, via_embeddings: Tensor | None = None) -> Check:

@@ -11,9 +11,7 @@ target score (`ctx.score`, minus the contrast's when asked):
                       its own baseline)
 Arrays: readout [batch, key] (0 at padding and, unless include_special, special tokens); gradient_shap also
 delta [batch], Captum's completeness delta averaged over its samples.
-DeepLIFT is not offered: Captum's DeepLift rules cover nn.ReLU / Sigmoid / Tanh / Softmax *modules*, while
-transformers apply GELU and the attention softmax as functions and multiply queries by keys and patterns by
-values, which the rescale rule does not cover; it would silently fall back to gradients there.
+DeepLIFT is `deeplift` (plugins/deeplift.py), returned only where it sums to F(x) − F(baseline).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ WORDS = "the cat sat on mat a dog saw ! marker".split()
 TEXTS = ["the cat sat on the mat", "a dog saw !"]
 # Decomposition methods read transformers' block structure (output projection, norms, attention interface);
 # on the reference model they may refuse in one line. tests/decomp holds them to the papers on HF families.
-DECOMPOSITIONS = {"norm_attention", "globenc", "alti", "alti_logit", "value_zeroing"}
+# deeplift refuses every transformer in one line (summation-to-delta fails; tests/analyzers/test_deeplift.py).
+DECOMPOSITIONS = {"norm_attention", "globenc", "alti", "alti_logit", "value_zeroing", "decompx", "deeplift"}
 
 
 @pytest.fixture(scope="module", params=["encoder", "decoder"])

@@ -1,0 +1,493 @@
+"""DecompX (Modarressi et al. 2023, ACL): each input token's signed share of the explained logit, from its
+decomposition propagated through every block (attention, residuals, norms, the feed-forward network) and the
+classification head, in one pass over the trace (`decompx_math` states the propagation).
+
+Read from the forward pass, fixed (as the paper fixes them): the attention weights (restated in the working
+precision from the query and key the kernel received, since the captured pattern is float32, and checked
+against it), each norm's divisor, each MLP
+neuron's slope f(ζ)/ζ, and the head's own divisors (L2 normalisation, final norm) and slopes (tanh, GELU).
+The model's weights come from its modules, each identified numerically: the value projection is the affine
+module inside the attention whose columns reproduce `hook_v`, the MLP's input projections (one, or a gate and
+an up projection) and its one activation module reproduce `mlp.hook_post`.
+
+Heads: the default model's (mean pooling over real tokens, L2 normalisation, a linear layer), BERT's pooler
+(dense, tanh) and classifier, RoBERTa's and ELECTRA's classification heads (dense, tanh or GELU, out_proj),
+DistilBERT's (pre_classifier, ReLU, classifier), a decoder's sequence classifier (final norm, score) and a
+decoder language model's next-token logits (final norm, unembedding; a continuation's steps add up). The
+explained score is the target's logit, minus the contrast's with `--contrast`; the final layer's bias goes
+over the tokens by AbsDot on the whole logit vector.
+
+Arrays (batch first; padding zero):
+    readout [batch, key]  each token's signed contribution; Σ_k readout = score.
+    score   [batch]       the model's own score (logit or logit difference) the readout decomposes.
+Checks: `completeness` (the readout adds up to the model's score), `embedding_error` (the decomposition of the
+head's last input, e.g. the L2-normalised sentence embedding, adds up to the real one), `decomposition_error`
+(every block's output), `pattern_error` (the restated attention weights are the kernel's), all invariant;
+`linearisation_error` (warning): the activations' lines reproduce the model's activation outputs.
+Families: post-norm LayerNorm encoders (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM) and sequential pre-norm
+decoders (GPT-2, Llama, Qwen2, Mistral); refused with the reason: other kinds, heads and block layouts.
+Working precision (`precision`): the model's (float32 for a float32 model), or float64. Cost per example:
+O(L · n² · d · d_mlp) time, O(n² · d_mlp) memory (n real tokens); `benchmarks/decompx.py` measures it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.errors import AnalyzerError
+from interpret.plugins import _decompose
+from interpret.plugins import decompx_math as dm
+from interpret.plugins._decompose import NormParams
+from interpret.target import Target
+from interpret.trace import Trace
+
+NAME = "decompx"
+SUFFIXES = (
+    "attn.hook_q", "attn.hook_k", "attn.hook_pattern", "attn.hook_v", "hook_resid_pre", "hook_attn_out",
+    "ln2.hook_normalized", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
+)
+IDENTIFY_TOLERANCE = 1e-4  # relative: a module reproduces a captured tensor (float32 rounding is ~1e-7)
+PATTERN_TOLERANCE = 1e-4  # absolute, on attention weights in [0, 1]
+WARN_LINEARISATION = 1e-4  # relative
+
+
+@dataclass(frozen=True)
+class Ffn:
+    """An MLP as (weight [d_in, d_out], bias [d_out]) pairs: f(x up) W_down, or f(x gate) ⊙ (x up) W_down."""
+
+    up: tuple[Tensor, Tensor]
+    gate: tuple[Tensor, Tensor] | None
+    act: Callable[[Tensor], Tensor]
+    down: tuple[Tensor, Tensor]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block's weights (CPU, the working precision) and the attention scaling its pattern is restated with.
+
+    value: W_V [d, head · d_value], b_V [head · d_value]; out: W_O [head · d_value, d], b_O [d]. attn_norm /
+    mlp_norm: post-norm, the norms after the attention and after the MLP; pre-norm, the norms before them.
+    """
+
+    value: tuple[Tensor, Tensor]
+    out: tuple[Tensor, Tensor]
+    post_norm: bool
+    attn_norm: NormParams
+    mlp_norm: NormParams
+    ffn: Ffn
+    scale: float
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a head before its last linear layer: an affine map, an activation, a norm, or L2 normalisation."""
+
+    kind: Literal["affine", "act", "norm", "l2"]
+    affine: tuple[Tensor, Tensor] | None = None
+    act: Callable[[Tensor], Tensor] | None = None
+    norm: NormParams | None = None
+
+
+@dataclass(frozen=True)
+class Head:
+    """A decision head: `stages` applied to the pooled vector, then logits = x W + b (W [d, classes], b [classes])."""
+
+    stages: tuple[Stage, ...]
+    weight: Tensor
+    bias: Tensor
+
+
+@dataclass(frozen=True)
+class DecompXParams:
+    """DecompX's working precision (the target and contrast come from the decision)."""
+
+    precision: Literal["auto", "float64"] = field(
+        default="auto",
+        metadata={"help": "auto: float64 for a float64 model, float32 otherwise (twice as fast; the model's own"
+                          " rounding is ~1e-7 there); float64: always"},
+    )
+
+
+class DecompX:
+    """DecompX: each token's signed share of the explained logit through every block and the head."""
+
+    name = NAME
+    summary = "DecompX (Modarressi et al. 2023): each token's signed share of the logit, through every block and the head."
+    version = "1.0"
+    requires = tuple(f"*{suffix}" for suffix in SUFFIXES)
+    needs_model = True
+    provides = ("readout",)
+    Params = DecompXParams
+
+    def run(self, trace: Trace, params: DecompXParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the readout and the model's scores (arrays and checks as the module docstring lists)."""
+        if trace.meta.kind not in ("encoder", "decoder"):
+            raise AnalyzerError(f"{NAME} decomposes text encoders and decoders; this is a {trace.meta.kind} model.")
+        model, runner = ctx.model, ctx.runner
+        if model is None or runner is None:
+            raise AnalyzerError(f"{NAME} reads the model's weights; pass model= to analyze.")
+        head = _head(model, runner.reader, trace.meta.kind)
+        batch, pos = trace.encoded.batch, trace.encoded.pos
+        d_mlp = int(trace["blocks.0.mlp.hook_post"].shape[-1])
+        d_model = int(trace["blocks.0.hook_resid_pre"].shape[-1])
+        longest = int(trace.encoded.attention_mask.sum(-1).max())
+        float64 = params.precision == "float64" or trace["blocks.0.hook_resid_pre"].dtype == torch.float64
+        dtype = torch.float64 if float64 else torch.float32
+        size = dtype.itemsize * longest**2 * (4 * d_model + 3 * d_mlp)  # a few [token, token, d] and [.., d_mlp]
+        _decompose.check_memory(NAME, size, f"[token, token, d_mlp] tensors at n={longest}")
+        blocks = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
+        head = replace(head, stages=_cast(head.stages, dtype))  # its last layer is cast per column when used
+        scores = _model_scores(trace, ctx)
+        readout = np.zeros((batch, pos))
+        errors = {"completeness": 0.0, "embedding_error": 0.0, "decomposition_error": 0.0, "pattern_error": 0.0,
+                  "linearisation_error": 0.0}
+        for b in range(batch):
+            target = ctx.targets[b] if b < len(ctx.targets) else None
+            if target is None or target.kind == "none":
+                raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
+            real = torch.nonzero(trace.encoded.attention_mask[b].bool().cpu()).flatten()
+            steps = _steps(target, real)
+            needed = sorted({int(row) for weights, _, _ in steps for row in np.flatnonzero(weights)})
+            last = _body(trace, blocks, b, real, needed, errors, dtype)
+            contributions = torch.zeros(len(real), dtype=torch.float64)
+            for weights, ids, contrast in steps:
+                rows = torch.as_tensor(weights[needed])
+                parts, pooled = _pooled(last, trace, b, real, needed, rows.to(dtype), head)
+                errors["embedding_error"] = max(errors["embedding_error"], _relative(parts.sum(0), pooled))
+                contributions += _logit_parts(parts, head, ids, contrast).double()
+            total = float(contributions.sum())
+            scale = max(abs(scores[b]), float(contributions.abs().sum()), 1e-30)
+            errors["completeness"] = max(errors["completeness"], abs(total - scores[b]) / scale)
+            readout[b, real.numpy()] = contributions.numpy()
+        tolerance = 1e-6 if trace["blocks.0.hook_resid_pre"].dtype == torch.float64 else 1e-3
+        checks = {
+            "completeness": Check(errors["completeness"], tolerance, "relative |Σ_k readout − the model's score (logit or difference)|"),
+            "embedding_error": Check(errors["embedding_error"], tolerance, "relative |Σ_k parts − the real vector the head's last layer reads|"),
+            "decomposition_error": Check(errors["decomposition_error"], tolerance, "relative |Σ_k X[i, k] − each block's real output|"),
+            "pattern_error": Check(errors["pattern_error"], PATTERN_TOLERANCE, "largest |restated α − captured α|: softmax(q·kᵀ·scale) is the kernel's"),
+            "linearisation_error": Check(
+                errors["linearisation_error"], WARN_LINEARISATION,
+                "relative |θ ⊙ ζ − the model's activation output| of every MLP (the slope's guard near 0, precision)", "warning",
+            ),
+        }
+        return AnalyzerResult(
+            analyzer=NAME, version=self.version, params={},
+            arrays={"readout": NamedArray(readout, ("batch", "key")), "score": NamedArray(np.asarray(scores), ("batch",))},
+            checks=checks,
+            views=(View("token_strip", "readout", "DecompX: each token's share of the explained logit"),),
+            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=True),
+        )
+
+
+def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | None]]:
+    """Return per scored step (row weights over the n real positions [n], target id, contrast id or None)."""
+    contrast = list(target.contrast) or [None] * len(target.ids)
+    if target.kind == "class":
+        return [(_decompose.pooled_rows(target, real.numpy()), target.ids[0], contrast[0])]
+    row_of = {int(position): row for row, position in enumerate(real.tolist())}
+    steps = []
+    for position, token, versus in zip(target.positions, target.ids, contrast):
+        weights = np.zeros(len(real))
+        weights[row_of[int(position)]] = 1.0
+        steps.append((weights, token, versus))
+    return steps
+
+
+def _body(
+    trace: Trace, blocks: list[Block], b: int, real: Tensor, needed: list[int], errors: dict[str, float], dtype: torch.dtype
+) -> Float[Tensor, "row token d"]:
+    """Return the last block's output decomposed over the `needed` rows [row, token, d]; updates the errors of
+    the restated pattern, the linearisation and each block's decomposed output against the real one."""
+    parts: Tensor | None = None
+    for layer, block in enumerate(blocks):
+        t = _example(trace, layer, b, real, dtype)
+        rows = torch.arange(len(real)) if layer < len(blocks) - 1 else torch.as_tensor(needed)
+        kept = t["attn.hook_pattern"] > 0
+        pattern = dm.restated_pattern(t["attn.hook_q"], t["attn.hook_k"], kept, block.scale)
+        errors["pattern_error"] = max(errors["pattern_error"], float((pattern - t["attn.hook_pattern"]).abs().max()))
+        pattern = pattern[:, rows]
+        x = t["hook_resid_pre"]
+        heads = pattern.shape[0]
+        if parts is None:  # the first block: every position is its own token, the value bias goes with α
+            term = dm.first_attention(pattern, t["attn.hook_v"], block.out[0].view(heads, -1, x.shape[-1]))
+            bias = block.out[1]
+            residual = torch.zeros(len(rows), *x.shape, dtype=x.dtype)  # δ_ik x_i [row, token, d], row-major (a
+            residual[torch.arange(len(rows)), rows] = x[rows]  # permuted layout would carry into every later matmul)
+        else:
+            keys = parts
+            if not block.post_norm:
+                keys = dm.normed(parts, block.attn_norm, _decompose.norm_scale(x, block.attn_norm)[:, None])
+            term = dm.attention(keys, pattern, block.value[0], block.out[0])
+            bias = block.value[1] @ block.out[0] + block.out[1]
+            residual = parts[rows]
+        mixed = residual + dm.split_bias(term, bias)
+        mid = x[rows] + t["hook_attn_out"][rows]  # the real stream after the attention
+        mlp_in = t["ln2.hook_normalized"][rows]
+        if block.post_norm:
+            mixed = dm.normed(mixed, block.attn_norm, _decompose.norm_scale(mid, block.attn_norm)[:, None])
+            ffn_in = mixed
+        else:
+            ffn_in = dm.normed(mixed, block.mlp_norm, _decompose.norm_scale(mid, block.mlp_norm)[:, None])
+        ffn, linearised = dm.feed_forward(ffn_in, mlp_in, block.ffn.up, block.ffn.gate, block.ffn.act, block.ffn.down)
+        errors["linearisation_error"] = max(errors["linearisation_error"], _relative(linearised, t["mlp.hook_post"][rows]))
+        parts = mixed + ffn
+        if block.post_norm:
+            closing = _decompose.norm_scale(mlp_in + t["hook_mlp_out"][rows], block.mlp_norm)[:, None]
+            parts = dm.normed(parts, block.mlp_norm, closing)
+        found = _relative(parts.sum(1), t["hook_resid_post"][rows])
+        errors["decomposition_error"] = max(errors["decomposition_error"], found)
+    assert parts is not None
+    return parts
+
+
+def _pooled(
+    last: Tensor, trace: Trace, b: int, real: Tensor, needed: list[int], rows: Tensor, head: Head
+) -> tuple[Float[Tensor, "token d"], Float[Tensor, " d"]]:
+    """Return (the decomposition of the vector the head's last layer reads [token, d], its real value [d]):
+    the pooled rows (`rows` weights over the `needed` rows) through the head's stages."""
+    hidden = _take(trace, f"blocks.{trace.meta.n_layers - 1}.hook_resid_post", b, real, rows.dtype)[needed]
+    parts, value = torch.einsum("i,ikd->kd", rows, last), rows @ hidden
+    for stage in head.stages:
+        if stage.kind == "affine":
+            assert stage.affine is not None
+            weight, bias = stage.affine
+            parts, value = dm.split_bias(parts @ weight, bias), value @ weight + bias
+        elif stage.kind == "act":
+            assert stage.act is not None
+            theta = dm.slope(value, stage.act)
+            parts, value = parts * theta, stage.act(value)
+        elif stage.kind == "norm":
+            assert stage.norm is not None
+            parts = dm.normed(parts, stage.norm, _decompose.norm_scale(value, stage.norm))
+            value = _decompose.layer_norm(value, stage.norm)
+        else:  # L2 normalisation, its divisor fixed by the real vector (as torch's normalize, eps 1e-12)
+            divisor = value.norm().clamp(min=1e-12)
+            parts, value = parts / divisor, value / divisor
+    return parts, value
+
+
+def _logit_parts(parts: Float[Tensor, "token d"], head: Head, token: int, contrast: int | None) -> Float[Tensor, " token"]:
+    """Return each token's share of logit[token] − logit[contrast] (contrast None: the logit alone): the last
+    layer's bias split by AbsDot over the whole logit vector, as the paper's head decomposition does."""
+    columns = [token] if contrast is None else [token, contrast]
+    if bool(head.bias.any()):
+        logits = dm.split_bias(parts @ head.weight.to(parts.dtype), head.bias.to(parts.dtype))[:, columns]
+    else:  # a language model's unembedding: only the columns read, never the whole vocabulary
+        logits = parts @ head.weight[:, columns].to(parts.dtype)
+    return logits[:, 0] - (logits[:, 1] if contrast is not None else 0.0)
+
+
+def _model_scores(trace: Trace, ctx: RunContext) -> list[float]:
+    """Return each example's score as the decision defines it (logit, minus the contrast's; steps summed),
+    from the trace's own output (the model is run again only for a trace saved without it)."""
+    assert ctx.runner is not None
+    if trace.output is None:
+        with torch.no_grad():
+            return [float(value) for value in ctx.score(trace.encoded).double().cpu()]
+    with torch.no_grad():
+        logits = ctx.runner.reader.logits(trace.output, trace.encoded).detach().double().cpu()
+    scores = []
+    for b, target in enumerate(ctx.targets):
+        if target.kind == "class":
+            value = logits[b, target.ids[0]] - (logits[b, target.contrast[0]] if target.contrast else 0.0)
+        else:
+            value = sum(
+                logits[b, position, token] - (logits[b, position, target.contrast[i]] if target.contrast else 0.0)
+                for i, (position, token) in enumerate(zip(target.positions, target.ids))
+            )
+        scores.append(float(value))
+    return scores
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """Return `value` (a tensor, a tuple or a dataclass of them, such as a Block or a Head) in `dtype`."""
+    if isinstance(value, Tensor):
+        return value.to(dtype)
+    if isinstance(value, tuple):
+        return tuple(_cast(item, dtype) for item in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: _cast(getattr(value, f.name), dtype) for f in fields(value)})
+    return value
+
+
+def _relative(got: Tensor, want: Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+
+
+def _take(trace: Trace, name: str, b: int, real: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
+    return trace[name][b].detach().to("cpu", dtype).index_select(0, real)
+
+
+def _example(trace: Trace, layer: int, b: int, real: Tensor, dtype: torch.dtype = torch.float64) -> dict[str, Tensor]:
+    """Return example b's tensors of one block over its real positions (CPU, `dtype`), by hook suffix."""
+    out = {suffix: _take(trace, f"blocks.{layer}.{suffix}", b, real, dtype) for suffix in SUFFIXES if suffix != "attn.hook_pattern"}
+    pattern = trace[f"blocks.{layer}.attn.hook_pattern"][b].detach().to("cpu", dtype)
+    out["attn.hook_pattern"] = pattern.index_select(1, real).index_select(2, real)
+    return out
+
+
+# ---- reading the model -----------------------------------------------------------------------------------
+
+
+def _affine(
+    module: nn.Module, shape: tuple[int, int] | None = None, dtype: torch.dtype | None = None
+) -> tuple[Tensor, Tensor] | None:
+    """Return (W [d_in, d_out], b [d_out]) of a Linear or GPT-2 Conv1D (CPU, `dtype` or the module's own), read
+    from its parameters (exact; no probe); None for another module, or one whose (d_in, d_out) is not `shape`."""
+    from transformers.pytorch_utils import Conv1D
+
+    if isinstance(module, nn.Linear):
+        weight = module.weight.detach().T
+    elif isinstance(module, Conv1D):
+        weight = module.weight.detach()
+    else:
+        return None
+    if shape is not None and tuple(weight.shape) != shape:
+        return None
+    weight = weight.to("cpu", dtype or weight.dtype)
+    bias = module.bias.detach().to("cpu", weight.dtype) if module.bias is not None else torch.zeros(weight.shape[1], dtype=weight.dtype)
+    return weight, bias
+
+
+def _blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
+    """Return every block's weights in `dtype`, each module identified numerically on the trace's first example."""
+    from interpret.collect.api import capturable_for
+
+    parts = _decompose.block_parts(model, trace, NAME)
+    sites = {site.name: site.module for site in capturable_for(model).sites}
+    real = torch.nonzero(trace.encoded.attention_mask[0].bool().cpu()).flatten()
+    blocks = []
+    for part in parts:
+        layer, prefix = part.layer, f"blocks.{part.layer}."
+        t = _example(trace, layer, 0, real, dtype)
+        kernel, out_proj, down = sites[prefix + "attn.hook_v"], sites[prefix + "attn.hook_z"], sites[prefix + "mlp.hook_post"]
+        if part.post_norm:  # the closing norm: the block's one LayerNorm besides the attention's
+            assert part.attn_norm is not None
+            norms = [m for m in sites[prefix + "hook_resid_post"].modules() if isinstance(m, nn.LayerNorm)]
+            closing = [m for m in norms if m is not sites[prefix + "ln2.hook_normalized"]]
+            if len(closing) != 1:
+                raise AnalyzerError(f"{NAME}: block {layer} has {len(closing)} norms besides the attention's; this post-norm layout is not supported.")
+            attn_norm, value_in = part.attn_norm, t["hook_resid_pre"]
+            mlp_norm = _decompose._norm_params(closing[0], f"closing block {layer}")
+        else:
+            attn_norm = _decompose._norm_params(sites[prefix + "ln1.hook_normalized"], f"before block {layer}'s attention", rms=True)
+            mlp_norm = _decompose._norm_params(sites[prefix + "ln2.hook_normalized"], f"before block {layer}'s MLP", rms=True)
+            value_in = _decompose.layer_norm(t["hook_resid_pre"], _cast(attn_norm, dtype))
+        heads, d_value, d_model = part.out_weight.shape
+        value = _value_projection(kernel, out_proj, value_in, t["attn.hook_v"], layer)
+        ffn = _feed_forward(sites[prefix + "hook_resid_post"], kernel, out_proj, down, t, layer)
+        out = (part.out_weight.reshape(heads * d_value, d_model), part.out_bias)
+        root = t["attn.hook_q"].shape[-1] ** -0.5
+        candidates = [float(getattr(kernel, "scaling", root)), root]
+        kept = t["attn.hook_pattern"] > 0
+        scale = min(candidates, key=lambda s: float((dm.restated_pattern(t["attn.hook_q"], t["attn.hook_k"], kept, s) - t["attn.hook_pattern"]).abs().max()))
+        blocks.append(Block(value, out, part.post_norm, attn_norm, mlp_norm, ffn, scale))
+    return blocks
+
+
+def _close(got: Tensor, want: Tensor) -> bool:
+    return _relative(got, want) <= IDENTIFY_TOLERANCE
+
+
+def _value_projection(kernel: nn.Module, out_proj: nn.Module, x: Tensor, value: Tensor, layer: int) -> tuple[Tensor, Tensor]:
+    """Return (W_V [d, head · d_value], b_V) of the affine module inside the attention whose columns, on the
+    attention's input x [n, d], reproduce every head of the captured value [n, head, d_value] (a fused query,
+    key and value projection, and key/value heads shared by several query heads, alike)."""
+    n, heads, d_value = value.shape
+    scale = value.abs().max().clamp(min=1e-30)
+    for module in kernel.modules():
+        weight = getattr(module, "weight", None)
+        if module is out_proj or not isinstance(weight, Tensor) or x.shape[-1] not in weight.shape:
+            continue
+        affine = _affine(module, (x.shape[-1], weight.numel() // x.shape[-1]), x.dtype)
+        if affine is None or affine[0].shape[1] % d_value:
+            continue
+        out = (x @ affine[0] + affine[1]).view(n, -1, d_value)
+        distance = (out[:, None] - value[:, :, None]).abs().amax(dim=(0, 3))  # [head, block of columns]
+        matches = distance <= IDENTIFY_TOLERANCE * scale
+        if bool((matches.sum(-1) == 1).all()):
+            block = matches.int().argmax(-1)
+            columns = (block[:, None] * d_value + torch.arange(d_value)).flatten()
+            return affine[0][:, columns], affine[1][columns]
+    raise AnalyzerError(
+        f"{NAME}: no affine module inside block {layer}'s attention ({type(kernel).__name__}) reproduces its values;"
+        " this attention is not supported."
+    )
+
+
+def _feed_forward(block: nn.Module, kernel: nn.Module, out_proj: nn.Module, down: nn.Module, t: dict[str, Tensor], layer: int) -> Ffn:
+    """Return the block's MLP: its one activation module and the projections from d_model to d_mlp outside the
+    attention, checked to reproduce mlp.hook_post from the MLP's input (ln2.hook_normalized)."""
+    inside = {id(module) for module in kernel.modules()} | {id(out_proj), id(down)}
+    mlp_in, post = t["ln2.hook_normalized"], t["mlp.hook_post"]
+    acts = [m for m in block.modules() if id(m) not in inside and _is_activation(m)]
+    shape = (mlp_in.shape[-1], post.shape[-1])
+    projections = [a for m in block.modules() if id(m) not in inside and (a := _affine(m, shape, post.dtype)) is not None]
+    lower = _affine(down, shape[::-1], post.dtype)
+    if len(acts) == 1 and lower is not None:
+        act = acts[0]
+        pre = [mlp_in @ w + b for w, b in projections]
+        if len(projections) == 1 and _close(act(pre[0]), post):
+            return Ffn(projections[0], None, act, lower)
+        if len(projections) == 2:
+            for g, u in ((0, 1), (1, 0)):
+                if _close(act(pre[g]) * pre[u], post):
+                    return Ffn(projections[u], projections[g], act, lower)
+    raise AnalyzerError(
+        f"{NAME}: block {layer}'s MLP is not f(x W₁ + b₁) W₂ + b₂ or f(x W_g) ⊙ (x W_u) W₂ with one activation"
+        f" module ({len(acts)} activations, {len(projections)} input projections found); it is not supported."
+    )
+
+
+def _is_activation(module: nn.Module) -> bool:
+    """Whether `module` is a parameter-free activation (transformers' or torch's activation modules)."""
+    where = type(module).__module__
+    return where in ("transformers.activations", "torch.nn.modules.activation") and not any(True for _ in module.parameters())
+
+
+def _head(model: nn.Module, reader: Any, kind: str) -> Head:
+    """Return the decision head as stages and a last linear layer, or refuse a head this does not decompose."""
+    from interpret.sentiment_head import TEMPERATURE, CentroidHead, SentimentHead
+
+    name = type(model).__name__
+    if reader.head is not None:
+        if isinstance(reader.head, SentimentHead):
+            return Head((Stage("l2"),), *_affine(reader.head.linear))  # type: ignore[misc]
+        if isinstance(reader.head, CentroidHead):
+            centroids = reader.head.centroids.detach().to("cpu", torch.float64)
+            return Head((Stage("l2"),), TEMPERATURE * centroids.T, torch.zeros(len(centroids), dtype=torch.float64))
+        raise AnalyzerError(f"{NAME} decomposes the default sentiment and centroid heads; {type(reader.head).__name__} is not one.")
+    if reader.kind == "token" and kind == "decoder":
+        unembed = model.get_output_embeddings()
+        if not isinstance(unembed, nn.Linear):
+            raise AnalyzerError(f"{NAME}: {name} has no linear output embedding (load it with its LM head).")
+        return Head((Stage("norm", norm=_decompose.final_norm(model, NAME)),), *_affine(unembed))  # type: ignore[misc]
+    if reader.kind == "class":
+        classifier = getattr(model, "classifier", None)
+        base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+        pooler = getattr(base, "pooler", None)
+        pre = getattr(model, "pre_classifier", None)
+        score = getattr(model, "score", None)
+        if isinstance(classifier, nn.Linear) and pooler is not None and isinstance(getattr(pooler, "dense", None), nn.Linear):
+            stages = (Stage("affine", _affine(pooler.dense)), Stage("act", act=pooler.activation))
+            return Head(stages, *_affine(classifier))  # type: ignore[misc]
+        if isinstance(getattr(classifier, "dense", None), nn.Linear) and isinstance(getattr(classifier, "out_proj", None), nn.Linear):
+            act = getattr(classifier, "activation", None) or torch.tanh  # RoBERTa: tanh; ELECTRA: its activation
+            return Head((Stage("affine", _affine(classifier.dense)), Stage("act", act=act)), *_affine(classifier.out_proj))  # type: ignore[union-attr,misc]
+        if isinstance(pre, nn.Linear) and isinstance(classifier, nn.Linear):  # DistilBERT
+            return Head((Stage("affine", _affine(pre)), Stage("act", act=torch.relu)), *_affine(classifier))  # type: ignore[misc]
+        if kind == "decoder" and isinstance(score, nn.Linear):
+            return Head((Stage("norm", norm=_decompose.final_norm(model, NAME)),), *_affine(score))  # type: ignore[misc]
+    raise AnalyzerError(
+        f"{NAME} decomposes sequence-classification heads (BERT, RoBERTa, ELECTRA, DistilBERT, decoders), decoder"
+        f" language-model heads and the default sentiment head; {name}'s {reader.kind} decision is not one of them."
+    )
