@@ -119,10 +119,13 @@ class DecompXParams:
 class DecompX:
     """DecompX: each token's signed share of the explained logit through every block and the head."""
 
-    name = NAME
+    name = "decompx"  # a literal, read statically by `interpret analyzers list`
     summary = "DecompX (Modarressi et al. 2023): each token's signed share of the logit, through every block and the head."
     version = "1.0"
-    requires = tuple(f"*{suffix}" for suffix in SUFFIXES)
+    requires = (  # a literal, so `interpret analyzers list` reads it without importing torch
+        "*attn.hook_q", "*attn.hook_k", "*attn.hook_pattern", "*attn.hook_v", "*hook_resid_pre", "*hook_attn_out",
+        "*ln2.hook_normalized", "*mlp.hook_post", "*hook_mlp_out", "*hook_resid_post",
+    )
     needs_model = True
     provides = ("readout",)
     Params = DecompXParams
