@@ -50,7 +50,7 @@ def _table(rows: list[TypeSupport]) -> None:
     width = max((len(row.model_type) for row in rows), default=10)
     click.echo(f"{'model type':<{width}}  {'status':<11}  {'adapter':<8}  {'kind':<15}  hook points not offered / reason")
     for row in rows:
-        note = ", ".join(row.missing) if row.status == "supported" else row.reason
+        note = "; ".join(filter(None, (row.shared, ", ".join(row.missing)))) if row.status == "supported" else row.reason
         click.echo(f"{row.model_type:<{width}}  {row.status:<11}  {row.adapter or '-':<8}  {row.kind or '-':<15}  {note or '-'}")
     counts = {status: sum(row.status == status for row in rows) for status in ("supported", "unsupported", "unknown")}
     click.echo(f"{len(rows)} model types: " + ", ".join(f"{count} {status}" for status, count in counts.items()), err=True)
@@ -63,6 +63,8 @@ def _detail(row: TypeSupport) -> None:
         click.echo(f"  {row.reason}")
         return
     click.echo(f"  adapter: {row.adapter}   kind: {row.kind}")
+    if row.shared:
+        click.echo(f"  shared: {row.shared}")
     click.echo("  offers: " + ", ".join(row.offered))
     for hook, why in row.missing.items():
         click.echo(f"  not offered: {hook}: {why}")

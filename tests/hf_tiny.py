@@ -2,9 +2,13 @@
 the word-level tokenizer built in memory (interpret.reference.vocab). Nothing is downloaded.
 
 `FAMILIES` are the ten families the detailed collector tests run on; `MATRIX` is the broad set of the
-family matrix (tests/collect/test_hf_matrix.py): encoders, decoders (absolute and rotary positions,
-grouped-query, sliding window, Mixture-of-Experts, parallel attention/MLP blocks), encoder-decoders (text and
-speech), vision (plain and hierarchical windowed) and text-image dual encoders.
+family matrix (tests/collect/test_hf_matrix.py): encoders (one of them running one layer module for every
+layer), decoders (absolute and rotary positions, grouped-query, sliding window, Mixture-of-Experts, parallel
+attention/MLP blocks), families whose attention is computed in the module's own code, encoder-decoders (text and
+speech), vision (plain and hierarchical windowed, through the kernel or the module's own code) and text-image
+dual encoders. A family that ships a
+tokenizer of its own kind is saved with one built like it (`shipped_tokenizers`); the others with the word-level
+one.
 
 `save_tiny(family, directory)` writes a model and its tokenizer (or image processor) with save_pretrained,
 so tests load it back through `interpret.load` exactly as a user would.
@@ -22,6 +26,7 @@ from typing import Any
 import torch
 import transformers
 
+import shipped_tokenizers as shipped
 from interpret.reference import vocab as reference_vocab
 
 # The family tests run on the CPU; INTERPRET_TEST_DEVICE=cuda runs them on a GPU (a manual check, not CI).
@@ -34,6 +39,7 @@ VOCAB = len(SPECIALS) + len(set(WORDS))
 
 TEXTS = ["the cat sat on the mat !", "a dog saw red"]  # the second is padded
 DECODER_TEXTS = ["a red dog", "the cat sat on the blue mat"]  # here the first is padded
+_CORPUS = (*shipped.CORPUS, *TEXTS, *DECODER_TEXTS)  # what the shipped-style tokenizers are trained on
 IMAGE_SIZE, PATCH_SIZE = 16, 4  # 16 patches and the class token
 SWIN_IMAGE_SIZE = 32  # an 8 x 8 patch grid: four 4 x 4 windows in the first stage, one in the second
 MEL_BINS, AUDIO_POSITIONS = 8, 8  # Whisper: 16 feature frames, halved by the encoder's convolutions
@@ -59,6 +65,7 @@ class Family:
     implementations: tuple[str, ...] = ("sdpa", "eager")
     what: str = ""
     padding_invariant: bool = True  # False where the model's own output reads padding (SigLIP pools the last position)
+    tokenizer: Callable[[], Any] | None = None  # the tokenizer it ships (tests/shipped_tokenizers.py); None: word-level
 
     @property
     def text(self) -> bool:
@@ -99,9 +106,9 @@ def _whisper() -> Any:
     )
 
 
-def _swin() -> Any:
-    return transformers.SwinConfig(image_size=SWIN_IMAGE_SIZE, patch_size=PATCH_SIZE, embed_dim=16, depths=[2, 2],
-                                   num_heads=[2, 4], window_size=4, mlp_ratio=2.0, num_labels=3)
+def _swin(cls: Any = transformers.SwinConfig) -> Callable[[], Any]:
+    return lambda: cls(image_size=SWIN_IMAGE_SIZE, patch_size=PATCH_SIZE, embed_dim=16, depths=[2, 2], num_heads=[2, 4],
+                       window_size=4, mlp_ratio=2.0, num_labels=3)
 
 
 def _dual(config: Any, text: Any, vision: Any, **extra: Any) -> Callable[[], Any]:
@@ -127,6 +134,10 @@ _FAMILY_LIST = [
                                      position_buckets=8, max_relative_positions=16, pos_att_type=["p2c", "c2p"],
                                      position_biased_input=False, pad_token_id=PAD),
            "DebertaV2ForMaskedLM", ("eager",), what="DeBERTa-v2: disentangled attention computed in the module"),
+    Family("albert", "encoder", _bert_like(T.AlbertConfig, embedding_size=16), "AlbertForMaskedLM",
+           what="ALBERT: one layer module run for every layer", tokenizer=lambda: shipped.sentencepiece_unigram(_CORPUS)),
+    Family("mpnet", "encoder", _bert_like(T.MPNetConfig), "MPNetForMaskedLM", ("eager",),
+           what="MPNet: attention computed in the module, relative position bias", tokenizer=lambda: shipped.mpnet(_CORPUS)),
     Family("modernbert", "encoder",
            lambda: T.ModernBertConfig(vocab_size=VOCAB, **_SIZES, max_position_embeddings=64, local_attention=4,
                                       global_attn_every_n_layers=2, pad_token_id=PAD, bos_token_id=CLS,
@@ -165,6 +176,11 @@ _FAMILY_LIST = [
            what="Cohere: parallel attention/MLP with one norm"),
     Family("olmo2", "decoder", _rotary(T.Olmo2Config, num_key_value_heads=2), "Olmo2ForCausalLM",
            what="OLMo 2: post-norms, query/key norms"),
+    Family("falcon", "decoder",
+           lambda: T.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  max_position_embeddings=64, **_TOKENS),
+           "FalconForCausalLM", what="Falcon: attention computed in the module (SDPA call), multi-query, parallel blocks",
+           tokenizer=lambda: shipped.falcon(_CORPUS)),
     Family("mixtral", "decoder", _rotary(T.MixtralConfig, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
            "MixtralForCausalLM", what="Mixtral: Mixture-of-Experts"),
     Family("qwen2_moe", "decoder",
@@ -187,8 +203,12 @@ _FAMILY_LIST = [
            lambda: T.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2,
                                   image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_labels=3),
            "Dinov2ForImageClassification", what="DINOv2: layer scale"),
-    Family("swin", "vision", _swin, "SwinForImageClassification",
+    Family("swin", "vision", _swin(), "SwinForImageClassification",
            what="Swin: shifted windows, hierarchical stages"),
+    Family("swinv2", "vision", _swin(T.Swinv2Config), "Swinv2ForImageClassification", ("eager",),
+           what="Swin V2: cosine attention and a continuous position bias, computed in the module"),
+    Family("donut-swin", "vision", _swin(T.DonutSwinConfig), "DonutSwinForImageClassification", ("eager",),
+           what="Donut's Swin encoder: windows computed in the module"),
     # Text-image dual encoders.
     Family("clip", "dual", _dual(T.CLIPConfig, T.CLIPTextConfig, T.CLIPVisionConfig, projection_dim=16), "CLIPModel",
            what="CLIP: causal text tower, vision tower"),
@@ -196,6 +216,7 @@ _FAMILY_LIST = [
            what="SigLIP: text and vision towers", padding_invariant=False),
 ]
 MATRIX: dict[str, Family] = {family.name: family for family in _FAMILY_LIST}
+SWIN_LIKE = ("swin", "swinv2", "donut-swin")  # the families the Swin adapter serves: patterns lifted to the patch grid
 
 ENCODERS = ("bert", "roberta", "distilbert")
 DECODERS = ("gpt2", "llama", "qwen2", "mistral")
@@ -219,10 +240,14 @@ def tiny_config(family: str, vocab_size: int = VOCAB) -> Any:
     return config
 
 
-def tiny_model(family: str, attn_implementation: str = "sdpa", seed: int = 0) -> Any:
-    """Return a tiny random `family` model with a task head, in eval mode."""
+def tiny_model(family: str, attn_implementation: str = "sdpa", seed: int = 0, tokenizer: Any | None = None) -> Any:
+    """Return a tiny random `family` model with a task head, in eval mode (sized for `tokenizer`'s vocabulary and
+    special ids when one is given, else for the word-level tokenizer's)."""
     torch.manual_seed(seed)
-    config = tiny_config(family)
+    config = tiny_config(family) if tokenizer is None else tiny_config(family, vocab_size=len(tokenizer))
+    if tokenizer is not None:
+        config.pad_token_id = tokenizer.pad_token_id  # None where the tokenizer ships without one (Falcon)
+        config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     config._attn_implementation = attn_implementation
     return getattr(transformers, MATRIX[family].head)(config).eval().to(TEST_DEVICE)
 
@@ -246,14 +271,17 @@ def image_processor(size: int = IMAGE_SIZE) -> Any:
 
 def image_size(family: str) -> int:
     """Return the square image side a tiny vision or dual `family` takes."""
-    return SWIN_IMAGE_SIZE if family == "swin" else IMAGE_SIZE
+    return SWIN_IMAGE_SIZE if family in SWIN_LIKE else IMAGE_SIZE
 
 
 def save_tiny(family: str, directory: Path) -> Path:
-    """Save a tiny `family` model with its tokenizer (or image processor) to `directory`; return it."""
-    tiny_model(family, MATRIX[family].implementations[0]).save_pretrained(directory)
-    category = MATRIX[family].category
-    (image_processor(image_size(family)) if category == "vision" else word_tokenizer()).save_pretrained(directory)
+    """Save a tiny `family` model with its tokenizer (the one it ships, or the word-level one) or image processor
+    to `directory`; return it."""
+    spec = MATRIX[family]
+    tokenizer = spec.tokenizer() if spec.tokenizer is not None else None
+    tiny_model(family, spec.implementations[0], tokenizer=tokenizer).save_pretrained(directory)
+    processor = image_processor(image_size(family)) if spec.category == "vision" else tokenizer or word_tokenizer()
+    processor.save_pretrained(directory)
     return directory
 
 

@@ -54,6 +54,47 @@ def sentencepiece_bpe(corpus: Sequence[str] = CORPUS, vocab_size: int = 300) -> 
     return transformers.LlamaTokenizerFast(vocab=vocab, merges=merges)
 
 
+FALCON_SPECIALS = [">>TITLE<<", ">>ABSTRACT<<", ">>INTRODUCTION<<", ">>SUMMARY<<", ">>COMMENT<<", ">>ANSWER<<",
+                   ">>QUESTION<<", ">>DOMAIN<<", ">>PREFIX<<", ">>SUFFIX<<", ">>MIDDLE<<", "<|endoftext|>"]
+
+
+def falcon(corpus: Sequence[str] = CORPUS, vocab_size: int = 400) -> Any:
+    """Return Falcon's tokenizer as it ships: a generic PreTrainedTokenizerFast over byte-level BPE, its eleven
+    `>>NAME<<` specials first and <|endoftext|> (id 11) as the end of sequence, no pad token."""
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=FALCON_SPECIALS
+    )
+    core.train_from_iterator(list(corpus), trainer)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>")
+
+
+def mpnet(corpus: Sequence[str] = CORPUS) -> Any:
+    """Return an MPNetTokenizerFast (WordPiece, lower-cased) with MPNet's special ids: <s> 0, <pad> 1 (the padding
+    index MPNet's position embeddings hard-code), </s> 2, <unk> 3, then [UNK] and the corpus's words, <mask> last."""
+    splitter = pre_tokenizers.BertPreTokenizer()
+    words = sorted({word for text in corpus for word, _ in splitter.pre_tokenize_str(text.lower())})
+    vocab = {token: index for index, token in enumerate(["<s>", "<pad>", "</s>", "<unk>", "[UNK]", *words, "<mask>"])}
+    return transformers.MPNetTokenizerFast(vocab=vocab)
+
+
+def sentencepiece_unigram(corpus: Sequence[str] = CORPUS, vocab_size: int = 120) -> Any:
+    """Return an AlbertTokenizerFast (SentencePiece-style unigram, lower-cased) trained on `corpus`, with ALBERT's
+    special ids: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4."""
+    core = Tokenizer(models.Unigram())
+    core.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"],
+                                      unk_token="<unk>")
+    core.train_from_iterator([text.lower() for text in corpus], trainer)
+    vocab = [tuple(piece) for piece in json.loads(core.to_str())["model"]["vocab"]]
+    return transformers.AlbertTokenizerFast(vocab=vocab)
+
+
+# the families of tests/hf_tiny.MATRIX that ship a tokenizer of their own, and ALBERT, MPNet and Falcon
+SHIPPED_BY = {"albert": sentencepiece_unigram, "mpnet": mpnet, "falcon": falcon}
+
 # decoder family (tests/hf_tiny.MATRIX) → the tokenizer it ships with
 SHIPPED = {
     "gpt2": lambda: byte_level(transformers.GPT2TokenizerFast),
@@ -63,4 +104,5 @@ SHIPPED = {
     "mistral": sentencepiece_bpe,
     "mixtral": sentencepiece_bpe,
     "phi3": sentencepiece_bpe,
+    "falcon": falcon,
 }

@@ -20,7 +20,7 @@ from interpret.hooks import hook_session
 from interpret.inputs import Encoded
 from interpret.streaming.kernel import to_host
 from interpret.trace import summarize_names
-from interpret.collect.sites import Capturable, Site, Sink
+from interpret.collect.sites import Capturable, Site, Sink, on_its_call
 
 log = logging.getLogger("interpret")
 
@@ -255,7 +255,7 @@ def hooked(capturable: Capturable, sites: Sequence[Site], sink_for: Callable[[Si
             if site.attach is not None:
                 site.attach(session, sink)
             elif site.module is not None:
-                session.add(site.module, _module_hook(site, sink), pre=site.pre, with_kwargs=True)
+                session.add(site.module, on_its_call(site, _module_hook(site, sink)), pre=site.pre, with_kwargs=True)
             else:
                 raise CaptureError(f"site {site.name} has neither a module nor an attach function.")
         yield

@@ -18,7 +18,7 @@ from typing import Any
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interpret.collect.sites import Site
+from interpret.collect.sites import Site, on_its_call
 from interpret.errors import ConfigError, HookNameError
 from interpret.hooks import hook_session
 from interpret.trace import summarize_names
@@ -84,9 +84,9 @@ def head_gates(
             assert site.module is not None
             gate = gates[..., layer, :]  # [head] or [rows, head]
             if site.pre:  # the joined heads [batch, pos, head * d_head] entering the output projection
-                session.add(site.module, partial(_gate_input, gate), pre=True)
+                session.add(site.module, on_its_call(site, partial(_gate_input, gate)), pre=True)
             else:  # a hook point that passes z on as [batch, pos, head, d_head]
-                session.add(site.module, partial(_gate_output, gate))
+                session.add(site.module, on_its_call(site, partial(_gate_output, gate)))
         yield
 
 

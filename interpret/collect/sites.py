@@ -43,6 +43,9 @@ class Site:
         recomputed in float32 from a half-precision model); None means the model's.
     fresh: the tensor handed to the sink is newly computed and held by nothing else (a recomputed pattern),
         so the collector keeps it as is instead of copying it away from the model's storage.
+    call / calls: the site reads call `call` of the `calls` calls its module makes in one forward pass, where
+        several layers run one module (ALBERT's shared layer: layer i is call i); calls == 1: every call.
+        Whoever hooks `module` for this site wraps the hook in `on_its_call`.
     """
 
     name: str
@@ -55,6 +58,8 @@ class Site:
     attach: Callable[[HookSession, Sink], None] | None = None
     itemsize: int | None = None
     fresh: bool = False
+    call: int = 0
+    calls: int = 1
 
     @property
     def layer(self) -> int | None:
@@ -66,6 +71,22 @@ class Site:
     def is_pattern(self) -> bool:
         """Whether this is an attention pattern (probabilities over `key`)."""
         return self.name.endswith("hook_pattern")
+
+
+def on_its_call(site: Site, hook: Callable[..., Any]) -> Callable[..., Any]:
+    """Return `hook` (a forward or forward-pre hook) made to act on the site's own call of its module only:
+    `hook` itself when the module runs once per pass, else a hook that counts the module's calls (modulo
+    `site.calls`, so a hook session may span whole forward passes) and passes the others by unchanged."""
+    if site.calls == 1:
+        return hook
+    count = [0]
+
+    def its_call(*args: Any) -> Any:
+        index = count[0] % site.calls
+        count[0] += 1
+        return hook(*args) if index == site.call else None
+
+    return its_call
 
 
 @dataclass

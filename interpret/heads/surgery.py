@@ -167,6 +167,12 @@ def _out_projections(model: nn.Module, capturable, prefix: str) -> list[nn.Modul
         site = by_name.get(f"{prefix}blocks.{layer}.attn.hook_z")
         if site is None or site.module is None:
             raise UnsupportedModelError(f"layer {layer} has no hook_z to gate; its heads cannot be pruned.")
+        if site.calls > 1:
+            raise UnsupportedModelError(
+                f"layer {layer}'s output projection also runs for {site.calls - 1} other layer(s) (one module shared"
+                " by several layers, as ALBERT's), so its heads cannot be removed for one layer alone; gate them"
+                " instead (head_gates)."
+            )
         if site.pre:
             outs.append(site.module)
         else:  # a reference model's HookPoint: the output projection is its sibling `out_proj`

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from interpret.collect.sites import on_its_call
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
 from interpret.streaming.kernel import to_host
@@ -134,7 +135,9 @@ def gradient_pass(
     tokens; on CUDA "auto" leaves that job to the offload): every block from the first attention's on runs under
     `torch.utils.checkpoint` (non-reentrant), so autograd keeps each block's inputs only and recomputes its
     inside when the backward pass reaches it: one more forward pass of those blocks, and one block's
-    activations at a time instead of every layer's.
+    activations at a time instead of every layer's. Where one block module runs for several layers (ALBERT),
+    each layer's hooks act on its own call (`on_its_call`), and no block is recomputed ("on" is refused): a
+    recomputation's calls could not be told apart.
     """
     _check_kind(trace, what)
     runner = getattr(ctx, "runner", None)
@@ -150,14 +153,22 @@ def gradient_pass(
     tokens = trace.encoded.batch * trace.encoded.pos
     offload = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
     order = sorted(_layer_of(site) for site in sites)
-    recomputing = recompute == "on" or (recompute == "auto" and tokens >= OFFLOAD_TOKENS and not on_cuda)
+    shared = any(site.calls > 1 for site in sites)  # one module runs for several layers (ALBERT)
+    if shared and recompute == "on":
+        raise AnalyzerError(
+            f"{what}: this model runs one block module for several layers, whose calls a recomputation in the"
+            " backward pass cannot tell apart; use recompute='off'."
+        )
+    recomputing = not shared and (
+        recompute == "on" or (recompute == "auto" and tokens >= OFFLOAD_TOKENS and not on_cuda))
     blocks = _blocks(runner.capturable, order[0]) if recomputing else {}
     stream = _Stream(order, set(blocks), offload, partial(_example_layers, trace), consume)
     saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
     try:
         with _frozen(runner.model), saved, _recomputed(list(blocks.values())), hook_session() as session:
             for site in sites:
-                session.add(site.module, stream.keeper(_layer_of(site), site.pre), pre=site.pre, with_kwargs=True)
+                keeper = on_its_call(site, stream.keeper(_layer_of(site), site.pre))
+                session.add(site.module, keeper, pre=site.pre, with_kwargs=True)
             names = [f"blocks.*.{suffix}" for suffix in QKV]
             with runner.live_pass(trace.encoded, names, stream.sink_for) as score:
                 if stream.root is None:

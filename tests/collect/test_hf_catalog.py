@@ -3,7 +3,9 @@ refusal; and the probe leaves the model as it found it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +17,8 @@ from interpret.cli.main import cli
 from interpret.collect.hf import catalog, generic
 from interpret.hooks import count_hooks
 
-TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert"]
+TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
+         "vitdet"]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,8 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
     for model_type, adapter, kind in [("bert", "generic", "encoder"), ("llama", "generic", "decoder"),
                                       ("mixtral", "generic", "decoder"), ("t5", "generic", "encoder-decoder"),
                                       ("swin", "swin", "vision"), ("whisper", "whisper", "encoder-decoder"),
-                                      ("clip", "dual", "encoder"), ("deberta-v2", "deberta", "encoder")]:
+                                      ("clip", "dual", "encoder"), ("deberta-v2", "deberta", "encoder"),
+                                      ("bloom", "generic", "decoder"), ("albert", "generic", "encoder")]:
         row = table[model_type]
         assert (row["status"], row["adapter"], row["kind"]) == ("supported", adapter, kind), row
         assert any(name.endswith("blocks.{i}.attn.hook_pattern") for name in row["offered"]), row["offered"]
@@ -50,7 +54,8 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
 
 @pytest.mark.parametrize(
     ("model_type", "fragment"),
-    [("bloom", "attention interface"), ("mamba", "no attention layers"), ("albert", "share one module")],
+    [("mamba", "no attention layers"), ("rwkv", "computes no softmax over keys"),
+     ("vitdet", "its queries are not the positions of its input")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]
@@ -65,12 +70,21 @@ def test_the_table_is_cached_per_version(table, monkeypatch) -> None:
     assert [row.model_type for row in catalog.catalog(["bert", "mamba"])] == ["bert", "mamba"]
 
 
+def test_the_cache_is_keyed_by_the_adapter_code_too(table, monkeypatch) -> None:
+    """A table written by other adapter code (an older checkout of the same version) is never read: its file
+    name carries a digest of every module of interpret.collect.hf."""
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
+    sources = b"".join(path.read_bytes() for path in sorted(Path(catalog.__file__).parent.glob("*.py")))
+    path = catalog.cache_path()
+    assert path.is_file() and path.name.endswith(f"-{hashlib.sha256(sources).hexdigest()[:12]}.json")
+
+
 def test_text_output_and_usage_errors(table, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
-    shown = CliRunner().invoke(cli, ["models", "mixtral", "bloom"], catch_exceptions=False)
+    shown = CliRunner().invoke(cli, ["models", "mixtral", "rwkv"], catch_exceptions=False)
     assert shown.exit_code == 0
     assert "adapter: generic   kind: decoder" in shown.stdout and "not offered: blocks.{i}.mlp.hook_post" in shown.stdout
-    assert "bloom (BloomModel): unsupported" in shown.stdout
+    assert "rwkv (RwkvModel): unsupported" in shown.stdout
     unknown = CliRunner().invoke(cli, ["models", "lama"])
     assert unknown.exit_code == 2 and "Did you mean 'llama'?" in unknown.stderr
 

@@ -17,6 +17,7 @@ on every family whose gradient capture works.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from family_table import README_ROWS, family_row, readme_rows
-from hf_tiny import MATRIX, TEXTS, DECODER_TEXTS, collect_args, eager_patterns, model_inputs, no_cache, save_tiny
+from hf_tiny import MATRIX, SWIN_LIKE, TEXTS, DECODER_TEXTS, collect_args, eager_patterns, model_inputs, no_cache, save_tiny
 from transformers.modeling_utils import AttentionInterface
 from transformers.pytorch_utils import Conv1D
 
@@ -83,7 +84,7 @@ def _check_gradient_weighted_rollout(model: Any, processor: Any, family: str) ->
     inputs, extra = collect_args(family)
     trace = interpret.collect(model, processor, inputs, **extra)
     context = run_context(trace, model, processor)
-    if family == "swin":
+    if family in SWIN_LIKE:
         with pytest.raises(CaptureError, match="without gradients"):
             interpret.analyze(trace, "gradient_weighted_rollout", context=context)
         return
@@ -126,7 +127,7 @@ def logits_of(output: Any) -> torch.Tensor:
 def reference_patterns(family: str, eager: Any, encoded: Any) -> dict[str, torch.Tensor]:
     """Return the eager model's own output_attentions under canonical names (padding zeroed as collect does)."""
     category = MATRIX[family].category
-    if family == "swin":
+    if family in SWIN_LIKE:
         return swin_reference(eager, encoded)
     if category == "dual":
         with torch.no_grad():
@@ -147,13 +148,13 @@ def swin_reference(eager: Any, encoded: Any) -> dict[str, torch.Tensor]:
     (i, j) sits at grid row (wr·w + i + shift) mod rows (the kernel's windows are cut from the grid rolled by
     −shift); a stage-s token covers the 2^s × 2^s patches merged into it, and a key token's weight is shared
     equally among its patches."""
-    layers = [layer for stage in eager.swin.encoder.layers for layer in stage.blocks]
+    layers = [layer for stage in eager.base_model.encoder.layers for layer in stage.blocks]
     attentions: list[torch.Tensor] = []
     handles = [layer.attention.register_forward_hook(lambda module, args, output: attentions.append(output[1]))
                for layer in layers]
     try:
         with torch.no_grad():
-            eager(pixel_values=encoded.pixel_values)
+            eager(pixel_values=encoded.pixel_values, output_attentions=True)
     finally:
         for handle in handles:
             handle.remove()
@@ -310,19 +311,44 @@ def test_head_gates_act_on_the_output_projection(zoo, family) -> None:
         out_proj = zeroed.get_submodule(path)
         d_head = site.sizes["d_head"]
         cut = slice(d_head, 2 * d_head)
+        weight = out_proj.weight.detach().clone()
         if isinstance(out_proj, Conv1D):
-            out_proj.weight[cut, :] = 0
+            weight[cut, :] = 0
         else:
-            out_proj.weight[:, cut] = 0
-        torch.testing.assert_close(gated, logits_of(zeroed(**feed)), atol=1e-6, rtol=0)
+            weight[:, cut] = 0
+        with _weight_on_call(out_proj, weight, site.call, site.calls):
+            torch.testing.assert_close(gated, logits_of(zeroed(**feed)), atol=1e-6, rtol=0)
     assert not torch.allclose(gated, plain, atol=1e-6)
 
 
+@contextlib.contextmanager
+def _weight_on_call(module: torch.nn.Module, weight: torch.Tensor, call: int, calls: int) -> Any:
+    """Yield with `module.weight` replaced by `weight`: for good, or where one module serves several layers
+    (ALBERT: `calls` calls per forward pass), during call `call` of each pass only."""
+    original, count = module.weight.detach().clone(), [0]
+
+    def before(module: torch.nn.Module, args: Any) -> None:
+        if count[0] % calls == call:
+            module.weight.data.copy_(weight)
+
+    def after(module: torch.nn.Module, args: Any, output: Any) -> None:
+        count[0] += 1
+        module.weight.data.copy_(original)
+
+    handles = [module.register_forward_pre_hook(before), module.register_forward_hook(after)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 # rollout_math annotates every layer as [head, query, key] with one `head` size for all layers; Swin's stages
-# have different head counts, which rollout handles, but the run-time type check refuses (flow's annotation).
+# (and Swin V2's, Donut's) have different head counts, which rollout handles, but the run-time type check refuses
+# (flow's annotation).
 _ROLLOUT_FAMILIES = [
     pytest.param(family, marks=pytest.mark.xfail(strict=True, reason="rollout_math binds one head count across layers"))
-    if family == "swin" else family
+    if family in SWIN_LIKE else family
     for family in FAMILIES
 ]
 
@@ -358,7 +384,7 @@ def test_gradient_capture_reaches_every_pattern(zoo, family, implementation) -> 
     inputs, extra = collect_args(family)
     trace = interpret.collect(model, processor, inputs, **extra)
     context = run_context(trace, model, processor)
-    if family == "swin":  # patterns lifted to the patch grid are copies the model never reads
+    if family in SWIN_LIKE:  # patterns lifted to the patch grid are copies the model never reads
         with pytest.raises(CaptureError, match="without gradients"):
             context.capture(trace.encoded, ["*hook_pattern"])
         return

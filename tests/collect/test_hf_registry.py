@@ -70,10 +70,20 @@ def tiny_mamba() -> transformers.PreTrainedModel:
     return transformers.MambaForCausalLM(config).eval()
 
 
-def tiny_bloom() -> transformers.PreTrainedModel:
+def tiny_rwkv() -> transformers.PreTrainedModel:
     torch.manual_seed(0)
-    config = transformers.BloomConfig(vocab_size=len(word_tokenizer()), hidden_size=32, n_layer=2, n_head=4)
-    return transformers.BloomForCausalLM(config).eval()
+    config = transformers.RwkvConfig(vocab_size=len(word_tokenizer()), hidden_size=32, num_hidden_layers=2,
+                                     attention_hidden_size=32, intermediate_size=64, context_length=64)
+    return transformers.RwkvForCausalLM(config).eval()
+
+
+def tiny_fsmt() -> transformers.PreTrainedModel:
+    torch.manual_seed(0)
+    size = len(word_tokenizer())
+    config = transformers.FSMTConfig(src_vocab_size=size, tgt_vocab_size=size, d_model=32, encoder_layers=2,
+                                     decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                     encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, langs=["en", "de"])
+    return transformers.FSMTForConditionalGeneration(config).eval()
 
 
 def test_built_in_adapters_register_through_entry_points() -> None:
@@ -83,8 +93,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
     assert all(entry.adapter.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
-    assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "whisper": "whisper",
-                      "clip": "dual", "siglip": "dual"}
+    assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
+                      "donut-swin": "swin", "whisper": "whisper", "clip": "dual", "siglip": "dual"}
     assert not set(FAMILIES) & set(served)  # the families without quirks go to the generic adapter
 
 
@@ -100,9 +110,11 @@ def test_model_types_without_an_adapter_go_to_the_generic_adapter() -> None:
     ("make", "fragments"),
     [
         (tiny_mamba, ["'mamba'", "no attention layers", "no attention to capture"]),
-        (tiny_bloom, ["'bloom'", "BloomAttention", "attention interface", "interpret.adapters"]),
+        (tiny_rwkv, ["'rwkv'", "RwkvSelfAttention", "no softmax over keys", "no attention pattern to capture"]),
+        # FSMT keeps its states [position, batch, ...]: its attention's scores are not of its input's batch.
+        (tiny_fsmt, ["'fsmt'", "own code (Attention)", "input's batch", "interpret.adapters"]),
     ],
-    ids=["no-attention", "own-attention-code"],
+    ids=["no-attention", "no-softmax", "own-code-unrecognised"],
 )
 def test_model_that_cannot_be_captured_gets_one_line_that_says_why(make, fragments) -> None:
     with pytest.raises(UnsupportedModelError) as err:

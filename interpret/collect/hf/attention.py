@@ -27,12 +27,21 @@ recomputed pattern uses), a few heads at a time so that no more than one head's 
 at once. The interception is process-wide while it lasts, but calls from modules that
 nobody listens to pass straight through. (The few transformers models that index ALL_ATTENTION_FUNCTIONS
 directly instead of calling get_interface are not seen; their attention sites report that they never fired.)
+
+Where several layers run one module (ALBERT), a module's listeners are one per call of a forward pass, and its
+kernel calls are counted to feed each layer its own. An attention a module computes in its own code
+(`own_code`) reaches the same listeners: its SDPA call goes through the recording kernel wrapper as a kernel
+call would, and its eager statement hands over q, k, v, the softmax's input and the probabilities that weight
+the values as they are (`_Listener.record_own`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -40,6 +49,8 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interpret.collect.hf.kernels import Kernel, wrapped_kernels
+from interpret.collect.hf.own_code import OwnAttention
+from interpret.collect.hf.probe import hidden_slot, read_slot
 from interpret.collect.hf.recompute import attention_scores, repeat_heads
 from interpret.collect.sites import Sink
 from interpret.errors import CaptureError
@@ -105,6 +116,17 @@ class _Listener:
         sinks["pattern"](pattern)
         return _joined(module, result, pattern, value) if grad else result
 
+    def record_own(self, query: Tensor, key: Tensor, value: Tensor, scores: Tensor | None, pattern: Tensor | None,
+                   lse: Tensor | None, grad: bool) -> None:
+        """Pass an attention a module computed in its own code (`own_code`) to the sinks: q, k, v as for a kernel
+        call, and its softmax's input (scores) and output (pattern) [batch, head, query, key] and lse [batch,
+        head, query], each None unless asked for; with `grad` the pattern is the module's own tensor, in the
+        autograd graph, else float32."""
+        self._record_qkv(query, key, value)
+        for name, tensor in (("scores", scores), ("lse", lse), ("pattern", pattern)):
+            if tensor is not None and name in self.sinks:
+                self.sinks[name](tensor if grad and name == "pattern" else tensor.float())
+
     def _record_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         n_heads = query.shape[1]
         sinks = self.sinks
@@ -133,33 +155,134 @@ class AttentionRecorder:
     otherwise it is recomputed from the kernel's inputs.
     """
 
-    def __init__(self, use_kernel_weights: bool) -> None:
+    def __init__(self, use_kernel_weights: bool, own_code: bool = False) -> None:
         self.use_kernel_weights = use_kernel_weights
+        self.own_code = own_code  # some attention modules compute their attention in their own code
         self.grad = False
-        self._listeners: dict[int, _Listener] = {}
+        self._own: _OwnRecorder | None = None
+        self._listeners: dict[int, list[_Listener]] = {}  # per module: one listener per call of a forward pass
+        self._calls: dict[int, int] = {}  # per module: its kernel calls so far
 
-    def listen(self, module: nn.Module, field: Field, sink: Sink) -> None:
-        """Send `field` of every kernel call made by `module` to `sink` until `recording()` ends."""
-        listener = self._listeners.setdefault(id(module), _Listener(self.use_kernel_weights))
-        listener.sinks[field] = sink
+    def listen(self, module: nn.Module, field: Field, sink: Sink, call: int = 0, calls: int = 1) -> None:
+        """Send `field` of `module`'s kernel calls to `sink` until `recording()` ends: of every call, or, where
+        several layers run the module (`calls` times per forward pass), of call `call` of each pass."""
+        per_call = self._listeners.setdefault(id(module), [_Listener(self.use_kernel_weights) for _ in range(calls)])
+        per_call[call].sinks[field] = sink
 
     def listener(self, module: nn.Module) -> _Listener | None:
-        """Return the listener of `module`, or None when nothing listens to it."""
-        return self._listeners.get(id(module))
+        """Return the listener of `module`'s kernel call now being made (its calls are counted), or None when
+        nothing listens to it."""
+        per_call = self._listeners.get(id(module))
+        if per_call is None:
+            return None
+        count = self._calls.get(id(module), 0)
+        self._calls[id(module)] = count + 1
+        listener = per_call[count % len(per_call)]
+        return listener if listener.sinks else None
+
+    def watch(self, module: nn.Module) -> None:
+        """Record the attention `module` computes in its own code (`own_code`) while `recording()` lasts."""
+        if self._own is None:
+            raise CaptureError("an attention computed in a module's own code is recorded only inside recording().")
+        self._own.watch(module)
 
     @contextmanager
     def recording(self, grad: bool = False) -> Iterator[None]:
-        """Yield while kernel lookups return recording wrappers; restore the lookup and drop listeners after.
+        """Yield while kernel lookups return recording wrappers (and watched modules' own code is followed:
+        `watch`); restore everything and drop listeners after, also when the block raises.
 
         grad: hand the listeners tensors in the autograd graph (see the module docstring).
         """
         self.grad = grad
+        self._own = _OwnRecorder(self) if self.own_code else None
         try:
             with wrapped_kernels(lambda kernel: _recording_kernel(kernel, self)):
                 yield
         finally:
+            if self._own is not None:
+                self._own.restore()
+            self._own = None
             self._listeners.clear()
+            self._calls.clear()
             self.grad = False
+
+
+class _OwnRecorder(OwnAttention):
+    """Feeds the recorder's listeners from the attention watched modules compute in their own code: the eager
+    statement as the module computed it (`own_code`), or its SDPA call through the recording kernel wrapper.
+
+    A watched module's `forward` is wrapped (an attribute of the instance, removed by `restore`) so that the torch
+    calls of each of its calls are followed, whichever thread makes it: also where the backward pass of a
+    checkpointed block recomputes it, outside the mode the forward pass ran in."""
+
+    def __init__(self, recorder: AttentionRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.watched: dict[int, tuple[nn.Module, Any]] = {}  # id -> (module, its own `forward` attribute or None)
+        self.running: list[nn.Module] = []
+        self.local = threading.local()  # whether the mode is entered in this thread
+
+    def watch(self, module: nn.Module) -> None:
+        if id(module) in self.watched:
+            return
+        self.watched[id(module)] = (module, module.__dict__.get("forward"))
+        module.forward = partial(self.follow, module, module.forward)
+
+    def restore(self) -> None:
+        for module, before in self.watched.values():
+            if before is None:
+                module.__dict__.pop("forward", None)
+            else:
+                module.forward = before
+        self.watched.clear()
+
+    def follow(self, module: nn.Module, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `module`'s forward with its torch calls followed."""
+        slot = hidden_slot(args, kwargs)
+        if slot is None:
+            return forward(*args, **kwargs)
+        outer = getattr(self.local, "active", False)
+        self.running.append(module)
+        self.begin(module, tuple(read_slot(slot, args, kwargs).shape[:2]))
+        self.local.active = True
+        try:
+            with contextlib.nullcontext() if outer else self:
+                return forward(*args, **kwargs)
+        finally:
+            self.local.active = outer
+            self.end(module)
+            self.running.pop()
+
+    def owner(self) -> nn.Module | None:
+        return self.running[-1] if self.running else None
+
+    def softmax(self, owner: Any, query: Tensor, key: Tensor, scores: Tensor) -> Any:
+        listener = self.recorder.listener(owner)
+        if listener is None:
+            return None
+        sinks = listener.sinks
+        # Only what is asked for is kept until the values' product completes the statement.
+        lse = torch.logsumexp(scores.float(), dim=-1) if "lse" in sinks else None
+        return listener, query, key, scores if "scores" in sinks else None, lse
+
+    def values(self, owner: Any, pending: Any, value: Tensor, pattern: Tensor) -> None:
+        listener, query, key, scores, lse = pending
+        listener.record_own(query, key, value, scores, pattern, lse, self.recorder.grad)
+
+    def sdpa(self, owner: Any, func: Callable[..., Tensor], arguments: Mapping[str, Any]) -> Tensor:
+        rest = dict(arguments)
+        query, key, value, mask = (rest.pop(name, None) for name in ("query", "key", "value", "attn_mask"))
+
+        def kernel(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                   **_: Any) -> tuple[Tensor, None]:
+            # Looked up now, so that `kernel_records` (the recorder's source of the kernel's own lse) sees the call.
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            return sdpa(query, key, value, attn_mask=attention_mask, **rest).transpose(1, 2), None
+
+        kwargs = {"scaling": rest.get("scale"), "dropout": rest.get("dropout_p", 0.0),
+                  "is_causal": bool(rest.get("is_causal"))}
+        output, _ = _recording_kernel(kernel, self.recorder)(owner, query, key, value, mask, **kwargs)
+        return output.transpose(1, 2)
 
 
 def _joined(module: nn.Module, result: Any, pattern: Tensor, value: Tensor) -> Any:

@@ -7,12 +7,15 @@ adapter that serves the type, whose probe pass runs there too. The outcome per t
 `unsupported` (the adapter's one-line reason: no attention, attention computed outside transformers'
 interface, a hybrid, ...) or `unknown` (the meta-device probe itself could not run, e.g. an input the probe
 cannot make; such a model is probed again, on its own weights, when it is captured). The table is cached
-per toolkit, transformers and torch version under `interpret.cache.cache_dir()`.
+per toolkit, transformers and torch version and per content of the adapters' code (this package's modules,
+so a table written by other adapter code is never read) under `interpret.cache.cache_dir()`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import re
 import warnings
@@ -24,6 +27,7 @@ from typing import Any, Literal
 import torch
 
 from interpret.atomic import write_atomically
+from interpret.collect.sites import Capturable
 from interpret.cache import cache_dir
 from interpret.errors import InterpretError, UnsupportedModelError
 from interpret.versions import library_versions
@@ -35,7 +39,8 @@ _LAYER = re.compile(r"blocks\.\d+\.")
 @dataclass(frozen=True)
 class TypeSupport:
     """What one model type offers: status, adapter, kind, hook points (folded: `blocks.{i}.attn.hook_pattern`)
-    offered and not offered (with the reason), or why it is not supported."""
+    offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
+    (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty."""
 
     model_type: str
     status: Status
@@ -45,6 +50,7 @@ class TypeSupport:
     offered: tuple[str, ...] = ()
     missing: dict[str, str] = field(default_factory=dict)
     reason: str = ""
+    shared: str = ""
 
 
 def model_types() -> list[str]:
@@ -94,7 +100,18 @@ def describe(model_type: str) -> TypeSupport:
     missing: dict[str, str] = {}
     for hook, why in capturable.unsupported.items():
         missing.setdefault(_fold(hook), why)
-    return TypeSupport(model_type, "supported", adapter, capturable.kind, name, offered, missing)
+    return TypeSupport(model_type, "supported", adapter, capturable.kind, name, offered, missing,
+                       shared=sharing(capturable))
+
+
+def sharing(capturable: Capturable) -> str:
+    """Return how the layers share block modules (ALBERT runs one for all its layers), or "" when each has its own."""
+    runs = [site for site in capturable.sites if site.name.endswith(".hook_resid_pre") and site.calls > 1]
+    if not runs:
+        return ""
+    blocks = len({id(site.module) for site in runs})
+    return (f"{len(runs)} layers run {blocks} block module{'s' if blocks > 1 else ''} in turn (weights shared across"
+            " layers); each layer is captured from its own call")
 
 
 def _model_class_name(model_type: str, config_name: str, base: dict[str, Any]) -> str | None:
@@ -137,10 +154,19 @@ def catalog(
 
 
 def cache_path() -> Path:
-    """Return the cache file of this toolkit, transformers and torch version."""
+    """Return the cache file of this toolkit, transformers and torch version and this adapter code."""
     versions = library_versions()
     key = "-".join(f"{name}{versions.get(name, '0')}" for name in ("transformer-audit", "transformers", "torch"))
-    return cache_dir() / "model-types" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.json"
+    return cache_dir() / "model-types" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}-{_code_digest()}.json"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Return a short digest of the adapters' code (every module of this package)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _read(path: Path) -> dict[str, TypeSupport]:

@@ -23,7 +23,9 @@ from interpret.collect.hf import generic
 from interpret.collect.hf.adapter import HFAdapter
 from interpret.collect.hf.media import patch_names, pixels, text_side
 from interpret.collect.hf.probe import Probe
-from interpret.collect.hf.structure import AttentionCall, ModelLayout, find_stacks, max_positions, position_offset
+from interpret.collect.hf.structure import (
+    AttentionCall, ModelLayout, find_stacks, max_positions, position_offset, probe_attentions,
+)
 from interpret.collect.sites import Capturable
 from interpret.errors import InputError, UnsupportedModelError
 from interpret.inputs import Encoded
@@ -57,7 +59,7 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
 def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
     """Return the text stack (main side) and the vision stack (`vision.`, image side); `positions` holds the
     vision tower's positions."""
-    calls = [AttentionCall.from_kernel(call) for call in probe.kernels]
+    calls = probe_attentions(probe)
     stacks = find_stacks(model, probe, calls) if calls else []
     text = [stack for stack, call in _firsts(stacks, calls) if call.query_length == generic.PROBE_TOKENS]
     vision = [(stack, call) for stack, call in _firsts(stacks, calls) if call.query_length != generic.PROBE_TOKENS]

@@ -29,8 +29,9 @@ an error that names it.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -53,12 +54,14 @@ class AttentionLayout:
 
     kernel: the module that calls the attention kernel. out_proj: the output projection, whose input is
     the concatenated heads [batch, pos, head * d_head]; None when the model has none (no hook_z, no
-    hook_attn_out). name: `attn` or `cross_attn`.
+    hook_attn_out). name: `attn` or `cross_attn`. own: the module computes its attention in its own code
+    (`own_code`) instead of calling a kernel.
     """
 
     kernel: str
     out_proj: str | None
     name: str = "attn"
+    own: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,12 @@ class StackLayout:
     contribution to the residual stream. mlp_down: the MLP's last linear (its input is mlp.hook_post).
     d_value: size of one value head (defaults to d_head). block_input: where a block receives the residual
     stream (("arg", 0) or ("kwarg", "hidden_states")). ln1 / ln2: the norms whose outputs the attention and
-    the MLP read, relative to the block; ln_final: the norm after the last block, relative to the root.
+    the MLP read, relative to the block; ln_final: the norm after the last block, relative to the root, and
+    ln_final_call which of its calls (of how many) that is, where the norm also runs elsewhere in the pass.
     unsupported: (hook-name suffix, reason) for what every block of the stack lacks, e.g. ("mlp.hook_post",
-    "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack.
+    "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack. layers: per layer,
+    (index of its block in the list, which call of that block it is) where one block runs for several layers
+    (ALBERT runs one shared layer module num_hidden_layers times); empty: each block once, in list order.
     """
 
     prefix: str
@@ -90,8 +96,14 @@ class StackLayout:
     ln1: str | None = None
     ln2: str | None = None
     ln_final: str | None = None
+    ln_final_call: tuple[int, int] = (0, 1)
     unsupported: tuple[tuple[str, str], ...] = ()
     block_unsupported: tuple[tuple[int, str, str], ...] = ()
+    layers: tuple[tuple[int, int], ...] = ()
+
+    def layer_calls(self, n_blocks: int) -> tuple[tuple[int, int], ...]:
+        """Return per layer (block index, call of that block): `layers`, or each of `n_blocks` blocks once."""
+        return self.layers or tuple((index, 0) for index in range(n_blocks))
 
 
 def _read_first(args: tuple[Any, ...], kwargs: Mapping[str, Any], output: Any) -> Tensor:
@@ -141,14 +153,18 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
     missing = dict(stack.unsupported)
     skipped = {(index, suffix): why for index, suffix, why in stack.block_unsupported}
     read_block = partial(_read_slot, stack.block_input)
-    sites = [Site(f"{p}hook_embed", residual, sizes, module=blocks[0], read=read_block, pre=True, side=side)]
+    layers = stack.layer_calls(len(blocks))
+    runs = Counter(index for index, _ in layers)  # how many layers each block runs for
+    first = {"call": layers[0][1], "calls": runs[layers[0][0]]}
+    sites = [Site(f"{p}hook_embed", residual, sizes, module=blocks[layers[0][0]], read=read_block, pre=True, side=side,
+                  **first)]
     unsupported: dict[str, str] = {}
-    for i, block in enumerate(blocks):
-        name = f"{p}blocks.{i}"
+    for i, (index, call) in enumerate(layers):
+        block, name, sites_before = blocks[index], f"{p}blocks.{i}", len(sites)
         unsupported.update({f"{name}.{suffix}": why for suffix, why in missing.items()})
-        unsupported.update({f"{name}.{suffix}": why for (index, suffix), why in skipped.items() if index == i})
+        unsupported.update({f"{name}.{suffix}": why for (at, suffix), why in skipped.items() if at == index})
         sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, read_block, pre=True, side=side))
-        if stack.ln1 is not None and (i, "ln1.hook_normalized") not in skipped:
+        if stack.ln1 is not None and (index, "ln1.hook_normalized") not in skipped:
             sites.append(Site(f"{name}.ln1.hook_normalized", residual, sizes, submodule(block, stack.ln1), _read_first, side=side))
         for attention in stack.attentions:
             kernel = submodule(block, attention.kernel)
@@ -170,7 +186,7 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                         site_sizes,
                         module=kernel,
                         side=site_side,
-                        attach=partial(_listen, recorder, kernel, field),
+                        attach=partial(_listen, recorder, kernel, field, call, runs[index], attention.own),
                         itemsize=_PATTERN_ITEMSIZE if field in ("scores", "pattern", "lse") else None,
                         fresh=field in ("scores", "pattern", "lse"),
                     )
@@ -181,24 +197,31 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                 sites.append(Site(f"{name}.{attention.name}.hook_z", per_head, value_sizes, out_proj, z_reader, True, side))
                 out_name = "hook_cross_attn_out" if cross else "hook_attn_out"
                 sites.append(Site(f"{name}.{out_name}", residual, sizes, out_proj, _read_first, side=side))
-        if stack.ln2 is not None and (i, "ln2.hook_normalized") not in skipped:
+        if stack.ln2 is not None and (index, "ln2.hook_normalized") not in skipped:
             sites.append(Site(f"{name}.ln2.hook_normalized", residual, sizes, submodule(block, stack.ln2), _read_first, side=side))
-        if stack.mlp_down is not None and (i, "mlp.hook_post") not in skipped:
+        if stack.mlp_down is not None and (index, "mlp.hook_post") not in skipped:
             post_axes = ("batch", "pos", "d_mlp")
             mlp_down = submodule(block, stack.mlp_down)
             sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
         if stack.mlp_out is not None:
             sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, submodule(block, stack.mlp_out), _read_first, side=side))
         sites.append(Site(f"{name}.hook_resid_post", residual, sizes, block, _read_first, side=side))
+        if runs[index] > 1:  # every site of this layer reads its own call of the shared modules
+            sites[sites_before:] = [replace(site, call=call, calls=runs[index]) for site in sites[sites_before:]]
     if stack.ln_final is not None:
-        sites.append(Site(f"{p}ln_final.hook_normalized", residual, sizes, submodule(root, stack.ln_final), _read_first, side=side))
+        call, calls = stack.ln_final_call
+        sites.append(Site(f"{p}ln_final.hook_normalized", residual, sizes, submodule(root, stack.ln_final), _read_first,
+                          side=side, call=call, calls=calls))
     else:
         unsupported[f"{p}ln_final.hook_normalized"] = "no norm follows the last block"
     return sites, unsupported
 
 
-def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, session: Any, sink: Any) -> None:
-    recorder.listen(kernel, field, sink)
+def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, call: int, calls: int, own: bool,
+            session: Any, sink: Any) -> None:
+    recorder.listen(kernel, field, sink, call, calls)
+    if own:
+        recorder.watch(kernel)
 
 
 def _scope(recorder: AttentionRecorder, selected: Sequence[Site], grad: bool) -> contextlib.AbstractContextManager[Any]:
@@ -225,21 +248,23 @@ def build_capturable(
     whose inputs are not text (see `Capturable.prepare`); unsupported: further {hook name: reason} the
     adapter declares, beside what the stacks lack.
     """
-    recorder = recorder_for(model)
+    recorder = recorder_for(model, stacks)
     sites: list[Site] = []
     missing: dict[str, str] = dict(unsupported or {})
     for stack in stacks:
         stack_sites_, stack_missing = stack_sites(root, stack, recorder)
         sites += stack_sites_
         missing.update(stack_missing)
-    n_layers = max(len(submodule(root, stack.blocks)) for stack in stacks)  # type: ignore[arg-type]
+    n_layers = max(len(stack.layer_calls(len(submodule(root, stack.blocks)))) for stack in stacks)  # type: ignore[arg-type]
     return assemble(model, sites, recorder, kind=kind, run=run, n_layers=n_layers, n_heads=stacks[0].n_heads,
                     max_positions=max_positions, adapter=adapter, prepare=prepare, unsupported=missing)
 
 
-def recorder_for(model: nn.Module) -> AttentionRecorder:
-    """Return a recorder for `model`'s attention kernel (patterns read from the eager kernel's own weights)."""
-    return AttentionRecorder(use_kernel_weights=_implementation(model) == "eager")
+def recorder_for(model: nn.Module, stacks: Sequence[StackLayout]) -> AttentionRecorder:
+    """Return a recorder for `model`'s attention kernel (patterns read from the eager kernel's own weights), and
+    for the attentions of `stacks` computed in a module's own code (`own_code`)."""
+    own_code = any(attention.own for stack in stacks for attention in stack.attentions)
+    return AttentionRecorder(use_kernel_weights=_implementation(model) == "eager", own_code=own_code)
 
 
 def assemble(

@@ -5,12 +5,14 @@ restored) with a hook on every module and with transformers' attention-function 
 a `Probe`: every module call in order (which tensors went in, which came out, their shapes) and every call
 of the attention kernel, with the module that made it (transformers 5 calls the kernel as
 `kernel(module, query, key, value, attention_mask, ...)`, so the caller is its first argument) and the
-shapes of query [batch, head, query, d_head], key and value [batch, kv_head, key, d_head].
+shapes of query [batch, head, query, d_head], key and value [batch, kv_head, key, d_head]. The torch calls of
+every module are followed too (`own_code`), so an attention a module computes in its own code is seen as the
+kernel call it stands for, and a softmax not taken for attention is noted with why.
 
 Tensors are told apart by identity (`id`), which holds on the `meta` device too: a norm whose output
 object is the input object of a projection feeds that projection. The probe keeps every tensor it sees
-alive until it returns, so no id is reused. Everything it adds (module hooks, the lookup wrapper, the
-meta-device nonzero switch) is removed when it returns, also when the forward pass raises.
+alive until it returns, so no id is reused. Everything it adds (module hooks, the lookup wrapper, the torch
+function mode, the meta-device nonzero switch) is removed when it returns, also when the forward pass raises.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from interpret.collect.hf.kernels import Kernel, wrapped_kernels
+from interpret.collect.hf.own_code import OwnAttention
 from interpret.hooks import hook_session
 
 Slot = tuple[str, int | str]  # ("arg", index) or ("kwarg", name): where a module received a tensor
@@ -91,11 +94,16 @@ class ModuleCall:
 
 @dataclass
 class Probe:
-    """What one forward pass showed: module calls in start order and attention-kernel calls in order."""
+    """What one forward pass showed: module calls in start order, attention-kernel calls in order, the
+    attentions modules computed in their own code (`own_code`: an SDPA call, or the eager statement), each as
+    the KernelCall it stands for, with the module that computed it, and why a module's softmax was not taken
+    for its attention (`missed`)."""
 
     calls: list[ModuleCall] = field(default_factory=list)
     kernels: list[KernelCall] = field(default_factory=list)
     modules: dict[str, nn.Module] = field(default_factory=dict)
+    own: list[KernelCall] = field(default_factory=list)
+    missed: dict[str, str] = field(default_factory=dict)  # module path -> why its softmax is not its attention
 
     def calls_of(self, path: str) -> list[ModuleCall]:
         """Return the calls of the module at `path`, in order."""
@@ -109,6 +117,7 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
     alive: list[Any] = []
     clock = [0]
     open_calls: dict[int, list[ModuleCall]] = {}
+    own = _OwnCalls(probe, lambda: tick())
 
     def tick() -> int:
         clock[0] += 1
@@ -119,15 +128,17 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
         tensors = list(_tensors(args)) + list(_tensors(kwargs.values()))
         alive.append(tensors)
         call.inputs = frozenset(id(tensor) for tensor in tensors)
-        slot = _hidden_slot(args, kwargs)
+        slot = hidden_slot(args, kwargs)
         if slot is not None:
             call.hidden = slot
             call.in_shape = tuple(_at(slot, args, kwargs).shape)
         probe.calls.append(call)
         open_calls.setdefault(id(module), []).append(call)
+        own.enter(call, module)
 
     def after(module: nn.Module, output: Any) -> None:
         call = open_calls[id(module)].pop()
+        own.leave(call)
         call.end = tick()
         first = _first_tensor(output)
         if first is not None:
@@ -141,12 +152,52 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
                 KernelCall(path, tick(), tuple(query.shape), tuple(key.shape), tuple(value.shape), frozenset(kwargs))
             )
 
-    with hook_session() as session, wrapped_kernels(_watching(on_kernel)), _meta_nonzero(), _rng_kept(model), torch.no_grad():
+    with hook_session() as session, wrapped_kernels(_watching(on_kernel)), _meta_nonzero(), _rng_kept(model), \
+            torch.no_grad(), own:
         for path, module in probe.modules.items():
             session.add(module, _pre_hook(before, path), pre=True, with_kwargs=True)
             session.add(module, _post_hook(after))
         model(**inputs)
     return probe
+
+
+class _OwnCalls(OwnAttention):
+    """Records each attention a module computes in its own code as a KernelCall of that module (`own_code`);
+    the module is the innermost one running that is not a parameterless leaf (a dropout, an `nn.Softmax`)."""
+
+    def __init__(self, probe: Probe, tick: Any) -> None:
+        super().__init__()
+        self.probe, self.tick = probe, tick
+        self.running: list[ModuleCall] = []
+
+    def enter(self, call: ModuleCall, module: nn.Module) -> None:
+        if any(True for _ in module.parameters()) or any(True for _ in module.children()):
+            self.running.append(call)
+            if call.in_shape is not None:
+                self.begin(call, call.in_shape[:2])
+
+    def leave(self, call: ModuleCall) -> None:
+        if self.running and self.running[-1] is call:
+            self.running.pop()
+            self.end(call)
+
+    def owner(self) -> ModuleCall | None:
+        return self.running[-1] if self.running else None
+
+    def softmax(self, owner: Any, query: Tensor, key: Tensor, scores: Tensor) -> Any:
+        return tuple(query.shape), tuple(key.shape)
+
+    def values(self, owner: Any, pending: Any, value: Tensor, pattern: Tensor) -> None:
+        self.probe.own.append(KernelCall(owner.path, self.tick(), *pending, tuple(value.shape)))
+
+    def missed(self, owner: Any, why: str) -> None:
+        self.probe.missed.setdefault(owner.path, why)
+
+    def sdpa(self, owner: Any, func: Any, arguments: Mapping[str, Any]) -> Tensor:
+        result = func(**arguments)
+        shapes = (tuple(arguments[name].shape) for name in ("query", "key", "value"))
+        self.probe.own.append(KernelCall(owner.path, self.tick(), *shapes, frozenset({"scaling", "is_causal"})))
+        return result
 
 
 def _pre_hook(before: Any, path: str) -> Any:
@@ -165,7 +216,7 @@ def _tensors(values: Any) -> Iterator[Tensor]:
             yield from (item for item in value if isinstance(item, Tensor))
 
 
-def _hidden_slot(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Slot | None:
+def hidden_slot(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Slot | None:
     """Return where the first floating [batch, pos, ...] tensor was passed, positional arguments first."""
     for index, value in enumerate(args):
         if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= 3:

@@ -1,9 +1,11 @@
 """Where a model's blocks, attentions, projections, MLPs and norms are, read from a probe of one forward pass.
 
-The generic adapter's core. From the modules that called the attention kernel (`probe.observe`) it finds:
+The generic adapter's core. From the modules that called the attention kernel, or computed their attention in
+their own code (`probe.observe`), it finds:
 
 - the stacks of blocks: the innermost module list whose every block holds an attention (two stacks and a
-  cross attention make an encoder-decoder);
+  cross attention make an encoder-decoder); a block that runs several times in one pass, doing the same each
+  time (ALBERT's one layer module run for every layer, a loop of layers), is one layer per call, in call order;
 - per block, each attention and, in the order of calls, its output projection: the first projection after
   the kernel that takes [..., head * d_value] (the concatenated heads);
 - the MLP: the modules with weights that the block calls after its last attention (norms and the attention
@@ -65,12 +67,13 @@ class AttentionCall:
     d_value: int
     query_length: int
     key_length: int
+    own: bool = False
 
     @classmethod
-    def from_kernel(cls, call: KernelCall) -> AttentionCall:
-        """Return the attention call of one kernel call."""
+    def from_kernel(cls, call: KernelCall, own: bool = False) -> AttentionCall:
+        """Return the attention call of one kernel call (own: an attention computed in the module's own code)."""
         return cls(call.path, call.order, call.n_heads, call.n_kv_heads, call.d_head, call.d_value,
-                   call.query_length, call.key_length)
+                   call.query_length, call.key_length, own)
 
 
 def model_layout(
@@ -80,8 +83,9 @@ def model_layout(
     *,
     vision: bool = False,
 ) -> ModelLayout:
-    """Return the layout of `model` from `probe` (attention calls default to the probe's kernel calls)."""
-    calls = list(attention_calls) if attention_calls is not None else [AttentionCall.from_kernel(k) for k in probe.kernels]
+    """Return the layout of `model` from `probe` (attention calls default to the probe's kernel calls, and the
+    attentions computed in the own code of modules that call no kernel)."""
+    calls = list(attention_calls) if attention_calls is not None else probe_attentions(probe)
     if not calls:
         raise UnsupportedModelError(_no_attention_reason(model, probe))
     stacks = find_stacks(model, probe, calls)
@@ -107,19 +111,26 @@ def model_layout(
     )
 
 
+def probe_attentions(probe: Probe) -> list[AttentionCall]:
+    """Return the probe's attention calls in order: kernel calls, and what modules that call no kernel computed
+    in their own code (`probe.own`, which also holds the eager kernel's own statement, seen from its caller),
+    except outside every list of blocks: there it is a pooling head (AIMv2's), not a layer."""
+    through_kernel = {call.path for call in probe.kernels}
+    calls = [AttentionCall.from_kernel(call) for call in probe.kernels]
+    calls += [AttentionCall.from_kernel(call, own=True) for call in probe.own
+              if call.path not in through_kernel and _in_a_list(call.path, probe.modules)]
+    return sorted(calls, key=lambda call: call.order)
+
+
+def _in_a_list(path: str, modules: dict[str, nn.Module]) -> bool:
+    parts = path.split(".")
+    return any(parts[cut].isdigit() and isinstance(modules.get(".".join(parts[:cut])), (nn.ModuleList, nn.Sequential))
+               for cut in range(1, len(parts)))
+
+
 def find_stacks(model: nn.Module, probe: Probe, calls: Sequence[AttentionCall]) -> list[StackLayout]:
     """Return one StackLayout per stack of blocks holding `calls`, in the order the stacks first run."""
-    per_path: dict[str, list[AttentionCall]] = {}
-    for call in calls:
-        per_path.setdefault(call.path, []).append(call)
-    repeated = [path for path, made in per_path.items() if len(made) > 1]
-    if repeated:
-        raise UnsupportedModelError(
-            f"{type(model).__name__} runs the attention module {repeated[0]!r} {len(per_path[repeated[0]])} times in"
-            " one forward pass (layers that share one module, or a recurrent block), so its layers cannot be told"
-            f" apart; {ADAPTERS_HINT}."
-        )
-    paths = list(per_path)
+    paths = list(dict.fromkeys(call.path for call in calls))
     grouped: dict[str, dict[int, list[AttentionCall]]] = {}
     for call in calls:
         blocks, index = _block_of(call.path, probe.modules, paths, model)
@@ -157,10 +168,42 @@ def _block_of(path: str, modules: dict[str, nn.Module], attention_paths: Sequenc
 _OPTIONAL = {"ln1": "ln1.hook_normalized", "ln2": "ln2.hook_normalized", "mlp_down": "mlp.hook_post"}
 
 
+def _layer_calls(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list[AttentionCall]]) -> tuple[
+        dict[int, list[AttentionCall]], tuple[tuple[int, int], ...]]:
+    """Return the attention calls of each block's first call, and per layer (block index, call of the block) in
+    the order the layers run: each block once, or, where blocks run several times in one pass (ALBERT's one
+    layer module run for every layer), one layer per call, each doing what the block's first call did."""
+    first: dict[int, list[AttentionCall]] = {}
+    order: list[tuple[int, int, int]] = []  # (start, block index, call)
+    for index, made in by_block.items():
+        block = f"{blocks}.{index}"
+        runs = [call for call in probe.calls_of(block) if any(call.start < a.order < call.end for a in made)]
+        inner = [[c.path for c in _inside(probe, block, run)] for run in runs]
+        per_run = [[a for a in made if run.start < a.order < run.end] for run in runs]
+        alike = all(work == inner[0] for work in inner) and all(len(a) == len(per_run[0]) for a in per_run)
+        if len(runs) > 1 and not alike:
+            raise UnsupportedModelError(
+                f"{type(model).__name__} runs block {block!r} {len(runs)} times in one forward pass, doing different"
+                f" work each time (a recurrent block), so its calls are not layers alike; {ADAPTERS_HINT}."
+            )
+        first[index] = per_run[0] if len(runs) > 1 else made
+        order += [(run.start, index, call) for call, run in enumerate(runs)]
+    layers = tuple((index, call) for _, index, call in sorted(order))
+    return first, layers if len(layers) > len(by_block) else ()
+
+
+def _inside(probe: Probe, block: str, run: ModuleCall | None = None) -> list[ModuleCall]:
+    """Return the calls of the modules inside `block`: all of them, or those made during its call `run`."""
+    return [call for call in probe.calls if call.path.startswith(block + ".")
+            and (run is None or run.start < call.start < run.end)]
+
+
 def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list[AttentionCall]]) -> StackLayout:
     """Return the StackLayout of the block list at `blocks`, from its blocks, which must agree but for
     optional parts (norms, the MLP's hidden layer) some blocks may lack."""
-    layouts = {index: _block_layout(probe, f"{blocks}.{index}", made, model) for index, made in sorted(by_block.items())}
+    by_block, layers = _layer_calls(model, probe, blocks, by_block)
+    layouts = {index: _block_layout(probe, f"{blocks}.{index}", made, model, shared=bool(layers))
+               for index, made in sorted(by_block.items())}
     first = min(layouts)
     template = layouts[first]
     chosen: dict[str, Any] = {}
@@ -191,10 +234,13 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         for hook, why in layout.unsupported:
             if hook not in _OPTIONAL.values() and hook not in shared:
                 per_block.append((index, hook, why))
+    ln_final, ln_final_call = _final_norm(probe, blocks, layers[-1][0] if layers else max(layouts))
     return replace(
         template,
         blocks=blocks,
-        ln_final=_final_norm(probe, blocks, max(layouts)),
+        layers=layers,
+        ln_final=ln_final,
+        ln_final_call=ln_final_call,
         d_mlp=d_mlp,
         unsupported=tuple(sorted(shared.items())),
         block_unsupported=tuple(sorted(set(per_block))),
@@ -213,10 +259,13 @@ def _difference(a: StackLayout, b: StackLayout) -> str:
     return "unsupported hook points differ"
 
 
-def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall], model: nn.Module) -> StackLayout:
-    """Return the layout of one block (paths relative to it, `blocks` left empty), with what it lacks and why."""
-    inside = [call for call in probe.calls if call.path.startswith(block + ".")]
+def _block_layout(
+    probe: Probe, block: str, attention_calls: list[AttentionCall], model: nn.Module, shared: bool = False
+) -> StackLayout:
+    """Return the layout of one block (paths relative to it, `blocks` left empty), with what it lacks and why;
+    shared: the block runs for several layers, and its first call is read."""
     block_calls = probe.calls_of(block)
+    inside = _inside(probe, block, block_calls[0] if shared and block_calls else None)
     if not block_calls or block_calls[0].hidden is None or block_calls[0].in_shape is None:
         raise UnsupportedModelError(
             f"block {block!r} of {type(model).__name__} takes no [batch, pos, d_model] tensor; {ADAPTERS_HINT}."
@@ -231,6 +280,12 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
     for call in sorted(attention_calls, key=lambda c: c.order):
         cross = call.key_length != call.query_length
         name = "cross_attn" if cross else "attn"
+        if any(a.kernel == relative(call.path, block) and a.name == name for a in attentions):
+            raise UnsupportedModelError(
+                f"the attention module {call.path!r} of {type(model).__name__} makes two attention calls at once and"
+                " combines their outputs (differential attention subtracts one softmax map from another), so no one"
+                " pattern over the keys is what it applies; attention patterns do not describe it."
+            )
         if any(a.name == name for a in attentions):
             raise UnsupportedModelError(
                 f"block {block!r} of {type(model).__name__} runs two {'cross' if cross else 'self'}-attentions;"
@@ -253,7 +308,7 @@ def _block_layout(probe: Probe, block: str, attention_calls: list[AttentionCall]
             scopes.append(common_path(call.path, out_proj.path))
             attention_end = max(attention_end, out_proj.end)
         out_path = None if out_proj is None else relative(out_proj.path, block)
-        attentions.append(AttentionLayout(kernel=relative(call.path, block), out_proj=out_path, name=name))
+        attentions.append(AttentionLayout(relative(call.path, block), out_path, name, own=call.own))
         sizes = (call.n_heads, call.n_kv_heads, call.d_head, call.d_value)
         if heads is None:
             heads = sizes
@@ -361,24 +416,34 @@ def _block_norms(
     return (None if ln1 is None else relative(ln1.path, block), None if ln2 is None else relative(ln2.path, block))
 
 
-def _final_norm(probe: Probe, blocks: str, last: int) -> str | None:
-    """Return the path of the norm outside the blocks that reads the last block's output, or None."""
+def _final_norm(probe: Probe, blocks: str, last: int) -> tuple[str | None, tuple[int, int]]:
+    """Return the path of the norm outside the blocks that reads the last block's output (or None), and which of
+    its calls that is, of how many (a norm may also run between the layers: Dory's before each loop)."""
     last_calls = probe.calls_of(f"{blocks}.{last}")
     if not last_calls or last_calls[-1].output is None:
-        return None
+        return None, (0, 1)
     output = last_calls[-1].output
     for call in probe.calls:
         if call.start > last_calls[-1].end and output in call.inputs and is_norm(probe.modules[call.path]):
-            return call.path
-    return None
+            runs = probe.calls_of(call.path)
+            return call.path, ((runs.index(call), len(runs)) if len(runs) > 1 else (0, 1))
+    return None, (0, 1)
 
 
 def _causal(model: nn.Module, probe: Probe, calls: Sequence[AttentionCall]) -> bool:
-    """Return whether the model's self-attention is causal (a decoder)."""
+    """Return whether the model's self-attention is causal (a decoder): as its attention modules say, else as
+    its config or class says, else whether transformers ships the type as a causal language model and not as a
+    masked one (BLOOM, MPT, XGLM: modules computing attention in their own code often declare nothing)."""
+    from transformers.models.auto import modeling_auto
+
     flags = {getattr(probe.modules[call.path], "is_causal", None) for call in calls}
     if flags <= {True, False} and flags:
         return flags == {True}
-    return bool(getattr(model.config, "is_decoder", False)) or type(model).__name__.endswith(("ForCausalLM", "LMHeadModel"))
+    if getattr(model.config, "is_decoder", False) or type(model).__name__.endswith(("ForCausalLM", "LMHeadModel")):
+        return True
+    model_type = getattr(model.config, "model_type", None)
+    return (model_type in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+            and model_type not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
 
 def max_positions(model: nn.Module) -> int | None:
@@ -418,11 +483,20 @@ def _no_attention_reason(model: nn.Module, probe: Probe) -> str:
     """Return why no attention was seen: none at all, or attention computed outside transformers' interface."""
     model_type = getattr(model.config, "model_type", "?")
     named = sorted({type(module).__name__ for module in probe.modules.values() if "Attention" in type(module).__name__})
+    missed = [(path, why) for path, why in probe.missed.items() if "Attention" in type(probe.modules[path]).__name__]
+    if missed:
+        path, why = missed[0]
+        module = type(probe.modules[path]).__name__
+        return (
+            f"{type(model).__name__} (model type {model_type!r}) computes attention in its own code ({module}), but"
+            f" {why}, so its patterns are not the [query, key] probabilities the toolkit records; {ADAPTERS_HINT}"
+            f" that reads {module}."
+        )
     if named:
         return (
-            f"{type(model).__name__} (model type {model_type!r}) computes attention in its own code ({named[0]}), not"
-            " through transformers' attention interface, so its patterns cannot be recorded; load a model type"
-            f" that uses the interface, or {ADAPTERS_HINT} that reads {named[0]}."
+            f"{type(model).__name__} (model type {model_type!r}) computes no softmax over keys in its attention"
+            f" modules ({named[0]}): it mixes tokens another way (a recurrence, a linear or an approximate attention),"
+            " so it has no attention pattern to capture."
         )
     return (
         f"{type(model).__name__} (model type {model_type!r}) has no attention layers (no module called an attention"

@@ -1,4 +1,4 @@
-"""Adapter for Swin: shifted-window attention in hierarchical stages.
+"""Adapter for Swin, Swin V2 and Donut's Swin encoder: shifted-window attention in hierarchical stages.
 
 What it adds over the generic adapter: geometry. Swin attends within windows of the stage's token grid
 (every other block shifts the windows cyclically by half a window), and merges 2 × 2 tokens between stages,
@@ -16,7 +16,9 @@ Blocks are numbered across stages (`blocks.0` … `blocks.{sum(depths) − 1}`).
 so per-head tensors keep each stage's heads (`trace.meta.n_heads` is the smallest), and `hook_z` (where
 head gates act, as one [layer, head] tensor) is offered only when every stage has the same heads. A stage
 whose grid is not a whole number of windows (Swin then pads with zeros the model attends to) is refused.
-Memory: lifted patterns are [batch, head, patches, patches] per block; the collector's estimate includes
+Swin V2 (cosine attention, a continuous position bias) and Donut's Swin compute their attention in the
+module's own code (`own_code`): the same windows, recorded from the module's softmax. Memory: lifted patterns
+are [batch, head, patches, patches] per block; the collector's estimate includes
 that, and `reduce=` or `layers=` bring it down. A capture with gradients is refused: the model's output
 depends on the windows, not on their copies on the grid.
 """
@@ -39,7 +41,7 @@ from interpret.collect.hf.layout import StackLayout, assemble, recorder_for, sta
 from interpret.collect.hf.media import pair, prepare_images
 from interpret.collect.hf.probe import Probe
 from interpret.collect.hf.recompute import LOWEST
-from interpret.collect.hf.structure import AttentionCall, ModelLayout, find_stacks
+from interpret.collect.hf.structure import AttentionCall, ModelLayout, find_stacks, probe_attentions
 from interpret.collect.sites import Capturable, Site, Sink
 from interpret.errors import CaptureError, UnsupportedModelError
 
@@ -81,13 +83,14 @@ class Geometry:
 
 
 def build(model: nn.Module, processor: Any | None) -> Capturable:
-    """Return the Capturable of a Swin model (SwinModel, SwinForImageClassification) on the patch grid."""
+    """Return the Capturable of a Swin model (SwinModel, SwinForImageClassification, Swin V2's, Donut's) on the
+    patch grid."""
     layout = generic.layout_of(model, discover=_discover)
     stages = [_with_norm_before(stage) for stage in layout.stacks]
     image_size, patch_size, channels = generic.vision_sizes(model)
     patch_grid = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
     heads = [stage.n_heads for stage in stages]
-    recorder = recorder_for(model)
+    recorder = recorder_for(model, stages)
     sites: list[Site] = []
     unsupported: dict[str, str] = {}
     offset = 0
@@ -120,7 +123,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
 
 def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
     """Return one stack per stage (each a list of SwinLayer blocks), in order."""
-    calls = [AttentionCall.from_kernel(call) for call in probe.kernels]
+    calls = probe_attentions(probe)
     if not calls:
         raise UnsupportedModelError(f"{type(model).__name__} called no attention kernel; the Swin adapter does not match it.")
     stages = find_stacks(model, probe, calls)
@@ -137,7 +140,7 @@ def _with_norm_before(stage: StackLayout) -> StackLayout:
 
 
 def _geometry(block: nn.Module, patch_grid: tuple[int, int]) -> Geometry:
-    """Return the geometry of a SwinLayer (its attributes are settled by the probe pass at the config size)."""
+    """Return the geometry of a Swin block (its attributes are settled by the probe pass at the config size)."""
     grid = pair(block.input_resolution)
     window, shift = int(block.window_size), int(block.shift_size)
     if grid[0] % window or grid[1] % window:
@@ -223,7 +226,7 @@ def _lift_square(geometry: Geometry, pattern: bool, windows: Tensor) -> Tensor:
 
 
 ADAPTER = HFAdapter(
-    model_types=("swin",),
+    model_types=("swin", "swinv2", "donut-swin"),
     build=build,
     adds="windows and stages put back on the patch grid: shifted windows unrolled, merged tokens lifted to their patches",
 )
