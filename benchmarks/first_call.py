@@ -47,8 +47,8 @@ KERNELS = {
         "call = lambda: k(caps, i, i, 1e-15, ranges, np.ones((1, 4)), i, np.empty((0, 4)), i[:0], np.zeros(1),"
         " *workspace(3, 4))\n"
     ),
-    "flow bounds (_flow_bounds)": (
-        "from interpret.plugins._flow_bounds import flow_bounds as k\n"
+    "flow bounds (_dinic.flow_bounds)": (
+        "from interpret.plugins._dinic import flow_bounds as k\n"
         "caps = np.full((3, 4, 4), 0.25); i = np.zeros(1, np.int64)\n"
         "call = lambda: k(caps, i, i, np.empty((1, 4)), np.empty((1, 4)), np.empty(4))\n"
     ),

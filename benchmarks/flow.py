@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT.parent / "tests" / "analyzers"))
 from _bench import mib, table  # noqa: E402
 from flow_reference import layered_graph, residual_augmented  # noqa: E402
 
+from interpret import threads  # noqa: E402
 from interpret.plugins import flow_math  # noqa: E402
 
 # Public domain (Dickens, A Tale of Two Cities, 1859).
@@ -226,8 +227,6 @@ def busy_table(lengths: list[int], repeat: int) -> str:
     "policy" is flow_math's default (interpret.threads: every core for jobs above SERIAL_WORK, one below);
     "1 thread" passes workers=1. Wall seconds, median of `repeat`.
     """
-    from interpret import threads
-
     rows = []
     cores = threads.available_cores()
     for n, pattern in minilm_attention(lengths).items():
@@ -264,7 +263,7 @@ def main() -> None:
     parser.add_argument("--reference-keys", type=int, default=16, help="keys checked against the references")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    workers = args.workers or flow_math.default_workers()
+    workers = args.workers or threads.available_cores()
 
     started = time.perf_counter()
     warm = np.broadcast_to(np.eye(4), (3, 1, 4, 4)).copy()

@@ -29,15 +29,14 @@ def list_analyzers(fmt: str, check: bool) -> None:
     if fmt == "json":
         say(json_text([
             {"name": e.name, "distribution": e.distribution, "version": e.dist_version, "broken": e.broken,
-             "summary": e.summary if not e.broken else f"BROKEN: {e.error}", "checked": e.checked}
+             "summary": e.summary, "checked": e.checked}
             for e in entries
         ]))
         return
     width = max((len(e.name) for e in entries), default=4)
     for entry in entries:
         origin = "built-in" if entry.builtin else f"{entry.distribution} {entry.dist_version}"
-        summary = entry.summary if not entry.broken else f"BROKEN: {entry.error}"
-        say(f"{entry.name:<{width}}  {summary}  [{origin}]")
+        say(f"{entry.name:<{width}}  {entry.summary}  [{origin}]")
     if not entries:
         say("no analyzers are registered; reinstall the toolkit (pip install transformer-audit).")
 

@@ -1,9 +1,9 @@
 """The one place the token-attribution analyzers meet Captum: the forward function, baselines, masks and the
 reduction of the embedding axis.
 
-Every Captum method here is called on a forward function (DeepLift: a module, `ScoreModule`) built from
-`ctx.score` (each row's target score [rows] with autograd on, minus the contrast's when the target has one),
-so an attribution explains exactly the decision the report shows. Rows carry their example's index as
+Every Captum method here is called on `ScoreModule`, built from `ctx.score` (each row's target score [rows]
+with autograd on, minus the contrast's when the target has one), so an attribution explains exactly the
+decision the report shows. Rows carry their example's index as
 Captum's `additional_forward_args`; Captum repeats that tensor with the inputs (`torch.cat([arg] * n_steps)`),
 so a row of an integration path is scored against its own example's target, whatever the chunking
 (`internal_batch_size`).
@@ -23,7 +23,6 @@ the score that completeness is about) or `l2` (unsigned: ‖attr[pos, :]‖₂).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +31,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interpret.analyze import Check, NamedArray, RunContext
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 from interpret.text import Aggregation, aggregate, word_spans
@@ -143,30 +143,12 @@ def _token_id(tokenizer: Any, attribute: str) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def forward_on_ids(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor, Tensor], Tensor]:
-    """Return f(input_ids [rows, pos], examples [rows]) -> score [rows]: what Captum differentiates."""
-
-    def forward(input_ids: Tensor, examples: Tensor) -> Tensor:
-        return ctx.score(encoded, input_ids=input_ids, examples=examples)
-
-    return forward
-
-
-def forward_on_embeddings(ctx: RunContext, encoded: Encoded) -> Callable[[Tensor, Tensor], Tensor]:
-    """Return f(inputs_embeds [rows, pos, d_model], examples [rows]) -> score [rows]."""
-
-    def forward(inputs_embeds: Tensor, examples: Tensor) -> Tensor:
-        return ctx.score(encoded, inputs_embeds=inputs_embeds, examples=examples)
-
-    return forward
-
-
 class ScoreModule(torch.nn.Module):
-    """The decision's score as a module over the model, for Captum methods that hook the model's own modules
-    (DeepLift): forward(ids [rows, pos] or embeddings [rows, pos, d_model], examples [rows]) -> score [rows];
-    `on` names the input ("input_ids" or "inputs_embeds")."""
+    """The decision's score, what every Captum method here differentiates: forward(ids [rows, pos] or embeddings
+    [rows, pos, d_model], examples [rows]) -> score [rows]; `on` names the input ("input_ids" or
+    "inputs_embeds"). A module over the model, so that methods which hook the model's modules (DeepLift) reach them."""
 
-    def __init__(self, ctx: RunContext, encoded: Encoded, on: Literal["input_ids", "inputs_embeds"]) -> None:
+    def __init__(self, ctx: RunContext, encoded: Encoded, on: Literal["input_ids", "inputs_embeds"] = "inputs_embeds") -> None:
         super().__init__()
         self.model = ctx.model  # a submodule, so that the method's hooks reach the model's modules
         self.ctx, self.encoded, self.on = ctx, encoded, on
@@ -297,6 +279,17 @@ def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedA
     }
 
 
-def result_tokens(trace: Trace) -> tuple[tuple[str, ...], ...]:
-    """Return the trace's tokens per example, as results carry them."""
-    return tuple(tuple(row) for row in trace.encoded.tokens)
+def token_result(
+    analyzer: Any, trace: Trace, params: TokenParams, readout: Float[np.ndarray, "batch key"], signed: bool, title: str,
+    checks: dict[str, Check], **per_example: Float[np.ndarray, " batch"],
+) -> AnalyzerResult:
+    """Return a token attribution's result: `readout` [batch, key], the `per_example` arrays [batch], the word
+    arrays (`word_arrays`) and one token strip titled `title`."""
+    arrays = {"readout": NamedArray(readout, ("batch", "key"))}
+    arrays.update({name: NamedArray(values, ("batch",)) for name, values in per_example.items()})
+    return AnalyzerResult(
+        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
+        arrays={**arrays, **word_arrays(trace, readout, params.words)}, checks=checks,
+        views=(View("token_strip", "readout", title),), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+        readout_of=Readout("readout", signed=signed),
+    )

@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float
 
 from interpret.errors import AnalyzerError
-from interpret.plugins import _decompose
+from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
@@ -92,14 +92,6 @@ def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
 
 
-def rollout(matrices: Float[np.ndarray, "layer query key"]) -> Float[np.ndarray, "query key"]:
-    """Return C_{L−1} · … · C_0 [query, key] of the per-layer matrices (first layer first)."""
-    product = matrices[0]
-    for matrix in matrices[1:]:
-        product = matrix @ product
-    return product
-
-
 DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)
 
 
@@ -123,7 +115,7 @@ def aggregate(
             matrices.append(matrix)
             if per_layer:
                 out["per_layer"][b, index][np.ix_(positions, positions)] = matrix
-        rolled = rollout(np.stack(matrices))
+        rolled = rollout_math.chain(np.stack(matrices))  # C_{L−1} · … · C_0
         out["rollout"][b][np.ix_(positions, positions)] = rolled
         weights = _decompose.pooled_rows(target_of(ctx.targets, b), positions)
         out["readout"][b, positions] = weights @ rolled

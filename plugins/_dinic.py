@@ -21,7 +21,7 @@ Exact shortcuts that make it fast on dense attention:
   * a layer-1 node next to the sink passes what it gets straight on, without a DFS step of its own, and in
     phase one a layer-2 node spreads its budget over those children in one tight loop;
   * each pair has an upper bound: the source's capacity, the forward bound of its query and, when many rows
-    are asked for, the backward bound of its key (`_flow_bounds.flow_bounds`). The source asks for no more
+    are asked for, the backward bound of its key (`flow_bounds`). The source asks for no more
     and the pair stops when the bound is reached (all but a few pairs on MiniLM), saving the final, failing BFS;
   * per pair only the touched flow entries are reset.
 The hot loops live in one function on purpose: small numba helpers that take arrays were measurably slower.
@@ -512,3 +512,43 @@ def max_flow_pairs(
         else:
             for t in range(n_touched):
                 flow_flat[touched[t]] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+@no_type_check
+def flow_bounds(caps, queries, keys, forward, backward, buffer):
+    """Fill forward[r, node] [query, node] for queries[r] and backward[c, node] [key, node] for keys[c].
+
+    forward[r, i] bounds the flow from (L, queries[r]) that can arrive at layer-1 node i, and backward[c, j]
+    the flow that layer-(L − 1) node j can pass on to (0, keys[c]): layer by layer, the flow on an arc is at
+    most min(its capacity, the bound of its tail), and a node gets at most the sum over its arcs. Hence
+    Σ_i min(forward[q, i], caps[0, i, k]) and Σ_j min(caps[L − 1, q, j], backward[k, j]) bound the max flow.
+    `buffer` is scratch of n entries. A bound costs O(L·n²) and serves a whole row (forward) or column
+    (backward). The loops go element by element on purpose: whole-array assignments (`a[r, :] = b[...]`)
+    take numba several times longer to compile.
+    """
+    n_layer, n = caps.shape[0], caps.shape[1]
+    for r in range(queries.shape[0]):
+        for j in range(n):
+            forward[r, j] = caps[n_layer - 1, queries[r], j]
+        for layer in range(n_layer - 2, 0, -1):
+            for i in range(n):
+                buffer[i] = 0.0
+            for j in range(n):
+                supply = forward[r, j]
+                if supply > 0.0:
+                    for i in range(n):
+                        buffer[i] += min(supply, caps[layer, j, i])
+            for i in range(n):
+                forward[r, i] = buffer[i]
+    for c in range(keys.shape[0]):
+        for j in range(n):
+            backward[c, j] = caps[0, j, keys[c]]
+        for layer in range(1, n_layer - 1):
+            for j in range(n):
+                total = 0.0
+                for i in range(n):
+                    total += min(caps[layer, j, i], backward[c, i])
+                buffer[j] = total
+            for j in range(n):
+                backward[c, j] = buffer[j]

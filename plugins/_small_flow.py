@@ -1,10 +1,6 @@
-"""A compact exact max-flow for small layered attention graphs: plain Dinic, compiled with numba in a second.
-
-`_dinic.py` is the fast solver for long inputs, but numba takes seconds to compile its specialised kernel,
-which a first report on a short text would pay in full (the kernel is cached afterwards). Short inputs run
-this textbook Dinic instead (Dinic 1970: BFS levels, then augmenting paths along the level graph with
-current-arc pointers, until the sink is out of reach), which compiles in well under a second and, on a
-graph of a few thousand arcs, finishes a pair in microseconds. `flow_math` picks by graph size.
+"""The compact exact max-flow for small layered attention graphs, which compiles fast (`flow_math` says when
+it runs): textbook Dinic (Dinic 1970: BFS levels, then augmenting paths along the level graph with
+current-arc pointers, until the sink is out of reach).
 
 The graph is the whole layered one: node layer·n + token for layers 0 … L, arc (l, i) → (l − 1, j) of
 capacity caps[l − 1, i, j] whose flow is flow[l − 1, i, j]. Arc number a of a node is the down arc to token

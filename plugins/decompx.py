@@ -49,11 +49,6 @@ from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
 
-NAME = "decompx"
-SUFFIXES = (
-    "attn.hook_q", "attn.hook_k", "attn.hook_pattern", "attn.hook_v", "hook_resid_pre", "hook_attn_out",
-    "ln2.hook_normalized", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
-)
 IDENTIFY_TOLERANCE = 1e-4  # relative: a module reproduces a captured tensor (float32 rounding is ~1e-7)
 PATTERN_TOLERANCE = 1e-4  # absolute, on attention weights in [0, 1]
 WARN_LINEARISATION = 1e-4  # relative
@@ -119,10 +114,10 @@ class DecompXParams:
 class DecompX:
     """DecompX: each token's signed share of the explained logit through every block and the head."""
 
-    name = "decompx"  # a literal, read statically by `interpret analyzers list`
+    name = "decompx"  # literals, so that `interpret analyzers list` reads them without importing torch
     summary = "DecompX (Modarressi et al. 2023): each token's signed share of the logit, through every block and the head."
     version = "1.0"
-    requires = (  # a literal, so `interpret analyzers list` reads it without importing torch
+    requires = (
         "*attn.hook_q", "*attn.hook_k", "*attn.hook_pattern", "*attn.hook_v", "*hook_resid_pre", "*hook_attn_out",
         "*ln2.hook_normalized", "*mlp.hook_post", "*hook_mlp_out", "*hook_resid_post",
     )
@@ -189,6 +184,10 @@ class DecompX:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=True),
         )
+
+
+NAME = DecompX.name
+SUFFIXES = tuple(glob.removeprefix("*") for glob in DecompX.requires)
 
 
 def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | None]]:

@@ -28,8 +28,7 @@ import numpy as np
 import torch
 from captum.attr import DeepLift, LayerDeepLift
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analyze import AnalyzerResult, Check, RunContext
 from interpret.errors import AnalyzerError
 from interpret.plugins import _captum
 from interpret.trace import Trace
@@ -83,16 +82,6 @@ class DeepLiftAnalyzer:
                 " activations, norms, softmax and attention products fall back to gradients; use integrated_gradients or decompx."
             )
         readout = _captum.per_token(attr, params.reduce, batch)
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params),
-            arrays={
-                "readout": NamedArray(readout, ("batch", "key")),
-                "delta": NamedArray(delta, ("batch",)),
-                "gap": NamedArray(gaps, ("batch",)),
-                **_captum.word_arrays(trace, readout, params.words),
-            },
-            checks={"summation_to_delta": Check(error, TOLERANCE, "max |Σ attr − (F(x) − F(x'))| / |F(x) − F(x')| (module docstring)")},
-            views=(View("token_strip", "readout", "DeepLIFT per token"),),
-            tokens=_captum.result_tokens(trace),
-            readout_of=Readout("readout", signed=_captum.signed(params.reduce)),
-        )
+        check = Check(error, TOLERANCE, "max |Σ attr − (F(x) − F(x'))| / |F(x) − F(x')| (module docstring)")
+        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "DeepLIFT per token",
+                                    {"summation_to_delta": check}, delta=delta, gap=gaps)

@@ -1,17 +1,11 @@
-"""Exact attention flow (Abnar & Zuidema 2020) as an analyzer.
-
-The layered graph has a node per (layer, position); the arc from (l, i) down to (l − 1, j) has capacity
-Â_l[i, j], the residual-augmented, head-averaged attention with rows renormalised. flow[q, k] is the maximum
-flow from (L, q) to input token (0, k), solved exactly per pair (plugins/flow_math.py); with normalize="row"
-(the default) each row is then divided by its sum, as the paper's code does (attention_graph_util.py,
-`compute_flows` / `compute_node_flow`), so a row sums to one like a rollout row; "none" keeps the raw
-max-flow values (each at most 1, a row summing to far more).
+"""Exact attention flow (Abnar & Zuidema 2020) as an analyzer; the graph, the normalisation and the solvers
+are stated in plugins/flow_math.py.
 
 Arrays (batch first; padded positions are zero):
     flow    [batch, query, key]   every pair (rows="all"); absent with rows="readout".
     readout [batch, key]          the declared readout: the flow from the decision. When the decision reads one
                                   row ([CLS], a decoder's last token) it is that row; when it reads several
-                                  with weights w (a mean-pooled head), it is the max-flow from one virtual node
+                                  with weights w (a mean-pooled head), the max-flow from a virtual source
                                   joined to each top-layer node (L, i) by an arc of capacity w_i
                                   (`flow_math.max_flow_from`), normalised the same way.
 Encoder-decoder traces use the encoder's self-attention (the paper defines flow for one stack), read out

@@ -4,30 +4,25 @@ The layered graph has (L + 1)·n nodes (layer 0 = the input tokens … layer L);
 to (l − 1, j) with capacity Â_l[i, j], Â being the head-averaged, residual-augmented attention with rows
 summing to one (`rollout_math.add_residual`). The raw value of a pair is the maximum flow from (L, q) to
 (0, k). The paper's attention flow divides each output node's values by their sum, flow[q, :] / Σ_k
-flow[q, k] (its code computes the max-flow per pair and then normalises each row in the same function,
-`compute_flows` / `compute_node_flow` of samiraabnar/attention_flow), so that a row sums to one like an
-attention row: `normalize="row"` (the default of `attention_flow`) gives that, `"none"` the raw max-flows,
-which sum to far more than one (5 to 9 per row on a 10-token MiniLM input: each key alone can take much of
-the unit that leaves the source). A row that is all zero (an absent, padded query) stays zero.
+flow[q, k] (`compute_flows` / `compute_node_flow` of samiraabnar/attention_flow), so that a row sums to one
+like an attention row: `normalize="row"` (the default of `attention_flow`) gives that, `"none"` the raw
+max-flows, which sum to far more than one (5 to 9 per row on a 10-token MiniLM input). A row that is all zero
+(an absent, padded query) stays zero. `max_flow_from` puts the source on a weighted set of top nodes: the
+flow from a decision that pools the top layer with weights w is one more layer whose only row is w.
 
-`max_flow_from` puts the source on a weighted set of top nodes instead of one: a mean-pooled classifier
-reads every real position i with weight w_i, so the flow "from the decision" is the maximum flow from a
-virtual node joined to each (L, i) by an arc of capacity w_i, i.e. one more layer whose only row is w.
-
-Two solvers give the same numbers:
-  * "dinic" (default): Dinic's algorithm in float64, compiled with numba; within ~1e-14 of the exact flow.
-    Small jobs (under SMALL_FLOW_WORK) run a compact textbook Dinic (`_small_flow.py`) that compiles in
-    under a second; larger ones the kernel specialised to the layered graph (`_dinic.py`), whose compiling
-    takes seconds but which is 5–15x faster per pair, over the (query, key) pairs on `interpret.threads`.
-  * "scipy": `scipy.sparse.csgraph.maximum_flow` on integer capacities, one graph for all pairs: each capacity
-    is scaled by S = 2**30 / (the largest row sum, 1 for attention) and rounded down. The scaled-back flow is
-    then a feasible flow of the true graph, so it never exceeds the exact flow (nor the unit that leaves the
-    source), and it falls short by at most m / S = m·2**-30 ≈ m·9.3e-10, m the arc count of the minimum cut
-    (dozens on attention graphs: ~1e-9 in practice). Rounding to the nearest integer instead would halve the
-    bound but let a flow exceed its true value. It is the independent check, and the way to run where numba
-    cannot (asked for explicitly: nothing switches silently).
-Pairs that no path joins (a causal model's k > q) are zero without running a solver, and one or two layers
-have closed forms (Â_1 itself; Σ_i min(Â_2[q, i], Â_1[i, k])).
+`_raw_flows` is the one entry point to a solver. Pairs that no path joins (a causal model's k > q) are zero
+without one, and one or two layers have closed forms (Â_1 itself; Σ_i min(Â_2[q, i], Â_1[i, k])). Otherwise:
+  * method "dinic" (default): Dinic's algorithm in float64, within ~1e-14 of the exact flow, compiled with
+    numba. The solver is picked by size alone, so the same input always gets the same bits: below
+    SMALL_FLOW_WORK (pairs × layers × n²) a compact textbook Dinic (`_small_flow.py`, about 4 s to compile on
+    a busy 2-core machine), above it the kernel specialised to the layered graph (`_dinic.py`, about 20 s to
+    compile there, several times faster per pair: benchmarks/flow.py, benchmarks/first_call.py), over the
+    pairs on `interpret.threads`. Both compile once and load from numba's cache afterwards, so a first report
+    on a short text never pays the long compile.
+  * method "scipy": `scipy.sparse.csgraph.maximum_flow` on integer capacities, one graph for all pairs: each
+    capacity is scaled by S = 2**30 / (the largest row sum, 1 for attention) and rounded down, so the flow is
+    a feasible flow of the true graph: never above the exact flow, short by at most m·2**-30 ≈ m·9.3e-10 (m
+    the arc count of the minimum cut, dozens on attention). The independent check, asked for explicitly.
 """
 
 from __future__ import annotations
@@ -50,15 +45,9 @@ NORMALIZATIONS = ("row", "none")
 SCIPY_SCALE = 2**30  # per unit of the largest row sum: every flow then stays inside scipy's int32 arithmetic
 _SATURATION = 1e-15  # a residual ≤ this fraction of the largest capacity counts as saturated
 _BACKWARD_ROWS = 8  # backward bounds are computed when rows × this ≥ n (see `_dinic_flows`)
-# Pairs × layers × n² below which the compact Dinic runs: one readout row up to ~40 tokens on 6 layers
-# (≤ ~10 ms, 1–2 ms slower than the specialised kernel), which then never costs a short report its
-# seconds of compiling (`_small_flow.py`).
+# Pairs × layers × n² below which the compact Dinic runs: one readout row up to 43 tokens on 6 layers.
+# It fixes which solver (and so which last bits) an input gets; change it only with the timings above.
 SMALL_FLOW_WORK = 500_000
-
-
-def default_workers() -> int:
-    """Return the number of cores this process may run on (`interpret.threads.available_cores`)."""
-    return threads.available_cores()
 
 
 def attention_flow(
@@ -220,8 +209,7 @@ def _dinic_flows(
 ) -> np.ndarray:
     """Return [pair] maximum flows from the numba Dinic kernel, the pairs split across threads."""
     # Compiled on first use, or loaded from numba's cache (plugins/__pycache__) in a fraction of a second.
-    from ._dinic import max_flow_pairs, workspace
-    from ._flow_bounds import flow_bounds
+    from ._dinic import flow_bounds, max_flow_pairs, workspace
 
     n_layer, n, _ = caps.shape
     # One signature only (C-contiguous int64), so numba compiles and caches the kernel once.

@@ -22,8 +22,7 @@ import numpy as np
 import torch
 from captum.attr import GradientShap, InputXGradient, Saliency
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analyze import AnalyzerResult, RunContext
 from interpret.plugins import _captum
 from interpret.trace import Trace
 
@@ -53,20 +52,6 @@ class GradientShapParams(_captum.BaselineParams):
             raise ValueError(f"stdev={self.stdev} must be a finite number ≥ 0, e.g. 0.0")
 
 
-def _result(
-    analyzer, trace: Trace, params, readout: np.ndarray, signed: bool, title: str, check: Check, **extra
-) -> AnalyzerResult:
-    arrays = {"readout": NamedArray(readout, ("batch", "key"))}
-    arrays.update({name: NamedArray(values, ("batch",)) for name, values in extra.items()})
-    arrays.update(_captum.word_arrays(trace, readout, params.words))
-    return AnalyzerResult(
-        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=arrays,
-        checks={"score_consistency": check},
-        views=(View("token_strip", "readout", title),), tokens=_captum.result_tokens(trace),
-        readout_of=Readout("readout", signed=signed),
-    )
-
-
 class SaliencyAnalyzer:
     """The gradient of each example's score with respect to its token embeddings."""
 
@@ -82,11 +67,11 @@ class SaliencyAnalyzer:
         """Return the per-token saliency (module docstring)."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
         inputs, _ = _captum.embeddings(ctx, batch)
-        method = Saliency(_captum.forward_on_embeddings(ctx, batch.encoded))
+        method = Saliency(_captum.ScoreModule(ctx, batch.encoded))
         attr = method.attribute(inputs, additional_forward_args=(batch.examples,), abs=params.abs)
         signed = params.reduce == "sum" and not params.abs
-        return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), signed,
-                       "Saliency (gradient per token)", _captum.score_check(ctx, batch, inputs))
+        return _captum.token_result(self, trace, params, _captum.per_token(attr, params.reduce, batch), signed,
+                                    "Saliency (gradient per token)", {"score_consistency": _captum.score_check(ctx, batch, inputs)})
 
 
 class InputXGradientAnalyzer:
@@ -104,11 +89,13 @@ class InputXGradientAnalyzer:
         """Return the per-token input × gradient (module docstring)."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
         inputs, _ = _captum.embeddings(ctx, batch)
-        attr = InputXGradient(_captum.forward_on_embeddings(ctx, batch.encoded)).attribute(
+        attr = InputXGradient(_captum.ScoreModule(ctx, batch.encoded)).attribute(
             inputs, additional_forward_args=(batch.examples,)
         )
-        return _result(self, trace, params, _captum.per_token(attr, params.reduce, batch), _captum.signed(params.reduce),
-                       "Input × gradient per token", _captum.score_check(ctx, batch, inputs))
+        return _captum.token_result(
+            self, trace, params, _captum.per_token(attr, params.reduce, batch), _captum.signed(params.reduce),
+            "Input × gradient per token", {"score_consistency": _captum.score_check(ctx, batch, inputs)},
+        )
 
 
 class GradientShapAnalyzer:
@@ -126,7 +113,7 @@ class GradientShapAnalyzer:
         """Return the per-token GradientSHAP values and the mean completeness delta (module docstring)."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
         inputs, baselines = _captum.baseline_embeddings(ctx, batch, params)
-        method = GradientShap(_captum.forward_on_embeddings(ctx, batch.encoded))
+        method = GradientShap(_captum.ScoreModule(ctx, batch.encoded))
         rows, deltas = [], []
         for b in range(inputs.shape[0]):
             _captum.seed(ctx)
@@ -137,6 +124,5 @@ class GradientShapAnalyzer:
             rows.append(attr)
             deltas.append(float(delta.detach().double().mean()))
         readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
-        return _result(self, trace, params, readout, _captum.signed(params.reduce), "GradientSHAP per token",
-                       _captum.score_check(ctx, batch, inputs),
-                       delta=np.asarray(deltas))
+        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "GradientSHAP per token",
+                                    {"score_consistency": _captum.score_check(ctx, batch, inputs)}, delta=np.asarray(deltas))

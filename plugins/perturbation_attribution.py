@@ -27,8 +27,7 @@ import torch
 from captum._utils.models.linear_model import SkLearnLasso
 from captum.attr import FeatureAblation, KernelShap, Lime
 
-from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analyze import AnalyzerResult, RunContext
 from interpret.plugins import _captum
 from interpret.trace import Trace
 
@@ -74,7 +73,7 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
     batch = _captum.token_batch(trace, ctx, params, analyzer.name)
     inputs, baselines = _captum.baseline_embeddings(ctx, batch, params)
     masks = _captum.token_masks(batch, inputs.shape[-1])
-    forward = _captum.forward_on_embeddings(ctx, batch.encoded)
+    forward = _captum.ScoreModule(ctx, batch.encoded)
     with torch.no_grad():
         scores = forward(inputs, batch.examples)  # [batch]
         gaps = (scores - forward(baselines, batch.examples)).abs().tolist()
@@ -91,13 +90,8 @@ def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, 
         )
         rows.append(attr[..., 0])  # every coordinate of a token carries that token's value
     readout = _captum.token_scores(torch.cat(rows), batch)
-    return AnalyzerResult(
-        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
-        arrays={"readout": NamedArray(readout, ("batch", "key")), **_captum.word_arrays(trace, readout, params.words)},
-        checks={"score_consistency": _captum.score_check(ctx, batch, inputs, scores)},
-        views=(View("token_strip", "readout", f"{analyzer.title} per token (signed)"),),
-        tokens=_captum.result_tokens(trace), readout_of=Readout("readout", signed=True),
-    )
+    return _captum.token_result(analyzer, trace, params, readout, True, f"{analyzer.title} per token (signed)",
+                                {"score_consistency": _captum.score_check(ctx, batch, inputs, scores)})
 
 
 class FeatureAblationAnalyzer:

@@ -39,7 +39,7 @@ from interpret.collect.hf.kernels import wrapped_kernels
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
-from interpret.plugins import _decompose
+from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
 
@@ -120,9 +120,7 @@ class ValueZeroing:
                 matrices.append(matrix)
                 if per_layer is not None:
                     per_layer[b, layer][np.ix_(positions.numpy(), positions.numpy())] = matrix
-            rolled = matrices[0]
-            for matrix in matrices[1:]:
-                rolled = matrix @ rolled
+            rolled = rollout_math.chain(np.stack(matrices))
             real = positions.numpy()
             out["rollout"][b][np.ix_(real, real)] = rolled
             out["readout"][b, real] = _decompose.pooled_rows(target_of(ctx.targets, b), real) @ rolled

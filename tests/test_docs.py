@@ -15,7 +15,7 @@ from plugin_install import install_plugin, plugin_site
 import interpret
 from interpret.analyze import registry
 from interpret.analyze.contract import Analyzer
-from interpret.analyze.registry import RUN_PARAMETERS
+from interpret.analyzer_rules import RUN_PARAMETERS
 from interpret.reference import EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 

@@ -1,7 +1,7 @@
 """The analyzer contract: the `Analyzer` protocol and the `RunContext` it runs in.
 
 A built-in analyzer and a third-party plugin implement exactly this and register through the entry-point
-group `interpret.analyzers`; `registry.validate` checks every attribute listed here, with these types.
+group `interpret.analyzers`; `interpret.analyzer_rules` checks every attribute listed here, with these types.
 docs/architecture.md explains the contract with a complete example plugin.
 """
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from interpret.inputs import Encoded
     from interpret.runner import GradCapture, ModelRunner
 
-GROUP = "interpret.analyzers"
 ScoreOutput = Literal["logit", "logprob"]
 
 

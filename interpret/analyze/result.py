@@ -13,8 +13,6 @@ import numpy as np
 
 ViewKind = Literal["heatmap", "token_strip", "head_grid", "line", "table"]
 VIEW_KINDS: tuple[str, ...] = typing.get_args(ViewKind)
-Provides = Literal["readout", "head_map"]
-PROVIDES: tuple[str, ...] = typing.get_args(Provides)
 CheckSeverity = Literal["invariant", "warning"]
 
 

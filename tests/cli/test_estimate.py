@@ -124,7 +124,7 @@ def test_the_capture_estimate_is_the_collector_s(family_dirs: dict[str, Path]) -
 
 
 def test_constants_agree_with_the_modules_they_mirror() -> None:
-    from interpret.analyze.contract import GROUP
+    from interpret.analyze import GROUP
     from interpret.analyze.defaults import DEFAULT_ANALYZERS
     from interpret.cli.analyzer_index import GROUP as INDEX_GROUP
     from interpret.cli.preflight import default_analyzers

@@ -91,7 +91,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     builtins = {name: entry for name, entry in entries.items() if entry.builtin}
     assert set(builtins) == {"deberta", "swin", "whisper", "dual"}
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
-    assert all(entry.adapter.adds for entry in builtins.values())  # each declares what it adds
+    assert all(entry.obj.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
     assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
                       "donut-swin": "swin", "whisper": "whisper", "clip": "dual", "siglip": "dual"}
@@ -125,7 +125,7 @@ def test_model_that_cannot_be_captured_gets_one_line_that_says_why(make, fragmen
 
 
 def test_third_party_adapter_is_used_and_bad_ones_are_listed_broken(plugins) -> None:
-    assert plugins["electra"].adapter is not None and not plugins["electra"].builtin
+    assert plugins["electra"].obj is not None and not plugins["electra"].builtin
     assert "claims model type 'clip'" in plugins["clip_again"].error
     assert "model_types" in plugins["nonsense"].error
     assert "needs a missing dependency" in plugins["broken"].error

@@ -9,7 +9,7 @@ serves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -17,33 +17,11 @@ from torch import nn
 
 from interpret.collect.hf.adapter import GROUP
 from interpret.collect.sites import Capturable
-from interpret.entry_points import load_group
+from interpret.entry_points import Entry, load_group
 from interpret.errors import UnsupportedModelError
-from interpret.versions import DISTRIBUTION
+from interpret.versions import DISTRIBUTION, package_version
 
 GENERIC_TARGET = "interpret.collect.hf.generic:ADAPTER"
-
-
-@dataclass(frozen=True)
-class AdapterEntry:
-    """One registered adapter: where it comes from, the model types it serves, or why it is broken."""
-
-    name: str
-    target: str
-    distribution: str
-    model_types: tuple[str, ...] = ()
-    adapter: Any = None
-    error: str | None = None
-
-    @property
-    def broken(self) -> bool:
-        """Whether the entry failed to load, to meet the contract, or claimed a taken model type."""
-        return self.error is not None
-
-    @property
-    def builtin(self) -> bool:
-        """Whether this toolkit itself provides the adapter."""
-        return self.distribution == DISTRIBUTION
 
 
 def validate(adapter: Any) -> str | None:
@@ -59,23 +37,21 @@ def validate(adapter: Any) -> str | None:
 
 
 @cache
-def entries() -> dict[str, AdapterEntry]:
+def entries() -> dict[str, Entry]:
     """Return every registered adapter entry by name (built-ins first), loading and validating each once."""
-    found: dict[str, AdapterEntry] = {}
-    owners: dict[str, AdapterEntry] = {}
+    found: dict[str, Entry] = {}
+    owners: dict[str, Entry] = {}
     for item in load_group(GROUP):
         key = item.name if item.name not in found else f"{item.name}@{item.distribution}"
         problem = item.error or validate(item.obj)
-        model_types = tuple(getattr(item.obj, "model_types", ())) if problem is None else ()
-        clashes = [model_type for model_type in model_types if model_type in owners]
-        if problem is None and clashes:
+        clashes = [model_type for model_type in item.obj.model_types if model_type in owners] if problem is None else []
+        if clashes:
             holder = owners[clashes[0]]
             kind = "the built-in" if holder.builtin else f"{holder.distribution}'s"
             problem = f"claims model type {clashes[0]!r}, which {kind} adapter {holder.name!r} serves; drop it"
-        entry = AdapterEntry(item.name, item.target, item.distribution, model_types, None if problem else item.obj, problem)
-        found[key] = entry
+        found[key] = entry = replace(item, obj=None, error=problem) if problem else item
         if problem is None:
-            owners.update({model_type: entry for model_type in model_types})
+            owners.update({model_type: entry for model_type in entry.obj.model_types})
     return found
 
 
@@ -90,18 +66,18 @@ def model_types() -> dict[str, str]:
         model_type: entry.name
         for entry in entries().values()
         if not entry.broken
-        for model_type in entry.model_types
+        for model_type in entry.obj.model_types
     }
 
 
-def generic_entry() -> AdapterEntry:
+def generic_entry() -> Entry:
     """Return the entry of the generic adapter (built in, serving every model type no adapter claims)."""
     from interpret.collect.hf import generic
 
-    return AdapterEntry("generic", GENERIC_TARGET, DISTRIBUTION, (), generic.ADAPTER)
+    return Entry("generic", GENERIC_TARGET, DISTRIBUTION, package_version(), generic.ADAPTER)
 
 
-def adapter_for(model: nn.Module) -> AdapterEntry:
+def adapter_for(model: nn.Module) -> Entry:
     """Return the entry of the adapter that claims `model.config.model_type`, else the generic adapter's."""
     model_type = str(getattr(model.config, "model_type", "") or "")
     served = model_types()
@@ -114,7 +90,7 @@ def hf_capturable(model: nn.Module, tokenizer: Any | None) -> Capturable:
     """Return the Capturable that the registered adapter for this Hugging Face model builds."""
     entry = adapter_for(model)
     try:
-        capturable = entry.adapter.build(model, tokenizer)
+        capturable = entry.obj.build(model, tokenizer)
     except UnsupportedModelError as err:
         broken = [e for e in entries().values() if e.broken]
         if not broken:
