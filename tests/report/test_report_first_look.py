@@ -1,14 +1,16 @@
-"""The first look at a report, as parsed HTML: its title, the overview of several texts and attention entropy as
-a [layer × head] heat table."""
+"""The first look at a report, as parsed HTML: its title, the overview of several texts, attention entropy as a
+[layer × head] heat table, and the report in a notebook (`_repr_html_`: the page in a sandboxed iframe, or a
+compact summary above a size)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from report_cases import Element, Page, explained, parse_tree
+from report_cases import Element, Page, explained, parse_tree, payload_report
 
 from interpret.report import Report
+from interpret.report.notebook import INLINE_MAX_BYTES, notebook_html
 
 TEXTS = ["the cat sat on the mat", "a dog saw a big cat", "the small dog ran"]
 IDS = ["r1", "<b>r2</b>\u202e", "r3"]
@@ -113,3 +115,32 @@ def test_attention_entropy_is_a_layer_by_head_heat_table_per_example(several: Re
     data = next(s for s in Page(page).data_block()["sections"] if s["key"] == "attention_entropy")
     assert data["views"] == [] and data["arrays"] == {}
     assert 'data-section="attention_entropy"' not in page
+
+
+def test_the_notebook_shows_the_page_itself_in_a_sandboxed_iframe(several: Report) -> None:
+    html = several._repr_html_()
+    assert len(several.page()) <= INLINE_MAX_BYTES
+    tree = parse_tree(html)
+    assert [child.tag for child in tree.children if isinstance(child, Element)] == ["iframe"]
+    frame = tree.children[[isinstance(child, Element) for child in tree.children].index(True)]
+    assert frame.attrs["srcdoc"] == several.page().decode("utf-8")  # decoded by the browser to exactly the page
+    assert frame.attrs["sandbox"] == "allow-scripts"  # its scripts run in an opaque origin, cut off the notebook
+    assert frame.attrs["title"] == "Report: 3 texts"
+    hostile = payload_report()  # tokens that close attributes and elements, raw in the page's data-* attributes
+    tree = parse_tree(hostile._repr_html_())
+    assert [child.tag for child in tree.children if isinstance(child, Element)] == ["iframe"]
+    assert tree.find_all("iframe")[0].attrs["srcdoc"] == hostile.page().decode("utf-8")
+
+
+def test_above_the_limit_the_notebook_gets_a_compact_summary(several: Report) -> None:
+    html = notebook_html(several, several.page(), limit=1000)
+    tree = parse_tree(html)
+    assert tree.find_all("iframe") == [] and tree.find_all("script") == [] and tree.find_all("b") == []
+    text = tree.text()
+    assert f"The page is {len(several.page()) / 1e6:.1f} MB, above the 0.0 MB a notebook shows inline" in text
+    assert 'report.render("reports/report.html")' in text
+    rows = tree.find_all("table", "overview")[0].find_all("tbody")[0].find_all("tr")
+    page_rows = tree_of(several).find_all("table", "overview")[0].find_all("tbody")[0].find_all("tr")
+    assert [row.text() for row in rows] == [row.text() for row in page_rows]  # the overview, without its script
+    assert all("tabindex" not in row.attrs for row in rows)
+    assert IDS_SHOWN[1] in rows[1].text()

@@ -1,16 +1,19 @@
 """The first look in headless Chromium, offline: the overview of several texts selects a text by mouse and by
-keyboard, attention entropy's heat tables are coloured and follow the selected text, and numbers never break
-across lines in a narrow page."""
+keyboard, attention entropy's heat tables are coloured and follow the selected text, numbers never break across
+lines in a notebook-narrow page, and the report inside a notebook (`_repr_html_`) draws in a sandboxed frame that
+cannot reach the notebook."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import time
 import shutil
 from pathlib import Path
 
 import pytest
-from report_cases import explained
+from report_cases import explained, payload_report
 from report_chromium import Chromium, Page
 
 from interpret.report import Report
@@ -117,3 +120,36 @@ def test_numbers_stay_on_one_line_in_a_narrow_page(browser: Chromium, several: R
     )
     assert len(lines) > 20 and any(" ± " in text for text, _ in lines)  # the evidence's mean ± sd among them
     assert [text for text, count in lines if count != 1] == []
+
+
+def test_the_notebook_draws_the_page_in_a_frame_cut_off_the_notebook(browser: Chromium, tmp_path: Path) -> None:
+    report = payload_report(signed=True)  # tokens that close attributes and elements, and try to run scripts
+    host = tmp_path / "notebook.html"  # the cell output as a notebook holds it, in a page of its own
+    host.write_text("<!DOCTYPE html><html><head><title>notebook</title></head><body><div class='output'>"
+                    + report._repr_html_() + "</div></body></html>", encoding="utf-8")
+    page = browser.open_page()
+    page.attach_frames()
+    page.call("Page.navigate", {"url": host.resolve().as_uri()})
+    frame = page.frame()  # the sandboxed frame runs in a process of its own
+    browser.wait_for("Page.loadEventFired", page.session)
+    frame.wait_until(READY)
+    assert frame.evaluate("location.href") == "about:srcdoc"
+    assert frame.evaluate("document.querySelectorAll('.view').length") >= 5  # the script drew the views
+    assert frame.evaluate("document.querySelector('h1').textContent") == "Report: 2 texts"
+    denied = "(() => {{ try {{ {}; return 'allowed'; }} catch (error) {{ return error.name; }} }})()"
+    assert frame.evaluate(denied.format("window.parent.document.title")) == "SecurityError"
+    assert frame.evaluate(denied.format("document.cookie")) == "SecurityError"
+    assert frame.evaluate(denied.format("localStorage.length")) == "SecurityError"
+    assert frame.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert frame.errors() == [] and page.errors() == [], json.dumps(frame.errors() + page.errors(), indent=1)
+    assert frame.requests() == []
+    # The frame paints in its own process: capture the notebook's viewport as it is, once the frame has drawn.
+    frame.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    shot, deadline = tmp_path / "first-look-notebook.png", time.monotonic() + 10
+    while True:
+        shot.write_bytes(base64.b64decode(page.call("Page.captureScreenshot", {"format": "png"})["data"]))
+        if shot.stat().st_size > 20_000 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    keep(shot)
