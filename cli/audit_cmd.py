@@ -31,8 +31,9 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="A .jsonl or .csv file with a text column (optional label and id).")
 @analyzer_options
-@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=8, show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=8, show_default=True,
+              help="Examples per batch; each finished batch is saved, so a rerun resumes after the last one.")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
 @click.option("--fresh", is_flag=True, help="Discard finished batches in the output directory and start over.")
 @click.option("--skip-invalid", is_flag=True,
               help="Skip rows whose text is missing, empty or whitespace only (counted, and their lines listed in"

@@ -29,7 +29,8 @@ SHORT_HELP = "Check how faithful each method is: the randomisation sanity check,
 @click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,
               help="How tokens are removed for the faithfulness metrics (default: delete).")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="How to write the outcome.")
 @click.option("-o", "--output", default="-", metavar="PATH", help="Where to write the outcome ('-': stdout).")
 @verbosity_options
 def evaluate(

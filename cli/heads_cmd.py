@@ -45,7 +45,8 @@ _MARKER_TEXT = "written by interpret heads --prune-to; --force may replace this 
 @click.option("--label-column", default="label", show_default=True, metavar="NAME",
               help="The column holding each example's label; without one the run is label-free (the loss and the"
                    " metric are against the unpruned model's own predictions).")
-@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=32, show_default=True,
+              help="Examples per forward pass.")
 @click.option("--fraction", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.1, show_default=True,
               help="Share of the remaining heads pruned per step.")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True,

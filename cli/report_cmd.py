@@ -100,7 +100,8 @@ class _Run:
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
 @click.option("-o", "--output", default=None, metavar="PATH",
               help="Output file, '-' for stdout (default: reports/<first-words>.html or .json).")
-@click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True,
+              help="Write the self-contained HTML page, or the report's data as JSON.")
 @click.option("--evidence/--no-evidence", default=True, show_default=True,
               help="Re-run the model with tokens removed to show how faithful each method is, against random rankings.")
 @click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,

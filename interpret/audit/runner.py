@@ -45,6 +45,7 @@ from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example
 from interpret.decision import reader_for
+from interpret.default_model import decision_head
 from interpret.errors import ConfigError, InputError
 from interpret.evidence.aggregate import write_evidence_tables
 from interpret.inputs import model_limit
@@ -127,7 +128,8 @@ def run_audit(
         unless `rows` is given, since the audit reads nothing else.
     max_length: truncate texts to this many tokens; without it a text over the model's limit stops the
         audit before any batch runs, naming its row.
-    head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM).
+    head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM; default:
+        the default model's head when `model` came from `interpret.load()`, `interpret.default_model.decision_head`).
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
@@ -150,6 +152,7 @@ def run_audit(
     that differs from the audit already in `out_dir`.
     """
     started = time.perf_counter()
+    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     examples = checked_examples(examples, batch_size)
     names = checked_analyzers(analyzers, params)
     if target not in ("prediction", "gold"):

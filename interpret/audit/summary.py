@@ -18,6 +18,7 @@ import pandas as pd
 
 from interpret.atomic import write_atomically
 from interpret.report.audit_page import render_audit_page
+from interpret.report.heat import heat_grid
 
 TOP_TOKENS = 15
 HEAD_TITLES = {"entropy": "Attention entropy (nats)", "special_attention": "Attention on special tokens"}
@@ -25,7 +26,6 @@ HEAD_NOTES = {
     "entropy": "Mean over examples of the mean over real query rows of −Σ p·log p over real keys.",
     "special_attention": "Mean over examples of the mean over real query rows of the attention on special keys.",
 }
-HEAT_LEVELS = 10  # the template colours cells by classes h0..h10, so the page needs no inline style attribute
 
 
 def render_summary(
@@ -110,12 +110,7 @@ def _confusion(examples: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def _heat_grid(heads: pd.DataFrame, column: str) -> dict[str, Any]:
-    """Return a [layer × head] grid of (text, colour level 0..HEAT_LEVELS), 0 at the minimum, the top at the maximum."""
+    """Return the [layer × head] heat grid of one heads.csv column (`interpret.report.heat.heat_grid`)."""
     grid = heads.pivot(index="layer", columns="head", values=column).sort_index()
-    low, high = float(grid.to_numpy().min()), float(grid.to_numpy().max())
-    span = high - low if high > low else 1.0
-    rows = []
-    for layer, values in zip(grid.index, grid.to_numpy()):
-        cells = [(f"{value:.3f}", round((float(value) - low) / span * HEAT_LEVELS)) for value in values]
-        rows.append((int(layer), cells))
-    return {"corner": "layer \\ head", "columns": [int(head) for head in grid.columns], "rows": rows}
+    return heat_grid(grid.to_numpy(), [int(layer) for layer in grid.index], [int(head) for head in grid.columns],
+                     lambda value: f"{value:.3f}")

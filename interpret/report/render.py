@@ -32,9 +32,9 @@ from interpret.errors import ReportError
 import interpret.report.assets as assets
 from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
-from interpret.report.summary import check_rows, failed_checks, top_tokens
+from interpret.report.summary import check_rows, failed_checks, lead_method, overview_rows, report_title, top_tokens
 from interpret.report.classes import comparison_view, section_word_blocks
-from interpret.report.views import page_data
+from interpret.report.views import heat_maps, page_data
 from interpret.text import BIDI_CONTROLS
 from interpret.versions import package_version
 
@@ -140,7 +140,10 @@ def render_page(report: ReportData) -> str:
     scripts = assets.scripts(with_bertviz)
     style = assets.style()
     by_name = {script.name: Kept(script.text) for script in scripts}
+    tops = [top_tokens(report, b) for b in range(len(report.examples))]
+    decisions = example_decisions(report)
     context = {
+        "title": report_title(report),
         "csp": content_security_policy([script.text for script in scripts], [style]),
         "style": Kept(style),
         "scripts": by_name,
@@ -155,8 +158,12 @@ def render_page(report: ReportData) -> str:
         "report": report,
         "sections": report.sections,
         "examples": report.examples,
-        "tops": [top_tokens(report, b) for b in range(len(report.examples))],
-        "decisions": example_decisions(report),
+        "tops": tops,
+        "decisions": decisions,
+        # several texts open on an overview, one row each (interpret.report.summary.overview_rows)
+        "overview": overview_rows(report, tops, decisions) if len(report.examples) > 1 else [],
+        "lead": lead_method(report, tops),
+        "heat_maps": {section.key: heat_maps(report, section, format_number) for section in report.sections},
         "notes": report.run.notes,
         "checks": check_rows(report),
         "failed": failed_checks(report),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from interpret.report.export import export_report
 from interpret.report.model import DEFAULT_MAX_BYTES, ReportData
+from interpret.report.notebook import notebook_html
 from interpret.report.render import log_size, render_page, write_report
 
 
@@ -40,3 +41,8 @@ class Report(ReportData):
         """Return the files written under `directory`: every array and table as JSON, CSV and Parquet, and
         (figures=True) each readout and head map as a PNG and SVG figure."""
         return export_report(self, Path(directory), figures=figures)
+
+    def _repr_html_(self) -> str:
+        """Return the report as a Jupyter notebook shows it: the page in a sandboxed iframe, or above
+        `interpret.report.notebook.INLINE_MAX_BYTES` a compact summary (see that module)."""
+        return notebook_html(self, self.page())

@@ -1,12 +1,15 @@
-"""What an auditor reads first: the top tokens by each method and every invariant check, with failures."""
+"""What an auditor reads first: the report's title, an overview of its texts (prediction, the lead method's top
+tokens, its evidence verdict), the top tokens by each method and every invariant check, with failures."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from interpret.decision import Decision
 from interpret.report.model import ReportData, Section
 
 # How many of the most negative tokens a signed method also lists (evidence against the decision).
@@ -114,3 +117,88 @@ def _readout_row(
         (i, float(row[i])) for i in range(row.shape[0]) if real[i] and not special[i] and math.isfinite(row[i])
     ]
     return shown, raw, scores
+
+
+TITLE_WORDS = 8  # the first words of a single text that title its report
+EXCERPT_CHARACTERS = 80  # a text as the overview shows it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The lead method's evidence on one example: its comp − suff against the random rankings' mean ± sd.
+
+    better: whether it beats random there (`Evidence.better_than_random`); None where it was not measured.
+    """
+
+    gap: float | None
+    random: float | None
+    spread: float | None
+    better: bool | None
+
+
+@dataclass(frozen=True)
+class OverviewRow:
+    """One text of a report as its overview lists it: what the model decided and what explains it best."""
+
+    example: int
+    id: str | None
+    excerpt: str
+    prediction: str | None
+    probability: float | None
+    top: tuple[TokenScore, ...]
+    verdict: Verdict
+
+
+def report_title(report: ReportData) -> str:
+    """Return the report's title: "Report: <the first words of its text>", or "Report: N texts" ("inputs" when
+    they were not given as text: token ids, images)."""
+    texts = [example.text for example in report.examples]
+    if len(texts) != 1 or texts[0] is None:
+        return f"Report: {len(texts)} {'texts' if None not in texts else 'inputs'}"
+    words = texts[0].split()
+    return "Report: " + " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+
+
+def lead_method(report: ReportData, tops: list[list[MethodTop]]) -> str | None:
+    """Return the analyzer whose top tokens the overview shows: the first in the evidence's order (most faithful
+    on these inputs) that declares a readout, else the first readout; None without any readout."""
+    readouts = [method.title for method in (tops[0] if tops else [])]
+    ranked = [method.method for method in report.evidence.ranked()] if report.evidence is not None else []
+    return next((name for name in ranked if name in readouts), readouts[0] if readouts else None)
+
+
+def overview_rows(
+    report: ReportData, tops: list[list[MethodTop]], decisions: Sequence[Decision | None]
+) -> list[OverviewRow]:
+    """Return one OverviewRow per example: its id, text excerpt, prediction and probability (`decisions`: each
+    example's Decision or None), the lead method's top tokens and its evidence verdict."""
+    lead = lead_method(report, tops)
+    evidence = report.evidence
+    measured = evidence is not None and any(method.method == lead for method in evidence.methods)
+    rows = []
+    for b, example in enumerate(report.examples):
+        top = next((method.top for method in tops[b] if method.title == lead), ())
+        verdict = Verdict(None, None, None, None)
+        if measured:
+            method = next(method for method in evidence.methods if method.method == lead)
+            gap = float(method.gap[b])
+            if math.isfinite(gap):
+                verdict = Verdict(gap, float(evidence.random.gap[b]), float(evidence.random.spread["gap"][b]),
+                                  bool(evidence.better_than_random(lead)[b]))
+        text = _text_of(report, b)
+        excerpt = text if len(text) <= EXCERPT_CHARACTERS else text[: EXCERPT_CHARACTERS - 1] + "…"
+        decision = decisions[b]
+        rows.append(OverviewRow(
+            b, example.id, excerpt, None if decision is None else decision.predicted,
+            None if decision is None else decision.predicted_probability, top, verdict,
+        ))
+    return rows
+
+
+def _text_of(report: ReportData, example: int) -> str:
+    """Return an example's text, or its real non-special tokens joined when it was given as token ids."""
+    tokens = report.examples[example]
+    if tokens.text is not None:
+        return tokens.text
+    shown = tokens.display or tokens.tokens
+    return " ".join(t for t, real, special in zip(shown, tokens.real, tokens.special) if real and not special)

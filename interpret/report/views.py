@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from interpret.analyze.result import VIEW_KINDS, NamedArray, View
 from interpret.errors import ReportError
+from interpret.report.heat import heat_grid, is_heat_view
 from interpret.report.model import ExampleTokens, ReportData, Section
 
 SIGNIFICANT_DIGITS = 4
@@ -48,6 +49,8 @@ def section_data(report: ReportData, section: Section) -> dict[str, Any]:
     arrays: dict[str, Any] = {}
     views = []
     for view in result.views:
+        if is_heat_view(view, result.arrays[view.array]):  # drawn by the template (heat_maps), not the script
+            continue
         if view.kind not in VIEW_KINDS:
             raise ReportError(
                 f"{result.analyzer} asks for a {view.kind!r} view; the report draws {', '.join(VIEW_KINDS)}."
@@ -169,6 +172,19 @@ def _token_sides(view: View, array: NamedArray, report: ReportData) -> dict[str,
         if side is not None:
             sides[axis] = side
     return sides
+
+
+def heat_maps(report: ReportData, section: Section, text: Callable[[float], str]) -> list[dict[str, Any]]:
+    """Return, per heat view of `section` (`interpret.report.heat`), {"title", "grids": one [layer × head] heat
+    grid per example}, its layers and heads cut to the report's selection, each value written by `text`."""
+    maps = []
+    for view in section.result.views:
+        array = section.result.arrays[view.array]
+        if is_heat_view(view, array):
+            values, _, coords = _cut(array, section, report)
+            grids = [heat_grid(values[b], coords["layer"], coords["head"], text) for b in range(values.shape[0])]
+            maps.append({"title": view.title, "grids": grids})
+    return maps
 
 
 def _cut(

@@ -85,3 +85,24 @@ def test_the_help_lines_listed_without_importing_are_the_commands_own() -> None:
     for name, (_, _, help_line) in _COMMANDS.items():
         command = cli.get_command(context, name)
         assert command is not None and command.get_short_help_str(limit=1000) == help_line
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    import click
+
+    from interpret.cli.main import cli
+
+    def commands(group: click.Group, context: click.Context, path: str) -> list[tuple[str, click.Command]]:
+        found = []
+        for name in group.list_commands(context):
+            command = group.get_command(context, name)
+            assert command is not None
+            found += commands(command, context, f"{path} {name}") if isinstance(command, click.Group) else [
+                (f"{path} {name}", command)]
+        return found
+
+    every = commands(cli, click.Context(cli), "interpret")
+    assert {"interpret audit", "interpret analyzers show"} <= {path for path, _ in every}
+    silent = [f"{path} {option.opts[-1]}" for path, command in every for option in command.params
+              if isinstance(option, click.Option) and not option.hidden and not (option.help or "").strip()]
+    assert silent == []

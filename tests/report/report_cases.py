@@ -83,9 +83,9 @@ def payload_report(*, signed: bool = False, **kwargs: Any) -> Report:
 def signed_result(trace: Trace) -> AnalyzerResult:
     """Return a made-up analyzer result with signed scores that asks for the views rollout and flow do not.
 
-    head_score [batch, layer, head] (a head map: head grid of one cell per head, and a sortable table),
-    layer_score [batch, layer] (a line with a single series), attr [batch, key] (a signed readout: a
-    diverging token strip).
+    head_score [batch, layer, head] (a head map: head grid of one cell per head, and a table, which the report
+    draws as a [layer × head] heat table per example), layer_score [batch, layer] (a line with a single series,
+    and a sortable table), attr [batch, key] (a signed readout: a diverging token strip).
     """
     batch, pos = trace.encoded.batch, trace.encoded.pos
     layers, heads = trace.meta.n_layers, trace.meta.n_heads
@@ -97,7 +97,8 @@ def signed_result(trace: Trace) -> AnalyzerResult:
     }
     views = (
         View("head_grid", "head_score", "Head scores [layer × head]"),
-        View("table", "head_score", "Head scores, sortable"),
+        View("table", "head_score", "Head scores by layer and head"),
+        View("table", "layer_score", "Layer scores, sortable"),
         View("line", "layer_score", "Score by layer"),
         View("token_strip", "attr", "Signed attribution"),
     )
@@ -171,3 +172,68 @@ class Page(HTMLParser):
             if tag == "meta" and (attrs.get("http-equiv") or "").lower() == "content-security-policy":
                 return attrs.get("content") or ""
         raise AssertionError("no Content-Security-Policy meta tag")
+
+
+FIRST_LOOK_ANALYZERS = ("rollout", "flow", "attention_entropy")
+
+
+def explained(texts: list[str], analyzers: tuple[str, ...] = FIRST_LOOK_ANALYZERS, **kwargs: Any) -> Report:
+    """Return `interpret.explain`'s report on the tiny model (with evidence: each readout against random)."""
+    model, tokenizer = tiny_model()
+    return interpret.explain(model, tokenizer, texts, list(analyzers), **kwargs)
+
+
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+@dataclasses.dataclass
+class Element:
+    """One element of a parsed page, with its children (elements and text)."""
+
+    tag: str
+    attrs: dict[str, str | None]
+    children: list[Any] = dataclasses.field(default_factory=list)
+
+    def classes(self) -> list[str]:
+        return (self.attrs.get("class") or "").split()
+
+    def text(self) -> str:
+        """Return the text inside, whitespace collapsed."""
+        return " ".join("".join(c if isinstance(c, str) else c.text() for c in self.children).split())
+
+    def find_all(self, tag: str, cls: str | None = None) -> list[Element]:
+        """Return every descendant <tag> (with class `cls`, when given), in document order."""
+        found = []
+        for child in self.children:
+            if isinstance(child, Element):
+                if child.tag == tag and (cls is None or cls in child.classes()):
+                    found.append(child)
+                found.extend(child.find_all(tag, cls))
+        return found
+
+
+def parse_tree(html: str) -> Element:
+    """Return the page as an Element tree (html.parser; every element the templates open, they close)."""
+    root = Element("#root", {})
+    stack = [root]
+
+    class Builder(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            node = Element(tag, dict(attrs))
+            stack[-1].children.append(node)
+            if tag not in _VOID:
+                stack.append(node)
+
+        def handle_endtag(self, tag: str) -> None:
+            for depth in range(len(stack) - 1, 0, -1):
+                if stack[depth].tag == tag:
+                    del stack[depth:]
+                    return
+
+        def handle_data(self, data: str) -> None:
+            stack[-1].children.append(data)
+
+    builder = Builder(convert_charrefs=True)
+    builder.feed(html)
+    builder.close()
+    return root

@@ -197,6 +197,21 @@ class Page:
             time.sleep(0.05)
         raise CDPError(f"{expression!r} stayed false for {timeout} s")
 
+    def attach_frames(self) -> None:
+        """Attach to every out-of-process frame the page opens next (a sandboxed iframe is one), each held
+        before its first script until `frame` takes it."""
+        self.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
+
+    def frame(self) -> Page:
+        """Return the next frame attached (`attach_frames`) as a Page, its Runtime, Log and Network events on
+        before it runs."""
+        attached = self.browser.wait_for("Target.attachedToTarget", self.session)
+        frame = Page(self.browser, attached["sessionId"])
+        for domain in ("Runtime", "Log", "Network"):
+            frame.call(f"{domain}.enable")
+        frame.call("Runtime.runIfWaitingForDebugger")
+        return frame
+
     def screenshot(self, path: Path) -> Path:
         """Return `path` after saving a PNG of the whole page there."""
         metrics = self.call("Page.getLayoutMetrics")

@@ -135,7 +135,7 @@ def test_failed_check_shows_a_warning(tmp_path: Path) -> None:
 
 def test_examples_get_a_picker_and_one_summary_each(page: Page) -> None:
     assert any(tag == "select" and attrs.get("id") == "example-picker" for tag, attrs in page.tags)
-    blocks = [attrs for _, attrs in page.tags if "data-example" in attrs]
+    blocks = [attrs for _, attrs in page.tags if attrs.get("class") == "example-summary"]
     assert [b["data-example"] for b in blocks] == ["0", "1"]
     assert "hidden" not in blocks[0] and "hidden" in blocks[1]
 

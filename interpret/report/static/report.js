@@ -160,9 +160,14 @@
 
   function selectExample(index) {
     state.example = index;
-    document.querySelectorAll(".example-summary, .example-words").forEach(function (block) {
+    document.querySelectorAll(".example-summary, .example-words, .example-heat").forEach(function (block) {
       block.hidden = Number(block.getAttribute("data-example")) !== index;
     });
+    document.querySelectorAll("table.overview tbody tr").forEach(function (row) {
+      row.classList.toggle("selected", Number(row.getAttribute("data-example")) === index);
+    });
+    var picker = document.getElementById("example-picker");
+    if (picker) { picker.value = String(index); }
     views.forEach(function (view) { view.render(); });
     document.querySelectorAll("details.bertviz-view").forEach(function (details) {
       details.drawnFor = -1;
@@ -180,6 +185,17 @@
     });
     var picker = document.getElementById("example-picker");
     if (picker) { picker.addEventListener("change", function () { selectExample(Number(picker.value)); }); }
+    // The overview's rows pick their text too, then bring its summary into view.
+    document.querySelectorAll("table.overview tbody tr").forEach(function (row) {
+      function pick() {
+        selectExample(Number(row.getAttribute("data-example")));
+        document.getElementById("summary").scrollIntoView();
+      }
+      row.addEventListener("click", pick);
+      row.addEventListener("keydown", function (event) {
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); pick(); }
+      });
+    });
     setUpBertviz();
     // A printed report shows every analyzer's parameters; the screen keeps them folded.
     var folded = [];
