@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from interpret.evidence.ranking import tie_groups
 from interpret.report.model import ReportData, Section
 
 # How many of the most negative tokens a signed method also lists (evidence against the decision).
@@ -49,8 +50,9 @@ class CheckRow:
 def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
     """Return, for each section whose result declares a readout ([batch, key]), its top tokens.
 
-    Special tokens and padding are excluded; ties keep the earlier position. Tokens are shown as a person
-    reads them (the example's display form) when the report has one.
+    Special tokens and padding are excluded; scores tied within `tie_groups`' tolerance rank by position
+    (earlier first). Tokens are shown as a person reads them (the example's display form) when the report
+    has one.
     """
     tops = []
     for section in report.sections:
@@ -63,7 +65,8 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
             position, value = values[i]
             return TokenScore(shown[position], position, value, raw[position])
 
-        order = sorted(range(len(values)), key=lambda i: (-values[i][1], values[i][0]))
+        groups = tie_groups(np.array([value for _, value in values]))
+        order = sorted(range(len(values)), key=lambda i: (groups[i], values[i][0]))
         top = tuple(item(i) for i in order[: report.top_k])
         against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
