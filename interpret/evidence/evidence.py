@@ -104,6 +104,11 @@ class Evidence:
         threshold = self.random.gap + self.random.spread["gap"]
         return np.asarray(found.gap > threshold)
 
+    def no_better_than_random(self, example: int) -> list[str]:
+        """Return the methods evaluated on `example` (a finite comp − suff) that are not better than random there."""
+        return [m.method for m in self.methods
+                if np.isfinite(m.gap[example]) and not self.better_than_random(m.method)[example]]
+
     def to_dict(self) -> dict[str, Any]:
         """Return every metric as plain JSON-ready values."""
         return {

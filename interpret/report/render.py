@@ -32,7 +32,7 @@ from interpret.errors import ReportError
 import interpret.report.assets as assets
 from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
-from interpret.report.summary import check_rows, failed_checks, top_tokens
+from interpret.report.summary import check_rows, failed_checks, summary_tops
 from interpret.report.classes import comparison_view, section_word_blocks
 from interpret.report.views import page_data
 from interpret.text import BIDI_CONTROLS
@@ -155,7 +155,7 @@ def render_page(report: ReportData) -> str:
         "report": report,
         "sections": report.sections,
         "examples": report.examples,
-        "tops": [top_tokens(report, b) for b in range(len(report.examples))],
+        "tops": [summary_tops(report, b) for b in range(len(report.examples))],
         "decisions": example_decisions(report),
         "notes": report.run.notes,
         "checks": check_rows(report),

@@ -1,4 +1,8 @@
-"""What an auditor reads first: the top tokens by each method and every invariant check, with failures."""
+"""What an auditor reads first: the top tokens by each method and every invariant check, with failures.
+
+With evidence on the report, methods are listed most faithful first (the evidence's order: mean comp − suff
+over the report's examples), and on each example the methods that did no better than random there are
+folded after the others instead of leading."""
 
 from __future__ import annotations
 
@@ -71,6 +75,20 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
         against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
     return tops
+
+
+def summary_tops(report: ReportData, example: int) -> tuple[list[MethodTop], list[MethodTop]]:
+    """Return the example's `top_tokens` as the summary lists them: (the methods that beat random here, or were
+    not evaluated; those no better than random here), each most faithful first by the report's evidence, then
+    (not evaluated) in section order. Without evidence: every method in section order, none folded."""
+    tops = top_tokens(report, example)
+    evidence = report.evidence
+    if evidence is None:
+        return tops, []
+    rank = {method.method: i for i, method in enumerate(evidence.ranked())}
+    ordered = sorted(tops, key=lambda top: rank.get(top.title, len(rank)))  # stable: section order after
+    weak = set(evidence.no_better_than_random(example))
+    return [top for top in ordered if top.title not in weak], [top for top in ordered if top.title in weak]
 
 
 def check_rows(report: ReportData) -> list[CheckRow]:
