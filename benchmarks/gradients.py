@@ -16,9 +16,10 @@ Table 2, ERASER (DeYoung et al. 2020, sec. 4) on the first --sentences held-out 
 package: for each method's ranking of the non-special tokens (signed scores ranked highest first),
     comprehensiveness  p(ŷ | x) − p(ŷ | x without the top k% tokens)       (higher is better)
     sufficiency        p(ŷ | x) − p(ŷ | only the top k% tokens)            (lower is better)
-each averaged over k ∈ {1, 5, 10, 20, 50}% (AOPC; at least one token per bin) and over sentences, with ŷ the
-prediction on x and tokens deleted (the sequence shortened, [CLS] and [SEP] kept). "beats random" is the share
-of sentences whose comprehensiveness exceeds that of a seeded random ranking of the same sentence.
+each averaged over k ∈ {1, 5, 10, 20, 50}% (AOPC; ⌈k·n/100⌉ of the n tokens, at least one, and ties ranked
+by position: `top_count` and `order_of` of interpret.evidence) and over sentences, with ŷ the prediction on x
+and tokens deleted (the sequence shortened, [CLS] and [SEP] kept). "beats random" is the share of sentences
+whose comprehensiveness exceeds that of a seeded random ranking of the same sentence.
 
     python benchmarks/gradients.py [--repeat 3] [--sentences 80] [--skip-timing] [--skip-eraser] [--clock cpu|wall]
 """
@@ -42,6 +43,8 @@ from _bench import peak_bytes  # noqa: E402
 import interpret  # noqa: E402
 from interpret.analyze.run import run_context  # noqa: E402
 from interpret.default_model import load_default  # noqa: E402
+from interpret.evidence.metrics import BINS, top_count  # noqa: E402
+from interpret.evidence.ranking import order_of  # noqa: E402
 
 METHODS = {
     "integrated_gradients": {"steps": 50},
@@ -56,7 +59,6 @@ METHODS = {
     "gradient_weighted_rollout": {},
 }
 ERASER_EXTRA = {"rollout": {}}
-BINS = (0.01, 0.05, 0.10, 0.20, 0.50)
 TEXT = ("The film moves slowly at first, but the acting is honest and the ending is calm and moving. "
         "The soup was cold, the service was slow and nobody said sorry. ")
 
@@ -168,15 +170,17 @@ def eraser(model, tokenizer, head, count: int) -> None:
             logits = head(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
         return logits.softmax(-1)[:, predicted[b]].numpy()
 
-    def scores(ranking: np.ndarray, b: int) -> tuple[float, float]:
-        """AOPC comprehensiveness and sufficiency of one sentence's ranking (positions of its content tokens)."""
+    def content(b: int) -> np.ndarray:
+        real = int(trace.encoded.attention_mask[b].sum())
+        return np.asarray([p for p in range(real) if not bool(trace.encoded.special[b, p])])
+
+    def scores(order: np.ndarray, b: int) -> tuple[float, float]:
+        """AOPC comprehensiveness and sufficiency of one sentence's ranking (content positions, most relevant first)."""
         real = int(trace.encoded.attention_mask[b].sum())
         ids = trace.encoded.input_ids[b, :real].tolist()
-        content = [p for p in range(real) if not bool(trace.encoded.special[b, p])]
-        order = [content[i] for i in ranking]
         deleted, kept = [], []
         for fraction in BINS:
-            top = set(order[: max(1, int(round(fraction * len(content))))])
+            top = set(order[: top_count(fraction, len(order))].tolist())
             deleted.append([ids[p] for p in range(real) if p not in top])
             kept.append([ids[p] for p in range(real) if p in top or bool(trace.encoded.special[b, p])])
         full = prob([ids], b)[0]
@@ -185,8 +189,7 @@ def eraser(model, tokenizer, head, count: int) -> None:
     generator = np.random.default_rng(0)
     random_scores = []
     for b in range(len(texts)):
-        n_content = int((trace.encoded.attention_mask[b].bool() & ~trace.encoded.special[b].bool()).sum())
-        random_scores.append(scores(generator.permutation(n_content), b))
+        random_scores.append(scores(generator.permutation(content(b)), b))
     print(f"\nTable 2: ERASER on {len(texts)} held-out sentences (AOPC over {', '.join(f'{b:.0%}' for b in BINS)}; tokens deleted)")
     print(f"{'method':<28}{'comprehensiveness':>19}{'sufficiency':>13}{'beats random':>14}{'seconds':>9}")
     rand = np.array(random_scores)
@@ -197,12 +200,7 @@ def eraser(model, tokenizer, head, count: int) -> None:
         start = time.perf_counter()
         readout = _readout_in_batches(model, tokenizer, head, texts, name, params)
         seconds = time.perf_counter() - start
-        results = []
-        for b in range(len(texts)):
-            real = int(trace.encoded.attention_mask[b].sum())
-            content = [p for p in range(real) if not bool(trace.encoded.special[b, p])]
-            values = readout[b][content]
-            results.append(scores(np.argsort(-values, kind="stable"), b))
+        results = [scores(order_of(readout[b], content(b)), b) for b in range(len(texts))]
         array = np.array(results)
         beats = float(np.mean(array[:, 0] > rand[:, 0]))
         print(f"{name:<28}{array[:, 0].mean():>19.3f}{array[:, 1].mean():>13.3f}{beats:>14.0%}{seconds:>9.1f}")

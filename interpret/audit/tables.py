@@ -29,7 +29,8 @@ examples — one row per example:
     NAME_top_score     float64  its score (NaN when there is none)
     NAME_special_share float64  score on special tokens / score on all real tokens (0 when the total is 0)
 
-Rows are sorted by (row, analyzer, position) and (row); ties in rank go to the earlier position.
+Rows are sorted by (row, analyzer, position) and (row); scores tied within `interpret.evidence.ranking`'s
+tolerance rank by position (earlier first), so a rank does not depend on the batch an example ran in.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from interpret.analyze import AnalyzerResult
 from interpret.datasets import Example
 from interpret.decision import Decision
 from interpret.errors import AnalyzerError
+from interpret.evidence.ranking import order_of, tie_groups
 from interpret.inputs import Encoded
 
 TOKEN_DTYPES: dict[str, str] = {
@@ -209,9 +211,14 @@ def _ranks(batch: np.ndarray, position: np.ndarray, scores: np.ndarray, special:
     """Return 1-based ranks (int64) by descending score among each example's non-special tokens (0 for special ones).
 
     batch, position, scores, special: one entry per real token, grouped by example. Ties go to the earlier
-    position. lexsort sorts by the last key first: example, then non-special first, descending score, position.
+    position (scores tied within `tie_groups`' tolerance of each other). lexsort sorts by the last key first:
+    example, then non-special first, tie group (highest scores first), position.
     """
-    order = np.lexsort((position, -scores, special, batch))
+    groups = np.zeros(len(scores), dtype=np.int64)
+    for example in np.unique(batch):
+        ranked = (batch == example) & ~special.astype(bool)
+        groups[ranked] = tie_groups(scores[ranked])
+    order = np.lexsort((position, groups, special, batch))
     in_order = batch[order]
     starts = np.searchsorted(in_order, in_order, side="left")  # first index of each token's example group
     ranks = np.empty(len(order), dtype=np.int64)
@@ -228,8 +235,7 @@ def _analyzer_columns(
     for b in range(scores.shape[0]):
         ordinary = np.flatnonzero(real[b] & ~special[b])
         if ordinary.size:
-            # argmax returns the first maximum, i.e. the earlier position, as the tokens table ranks ties.
-            top = int(ordinary[np.argmax(scores[b, ordinary])])
+            top = int(order_of(scores[b], ordinary)[0])  # rank 1 of the tokens table
             out["top_token"].append(tokens[b][top])
             out["top_position"].append(top)
             out["top_score"].append(float(scores[b, top]))

@@ -5,7 +5,8 @@ with AOPC, MoRF/LeRF deletion curves and the area between them, the random basel
 """
 
 from interpret.evidence.evidence import DEFAULT_SEEDS, Evidence, MethodEvidence, evaluate_evidence, evidence_or_reason
-from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, order_of, score_rankings
+from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, score_rankings
+from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, default_removal
 
 __all__ = [

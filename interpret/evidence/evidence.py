@@ -2,7 +2,8 @@
 
 For every result that declares a readout on the input side, and for `seeds` random rankings of the same
 candidates, each example is re-run with tokens removed (`interpret.evidence.removal`) and scored by the
-metrics of `interpret.evidence.metrics`; the random rankings give the baseline (their mean and standard
+metrics of `interpret.evidence.metrics`; the random rankings (seeded by the run's seed and the example's own
+inputs, so an example's evidence does not depend on its batch) give the baseline (their mean and standard
 deviation over seeds). Methods are ordered by faithfulness, the mean over examples of comp − suff
 (comprehensiveness AOPC minus sufficiency AOPC: both of DeYoung et al. 2020 in one number, higher better).
 A method is *no better than random* on an example when its comp − suff does not exceed the random
@@ -11,6 +12,7 @@ rankings' mean comp − suff by more than their standard deviation.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +24,10 @@ from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
-from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, order_of, score_rankings
+from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, score_rankings
+from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
+from interpret.inputs import Encoded
 from interpret.trace import Trace
 
 RANDOM = "random"
@@ -100,6 +104,11 @@ class Evidence:
         threshold = self.random.gap + self.random.spread["gap"]
         return np.asarray(found.gap > threshold)
 
+    def no_better_than_random(self, example: int) -> list[str]:
+        """Return the methods evaluated on `example` (a finite comp − suff) that are not better than random there."""
+        return [m.method for m in self.methods
+                if np.isfinite(m.gap[example]) and not self.better_than_random(m.method)[example]]
+
     def to_dict(self) -> dict[str, Any]:
         """Return every metric as plain JSON-ready values."""
         return {
@@ -171,7 +180,7 @@ def evaluate_evidence(
                 values.append(None)
             continue
         orders = {name: order_of(readouts[name][example], positions) for name in names}
-        rng = np.random.default_rng([ctx.seed, example])
+        rng = np.random.default_rng([ctx.seed, _content_seed(encoded, example)])
         for name in _random_names(seeds):
             orders[name] = rng.permutation(positions)
         scored = score_rankings(
@@ -204,6 +213,15 @@ def evidence_or_reason(
     if any(target.kind == "none" for target in ctx.targets):
         return None, "not computed: an example has no decision to score"
     return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds), None
+
+
+def _content_seed(encoded: Encoded, example: int) -> int:
+    """Return a seed drawn from the example's real inputs (token ids, or embeddings), so that its random rankings,
+    like the rest of its evidence, are the same whatever batch or batch position it is evaluated in."""
+    inputs = encoded.input_ids if encoded.input_ids is not None else encoded.inputs_embeds
+    real = encoded.attention_mask[example].bool()
+    data = inputs[example][real].detach().cpu().contiguous().numpy().tobytes()
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 
 def _random_names(seeds: int) -> list[str]:

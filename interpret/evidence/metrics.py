@@ -1,7 +1,7 @@
 """Faithfulness of one ranking of an example's tokens, by re-running the model with tokens removed.
 
 m(x) is the probability of the explained target on the full input, r_k the k% most relevant candidate
-tokens of the ranking (⌈k·n/100⌉ of the n candidates, at least one), x \\ r the input without r:
+tokens of the ranking (`top_count`: ⌈k·n/100⌉ of the n candidates, at least one), x \\ r the input without r:
 
 - comprehensiveness (DeYoung et al. 2020, ERASER, eq. in §4.2): comp_k = m(x) − m(x \\ r_k), and its
   AOPC over the bins B = {1, 5, 10, 20, 50}%: comp = (1/|B|) Σ_{k∈B} comp_k. Higher: the ranked tokens matter.
@@ -9,23 +9,25 @@ tokens of the ranking (⌈k·n/100⌉ of the n candidates, at least one), x \\ r
   way. Lower: the ranked tokens alone suffice.
 - deletion curves (Samek et al. 2017, "Evaluating the visualization of what a deep neural network has
   learned", MoRF; LeRF as in Schulz et al. 2020 / Ancona et al. 2018): MoRF(f) = m(x \\ top ⌊f·n⌉) and
-  LeRF(f) = m(x \\ bottom ⌊f·n⌉) for the fractions f ∈ {0, 0.1, …, 1} (⌊·⌉ rounds half to even), and the
-  area between them ABC = ∫_0^1 (LeRF(f) − MoRF(f)) df by the trapezoid rule. Higher: the ranking separates
-  what matters from what does not.
+  LeRF(f) = m(x \\ bottom ⌊f·n⌉) for the fractions f ∈ {0, 0.1, …, 1} (`curve_count`: ⌊·⌉ rounds half
+  to even), and the area between them ABC = ∫_0^1 (LeRF(f) − MoRF(f)) df by the trapezoid rule. Higher: the
+  ranking separates what matters from what does not.
 
-Every removal an example needs (all rankings, all bins and curve steps) is scored together, each distinct
-removal once, in ceil(rows / ROWS_PER_PASS) forward passes.
+A ranking is formed by `interpret.evidence.ranking.order_of` (scores tied within a tolerance rank by
+position). Every removal an example needs (all rankings, all bins and curve steps) is scored together, each
+distinct removal once, in ceil(rows / ROWS_PER_PASS) forward passes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from interpret.evidence.removal import removal_masks, top_count
+from interpret.evidence.removal import removal_masks
 
 BINS: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20, 0.50)
 FRACTIONS: tuple[float, ...] = tuple(step / 10 for step in range(11))
@@ -70,10 +72,16 @@ def trapezoid(values: Float[np.ndarray, " steps"], grid: tuple[float, ...]) -> f
     return float(np.sum(steps * (values[1:] + values[:-1]) / 2.0))
 
 
-def order_of(readout: Float[np.ndarray, " pos"], positions: Int[np.ndarray, " n"]) -> Int[np.ndarray, " n"]:
-    """Return the candidate positions sorted most relevant first (highest readout; ties keep position order)."""
-    values = np.asarray(readout, dtype=float)[positions]
-    return positions[np.argsort(-values, kind="stable")]
+def top_count(fraction: float, n: int) -> int:
+    """Return how many of n tokens an AOPC bin of `fraction` holds: ⌈fraction · n⌉, at least 1 when n > 0."""
+    if n == 0:
+        return 0
+    return min(n, max(1, math.ceil(fraction * n - 1e-9)))  # 1e-9: 0.07 · 100 is 7.000000000000001
+
+
+def curve_count(fraction: float, n: int) -> int:
+    """Return how many of n tokens a deletion curve removes at `fraction`: fraction · n rounded half to even."""
+    return int(round(fraction * n))
 
 
 def score_rankings(
@@ -93,7 +101,7 @@ def score_rankings(
     for name, order in orders.items():
         n = len(order)
         tops = [top_count(k, n) for k in bins]
-        steps = [int(round(f * n)) for f in fractions]
+        steps = [curve_count(f, n) for f in fractions]
         plans[name] = [
             removal_masks(pos, order, tops, most_relevant=True),  # x \ r_k
             removal_masks(pos, order, [n - t for t in tops], most_relevant=False),  # r_k alone

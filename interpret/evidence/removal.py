@@ -22,7 +22,6 @@ class decision that reads one position (a decoder classifier's last token), ever
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -85,7 +84,7 @@ class RemovalScorer:
     ctx: RunContext
     encoded: Encoded
     removal: str  # a Removal; checked here, since callers pass user input
-    rows_per_pass: int = ROWS_PER_PASS
+    rows_per_pass: int = ROWS_PER_PASS  # at most; fewer for long inputs (`rows_per_pass`)
 
     def __post_init__(self) -> None:
         if self.removal not in REMOVALS:
@@ -96,14 +95,16 @@ class RemovalScorer:
             raise AnalyzerError(f"removal {self.removal!r} needs token ids; these inputs are embeddings: use zero.")
         if self.encoded.pixel_values is not None or self.encoded.input_features is not None:
             raise AnalyzerError("evidence removes tokens of text inputs; this model reads pixels or audio.")
-        self.rows_per_pass = min(self.rows_per_pass, rows_per_pass(self.encoded.pos, self.ctx.gate_shape[1]))
 
     def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:
         """Return m(x \\ r) [rows] for each removal mask [rows, pos] of `example` (True = removed)."""
         removed = np.asarray(removed, dtype=bool)
         out = np.empty(len(removed))
-        for start in range(0, len(removed), self.rows_per_pass):
-            chunk = torch.from_numpy(removed[start:start + self.rows_per_pass])
+        # deleted rows are as wide as the example (`_deleted`), so its passes are the same alone and in a batch
+        width = int(self.encoded.attention_mask[example].sum()) if self.removal == "delete" else self.encoded.pos
+        step = rows_per_pass(width, self.ctx.gate_shape[1], limit=self.rows_per_pass)
+        for start in range(0, len(removed), step):
+            chunk = torch.from_numpy(removed[start:start + step])
             out[start:start + len(chunk)] = self._pass(example, chunk)
         return out
 
@@ -130,17 +131,21 @@ class RemovalScorer:
         return self.ctx.embeddings(self.encoded, examples=one).detach().expand(rows, -1, -1).clone()
 
     def _deleted(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
-        """Score rows with the removed tokens taken out of the sequence (positions after them move up)."""
+        """Score rows with the removed tokens taken out of the sequence (positions after them move up).
+
+        Rows are as wide as the example's real tokens, not the batch: padding the batch needed is no part of
+        the example, and leaving it out makes the example's scores the same alone and in any batch.
+        """
         runner = self.ctx.runner
         assert runner is not None
         encoded, target = self.encoded, self.ctx.targets[example]
-        rows, pos = removed.shape
         left = _pads_left(encoded, example)
         base = encoded.rows(torch.tensor([example]))
+        real = encoded.attention_mask[example].bool().cpu()
+        rows, pos = len(removed), int(real.sum())
         ids = torch.full((rows, pos), pad_token_id(self.ctx.tokenizer), dtype=encoded.input_ids.dtype)
         mask = torch.zeros((rows, pos), dtype=encoded.attention_mask.dtype)
         special = torch.ones((rows, pos), dtype=torch.bool)
-        real = encoded.attention_mask[example].bool().cpu()
         targets: list[Target] = []
         for row in range(rows):
             kept = torch.nonzero(real & ~removed[row]).flatten()
@@ -186,13 +191,6 @@ def _pads_left(encoded: Encoded, example: int) -> bool:
 def _mask_id(tokenizer: object) -> int:
     mask = getattr(tokenizer, "mask_token_id", None)
     return int(mask) if mask is not None else pad_token_id(tokenizer)
-
-
-def top_count(fraction: float, n: int) -> int:
-    """Return how many of n tokens a bin of `fraction` holds: ceil(fraction · n), at least 1 when n > 0."""
-    if n == 0:
-        return 0
-    return min(n, max(1, math.ceil(fraction * n - 1e-9)))
 
 
 def removal_masks(

@@ -221,7 +221,7 @@ def precision_at_k(
     readout: Float[np.ndarray, " pos"], positions: Int[np.ndarray, " n"], evidence: Sequence[int]
 ) -> float:
     """Return the share of the k highest-ranked candidate positions that are evidence (k = len(evidence))."""
-    from interpret.evidence.metrics import order_of
+    from interpret.evidence.ranking import order_of
 
     k = len(evidence)
     top = order_of(readout, positions)[:k]

@@ -62,8 +62,7 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
     """Return the EvidenceView of `evidence`: methods ordered by faithfulness (mean comp − suff)."""
     ranked = evidence.ranked()
     batch = len(evidence.full)
-    weak = [[m.method for m in evidence.methods if not evidence.better_than_random(m.method)[b]
-             and np.isfinite(m.gap[b])] for b in range(batch)]
+    weak = [evidence.no_better_than_random(b) for b in range(batch)]
     colours = {m.method: PALETTE[i % len(PALETTE)] for i, m in enumerate(evidence.methods)}
     curves = []
     for b in range(batch):

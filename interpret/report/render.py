@@ -32,7 +32,9 @@ from interpret.errors import ReportError
 import interpret.report.assets as assets
 from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
-from interpret.report.summary import check_rows, failed_checks, lead_method, overview_rows, report_title, top_tokens
+from interpret.report.summary import (
+    check_rows, failed_checks, lead_method, overview_rows, report_title, summary_tops, top_tokens,
+)
 from interpret.report.classes import comparison_view, section_word_blocks
 from interpret.report.views import heat_maps, page_data
 from interpret.text import BIDI_CONTROLS
@@ -158,7 +160,7 @@ def render_page(report: ReportData) -> str:
         "report": report,
         "sections": report.sections,
         "examples": report.examples,
-        "tops": tops,
+        "tops": [summary_tops(report, b, top) for b, top in enumerate(tops)],
         "decisions": decisions,
         # several texts open on an overview, one row each (interpret.report.summary.overview_rows)
         "overview": overview_rows(report, tops, decisions) if len(report.examples) > 1 else [],

@@ -1,5 +1,9 @@
 """What an auditor reads first: the report's title, an overview of its texts (prediction, the lead method's top
-tokens, its evidence verdict), the top tokens by each method and every invariant check, with failures."""
+tokens, its evidence verdict), the top tokens by each method and every invariant check, with failures.
+
+With evidence on the report, methods are listed most faithful first (the evidence's order: mean comp − suff
+over the report's examples), and on each example the methods that did no better than random there are
+folded after the others instead of leading."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from interpret.decision import Decision
+from interpret.evidence.ranking import tie_groups
 from interpret.report.model import ReportData, Section
 
 # How many of the most negative tokens a signed method also lists (evidence against the decision).
@@ -52,8 +57,9 @@ class CheckRow:
 def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
     """Return, for each section whose result declares a readout ([batch, key]), its top tokens.
 
-    Special tokens and padding are excluded; ties keep the earlier position. Tokens are shown as a person
-    reads them (the example's display form) when the report has one.
+    Special tokens and padding are excluded; scores tied within `tie_groups`' tolerance rank by position
+    (earlier first). Tokens are shown as a person reads them (the example's display form) when the report
+    has one.
     """
     tops = []
     for section in report.sections:
@@ -66,11 +72,28 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
             position, value = values[i]
             return TokenScore(shown[position], position, value, raw[position])
 
-        order = sorted(range(len(values)), key=lambda i: (-values[i][1], values[i][0]))
+        groups = tie_groups(np.array([value for _, value in values]))
+        order = sorted(range(len(values)), key=lambda i: (groups[i], values[i][0]))
         top = tuple(item(i) for i in order[: report.top_k])
         against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
     return tops
+
+
+def summary_tops(
+    report: ReportData, example: int, tops: list[MethodTop]
+) -> tuple[list[MethodTop], list[MethodTop]]:
+    """Return the example's `top_tokens` as the summary lists them: (the methods that beat random here, or were
+    not evaluated; those no better than random here), each most faithful first by the report's evidence, then
+    (not evaluated) in section order. Without evidence: every method in section order, none folded."""
+    tops = top_tokens(report, example)
+    evidence = report.evidence
+    if evidence is None:
+        return tops, []
+    rank = {method.method: i for i, method in enumerate(evidence.ranked())}
+    ordered = sorted(tops, key=lambda top: rank.get(top.title, len(rank)))  # stable: section order after
+    weak = set(evidence.no_better_than_random(example))
+    return [top for top in ordered if top.title not in weak], [top for top in ordered if top.title in weak]
 
 
 def check_rows(report: ReportData) -> list[CheckRow]:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from interpret.evidence.agreement import rank_agreement
-from interpret.evidence.metrics import BINS, FRACTIONS, order_of, score_rankings, trapezoid
+from interpret.evidence.metrics import BINS, FRACTIONS, score_rankings, trapezoid
+from interpret.evidence.ranking import order_of
 
 # Ten word positions after a [CLS] at 0 (never a candidate); weights chosen by hand.
 WEIGHTS = np.array([0.0, 2.0, -1.0, 0.5, 0.0, 3.0, -0.5, 1.0, 0.25, -2.0, 0.75])

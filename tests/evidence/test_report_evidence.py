@@ -5,6 +5,7 @@ marker toy task (the decisive token known) the planted-evidence ranking beats ev
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -86,3 +87,33 @@ def test_marker_task_separates_the_right_ranking_from_random(tmp_path: object) -
     assert np.all(method.sufficiency < evidence.random.sufficiency)
     assert np.all(evidence.better_than_random("planted"))
     assert float(method.area.mean()) > float(evidence.random.area.mean()) + 0.3
+
+
+def _summary_rows(page: str, example: int) -> list[str]:
+    """The method names of one example's summary table in page order, the fold's header as "FOLD"."""
+    block = page.split(f'<div class="example-summary" data-example="{example}"')[1].split("</table>")[0]
+    rows = re.findall(r'<th scope="row"><a href="#sec-[^"]*">([^<]+)</a>|(Did no better than random here)', block)
+    return [name or "FOLD" for name, fold in rows]
+
+
+def test_summary_lists_methods_most_faithful_first_and_folds_those_no_better_than_random() -> None:
+    """The summary leads with the method the evidence ranks first, whatever order the methods were asked in;
+    on each example the methods no better than random there come after the others, under one header."""
+    model, tokenizer = marker_task()
+    data = marker_dataset(40, seed=7, min_words=10, max_words=12)
+    texts = [data.texts[i] for i in range(6)]
+    methods = ["rollout", "last_layer_attention", "input_x_gradient", "integrated_gradients"]
+    ranked = [m.method for m in interpret.explain(model, tokenizer, texts, methods).evidence.ranked()]
+    asked = ranked[::-1]  # the least faithful first: section order is not the evidence's order
+    report = interpret.explain(model, tokenizer, texts, asked)
+    assert [m.method for m in report.evidence.ranked()] == ranked
+    page = report.page().decode()
+    evidence, folds, marks = report.evidence, 0, 0
+    for b in range(len(texts)):
+        weak = {m.method for m in evidence.methods
+                if np.isfinite(m.gap[b]) and not evidence.better_than_random(m.method)[b]}
+        expected = [m for m in ranked if m not in weak] + (["FOLD"] if weak else []) + [m for m in ranked if m in weak]
+        assert _summary_rows(page, b) == expected
+        folds, marks = folds + (0 < len(weak) < len(ranked)), marks + len(weak)
+    assert folds > 0  # some example has methods on both sides of the fold
+    assert page.count('class="random-mark"') == marks
