@@ -82,6 +82,12 @@ def _allocated_peak(run) -> int:  # noqa: ANN001 (a zero-argument callable)
     return peak
 
 
+def peak_bytes(reading: int, stages: dict[str, int]) -> int:
+    """Return the case's peak: the largest of the whole run's `reading` and each stage's own peak (only
+    s_rollout records stages, on CUDA; `max(x, *{}.values())` was max of one int, a TypeError)."""
+    return max([reading, *stages.values()])
+
+
 def _child(args: argparse.Namespace) -> None:
     """Run one case in this fresh process and print one JSON line."""
     import numpy as np
@@ -213,7 +219,7 @@ def _child(args: argparse.Namespace) -> None:
             times.append(time.perf_counter() - start)
         if args.case == "eager":
             output = output if attempt == args.repeat else None
-    peak = max(torch.cuda.max_memory_allocated(), *stages.values()) if cuda else _status_kib("VmHWM") * 1024
+    peak = peak_bytes(torch.cuda.max_memory_allocated() if cuda else _status_kib("VmHWM") * 1024, stages)
     record = {"case": args.case, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
               "peak": peak, "base": base, "stages": stages}
     if not cuda and args.case != "eager":  # the allocator's view, after the resident-set peak is read
