@@ -165,7 +165,7 @@ def augmented_attention(
 
 
 def augmented_layers(
-    layers: Sequence[Float[np.ndarray, "head query key"]],
+    layers: Sequence[Float[np.ndarray, "_head query key"]],  # `_`: stages may differ in head count (Swin)
     *,
     head_fusion: str = "mean",
     residual_weight: float = 0.5,

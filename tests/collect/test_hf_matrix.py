@@ -343,17 +343,7 @@ def _weight_on_call(module: torch.nn.Module, weight: torch.Tensor, call: int, ca
             handle.remove()
 
 
-# rollout_math annotates every layer as [head, query, key] with one `head` size for all layers; Swin's stages
-# (and Swin V2's, Donut's) have different head counts, which rollout handles, but the run-time type check refuses
-# (flow's annotation).
-_ROLLOUT_FAMILIES = [
-    pytest.param(family, marks=pytest.mark.xfail(strict=True, reason="rollout_math binds one head count across layers"))
-    if family in SWIN_LIKE else family
-    for family in FAMILIES
-]
-
-
-@pytest.mark.parametrize("family", _ROLLOUT_FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES)  # Swin's stages differ in head count: rollout takes them
 def test_rollout_runs_and_a_report_is_written(zoo, family, tmp_path) -> None:
     model, processor, _ = zoo(family, MATRIX[family].implementations[0])
     inputs, extra = collect_args(family)
