@@ -64,7 +64,8 @@ def audit(
                                       empty_hint=" (or skip such rows: --skip-invalid)")
     examples = dataset.examples
     if dataset.skipped:
-        lines = ", ".join(str(line) for line in dataset.skipped[:10]) + (", ..." if len(dataset.skipped) > 10 else "")
+        more = ", ..." if len(dataset.skipped) > 10 else ""
+        lines = ", ".join(str(entry.line) for entry in dataset.skipped[:10]) + more
         log.warning(f"skipped {len(dataset.skipped)} rows of {input_file.name} with an empty text (lines {lines});"
                     " the output's skipped.csv lists every one")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from interpret.errors import InputError
 
@@ -59,12 +59,21 @@ class Example:
         return f"{file_name} line {self.line}" if file_name and self.line is not None else f"example row {self.row}"
 
 
+class Skipped(NamedTuple):
+    """A row skipped for an empty text (`read_dataset(skip_empty=True)`): its row number (counted as an
+    example's `row` is), the physical line (1-based) where it starts, and its `id` (None when it has none)."""
+
+    row: int
+    line: int
+    id: str | None = None
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """A file's examples, and the lines (1-based) of the rows skipped for an empty text (`skip_empty`)."""
+    """A file's examples, and the rows skipped for an empty text (`skip_empty`), in file order."""
 
     examples: list[Example]
-    skipped: tuple[int, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
 
 
 def read_examples(path: str | Path, *, label_column: str = "label") -> list[Example]:
@@ -76,8 +85,8 @@ def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: b
     """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable.
 
     label_column: the column (or JSON key) holding each example's label.
-    skip_empty: skip a row whose text is missing, empty or whitespace only, recording its line, instead of
-        refusing the file.
+    skip_empty: skip a row whose text is missing, empty or whitespace only, recording its row, line and id
+        (`Skipped`; its id must be unique as an example's), instead of refusing the file.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -92,21 +101,23 @@ def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: b
         raise InputError(f"{path.name} is empty; give one example per line with a 'text' field.")
     rows = _jsonl_rows(text, path) if suffix == ".jsonl" else _csv_rows(text, path)
     examples: list[Example] = []
-    skipped: list[int] = []
+    skipped: list[Skipped] = []
     first_line_of_id: dict[str, int] = {}
     for line, row in rows:
+        index = len(examples) + len(skipped)
         if skip_empty and _no_text(row):
-            skipped.append(line)
-            continue
-        example = _example(len(examples) + len(skipped), line, row, path, label_column)
-        if example.id is not None:
-            if example.id in first_line_of_id:
+            identifier = _optional_name(row.get("id"), "id", f"{path.name} line {line}")
+            skipped.append(Skipped(index, line, identifier))
+        else:
+            examples.append(_example(index, line, row, path, label_column))
+            identifier = examples[-1].id
+        if identifier is not None:
+            if identifier in first_line_of_id:
                 raise InputError(
-                    f"{path.name} line {line} repeats id {example.id!r} (first on line {first_line_of_id[example.id]});"
+                    f"{path.name} line {line} repeats id {identifier!r} (first on line {first_line_of_id[identifier]});"
                     " give every example a unique id."
                 )
-            first_line_of_id[example.id] = line
-        examples.append(example)
+            first_line_of_id[identifier] = line
     if not examples:
         found = f" (all {len(skipped)} rows have an empty text)" if skipped else ""
         raise InputError(f"{path.name} holds no examples{found}; add rows with a 'text' column.")

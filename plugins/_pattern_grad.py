@@ -38,27 +38,31 @@ class PatternGradients:
         return Check(self.score_error, 1e-5, "largest |score under the gradient capture − plain score| (relative to the largest |score|, at least 1)")
 
 
-def pattern_gradients(trace: Trace, ctx: RunContext, analyzer: str) -> PatternGradients:
-    """Return the patterns of every captured layer and ∂score/∂pattern (module docstring)."""
-    cap = ctx.capture(trace.encoded, [PATTERNS])
+def pattern_gradients(
+    trace: Trace, ctx: RunContext, analyzer: str, rows: torch.Tensor | None = None, step: int | None = None
+) -> PatternGradients:
+    """Return the patterns of every captured layer and ∂score/∂pattern (module docstring) of the examples `rows`
+    (default: all, in order) for target step `step` (None: the whole target's score, every step summed)."""
+    rows = torch.arange(trace.encoded.batch) if rows is None else rows
+    cap = ctx.capture(trace.encoded, [PATTERNS], examples=rows, step=step)
     names = list(cap.tensors)
     if not names:
         raise AnalyzerError(f"{analyzer}: the model exposes no attention pattern to differentiate.")
     grads = torch.autograd.grad(cap.score.sum(), [cap[name] for name in names], allow_unused=True)
     with torch.no_grad():
-        plain = ctx.score(trace.encoded)
+        plain = ctx.score(trace.encoded, examples=rows, step=step)
     score_error = float((cap.score.detach() - plain).abs().max() / max(1.0, float(plain.abs().max())))
     pairs = {
         name: (cap[name].detach().double().cpu().numpy(),
                np.zeros(tuple(cap[name].shape)) if grad is None else grad.detach().double().cpu().numpy())
         for name, grad in zip(names, grads)
     }
-    main_mask = _real(trace.encoded.attention_mask)
+    main_mask = _real(trace.encoded.attention_mask)[rows.numpy()]
     if trace.meta.kind == "encoder-decoder":
         decoder = trace.encoded.decoder
         if decoder is None:
             raise AnalyzerError(f"{analyzer} of an encoder-decoder needs its decoder inputs; give decoder texts.")
-        dec_mask = _real(decoder.attention_mask)
+        dec_mask = _real(decoder.attention_mask)[rows.numpy()]
         return PatternGradients(
             main=_stack(pairs, "encoder.", "attn.hook_pattern", main_mask, main_mask),
             decoder=_stack(pairs, "decoder.", "attn.hook_pattern", dec_mask, dec_mask),

@@ -11,7 +11,7 @@ Arrays (batch first; padding is zero):
                           "completeness": the attributions add up to the difference of the scores)
     gap     [batch]       F(x) − F(x'), what the attributions should add up to
     per_step [batch, query, key]  for targets of several tokens (a continuation, --generate N): each token's own
-                          attribution in the row of the position whose logits score it (a token × token matrix);
+                          attribution in the row of the position whose logits score it (`_per_step`);
                           with reduce=sum its rows add up to the readout (IG is linear in the score: an invariant)
 Checks: completeness_delta (warning) — the largest |delta| over examples; above the tolerance, more steps.
 """
@@ -27,7 +27,7 @@ from captum.attr import IntegratedGradients, LayerIntegratedGradients
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
-from interpret.plugins import _captum
+from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace
 
 IntegrationMethod = Literal["gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", "riemann_middle"]
@@ -88,13 +88,12 @@ class IntegratedGradientsAnalyzer:
         checks = {"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")}
         views = [View("token_strip", "readout", "Integrated Gradients (signed: red for, blue against the target)"
                       if _captum.signed(params.reduce) else "Integrated Gradients (L2 norm per token)")]
-        per_step = _per_step(ctx, batch, params)
+        per_step = _per_step.per_step(trace, ctx, readout.shape[1], _step_readout(ctx, batch, params))
         if per_step is not None:
             arrays["per_step"] = NamedArray(per_step, ("batch", "query", "key"))
             views.append(View("heatmap", "per_step", "Integrated Gradients per target token [row: the position scoring it × input token]"))
             if params.reduce == "sum":  # IG is linear in the score: the steps' rows add up to the whole readout
-                error = float(np.abs(per_step.sum(1) - readout).max() / max(np.abs(readout).max(), 1e-12))
-                checks["per_step_sum_error"] = Check(error, 1e-4, "largest |Σ_steps per_step − readout| / max |readout|")
+                checks["per_step_sum_error"] = _per_step.sum_check(per_step, readout)
         return AnalyzerResult(
             analyzer=self.name,
             version=self.version,
@@ -159,25 +158,13 @@ def _gap(attr: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     return total.double() - delta.detach().double().reshape(-1)
 
 
-def _per_step(ctx: RunContext, batch: _captum.TokenBatch, params: IntegratedGradientsParams) -> np.ndarray | None:
-    """Return the token × token matrix [batch, query, key] of a multi-token target, or None when no example
-    has more than one target step (a continuation or generated tokens give several).
+def _step_readout(ctx: RunContext, batch: _captum.TokenBatch, params: IntegratedGradientsParams) -> _per_step.StepReadout:
+    """Return the per-token attributions [rows, key] of the examples `rows` for target step `step` alone."""
 
-    Row q holds the attribution of the target token scored by the logits at position q (the token that
-    follows q: for a language model, the row of the token before each continuation or generated token);
-    every other row is 0. The query axis runs over the decision's side (the decoder of an encoder-decoder).
-    """
-    counts = [len(target.ids) if target.kind == "token" else 1 for target in ctx.targets]
-    if max(counts) < 2:
-        return None
-    side = batch.encoded.decoder if batch.encoded.decoder is not None else batch.encoded
-    out = np.zeros((len(counts), side.pos, batch.input_ids.shape[1]))
-    for step in range(max(counts)):
-        rows = torch.tensor([b for b, count in enumerate(counts) if count > step])
+    def readout(rows: torch.Tensor, step: int) -> np.ndarray:
         attr, _, _ = _integrate(ctx, batch, params, rows, step)
         sub = _captum.TokenBatch(batch.encoded, batch.input_ids[rows], batch.baseline_ids[rows], batch.examples[rows],
                                  batch.attributed[rows.to(batch.attributed.device)])
-        scores = _captum.per_token(attr, params.reduce, sub)
-        for i, b in enumerate(rows.tolist()):
-            out[b, ctx.targets[b].positions[step]] += scores[i]
-    return out
+        return _captum.per_token(attr, params.reduce, sub)
+
+    return readout

@@ -15,6 +15,8 @@ streaming_attention_gradient arrays (batch first; padding is zero):
                                    rows="all" is `attention_x_gradient`'s readout (Σ_layer Σ_head Σ_query ∇A ⊙ A).
 streaming_grad_rollout (Chefer, Gur & Wolf 2021, eqs. 5–6):
     readout   [batch, key]         w · (I + Ā_{L−1})⋯(I + Ā_0), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺
+Neither gives one row per target token (the full analyzers' per_step): a target of several tokens (a
+continuation, --generate N) is refused in one line rather than explained by one row for all of them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
+from interpret.plugins._per_step import refuse_steps
 from interpret.plugins._streaming import StreamingParams, compute_device, example_weights, output_check, place
 from interpret.streaming.capture import gradient_pass
 from interpret.streaming.pattern import StreamedLayer
@@ -108,6 +111,7 @@ class StreamingAttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return per_layer [batch, layer, key] and readout [batch, key] (see the module docstring)."""
+        refuse_steps(ctx, self.name, self.streams)
         examples = example_weights(trace, ctx.targets, params.readout)
         if params.rows == "all":
             examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
@@ -167,6 +171,7 @@ class StreamingGradRollout:
 
     def run(self, trace: Trace, params: GradientPassParams, ctx: RunContext) -> AnalyzerResult:
         """Return readout [batch, key] (see the module docstring)."""
+        refuse_steps(ctx, self.name, self.streams)
         examples = example_weights(trace, ctx.targets, params.readout)
         vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
         device = compute_device(ctx)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpret.datasets import Example, read_dataset, read_examples
+from interpret.datasets import Example, Skipped, read_dataset, read_examples
 from interpret.errors import InputError
 
 # Texts that str.splitlines() would break or that need CSV quoting; every one must come back unchanged.
@@ -171,15 +171,20 @@ def test_seed_file_still_reads() -> None:
 
 def test_skip_empty_skips_rows_without_text_and_keeps_their_lines(tmp_path: Path) -> None:
     csv_path = tmp_path / "gaps.csv"
-    csv_path.write_bytes(b'text,label\nfirst,a\n"",b\n"two\nlines",c\n"  \t",d\n\nlast,e\n')
+    csv_path.write_bytes(b'text,label,id\nfirst,a,\n"",b,x1\n"two\nlines",c,\n"  \t",d,\n\nlast,e,\n')
     dataset = read_dataset(csv_path, skip_empty=True)
-    assert dataset.skipped == (3, 6)  # physical lines; the quoted newline makes row 3 start on line 4
+    # (row, physical line, id); the quoted newline makes row 3 start on line 4
+    assert dataset.skipped == (Skipped(1, 3, "x1"), Skipped(3, 6, None))
     assert [(e.row, e.text, e.label, e.line) for e in dataset.examples] == [
         (0, "first", "a", 2), (2, "two\nlines", "c", 4), (4, "last", "e", 8),  # skipped rows keep their row numbers
     ]
     jsonl = tmp_path / "gaps.jsonl"
     jsonl.write_text('{"text": "a"}\n{"text": null}\n{"label": 1}\n{"text": " "}\n{"text": "b"}\n')
-    assert read_dataset(jsonl, skip_empty=True).skipped == (2, 3, 4)
+    assert [entry.line for entry in read_dataset(jsonl, skip_empty=True).skipped] == [2, 3, 4]
+    repeated = tmp_path / "repeated.jsonl"  # a skipped row's id is an id of the file like any other
+    repeated.write_text('{"text": "a", "id": 7}\n{"text": "", "id": "7"}\n')
+    with pytest.raises(InputError, match=r"repeated.jsonl line 2 repeats id '7' \(first on line 1\)"):
+        read_dataset(repeated, skip_empty=True)
     with pytest.raises(InputError, match="gaps.jsonl line 2 has no text"):
         read_dataset(jsonl)  # the default still refuses the file
     only = tmp_path / "only.jsonl"

@@ -29,11 +29,11 @@ from torch import nn
 from interpret.analyze import registry
 from interpret.audit.kernel import describe
 from interpret.checkpoint import weight_files
-from interpret.datasets import Example
+from interpret.datasets import Example, Skipped
 from interpret.file_digest import content_digest, file_sha256
 from interpret.loading import random_weights
 
-FORMAT = 4  # bump when the layout or the tables change, so old parts are never mixed with new ones
+FORMAT = 5  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message
 
 
@@ -55,12 +55,12 @@ def fingerprint_parts(
     input_file: str | Path | None = None,
     evidence: bool = False,
     patterns: bool = True,
-    skipped: Sequence[int] | None = None,
+    skipped: Sequence[Skipped] | None = None,
 ) -> dict[str, str]:
     """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `gold`:
     each example's gold class and the model's class names (`interpret.audit.runner.gold_classes`); `patterns`:
     whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`); `skipped`:
-    the input lines skipped for an empty text (None: none could be)."""
+    the input rows skipped for an empty text (None: none could be)."""
     parts = {
         "format": str(FORMAT),
         "examples": examples_digest(examples, *gold),
@@ -94,9 +94,10 @@ def examples_digest(examples: Sequence[Example], gold: Sequence[int | None] = ()
     return f"{len(examples)} examples, sha256 {digest[:_DIGEST]}"
 
 
-def skipped_digest(lines: Sequence[int]) -> str:
-    """Return "N rows, sha256 …" of the input lines skipped for an empty text."""
-    return f"{len(lines)} rows, sha256 {content_digest([json.dumps(list(lines)).encode()])[:_DIGEST]}"
+def skipped_digest(skipped: Sequence[Skipped]) -> str:
+    """Return "N rows, sha256 …" of the input rows skipped for an empty text (row, line and id of each)."""
+    listed = json.dumps([list(entry) for entry in skipped]).encode()
+    return f"{len(skipped)} rows, sha256 {content_digest([listed])[:_DIGEST]}"
 
 
 def analyzer_versions(analyzers: Sequence[str]) -> str:

@@ -39,11 +39,11 @@ from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import render_summary
-from interpret.audit.tables import TOKEN_DTYPES, conform, example_dtypes
+from interpret.audit.tables import SKIPPED_DTYPES, TOKEN_DTYPES, conform, example_dtypes
 from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
-from interpret.datasets import Example
+from interpret.datasets import Example, Skipped
 from interpret.decision import reader_for
 from interpret.default_model import decision_head
 from interpret.errors import ConfigError, InputError
@@ -69,8 +69,8 @@ class AuditResult:
     heads: heads.csv, one row per (layer, head): mean attention entropy and attention on special tokens.
     summary: summary.html, the offline summary report. manifest: manifest.json (the audit's fingerprint).
     n_examples: examples audited; n_computed: computed by this call; n_resumed: found finished on disk.
-    n_skipped: input rows skipped for an empty text; skipped: skipped.csv listing their lines (None when the
-        input was read without skipping).
+    n_skipped: input rows skipped for an empty text; skipped: skipped.csv listing their rows, ids and lines
+        (None when the input was read without skipping).
     accuracy: fraction of labelled examples predicted correctly; None without labels or predictions.
     wall_seconds: this call's wall time.
     """
@@ -120,7 +120,7 @@ def run_audit(
     part_examples: int = PART_EXAMPLES,
     evidence: bool = False,
     engine: Callable[..., int] | None = None,
-    skipped: Sequence[int] | None = None,
+    skipped: Sequence[Skipped] | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -142,9 +142,9 @@ def run_audit(
         evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
     engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
         `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
-    skipped: the lines of the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
-        skip_empty=True)`): listed in skipped.csv, counted in the summary and the result, and part of the
-        fingerprint. None: the input was read without skipping, and no skipped.csv is written.
+    skipped: the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
+        skip_empty=True)`): listed in skipped.csv (row, id, line), counted in the summary and the result, and
+        part of the fingerprint. None: the input was read without skipping, and no skipped.csv is written.
     Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
     The final tables appear together: written into a hidden folder, then renamed into place
     (`AuditDir.publish`), so a failure while writing them leaves the earlier ones whole.
@@ -330,7 +330,7 @@ def _finish(
     analyzers: Sequence[str],
     facts: Mapping[str, str],
     seed: int,
-    skipped: Sequence[int] | None,
+    skipped: Sequence[Skipped] | None,
 ) -> float | None:
     """Write the final tables, heads.csv, the evidence tables (when measured), skipped.csv (when rows were
     skipped) and summary.html from the parts' contents into `folder`; return the accuracy."""
@@ -348,7 +348,8 @@ def _finish(
         write_csv(frame, folder / f"{stem}.csv")
     write_csv(heads, folder / "heads.csv")
     if skipped is not None:
-        write_csv(pd.DataFrame({"line": pd.Series(list(skipped), dtype="int64")}), folder / SKIPPED)
+        listed = {name: [getattr(entry, name) for entry in skipped] for name in SKIPPED_DTYPES}
+        write_csv(pd.DataFrame(listed).astype(SKIPPED_DTYPES), folder / SKIPPED)
         facts = {**facts, "skipped rows": f"{len(skipped)} with an empty text (their lines: {SKIPPED})"}
     accuracy = accuracy_of(examples)
     render_summary(

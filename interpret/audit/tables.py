@@ -1,7 +1,9 @@
-"""The audit's two tables, built per batch with fixed columns and dtypes so that parts concatenate exactly.
+"""The audit's tables, built per batch with fixed columns and dtypes so that parts concatenate exactly. Every
+table with a row per input row keeps the input's `id` beside `row` (the evidence tables too, `runner._finish`).
 
 tokens — one row per example × analyzer × real (non-padding) token:
     row         int64     the example's row id (`Example.row`, 0-based row of the input file)
+    id          string    the input's `id` for the example; null when the input has none
     analyzer    string    the analyzer's name
     position    int64     the token's position in the model input (0 = first token)
     token       string    the token string as the tokenizer writes it
@@ -29,7 +31,12 @@ examples — one row per example:
     NAME_top_score     float64  its score (NaN when there is none)
     NAME_special_share float64  score on special tokens / score on all real tokens (0 when the total is 0)
 
-Rows are sorted by (row, analyzer, position) and (row); scores tied within `interpret.evidence.ranking`'s
+skipped — skipped.csv (an audit given the rows it skipped for an empty text), one row per skipped input row:
+    row         int64     its row number (counted as `Example.row` is)
+    id          string    the input's `id` for it; null when it has none
+    line        int64     the physical line (1-based) where it starts in the input file
+
+Rows are sorted by (row, analyzer, position), (row) and (row); scores tied within `interpret.evidence.ranking`'s
 tolerance rank by position (earlier first), so a rank does not depend on the batch an example ran in.
 """
 
@@ -51,6 +58,7 @@ from interpret.inputs import Encoded
 
 TOKEN_DTYPES: dict[str, str] = {
     "row": "int64",
+    "id": "string",
     "analyzer": "string",
     "position": "int64",
     "token": "string",
@@ -71,6 +79,7 @@ EXAMPLE_DTYPES: dict[str, str] = {
     "n_tokens": "int64",
     "truncated": "bool",
 }
+SKIPPED_DTYPES: dict[str, str] = {"row": "int64", "id": "string", "line": "int64"}
 ANALYZER_DTYPES: dict[str, str] = {
     "top_token": "string",
     "top_position": "Int64",
@@ -107,6 +116,7 @@ def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequen
     special = encoded.special.bool().cpu().numpy()
     batch, position = np.nonzero(real)  # row-major: by example, then position
     rows = np.asarray([example.row for example in examples], dtype=np.int64)[batch]
+    ids = np.asarray([example.id for example in examples], dtype=object)[batch]
     tokens = [encoded.tokens[b][p] for b, p in zip(batch.tolist(), position.tolist())]
     is_special = special[batch, position]
     columns: dict[str, list] = {name: [] for name in TOKEN_DTYPES}
@@ -115,6 +125,7 @@ def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequen
             continue
         scores = readout_scores(result)[batch, position]
         columns["row"].append(rows)
+        columns["id"].append(ids)
         columns["analyzer"].append([result.analyzer] * len(rows))
         columns["position"].append(position.astype(np.int64))
         columns["token"].append(tokens)

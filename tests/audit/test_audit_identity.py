@@ -16,8 +16,9 @@ import interpret
 import interpret.file_digest
 from interpret.audit import run_audit
 from interpret.audit.identity import tensors_digest, weights_digest
+from interpret.audit.parts import fingerprint
 from interpret.cli.main import cli
-from interpret.datasets import Example
+from interpret.datasets import Example, Skipped
 from interpret.errors import InputError
 
 TEXTS = ["the cat sat", "a dog saw red", "the mat", "red blue dog"]
@@ -142,7 +143,23 @@ def test_the_classes_the_labels_name_are_part_of_the_fingerprint(tmp_path: Path)
 def test_the_rows_skipped_are_part_of_the_fingerprint(tmp_path: Path) -> None:
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
     examples = [Example(i, text) for i, text in enumerate(TEXTS)]
-    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(3,), progress=False)
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"],
+                      skipped=(Skipped(4, 6, "gone"),), progress=False)
     assert (first.n_skipped, first.skipped) == (1, tmp_path / "out" / "skipped.csv")
-    with pytest.raises(InputError, match=r"holds an audit of a different skipped \(1 rows, sha256 \w+ there"):
-        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(5,), progress=False)
+    for other in (Skipped(4, 7, "gone"), Skipped(4, 6, None)):  # another line, or the same line without its id
+        with pytest.raises(InputError, match=r"holds an audit of a different skipped \(1 rows, sha256 \w+ there"):
+            run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(other,), progress=False)
+
+
+def test_parts_of_the_table_layout_before_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A directory written before the tables gained their columns (identity.FORMAT 4: tokens without `id`) is
+    refused naming the format, never resumed into tables that mix the two layouts."""
+    model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
+    examples = [Example(i, text, id=f"e{i}") for i, text in enumerate(TEXTS)]
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+    manifest = json.loads(first.manifest.read_text())
+    manifest["components"]["format"] = "4"
+    manifest["fingerprint"] = fingerprint(manifest["components"])
+    first.manifest.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"holds an audit of a different format \(4 there, 5 now\); pass a new output"):
+        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)

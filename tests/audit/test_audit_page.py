@@ -58,8 +58,9 @@ def test_the_checker_would_see_html_and_css(tmp_path: Path) -> None:
 
 
 def _tables(token: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    tokens = pd.DataFrame({"row": [0, 0], "analyzer": ["rollout"] * 2, "position": [0, 1], "token": ["[CLS]", token],
-                           "is_special": [True, False], "score": [0.25, 0.75], "rank": [None, 1]}).astype(TOKEN_DTYPES)
+    tokens = pd.DataFrame({"row": [0, 0], "id": ["e0"] * 2, "analyzer": ["rollout"] * 2, "position": [0, 1],
+                           "token": ["[CLS]", token], "is_special": [True, False], "score": [0.25, 0.75],
+                           "rank": [None, 1]}).astype(TOKEN_DTYPES)
     examples = pd.DataFrame({
         "row": [0], "id": ["e0"], "text": [f"x {token}"], "label": ["pos"], "prediction": ["neg"], "probability": [0.6],
         "correct": [False], "target": ["neg"], "target_source": ["prediction"], "n_tokens": [2], "truncated": [False],

@@ -68,6 +68,7 @@ def _documented(section: str) -> dict[str, str]:
 def test_documented_columns_and_dtypes_match_the_tables(audited) -> None:
     _, tokens, examples, _ = audited
     assert _documented("tokens") == tables_mod.TOKEN_DTYPES
+    assert _documented("skipped") == tables_mod.SKIPPED_DTYPES
     documented = _documented("examples")
     per_analyzer = {key: value for key, value in documented.items() if key.startswith("NAME_")}
     assert {k: v for k, v in documented.items() if k not in per_analyzer} == tables_mod.EXAMPLE_DTYPES

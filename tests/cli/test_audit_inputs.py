@@ -87,6 +87,11 @@ def test_the_input_ids_stay_beside_every_row_in_input_order(classifier_dir: Path
     for table in (pd.read_parquet(tmp_path / "out" / "examples.parquet"), read_csv(tmp_path / "out" / "examples.csv")):
         assert list(table.columns[:3]) == ["row", "id", "text"]
         assert table["row"].tolist() == [0, 1, 2, 3, 4] and table["id"].tolist() == ids
+    tokens = pd.read_parquet(tmp_path / "out" / "tokens.parquet")
+    assert str(tokens["id"].dtype) == "string" and len(tokens) == len(read_csv(tmp_path / "out" / "tokens.csv"))
+    for tokens in (tokens, read_csv(tmp_path / "out" / "tokens.csv", {"id": str})):
+        assert list(tokens.columns[:3]) == ["row", "id", "analyzer"]
+        assert tokens["id"].tolist() == [ids[row] for row in tokens["row"]] and tokens["row"].is_monotonic_increasing
     evidence = read_csv(tmp_path / "out" / "evidence_examples.csv", {"id": str})
     assert list(evidence.columns[:2]) == ["row", "id"]
     assert evidence["id"].tolist() == [ids[row] for row in evidence["row"]] and set(evidence["row"]) == set(range(5))
@@ -94,8 +99,8 @@ def test_the_input_ids_stay_beside_every_row_in_input_order(classifier_dir: Path
 
 def test_skip_invalid_skips_rows_without_text_counts_and_lists_them(classifier_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "gaps.csv"
-    data.write_text('text,label\nthe cat sat,positive\n"",negative\na dog saw red,0\n"   ",1\nthe red mat,1\n',
-                    encoding="utf-8")
+    data.write_text('id,text,label\nr0,the cat sat,positive\nr1,"",negative\n,a dog saw red,0\n007,"   ",1\n'
+                    'r4,the red mat,1\n', encoding="utf-8")
     out = tmp_path / "out"
     refused = run("audit", "--model", str(classifier_dir), "--input", str(data), "-o", str(out), "-a", "rollout")
     assert refused.exit_code == 2 and "--input: gaps.csv line 3 has an empty text" in refused.stderr
@@ -108,7 +113,9 @@ def test_skip_invalid_skips_rows_without_text_counts_and_lists_them(classifier_d
     assert "skipped 2 rows of gaps.csv with an empty text (lines 3, 5)" in first.stderr
     summary = json.loads(first.stdout)
     assert (summary["examples"], summary["skipped"]) == (3, 2) and str(out / "skipped.csv") in summary["files"]
-    assert read_csv(out / "skipped.csv")["line"].tolist() == [3, 5]
+    skipped = read_csv(out / "skipped.csv", {"id": str})
+    assert list(skipped.columns) == ["row", "id", "line"]  # the input's id kept, "007" as written
+    assert skipped.values.tolist() == [[1, "r1", 3], [3, "007", 5]]
     assert "skipped rows" in (out / "summary.html").read_text("utf-8")
     examples = pd.read_parquet(out / "examples.parquet")
     assert examples["row"].tolist() == [0, 2, 4] and examples["label"].tolist() == ["positive", "negative", "positive"]

@@ -167,6 +167,20 @@ def test_generate_explains_the_generated_tokens(llama_dir: Path, gpt2_dir: Path,
     assert target["source"] == "generated" and target["positions"] == [0, 1]
 
 
+def test_generate_gives_one_row_per_generated_token_for_the_attention_gradient_methods(llama_dir: Path) -> None:
+    """`report --generate 2` with attention × gradient and gradient-weighted rollout: the JSON export holds a
+    per_step array for each, with a row at each generated token's scoring position and nowhere else."""
+    result = run("report", "--model", str(llama_dir), "--text", "the cat", "--generate", "2", "-a",
+                 "attention_x_gradient", "-a", "gradient_weighted_rollout", "--format", "json", "-o", "-", "--no-evidence")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    positions = data["run"]["decisions"][0]["target"]["positions"]
+    assert len(positions) == 2 and data["run"]["decisions"][0]["target"]["source"] == "generated"
+    for name in ("attention_x_gradient", "gradient_weighted_rollout"):
+        per_step = next(s for s in data["sections"] if s["key"] == name)["result"]["arrays"]["per_step"]
+        assert [p for p, row in enumerate(per_step["values"][0]) if any(row)] == positions, name
+
+
 def test_max_length_truncates(classifier_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "long.json"
     long_text = " ".join(WORDS * 10)
