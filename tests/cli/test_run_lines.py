@@ -1,8 +1,9 @@
 """The lines a run prints on stderr besides its progress bar: the collector's capture line once per new peak,
-not once per collect call."""
+not once per collect call; an audit's estimate of its time after the first batch."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from cli_runner import run
@@ -19,11 +20,11 @@ def _captures(stderr: str) -> list[float]:
     return sizes
 
 
-def _audit(classifier_dir: Path, tmp_path: Path, texts: list[str], *flags: str) -> str:
+def _audit(classifier_dir: Path, tmp_path: Path, texts: list[str], *flags: str, analyzers: tuple[str, ...] = ("rollout",)) -> str:
     data = tmp_path / f"data{len(list(tmp_path.iterdir()))}.csv"
     data.write_text("text,label\n" + "".join(f"{text},positive\n" for text in texts), encoding="utf-8")
     result = run("audit", "--model", str(classifier_dir), "--input", str(data), "-o", str(data.with_suffix("")),
-                 "-a", "rollout", *flags)
+                 *(f"-a{name}" for name in analyzers), *flags)
     assert result.exit_code == 0, result.stderr
     return result.stderr
 
@@ -41,3 +42,12 @@ def test_a_larger_later_capture_is_stated_again(classifier_dir: Path, tmp_path: 
     texts = ["a dog"] * 8 + ["the cat sat on the mat and a dog saw the red mat"] * 8 + ["a dog"] * 4
     sizes = _captures(_audit(classifier_dir, tmp_path, texts))
     assert len(sizes) == 2 and sizes[0] < sizes[1], sizes
+
+
+def test_an_audit_states_its_rows_analyzers_and_time_after_the_first_batch(classifier_dir: Path, tmp_path: Path) -> None:
+    stderr = _audit(classifier_dir, tmp_path, ["the cat sat on the mat"] * 20, analyzers=("rollout", "attention_entropy"))
+    lines = re.findall(r"auditing [^\n]*? took [0-9.]+ s\)", stderr)  # the bar redraws on the same line
+    assert len(lines) == 1, stderr
+    assert re.fullmatch(r"auditing 20 rows with rollout, attention_entropy: about [0-9]+ s"
+                        r" \(first batch of 8 took [0-9.]+ s\)", lines[0]), lines[0]
+    assert "auditing" not in _audit(classifier_dir, tmp_path, ["the cat sat on the mat"] * 20, "-q")
