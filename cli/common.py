@@ -37,11 +37,36 @@ class _SafeFormatter(logging.Formatter):
         return safe(" ".join(super().format(record).split()))
 
 
+class _LargestCapture(logging.Filter):
+    """Pass the collector's "capture will hold ..." line (a record with `capture_bytes`) only when it names a
+    larger capture than every one passed before: a run collects once per batch, chunk or evidence pass, and the
+    same line 5-9 times told nothing new. Dropping only captures no larger than one already shown keeps the last
+    line shown the run's largest capture (a run whose batches grow shows each new peak); a capture holding
+    nothing (0 B: a forward pass for the decision alone) is never shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        size = getattr(record, "capture_bytes", None)
+        if size is None:
+            return True
+        if size <= self.largest:
+            return False
+        self.largest = size
+        return True
+
+
 def setup_logging(quiet: bool, verbose: bool) -> None:
-    """Send the toolkit's log and Python warnings to stderr: INFO by default, WARNING with -q, DEBUG with -v."""
+    """Send the toolkit's log and Python warnings to stderr: INFO by default, WARNING with -q, DEBUG with -v.
+
+    The capture line appears once per new peak of the run (`_LargestCapture`), every time with -v."""
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_SafeFormatter("%(message)s"))
+    if not verbose:
+        handler.addFilter(_LargestCapture())
     for logger in (log, _WARNINGS):
         logger.handlers[:] = [handler]
         logger.setLevel(level)

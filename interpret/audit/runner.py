@@ -272,7 +272,8 @@ def _compute_missing(
     progress: bool,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    indices of the batches computed."""
+    indices of the batches computed. With `progress`, the bar on stderr, and once the first batch is done one
+    line with the rows to compute, the analyzers and the time they should take at the first batch's pace."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
@@ -281,7 +282,7 @@ def _compute_missing(
         log.info(f"resuming the audit in {store.root}: {n_done} of {total} examples already done")
     bar = tqdm(total=total, initial=n_done, disable=not progress, file=sys.stderr, unit="example", desc="audit")
     pending: list[BatchOutput] = []
-    part_started = time.perf_counter()
+    part_started = started = time.perf_counter()
     try:
         for position, output in enumerate(computed(model, tokenizer, batches, todo, settings)):
             index = output.index
@@ -289,6 +290,8 @@ def _compute_missing(
                 part_started = time.perf_counter()
             pending.append(output)
             bar.update(len(batches[index]))
+            if position == 0 and progress:
+                _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples
             if following != index + 1 or full or time.perf_counter() - part_started >= PART_SECONDS:
@@ -301,6 +304,15 @@ def _compute_missing(
     finally:
         bar.close()
     return set(todo)
+
+
+def _estimate(seconds: float, first_rows: int, rows: int, analyzers: Sequence[str]) -> None:
+    """Log how long auditing `rows` rows should take at the pace of the first batch (`first_rows` in `seconds`;
+    it includes the first pass's warm-up, so the estimate errs long)."""
+    total = seconds * rows / first_rows
+    about = f"{total:.0f} s" if total < 90 else f"{total / 60:.0f} min" if total < 5400 else f"{total / 3600:.1f} h"
+    log.info(f"auditing {rows} rows with {', '.join(analyzers)}: about {about}"
+             f" (first batch of {first_rows} took {seconds:.1f} s)")
 
 
 def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[dict[str, list[pd.DataFrame]], list[HeadSums]]:

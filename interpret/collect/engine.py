@@ -219,7 +219,8 @@ def capture(
     itemsize = _itemsize(capturable.model)
     total = estimate_bytes(sites, encoded, heads_kept, itemsize)
     per_example = total / max(encoded.batch, 1)
-    log.info("capture will hold %s (%s per example) in %d tensors", _human(total), _human(per_example), len(sites))
+    log.info("capture will hold %s (%s per example) in %d tensors", _human(total), _human(per_example), len(sites),
+             extra={"capture_bytes": total})  # the CLI shows a run's line once per new peak (cli/common.py)
     if budget_bytes is not None and per_example > budget_bytes:
         hints = ["fewer layers (layers=[...])", "fewer names"]
         if reduce is None:
