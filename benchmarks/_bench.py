@@ -19,18 +19,27 @@ from typing import Any
 import torch
 
 
-def median_seconds(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1, device: str = "cpu") -> float:
-    """Return the median wall time of `fn()` over `repeat` runs after `warmup` runs."""
+def timings(
+    fn: Callable[[], Any], repeat: int = 5, warmup: int = 1, device: str = "cpu",
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
+    """Return the seconds of each of `repeat` runs of `fn()` after `warmup` runs, read on `clock` (wall time by
+    default; time.process_time for CPU time), the device synchronised around each run."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
         _sync(device)
-        start = time.perf_counter()
+        start = clock()
         fn()
         _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        times.append(clock() - start)
+    return times
+
+
+def median_seconds(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1, device: str = "cpu") -> float:
+    """Return the median wall time of `fn()` over `repeat` runs after `warmup` runs."""
+    return statistics.median(timings(fn, repeat, warmup, device))
 
 
 def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> int | None:

@@ -23,7 +23,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import mib, peak_bytes, peak_in_fresh_process, table  # noqa: E402
+from _bench import mib, peak_bytes, peak_in_fresh_process, table, timings  # noqa: E402
 from flow import TEXT  # noqa: E402
 
 import interpret  # noqa: E402
@@ -46,12 +45,7 @@ METHODS = ("norm_attention", "globenc", "alti", "value_zeroing")
 
 def _times(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     """Return (min, median) wall seconds of `fn()` over `repeat` runs after one warm-up."""
-    fn()
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
+    runs = timings(fn, repeat)
     return min(runs), statistics.median(runs)
 
 

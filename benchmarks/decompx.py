@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import peak_bytes, peak_in_fresh_process, table  # noqa: E402
+from _bench import peak_bytes, peak_in_fresh_process, table, timings  # noqa: E402
 
 import interpret  # noqa: E402
 from interpret.analyze.run import required_names, run_context  # noqa: E402
@@ -42,13 +42,7 @@ GROUPS = ((8, 12), (13, 16), (17, 20), (21, 64))  # token counts ([CLS] and [SEP
 
 def cpu_seconds(fn, repeat: int) -> float:
     """Return the least CPU time of `repeat` calls of fn() after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return min(times)
+    return min(timings(fn, repeat, clock=time.process_time))
 
 
 def inputs(tokenizer, per_group: int, long: list[int]) -> list[tuple[str, list[str]]]:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import table  # noqa: E402
+from _bench import table, timings  # noqa: E402
 
 import interpret  # noqa: E402
 from interpret.analyze import registry  # noqa: E402
@@ -109,13 +109,9 @@ def _forward_seconds(model: torch.nn.Module, tokenizer: object, head: torch.nn.M
     """Return the CPU seconds of one plain forward pass of model and head on `texts` (one batch, no hooks):
     the least of three after a warm-up, so a passing stall does not deflate every multiple."""
     encoded = tokenizer(texts, padding=True, return_tensors="pt")
-    times = []
     with torch.inference_mode():
-        for _ in range(4):
-            started = time.process_time()
-            head(model(**encoded).last_hidden_state, encoded["attention_mask"])
-            times.append(time.process_time() - started)
-    return min(times[1:])
+        return min(timings(lambda: head(model(**encoded).last_hidden_state, encoded["attention_mask"]), 3,
+                           clock=time.process_time))
 
 
 def _summarise(per: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
