@@ -263,14 +263,20 @@ def test_label_free_is_refused_for_the_default_models_sentiment_probe(tmp_path: 
         assert "no classification head of its own" in result.stderr and "--label-column" in result.stderr
 
 
+def _prune_classifier(tmp_path: Path, classifier_dir: Path, out: Path, threshold: str):
+    """Run `heads --prune-to out` on the tiny classifier over TINY_TEXTS (fraction 0.5); return the passing result."""
+    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
+    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out),
+                 "--threshold", threshold, "--fraction", "0.5", "-o", str(tmp_path / "r.html"), "-q")
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def test_the_summary_counts_the_heads_the_written_model_keeps(tmp_path: Path, classifier_dir: Path) -> None:
     import re
 
-    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
     out = tmp_path / "pruned"
-    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out),
-                 "--threshold", "0.01", "--fraction", "0.5", "-o", str(tmp_path / "r.html"), "-q")
-    assert result.exit_code == 0, result.output
+    result = _prune_classifier(tmp_path, classifier_dir, out, threshold="0.01")
     pruned, total = map(int, re.search(r"(\d+) of (\d+) heads pruned", result.stdout).groups())
     kept = [int(count) for count in re.search(r"heads kept per layer: ([\d, ]+)", result.stdout).group(1).split(", ")]
     model, _ = interpret.load(out, device="cpu")  # every head, the removed ones zero
@@ -282,11 +288,8 @@ def test_the_summary_counts_the_heads_the_written_model_keeps(tmp_path: Path, cl
 
 
 def test_report_and_audit_read_the_pruned_model(tmp_path: Path, classifier_dir: Path) -> None:
-    data = _write(tmp_path / "d.jsonl", [{"text": text} for text in TINY_TEXTS])
     out = tmp_path / "pruned"
-    result = run("heads", "--model", str(classifier_dir), "--input", str(data), "--prune-to", str(out),
-                 "--threshold", "0.5", "--fraction", "0.5", "-o", str(tmp_path / "r.html"), "-q")
-    assert result.exit_code == 0, result.output
+    _prune_classifier(tmp_path, classifier_dir, out, threshold="0.5")
     result = run("report", "--model", str(out), "--text", TINY_TEXTS[0], "-a", "rollout", "--format", "json", "-o", "-", "-q")
     assert result.exit_code == 0, result.output
     assert "bert_pruned" in dict(json.loads(result.stdout)["run"]["notes"])["Pruned model"]
