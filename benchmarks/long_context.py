@@ -26,6 +26,12 @@ the child's peak resident set is its own):
                4,096 tokens: every block under non-reentrant checkpointing on the CPU, autograd's saved tensors
                in pinned host memory on CUDA). What any method that needs ∂score/∂(every layer) costs at least:
                the yardstick of s_attgrad beside the forward's.
+Streamed cases with the suffix _aten (s_rollout_aten, s_rollout_k_aten, s_entropy_aten, s_attgrad_aten) run
+their twin with the Triton kernels unimportable, i.e. on PyTorch's float32 fused kernels (on CUDA the
+memory-efficient kernel; interpret.streaming.transposed), as on a machine without Triton; the twin's note then
+gives max |twin − _aten| / max |_aten| (both float32 arithmetic; the goal: 1e-5). Each row's note names the
+kernel that ran the fused calls (triton where interpret.streaming.triton_attention was imported). The CPU has
+no Triton path: there the twins are the same computation.
 --interleave times the cases (not eager) alternately in one process instead, repeat rounds after a warm-up,
 and prints their time ratios to sdpa under the same load (no memory column): on a shared machine the ratios of
 separate processes mean little.
@@ -59,6 +65,8 @@ SIZES = {
 }
 CASES = ("sdpa", "eager", "s_rollout", "s_rollout_k", "s_attgrad", "s_entropy", "grad_floor")
 ROLLOUTS = ("s_rollout", "s_rollout_k")
+STREAMED = (*ROLLOUTS, "s_attgrad", "s_entropy")  # the cases whose fused calls a _aten twin runs without Triton
+ATEN = "_aten"
 
 
 def _status_kib(key: str) -> int:
@@ -90,6 +98,9 @@ def peak_bytes(reading: int, stages: dict[str, int]) -> int:
 
 def _child(args: argparse.Namespace) -> None:
     """Run one case in this fresh process and print one JSON line."""
+    if args.case.endswith(ATEN):  # the twin without Triton: its import fails as where Triton is not installed
+        sys.modules["interpret.streaming.triton_attention"] = None  # type: ignore[assignment]
+    case_name, args.case = args.case, args.case.removesuffix(ATEN)
     import numpy as np
     import torch
     import transformers
@@ -188,7 +199,7 @@ def _child(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
 
     if args.case == "interleave":  # every case in this one process, alternating: ratios under the same load
-        cases = [case for case in args.cases.split(",") if case != "eager"]
+        cases = [case for case in args.cases.split(",") if case != "eager" and not case.endswith(ATEN)]
         for case in cases:
             run(case)  # warm-up
         timings: dict[str, list[float]] = {case: [] for case in cases}
@@ -220,8 +231,9 @@ def _child(args: argparse.Namespace) -> None:
         if args.case == "eager":
             output = output if attempt == args.repeat else None
     peak = peak_bytes(torch.cuda.max_memory_allocated() if cuda else _status_kib("VmHWM") * 1024, stages)
-    record = {"case": args.case, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
-              "peak": peak, "base": base, "stages": stages}
+    kernel = "triton" if sys.modules.get("interpret.streaming.triton_attention") else "aten"
+    record = {"case": case_name, "n": args.n, "min_s": min(times), "median_s": statistics.median(times),
+              "peak": peak, "base": base, "stages": stages, "kernel": kernel if args.case in STREAMED else None}
     if not cuda and args.case != "eager":  # the allocator's view, after the resident-set peak is read
         record["alloc"] = _allocated_peak(run)
     if args.case == "eager" and args.out:  # the reference rollout of the eager patterns (after the peak is read)
@@ -235,7 +247,7 @@ def _child(args: argparse.Namespace) -> None:
         np.save(args.out, rollout_math.chain(augmented, weights=weights)[0])
         logs = np.log(np.where(pattern > 0, pattern, 1.0))  # 0·log 0 = 0
         np.save(args.out.replace(".npy", "_entropy.npy"), -(pattern * logs).sum(-1).mean(-1))  # [layer, head]
-    elif args.case in (*ROLLOUTS, "s_entropy") and args.out:
+    elif args.case in STREAMED and args.out:
         np.save(args.out, np.asarray(output))
     print(json.dumps(record))
 
@@ -316,7 +328,7 @@ def main() -> None:
     if args.interleave:
         _interleaved(args)
         return
-    print(f"{'n':>6} {'case':<11} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
+    print(f"{'n':>6} {'case':<16} {'min s':>8} {'median s':>9} {'peak GiB':>9} {'rise GiB':>9} {'x sdpa peak':>12}"
           f" {'x sdpa time':>12} {'alloc GiB':>10} {'x sdpa alloc':>13}  note")
     with tempfile.TemporaryDirectory() as scratch:
         for n in [int(x) for x in args.lengths.split(",")]:
@@ -326,11 +338,14 @@ def main() -> None:
                 if case == "eager" and patterns > args.eager_bound:
                     rows[case] = f"skipped: patterns alone {patterns / 2**30:.1f} GiB"
                     continue
-                rows[case] = _run_case(case, n, args, str(Path(scratch) / f"{case}_{n}.npy"))
+                rows[case] = found = _run_case(case, n, args, str(Path(scratch) / f"{case}_{n}.npy"))
+                # each case as it ends, on stderr: what a run stopped before the table still shows
+                done = found if isinstance(found, str) else f"median {found['median_s']:.3f} s, peak {_gib(found['peak'])} GiB"
+                print(f"[{n} {case}] {done}", file=sys.stderr, flush=True)
             sdpa = rows.get("sdpa")
             for case, row in rows.items():
                 if isinstance(row, str):
-                    print(f"{n:>6} {case:<11} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12} {'':>10} {'':>13}  {row}")
+                    print(f"{n:>6} {case:<16} {'':>8} {'':>9} {'':>9} {'':>9} {'':>12} {'':>12} {'':>10} {'':>13}  {row}")
                     continue
                 ratio_peak = ratio_time = ratio_alloc = alloc = ""
                 if isinstance(sdpa, dict):
@@ -339,21 +354,28 @@ def main() -> None:
                 if "alloc" in row:
                     alloc = _gib(row["alloc"])
                     ratio_alloc = f"{row['alloc'] / sdpa['alloc']:.2f}" if isinstance(sdpa, dict) and sdpa.get("alloc") else ""
-                note = ""
+                notes = []
                 if case in ROLLOUTS:  # against the eager patterns' rollout, else against the other streamed one
                     reference = "eager" if isinstance(rows.get("eager"), dict) else next(
                         (other for other in ROLLOUTS if other != case and isinstance(rows.get(other), dict)), None)
                     if reference is not None:
                         streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
                         full = np.load(Path(scratch) / f"{reference}_{n}.npy")
-                        note = f"max |streamed - {'full rollout' if reference == 'eager' else reference}| = {np.abs(streamed - full).max():.1e}"
+                        notes.append(f"max |streamed - {'full rollout' if reference == 'eager' else reference}| = {np.abs(streamed - full).max():.1e}")
                 if case == "s_entropy" and isinstance(rows.get("eager"), dict):
                     streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
                     full = np.load(Path(scratch) / f"eager_{n}_entropy.npy")
-                    note = f"max |entropy - eager patterns' entropy| = {np.abs(streamed - full).max():.1e}"
+                    notes.append(f"max |entropy - eager patterns' entropy| = {np.abs(streamed - full).max():.1e}")
+                if case in STREAMED and isinstance(rows.get(case + ATEN), dict):  # Triton's against PyTorch's float32
+                    streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
+                    aten = np.load(Path(scratch) / f"{case}{ATEN}_{n}.npy")
+                    notes.append(f"max |{case} - {case}{ATEN}| / max |{case}{ATEN}| = {np.abs(streamed - aten).max() / np.abs(aten).max():.1e}")
+                if row.get("kernel"):
+                    notes.append(f"fused calls: {row['kernel']}")
                 if row.get("stages"):
-                    note += "; peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items())
-                print(f"{n:>6} {case:<11} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
+                    notes.append("peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items()))
+                note = "; ".join(notes)
+                print(f"{n:>6} {case:<16} {row['min_s']:>8.2f} {row['median_s']:>9.2f} {_gib(row['peak']):>9}"
                       f" {_gib(row['peak'] - row['base']):>9} {ratio_peak:>12} {ratio_time:>12} {alloc:>10}"
                       f" {ratio_alloc:>13}  {note}", flush=True)
 

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from interpret.cli import prerun
 from interpret.cli.output import usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate import BASE_MEMORY, human_bytes, physical_memory
@@ -27,14 +28,6 @@ def parse_flops(value: str | None) -> float | None:
     if not math.isfinite(flops) or flops <= 0:
         raise usage_error(f"--max-flops {value!r} is not a positive number; give e.g. --max-flops 2e14.")
     return flops
-
-
-def _on_gpu(device: str) -> bool:
-    if device == "cpu":
-        return False
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _shape(plan: ModelPlan) -> dict[str, int]:
@@ -96,7 +89,7 @@ def check_cost(
         )
 
     cost = cost_of(fraction)
-    gpu = _on_gpu(device)
+    gpu = prerun.on_cuda(device)
     budget = max_flops or (GPU_FLOPS_BUDGET if gpu else CPU_FLOPS_BUDGET)
     if cost.flops > budget:
         where = "" if max_flops else f" (the default on a {'GPU' if gpu else 'CPU'})"

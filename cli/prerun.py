@@ -43,6 +43,15 @@ def check_device(device: str) -> None:
             raise usage_error("--device cuda: no CUDA device is available on this machine; use --device cpu or auto.")
 
 
+def on_cuda(device: str) -> bool:
+    """Return whether `--device` (auto, cpu or cuda) runs the model on a CUDA device on this machine."""
+    if device == "cpu":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def check_adapter(plan: ModelPlan) -> None:
     """Refuse a model type no adapter can capture: one transformers does not know and no adapter plugin claims,
     or one whose base model the catalog (`interpret models`, cached per version) found unsupported."""

@@ -161,6 +161,7 @@ def report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
             weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
+            cuda=prerun.on_cuda(device),
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
             d_model = hidden_size(directory, facts.n_heads)

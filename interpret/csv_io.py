@@ -87,10 +87,12 @@ def read_csv(path: str | Path, dtype: Mapping[str, Any] | None = None) -> pd.Dat
 
     Columns not named in `dtype` get the type pandas infers (give text columns `str`: a column of tokens such
     as "1", "2" would otherwise read as numbers). No text such as "NA" or "null" is taken for a missing value;
-    only an empty cell is.
+    only an empty cell is. Numbers are parsed correctly rounded (`float_precision="round_trip"`): pandas' default
+    parser before pandas 3 can be one unit in the last place off on the shortest exact digits `write_csv` writes.
     """
     wanted = {neutralise(name): kind for name, kind in (dtype or {}).items()}
-    frame = pd.read_csv(path, dtype=wanted or None, keep_default_na=False, na_values=[""], encoding="utf-8")
+    frame = pd.read_csv(path, dtype=wanted or None, keep_default_na=False, na_values=[""], encoding="utf-8",
+                        float_precision="round_trip")
     frame.columns = [restore(name) for name in frame.columns]
     for column in frame.columns:
         frame[column] = _map_strings(frame[column], restore)

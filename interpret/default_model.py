@@ -48,6 +48,7 @@ from interpret.sentiment_head import (
     SentimentHead,
     embed_sentences,
 )
+from interpret.arrays import to_numpy
 
 __all__ = [
     "DEFAULT_MODEL_ID",
@@ -244,7 +245,7 @@ def fit_logistic(
         {"C": list(settings.c_grid)},
         cv=StratifiedKFold(settings.folds, shuffle=True, random_state=settings.seed),
         scoring=settings.scoring,
-    ).fit(features.detach().cpu().double().numpy(), targets)
+    ).fit(to_numpy(features.double()), targets)
     best = search.best_estimator_
     return best.coef_[0], float(best.intercept_[0]), float(search.best_params_["C"]), -float(search.best_score_)
 

@@ -13,6 +13,7 @@ from jaxtyping import Float
 from interpret.errors import AnalyzerError
 from interpret.target import Target
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 ReadoutRows = Literal["auto"] | tuple[int, ...]
 
@@ -42,9 +43,9 @@ def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") 
     if not layers:
         trace.stack(suffix, prefix)  # raises the one-line error that names what was captured
     # Per-layer arrays, never one stacked copy of every head: at 512 tokens that copy costs as much as rollout.
-    arrays = [trace[f"{prefix}blocks.{i}.{suffix}"].detach().cpu().numpy() for i in layers]  # [batch, head, q, k]
+    arrays = [to_numpy(trace[f"{prefix}blocks.{i}.{suffix}"]) for i in layers]  # [batch, head, q, k]
     side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
-    mask = side.attention_mask.bool().cpu().numpy()
+    mask = to_numpy(side.attention_mask.bool())
     for b in range(mask.shape[0]):
         positions = np.flatnonzero(mask[b])
         if positions.size == mask.shape[1]:  # nothing padded: views, no copy

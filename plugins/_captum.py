@@ -37,6 +37,7 @@ from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 from interpret.text import Aggregation, aggregate, word_spans
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 Baseline = Literal["pad", "mask", "zero", "text"]
 Reduction = Literal["sum", "l2"]
@@ -202,12 +203,12 @@ def per_token(
     values = attr.detach().double()
     scores = values.sum(-1) if how == "sum" else values.norm(dim=-1)
     scores = scores * batch.attributed.to(scores.device).double()
-    return scores.cpu().numpy()
+    return to_numpy(scores)
 
 
 def token_scores(values: Tensor, batch: TokenBatch) -> Float[np.ndarray, "batch pos"]:
     """Return per-token scores [batch, pos] (already one per token) in float64, 0 where not attributed."""
-    return (values.detach().double() * batch.attributed.to(values.device).double()).cpu().numpy()
+    return to_numpy(values.detach().double() * batch.attributed.to(values.device).double())
 
 
 def signed(how: Reduction) -> bool:
@@ -234,8 +235,13 @@ def token_masks(batch: TokenBatch, d_model: int) -> list[Tensor]:
     return masks
 
 
+CPU_PATH_MB = 1024  # the path's memory per pass on the CPU (where it competes with everything else in RAM)
+
+
 def path_rows(ctx: RunContext, batch: TokenBatch, budget_mb: int) -> int:
-    """Return how many rows one forward pass over an integration path may hold within `budget_mb` MiB.
+    """Return how many rows one forward pass over an integration path may hold within `budget_mb` MiB (0: half
+    the free memory of the model's CUDA device, `CPU_PATH_MB` on the CPU): the examples' steps go through the
+    model together, as many per pass as fit (on a GPU, one pass for a whole batch of short examples).
 
     An estimate, as the collector estimates a capture: a row of `pos` positions keeps, per layer, about
     12·d_model + 3·heads·pos floats per position for the backward pass (the residual, norms, query, key,
@@ -246,7 +252,13 @@ def path_rows(ctx: RunContext, batch: TokenBatch, budget_mb: int) -> int:
     weight = ctx.embedding_layer().weight
     pos = batch.input_ids.shape[1]
     per_row = pos * layers * (12 * weight.shape[1] + 3 * heads * pos) * weight.element_size()
-    return max(batch.input_ids.shape[0], (budget_mb << 20) // max(per_row, 1))
+    if budget_mb:
+        budget = budget_mb << 20
+    elif weight.device.type == "cuda":
+        budget = torch.cuda.mem_get_info(weight.device)[0] // 2
+    else:
+        budget = CPU_PATH_MB << 20
+    return max(batch.input_ids.shape[0], budget // max(per_row, 1))
 
 
 def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedArray]:

@@ -26,6 +26,7 @@ from jaxtyping import Float
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._decompose import BlockParts, ExampleLayer
+from interpret.arrays import to_numpy
 
 Method = Literal["alti", "globenc"]
 
@@ -54,7 +55,7 @@ def layer_matrix(
             matrix[rows] = _decompose.linear_part(parts, part.closing_norm, scale[:, None]).norm(dim=-1)
         else:
             matrix[rows] = parts.norm(dim=-1)
-    return _decompose.row_normalised(matrix.numpy()), error
+    return _decompose.row_normalised(to_numpy(matrix)), error
 
 
 def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer, part: BlockParts, rows: slice) -> float:

@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from interpret.errors import AnalyzerError
 from interpret.target import Target
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 BYTES_PER_FLOAT = 8
 DEFAULT_BUDGET_BYTES = 2 * 1024**3  # the [query, key, d_model] tensors of one layer, per chunk of queries
@@ -279,7 +280,7 @@ def example_layers(
                     resid_post=take("hook_resid_post") if stream else None,
                 )
             )
-        yield b, real.numpy(), layers
+        yield b, to_numpy(real), layers
 
 
 def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "head key d_model"]:

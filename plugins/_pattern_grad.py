@@ -16,6 +16,7 @@ from jaxtyping import Float
 from interpret.analyze import Check, RunContext
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 PATTERNS = "*attn.hook_pattern"
 
@@ -53,16 +54,16 @@ def pattern_gradients(
         plain = ctx.score(trace.encoded, examples=rows, step=step)
     score_error = float((cap.score.detach() - plain).abs().max() / max(1.0, float(plain.abs().max())))
     pairs = {
-        name: (cap[name].detach().double().cpu().numpy(),
-               np.zeros(tuple(cap[name].shape)) if grad is None else grad.detach().double().cpu().numpy())
+        name: (to_numpy(cap[name].double()),
+               np.zeros(tuple(cap[name].shape)) if grad is None else to_numpy(grad.double()))
         for name, grad in zip(names, grads)
     }
-    main_mask = _real(trace.encoded.attention_mask)[rows.numpy()]
+    main_mask = _real(trace.encoded.attention_mask)[to_numpy(rows)]
     if trace.meta.kind == "encoder-decoder":
         decoder = trace.encoded.decoder
         if decoder is None:
             raise AnalyzerError(f"{analyzer} of an encoder-decoder needs its decoder inputs; give decoder texts.")
-        dec_mask = _real(decoder.attention_mask)[rows.numpy()]
+        dec_mask = _real(decoder.attention_mask)[to_numpy(rows)]
         return PatternGradients(
             main=_stack(pairs, "encoder.", "attn.hook_pattern", main_mask, main_mask),
             decoder=_stack(pairs, "decoder.", "attn.hook_pattern", dec_mask, dec_mask),
@@ -73,7 +74,7 @@ def pattern_gradients(
 
 
 def _real(mask: torch.Tensor) -> np.ndarray:
-    return mask.detach().cpu().numpy().astype(bool)
+    return to_numpy(mask).astype(bool)
 
 
 def _stack(

@@ -34,6 +34,7 @@ from interpret.errors import AnalyzerError
 from interpret.plugins import _contributions, _decompose
 from interpret.plugins.alti import STREAM
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class AltiLogit:
                     values = _decompose.transformed_values(layer, part)  # [head, key, d_model]
                     update = torch.einsum("hj,hjd->jd", layer.pattern[:, row], values)  # [key, d_model]
                     delta = _decompose.linear_part(update, final, scale) @ direction  # Δ^l_j [key]
-                    per_layer[b, index, positions] += delta.numpy() @ reach[index]
+                    per_layer[b, index, positions] += to_numpy(delta) @ reach[index]
                 full = _decompose.layer_norm(x_final, final) @ direction
                 if bias is not None:
                     full = full + float(bias[token] - (bias[target.contrast[step]] if target.contrast else 0.0))

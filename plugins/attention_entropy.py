@@ -24,6 +24,7 @@ from torch import Tensor
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` (2 MiB: stays in cache)
 LOG_FLOOR = -1e4  # stands for log 0 (see `head_statistics`)
@@ -61,9 +62,9 @@ class AttentionEntropy:
         special = side.special.to(layers[0].device).bool() & real
         entropy, on_special, row_sum_error = head_statistics(layers, real, special)
         arrays = {
-            "entropy": NamedArray(entropy.cpu().numpy(), ("batch", "layer", "head")),
-            "special_attention": NamedArray(on_special.cpu().numpy(), ("batch", "layer", "head")),
-            "n_real": NamedArray(real.sum(-1).cpu().numpy().astype(np.float64), ("batch",)),
+            "entropy": NamedArray(to_numpy(entropy), ("batch", "layer", "head")),
+            "special_attention": NamedArray(to_numpy(on_special), ("batch", "layer", "head")),
+            "n_real": NamedArray(to_numpy(real.sum(-1)).astype(np.float64), ("batch",)),
         }
         checks = {
             "pattern_row_sum_error": Check(

@@ -48,6 +48,7 @@ from interpret.plugins import decompx_math as dm
 from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 IDENTIFY_TOLERANCE = 1e-4  # relative: a module reproduces a captured tensor (float32 rounding is ~1e-7)
 PATTERN_TOLERANCE = 1e-4  # absolute, on attention weights in [0, 1]
@@ -164,7 +165,7 @@ class DecompX:
             total = float(contributions.sum())
             scale = max(abs(scores[b]), float(contributions.abs().sum()), 1e-30)
             errors["completeness"] = max(errors["completeness"], abs(total - scores[b]) / scale)
-            readout[b, real.numpy()] = contributions.numpy()
+            readout[b, to_numpy(real)] = to_numpy(contributions)
         tolerance = 1e-6 if trace["blocks.0.hook_resid_pre"].dtype == torch.float64 else 1e-3
         checks = {
             "completeness": Check(errors["completeness"], tolerance, "relative |Σ_k readout − the model's score (logit or difference)|"),
@@ -194,7 +195,7 @@ def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | No
     """Return per scored step (row weights over the n real positions [n], target id, contrast id or None)."""
     contrast = list(target.contrast) or [None] * len(target.ids)
     if target.kind == "class":
-        return [(_decompose.pooled_rows(target, real.numpy()), target.ids[0], contrast[0])]
+        return [(_decompose.pooled_rows(target, to_numpy(real)), target.ids[0], contrast[0])]
     row_of = {int(position): row for row, position in enumerate(real.tolist())}
     steps = []
     for position, token, versus in zip(target.positions, target.ids, contrast):

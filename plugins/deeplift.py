@@ -32,6 +32,7 @@ from interpret.analyze import AnalyzerResult, Check, RunContext
 from interpret.errors import AnalyzerError
 from interpret.plugins import _captum
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 TOLERANCE = 1e-3  # relative (module docstring); float32 rounding of a true DeepLIFT is ~1e-6
 
@@ -70,9 +71,9 @@ class DeepLiftAnalyzer:
             attr = method.attribute(batch.input_ids, baselines=batch.baseline_ids, **common)
             with torch.no_grad():
                 scores = ctx.score(batch.encoded, input_ids=batch.input_ids), ctx.score(batch.encoded, input_ids=batch.baseline_ids)
-        at_input, at_baseline = (score.detach().double().cpu().numpy() for score in scores)
+        at_input, at_baseline = (to_numpy(score.detach().double()) for score in scores)
         gaps = at_input - at_baseline
-        total = attr.detach().double().sum((1, 2)).cpu().numpy()
+        total = to_numpy(attr.detach().double().sum((1, 2)))
         delta = total - gaps
         error = summation_error(total, at_input, at_baseline)
         if not error <= TOLERANCE:

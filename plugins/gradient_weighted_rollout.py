@@ -27,6 +27,7 @@ from interpret.plugins import gradient_math
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Flo
     else:
         relevance = gradient_math.gradient_weighted_rollout(main)
     side = trace.encoded.decoder if decoder and trace.encoded.decoder is not None else trace.encoded
-    queries, keys = (_mask(encoded)[rows.numpy()] for encoded in (side, trace.encoded))
+    queries, keys = (_mask(encoded)[to_numpy(rows)] for encoded in (side, trace.encoded))
     return relevance * queries[:, :, None] * keys[:, None, :]
 
 
@@ -93,4 +94,4 @@ def _encoder_decoder(grads: PatternGradients) -> bool:
 
 
 def _mask(encoded: Encoded) -> np.ndarray:
-    return encoded.attention_mask.detach().cpu().numpy().astype(np.float64)
+    return to_numpy(encoded.attention_mask).astype(np.float64)

@@ -31,6 +31,7 @@ from interpret.analyze.params import as_dict
 from interpret.heads.importance import batch_gradients, normalized
 from interpret.plugins.attention_entropy import attention_entropy
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,16 @@ class HeadImportance:
         pattern = trace.stack("attn.hook_pattern", prefix).detach().to(torch.float64)
         entropy = attention_entropy(pattern, encoded.attention_mask.to(pattern.device).bool())
         arrays = {
-            "importance": NamedArray((per_example / tokens[:, None, None].clamp(min=1)).numpy(), ("batch", "layer", "head")),
-            "tokens": NamedArray(tokens.numpy(), ("batch",)),
-            "importance_all": NamedArray(_per_row(total.numpy(), encoded.batch), ("batch", "layer", "head")),
-            "scores": NamedArray(_per_row(scores.numpy(), encoded.batch), ("batch", "layer", "head")),
-            "entropy": NamedArray(entropy.cpu().numpy(), ("batch", "layer", "head")),
+            "importance": NamedArray(to_numpy(per_example / tokens[:, None, None].clamp(min=1)), ("batch", "layer", "head")),
+            "tokens": NamedArray(to_numpy(tokens), ("batch",)),
+            "importance_all": NamedArray(_per_row(to_numpy(total), encoded.batch), ("batch", "layer", "head")),
+            "scores": NamedArray(_per_row(to_numpy(scores), encoded.batch), ("batch", "layer", "head")),
+            "entropy": NamedArray(to_numpy(entropy), ("batch", "layer", "head")),
         }
-        recombined = np.einsum("b,blh->lh", tokens.numpy(), arrays["importance"].values) / float(tokens.sum())
+        recombined = np.einsum("b,blh->lh", to_numpy(tokens), arrays["importance"].values) / float(tokens.sum())
         checks = {
             "weighted_mean_error": Check(
-                float(np.abs(recombined - total.numpy()).max()), 1e-9,
+                float(np.abs(recombined - to_numpy(total)).max()), 1e-9,
                 "|Σ_b tokens_b·importance_b / Σ tokens − importance_all| (the audit's aggregate is the paper's)",
             )
         }

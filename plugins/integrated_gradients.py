@@ -29,6 +29,7 @@ from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunCon
 from interpret.analyze.params import as_dict
 from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 IntegrationMethod = Literal["gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", "riemann_middle"]
 
@@ -43,7 +44,8 @@ class IntegratedGradientsParams(_captum.BaselineParams):
         default=0, metadata={"help": "rows per forward pass over the path (0: as many as memory_mb allows)"}
     )
     memory_mb: int = field(
-        default=1024, metadata={"help": "with internal_batch_size=0: the estimated memory one forward pass may use (MiB)"}
+        default=0, metadata={"help": "with internal_batch_size=0: the estimated memory one forward pass may use (MiB;"
+                                     " 0: half the GPU's free memory on CUDA, 1024 on the CPU)"}
     )
     delta_tolerance: float = field(
         default=0.05, metadata={"help": "completeness delta (score units) above which the report warns"}
@@ -53,8 +55,8 @@ class IntegratedGradientsParams(_captum.BaselineParams):
         super().__post_init__()
         if self.steps < 2:
             raise ValueError(f"steps={self.steps} is too few for a path integral; use 50 or more")
-        if self.memory_mb < 1:
-            raise ValueError(f"memory_mb={self.memory_mb} must be 1 or more, e.g. 1024")
+        if self.memory_mb < 0:
+            raise ValueError(f"memory_mb={self.memory_mb} is negative; use 0 (sized from the device) or e.g. 1024")
         if self.internal_batch_size < 0:
             raise ValueError(f"internal_batch_size={self.internal_batch_size} is negative; use 0 (all at once) or a row count")
         if not self.delta_tolerance > 0:
@@ -77,7 +79,7 @@ class IntegratedGradientsAnalyzer:
         batch = _captum.token_batch(trace, ctx, params, self.name)
         attr, delta, gap = _integrate(ctx, batch, params, torch.arange(batch.input_ids.shape[0]), None)
         readout = _captum.per_token(attr, params.reduce, batch)
-        delta_values = delta.detach().double().cpu().numpy().reshape(-1)
+        delta_values = to_numpy(delta.detach().double()).reshape(-1)
         worst = float(np.abs(delta_values).max())
         description = (
             f"largest |Σ attributions − (F(x) − F(baseline))| over examples (completeness, Sundararajan et al."
@@ -101,7 +103,7 @@ class IntegratedGradientsAnalyzer:
             arrays={
                 **arrays,
                 "delta": NamedArray(delta_values, ("batch",)),
-                "gap": NamedArray(gap.detach().double().cpu().numpy().reshape(-1), ("batch",)),
+                "gap": NamedArray(to_numpy(gap.detach().double()).reshape(-1), ("batch",)),
                 **_captum.word_arrays(trace, readout, params.words),
             },
             scalars={"completeness_delta_max": worst},

@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class LastLayerAttention:
         """Return the readout [batch, key] of the last captured self-attention layer."""
         prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
         last = trace.layers("attn.hook_pattern", prefix)[-1]
-        heads = trace[f"{prefix}blocks.{last}.attn.hook_pattern"].double().cpu().numpy()  # [batch, head, q, k]
+        heads = to_numpy(trace[f"{prefix}blocks.{last}.attn.hook_pattern"].double())  # [batch, head, q, k]
         fused = heads.mean(1) if params.head_fusion == "mean" else heads.max(1)  # [batch, query, key]
         readout = np.zeros(fused.shape[::2])
         for b, target in enumerate(ctx.targets):

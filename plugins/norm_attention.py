@@ -33,6 +33,7 @@ from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,10 @@ class NormAttention:
                 combined = per_head.mean(0)
             grid = np.ix_(positions, positions)
             for h in range(heads):
-                norms[b, h][grid] = per_head[h].numpy()
-            fused[b][grid] = combined.numpy()
+                norms[b, h][grid] = to_numpy(per_head[h])
+            fused[b][grid] = to_numpy(combined)
             weights = _decompose.pooled_rows(target_of(ctx.targets, b), positions)
-            readout[b, positions] = weights @ _decompose.row_normalised(combined.numpy())
+            readout[b, positions] = weights @ _decompose.row_normalised(to_numpy(combined))
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
             arrays={

@@ -26,6 +26,7 @@ from interpret.plugins import rollout_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 ROW_SUM_TOLERANCE = 1e-6
 
@@ -153,7 +154,7 @@ class Rollout:
         readout = np.zeros((batch, enc_pos))
         enc_examples = examples(trace, "encoder.")
         dec_examples = examples(trace, "decoder.")
-        cross_all = trace.stack("cross_attn.hook_pattern", "decoder.").detach().double().cpu().numpy()
+        cross_all = to_numpy(trace.stack("cross_attn.hook_pattern", "decoder.").detach().double())
         for enc, dec in zip(enc_examples, dec_examples):
             cross = cross_all[enc.index][:, :, dec.positions][:, :, :, enc.positions]
             ee, dd, de = rollout_math.rollout_encoder_decoder(enc.pattern, dec.pattern, cross)
@@ -172,7 +173,7 @@ class Rollout:
             View("heatmap", "cross", "Decoder → encoder relevance (Chefer et al. 2021)"),
             View("token_strip", "readout", "Relevance of the input tokens for the decision's decoder rows"),
         ]
-        patterns = trace.stack("attn.hook_pattern", "encoder.").double().cpu().numpy()
+        patterns = to_numpy(trace.stack("attn.hook_pattern", "encoder.").double())
         checks = {"pattern_row_sum_error": Check(row_sum_error(patterns), 1e-5, "encoder attention rows sum to one")}
         return self._result(trace, params, arrays, checks, views)
 

@@ -21,6 +21,7 @@ from interpret.plugins._streaming import compute_device, lse_check
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.entropy import row_statistics
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,15 @@ class StreamingAttentionEntropy:
             keys = special[b, positions]
             for index, layer in enumerate(per_example[b]):
                 rows, share, error = row_statistics(layer, keys, params.block_mib << 20)
-                entropy[b, index] = rows.mean(-1).cpu().numpy()
-                on_special[b, index] = share.mean(-1).cpu().numpy()
+                entropy[b, index] = to_numpy(rows.mean(-1))
+                on_special[b, index] = to_numpy(share.mean(-1))
                 worst = max(worst, error)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
             arrays={
                 "entropy": NamedArray(entropy, ("batch", "layer", "head")),
                 "special_attention": NamedArray(on_special, ("batch", "layer", "head")),
-                "n_real": NamedArray(trace.encoded.attention_mask.sum(-1).cpu().numpy().astype(np.float64), ("batch",)),
+                "n_real": NamedArray(to_numpy(trace.encoded.attention_mask.sum(-1)).astype(np.float64), ("batch",)),
             },
             checks={"lse_error": lse_check(worst, "every row")},
             views=(

@@ -36,6 +36,7 @@ from interpret.streaming.capture import gradient_pass
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 class _Seen:
@@ -187,7 +188,7 @@ class StreamingGradRollout:
         gradient_pass(trace, ctx, self.name, consume, params.offload, params.recompute)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
-            readout[b] = place(vectors[b].cpu().numpy(), positions, trace.encoded.pos)
+            readout[b] = place(to_numpy(vectors[b]), positions, trace.encoded.pos)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},

@@ -42,6 +42,7 @@ from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 REPLAY_TOLERANCE = 1e-4  # relative; the replay runs the very kernels of the captured pass
 
@@ -116,12 +117,12 @@ class ValueZeroing:
                     replay_error = max(replay_error, _relative(output[-1], original))
                     cosine = torch.nn.functional.cosine_similarity(output[: len(zeroed)], original[None], dim=-1)  # [r, n]
                     distance[:, start : start + len(zeroed)] = (1.0 - cosine).T
-                matrix = _decompose.row_normalised(distance.clamp(min=0.0).numpy())
+                matrix = _decompose.row_normalised(to_numpy(distance.clamp(min=0.0)))
                 matrices.append(matrix)
                 if per_layer is not None:
-                    per_layer[b, layer][np.ix_(positions.numpy(), positions.numpy())] = matrix
+                    per_layer[b, layer][np.ix_(to_numpy(positions), to_numpy(positions))] = matrix
             rolled = rollout_math.chain(np.stack(matrices))
-            real = positions.numpy()
+            real = to_numpy(positions)
             out["rollout"][b][np.ix_(real, real)] = rolled
             out["readout"][b, real] = _decompose.pooled_rows(target_of(ctx.targets, b), real) @ rolled
         arrays = {

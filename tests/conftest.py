@@ -8,6 +8,10 @@ import random
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Triton's kernels (interpret.streaming.triton_attention) run without a GPU only in Triton's interpreter, which
+# Triton reads as it is imported: set before anything imports it, unless the tests run on CUDA.
+if not os.environ.get("INTERPRET_TEST_DEVICE", "cpu").startswith("cuda"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from jaxtyping import install_import_hook  # noqa: E402
 

@@ -109,10 +109,10 @@ def test_head_softmax_is_the_logistic_probability_and_ignores_padding() -> None:
     padded[mask == 0] = 1e3  # whatever sits under the mask must not matter
     probability = head(padded, mask).softmax(-1)[:, 1]
     # Reference: the pooled embedding written out, then scikit-learn's own probability.
-    pooled = np.stack([hidden[i, : int(mask[i].sum())].mean(0).numpy() for i in range(3)]).astype(np.float64)
+    pooled = np.stack([hidden[i, : int(mask[i].sum())].mean(0).cpu().numpy() for i in range(3)]).astype(np.float64)
     pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
     expected = fitted.predict_proba(pooled)[:, 1]
-    np.testing.assert_allclose(probability.numpy(), expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(probability.cpu().numpy(), expected, rtol=0, atol=1e-6)
     assert head.labels == ("negative", "positive") and head.pooling == "mean"
 
 
@@ -315,7 +315,7 @@ def test_head_is_the_logistic_regression_fitted_on_training_sentences_only(fitte
     """Reference: scikit-learn called directly on the training embeddings at the chosen C, and its own
     cross-validation of that C and its neighbours on the same seeded folds."""
     targets = np.array([dm.LABELS.index(e["label"]) for e in dm.training_examples()])
-    features = train_features.double().numpy()
+    features = train_features.double().cpu().numpy()
     folds = StratifiedKFold(dm.FIT.folds, shuffle=True, random_state=dm.FIT.seed)
     grid = list(dm.FIT.c_grid)
     chosen = grid.index(fitted.card.c)
@@ -329,12 +329,12 @@ def test_head_is_the_logistic_regression_fitted_on_training_sentences_only(fitte
     reference = LogisticRegression(C=fitted.card.c, max_iter=dm.FIT.max_iter).fit(features, targets)
     heldout = dm.heldout_examples()
     heldout_features = dm.sentence_embeddings(*minilm, [e["text"] for e in heldout])
-    expected = reference.predict_proba(heldout_features.double().numpy())[:, 1]
+    expected = reference.predict_proba(heldout_features.double().cpu().numpy())[:, 1]
     model, tokenizer = minilm
     batch = tokenizer([e["text"] for e in heldout], padding=True, return_tensors="pt")
     with torch.no_grad():
         probability = fitted(model(**batch).last_hidden_state, batch["attention_mask"]).softmax(-1)[:, 1]
-    np.testing.assert_allclose(probability.numpy(), expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(probability.cpu().numpy(), expected, rtol=0, atol=1e-5)
     correct = int(((expected > 0.5) == np.array([e["label"] == "positive" for e in heldout])).sum())
     assert fitted.card.heldout_correct == correct
 

@@ -58,7 +58,7 @@ def test_a_plugin_written_from_the_docs_installs_and_runs_first_time(site: Path)
     model = EncoderClassifier(config).eval()
     trace = interpret.collect(model, tokenizer, ["the cat sat", "a dog"])
     result = interpret.analyze(trace, "docs_example", model=model, tokenizer=tokenizer)
-    last = trace["blocks.1.attn.hook_pattern"].double().mean(1).numpy()  # [batch, query, key]
+    last = trace["blocks.1.attn.hook_pattern"].double().mean(1).cpu().numpy()  # [batch, query, key]
     for b, n in enumerate(trace.encoded.lengths):
         expected = last[b, :n, :n].mean(0)  # a mean-pooled classifier reads every real row, 1/n each
         np.testing.assert_allclose(result.readout[b, :n], expected, atol=1e-12)

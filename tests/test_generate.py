@@ -19,7 +19,7 @@ TEXTS = ["the cat sat on", "a dog"]
 
 
 def _alone(model, tokenizer, text: str, steps: int, **extra) -> list[int]:
-    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    ids = torch.tensor([tokenizer(text)["input_ids"]], device=model.device)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=steps, **extra)
     return out[0, 0 if model.config.is_encoder_decoder else ids.shape[1]:].tolist()
 

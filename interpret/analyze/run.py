@@ -23,6 +23,7 @@ from interpret.default_model import decision_head
 from interpret.errors import AnalyzerError, ResultError
 from interpret.target import Target
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 
 def analyze(
@@ -116,7 +117,7 @@ def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]
     readout = result.readout
     if readout is not None and result.readout_of is not None:
         side = trace.encoded.decoder if result.readout_of.side == "decoder" else trace.encoded
-        real = side.attention_mask.bool().cpu().numpy() if side is not None else np.ones(readout.shape, bool)
+        real = to_numpy(side.attention_mask.bool()) if side is not None else np.ones(readout.shape, bool)
         for example in range(readout.shape[0]):
             if not np.any(readout[example][real[example, : readout.shape[1]]]):
                 raise ResultError(

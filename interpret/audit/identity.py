@@ -32,6 +32,7 @@ from interpret.checkpoint import weight_files
 from interpret.datasets import Example, Skipped
 from interpret.file_digest import content_digest, file_sha256
 from interpret.loading import random_weights
+from interpret.arrays import to_numpy
 
 FORMAT = 5  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message
@@ -131,7 +132,7 @@ def tensors_digest(named: Iterable[tuple[str, torch.Tensor]]) -> str:
         for name, tensor in named:
             flat = tensor.detach().reshape(-1).contiguous().cpu()
             yield f"{name} {flat.dtype} {tuple(tensor.shape)}".encode()
-            yield flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+            yield to_numpy(flat.view(torch.uint8)).tobytes() if flat.numel() else b""
 
     return content_digest(pieces())
 

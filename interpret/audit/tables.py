@@ -55,6 +55,7 @@ from interpret.decision import Decision
 from interpret.errors import AnalyzerError
 from interpret.evidence.ranking import order_of, tie_groups
 from interpret.inputs import Encoded
+from interpret.arrays import to_numpy
 
 TOKEN_DTYPES: dict[str, str] = {
     "row": "int64",
@@ -112,8 +113,8 @@ Columns = dict[str, Any]  # one batch's column name → list or numpy array, bef
 def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> Columns:
     """Return one batch's tokens-table columns as numpy arrays and lists (no pandas: `token_frame` converts
     many batches at once). `rank` is int64 with 0 standing for null (special tokens)."""
-    real = encoded.attention_mask.bool().cpu().numpy()
-    special = encoded.special.bool().cpu().numpy()
+    real = to_numpy(encoded.attention_mask.bool())
+    special = to_numpy(encoded.special.bool())
     batch, position = np.nonzero(real)  # row-major: by example, then position
     rows = np.asarray([example.row for example in examples], dtype=np.int64)[batch]
     ids = np.asarray([example.id for example in examples], dtype=object)[batch]
@@ -158,8 +159,8 @@ def example_columns(
     results: Sequence[AnalyzerResult],
 ) -> Columns:
     """Return one batch's examples-table columns as lists (None for null); `example_frame` converts them."""
-    real = encoded.attention_mask.bool().cpu().numpy()
-    special = encoded.special.bool().cpu().numpy()
+    real = to_numpy(encoded.attention_mask.bool())
+    special = to_numpy(encoded.special.bool())
     truncated = encoded.truncated or tuple(False for _ in examples)
     columns: dict[str, list] = {name: [] for name in EXAMPLE_DTYPES}
     for b, (example, decision) in enumerate(zip(examples, decided)):

@@ -29,6 +29,7 @@ from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
 from interpret.inputs import Encoded
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 RANDOM = "random"
 DEFAULT_SEEDS = 5
@@ -220,7 +221,7 @@ def _content_seed(encoded: Encoded, example: int) -> int:
     like the rest of its evidence, are the same whatever batch or batch position it is evaluated in."""
     inputs = encoded.input_ids if encoded.input_ids is not None else encoded.inputs_embeds
     real = encoded.attention_mask[example].bool()
-    data = inputs[example][real].detach().cpu().contiguous().numpy().tobytes()
+    data = to_numpy(inputs[example][real].contiguous()).tobytes()
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 

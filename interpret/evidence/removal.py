@@ -36,6 +36,7 @@ from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
 from interpret.runner import ModelRunner
 from interpret.target import Target
+from interpret.arrays import to_numpy
 
 Removal = Literal["delete", "mask", "zero"]
 REMOVALS: tuple[str, ...] = ("delete", "mask", "zero")
@@ -63,7 +64,7 @@ def candidates(encoded: Encoded, example: int, target: Target, *, decoder_side: 
     (encoder) input's positions, of which every real, non-special one may be removed.
     """
     real = encoded.attention_mask[example].bool() & ~encoded.special[example].bool()
-    keep = real.cpu().numpy().copy()
+    keep = to_numpy(real).copy()
     if decoder_side:
         return np.flatnonzero(keep)
     if target.kind == "token" and target.positions:
@@ -175,7 +176,7 @@ def _probabilities(
     `encoded` with `inputs` (input_ids or inputs_embeds [rows, ...]) in place of its own: `ModelRunner.score`
     (the Capturable's forward, the decision's own reader) without autograd, which removal does not need."""
     scores = runner.score(encoded, examples=examples, output="logprob", contrast=False, grad=False, **inputs)
-    return scores.double().exp().cpu().numpy()
+    return to_numpy(scores.double().exp())
 
 
 def decoder_side(ctx: RunContext, encoded: Encoded) -> bool:

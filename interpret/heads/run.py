@@ -102,7 +102,7 @@ def _entropy(
         trace = collect(model, tokenizer, chunk, names=["*attn.hook_pattern"], max_length=max_length)
         prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
         pattern = trace.stack("attn.hook_pattern", prefix).detach().to("cpu", torch.float64)
-        per_example = attention_entropy(pattern, trace.encoded.attention_mask.bool())
+        per_example = attention_entropy(pattern, trace.encoded.attention_mask.bool().cpu())
         total = per_example.sum(0) if total is None else total + per_example.sum(0)
         if advance is not None:
             advance(len(chunk))

@@ -15,6 +15,7 @@ from interpret.report.report import Report
 from interpret.text import display_tokens
 from interpret.trace import Trace
 from interpret.evidence.evidence import Evidence
+from interpret.arrays import to_numpy
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4
@@ -201,7 +202,7 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
             continue
         # Heads are picked per layer before stacking: layers may differ in head count (Swin's stages).
         picked = torch.stack([trace[f"{prefix}blocks.{layer}.{suffix}"][:, head_index] for layer in layers], dim=1).detach()
-        pattern = picked.to(torch.float32).cpu().numpy()
+        pattern = to_numpy(picked.to(torch.float32))
         arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
         views.append(
             View("head_grid", name, _STACK_TITLES[name], {"query_tokens": query_side, "key_tokens": key_side})
@@ -226,7 +227,7 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
 
 def _query_mask(trace: Trace, side: str) -> np.ndarray:
     encoded = trace.encoded.decoder if side == "decoder" and trace.encoded.decoder is not None else trace.encoded
-    return (encoded.attention_mask != 0).cpu().numpy()
+    return to_numpy(encoded.attention_mask != 0)
 
 
 def _row_sum_error(pattern: np.ndarray, real: np.ndarray) -> float:

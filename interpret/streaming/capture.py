@@ -29,6 +29,7 @@ from interpret.hooks import hook_session
 from interpret.streaming.kernel import to_host
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
+from interpret.arrays import to_numpy
 
 QKV = ("attn.hook_q", "attn.hook_k", "attn.hook_v")
 ROWS = ("attn.hook_q", "attn.hook_k", "attn.hook_lse")  # what a rollout row needs: q, k and each row's normaliser
@@ -37,7 +38,7 @@ REQUIRES = tuple(f"*{suffix}" for suffix in ROWS)
 
 def real_positions(trace: Trace) -> list[np.ndarray]:
     """Return each example's real (unpadded) positions [n_b]."""
-    mask = trace.encoded.attention_mask.bool().cpu().numpy()
+    mask = to_numpy(trace.encoded.attention_mask.bool())
     return [np.flatnonzero(row) for row in mask]
 
 

@@ -29,12 +29,12 @@ def row_statistics(
     max |lse − the kept lse| / max(1, max |kept lse|) (0 when the layer kept none)) of one layer, a few heads
     at a time (`head_slices`: about six float32 [heads, n, d_head + 1] within `chunk_bytes`)."""
     heads, n, d_head = layer.q.shape
-    indicator = keys.to(device=layer.q.device, dtype=torch.float32).view(1, n, 1)
+    indicator = keys.to(device=layer.k.device, dtype=layer.k.dtype).view(1, n, 1)  # 0 and 1: exact in any dtype
     entropy = torch.empty(heads, n, dtype=torch.float64, device=layer.q.device)
     on_keys = torch.empty_like(entropy)
     worst, largest = 0.0, 1.0
-    for part in head_slices(heads, n, d_head, chunk_bytes):
-        q, k = layer.q[part].float(), layer.k[part].float()
+    for part in head_slices(heads, n, d_head + 1, chunk_bytes):
+        q, k = layer.q[part], layer.k[part]  # the model's dtype: fused_attention computes in float32
         values = torch.cat([k, indicator.expand(k.shape[0], n, 1)], dim=-1)  # [chunk, n, d_head + 1]
         out, lse = fused_attention(q, k, values, layer.causal, layer.scale)
         mixed = (q.double() * out[..., :d_head].double()).sum(-1)  # q_i · (A·K)_i

@@ -47,6 +47,7 @@ from interpret.streaming.pattern import (
     row_blocks,
 )
 from interpret.streaming.transposed import column_sums, fused_available, gradient_column_sums
+from interpret.arrays import to_numpy
 
 HEAD_FUSIONS = ("mean", "max", "min")
 ROLLOUT_METHODS = ("auto", "fused", "blocks")
@@ -98,7 +99,7 @@ def rollout_readout(
         else:
             vector, error = _blocks_layer(layer, vector, residual, head_fusion, block_bytes)
         worst = max(worst, error, lse_check(layer, block_bytes))
-    return vector.cpu().numpy(), worst
+    return to_numpy(vector), worst
 
 
 def lse_check(layer: StreamedLayer, block_bytes: int = DEFAULT_BLOCK_BYTES) -> float:
@@ -206,7 +207,7 @@ def attention_gradient_layer(
             layer.q, layer.k, layer.v, layer.z, layer.grad_z, weight_vector, causal=layer.causal, scale=layer.scale,
             chunk_bytes=block_bytes,
         )
-        return sums.cpu().numpy(), error
+        return to_numpy(sums), error
     out = np.zeros(len(weights))
     worst = 0.0
     for start, stop in row_blocks(layer, block_bytes):
@@ -216,7 +217,7 @@ def attention_gradient_layer(
         pattern = pattern_rows(layer, start, stop)
         worst = max(worst, output_error(layer, start, stop, pattern))
         product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
-        out[: product.shape[1]] += (rows.float() @ product).double().cpu().numpy()
+        out[: product.shape[1]] += to_numpy((rows.float() @ product).double())
     return out, worst
 
 
@@ -234,7 +235,7 @@ def grad_rollout_readout(
     for layer in reversed(layers):
         vector, error = grad_rollout_layer(layer, vector, block_bytes=block_bytes, device=device)
         worst = max(worst, error)
-    return vector.cpu().numpy(), worst
+    return to_numpy(vector), worst
 
 
 def grad_rollout_layer(

@@ -21,17 +21,21 @@ The values may be any width: with ∂score/∂A_ij = g_i·v_j (z_i = Σ_j A_ij·
 the same transposed call with the values w_i·g_i [d_head] (`transposed_product`), then one dot product per key.
 
 `row_normalisers` gives lse (and the layer's output A·V, for the check against the kernel's z) from the
-first call; `transposed_sums` and `transposed_product` are the second. Both run in float32 (the model's q, k cast up; products of
-half-precision numbers are exact in float32): on CPU the flash kernel
-`aten._scaled_dot_product_flash_attention_for_cpu`, on CUDA the memory-efficient kernel
-`aten._scaled_dot_product_efficient_attention` (the flash kernel there takes only half precision). Both
-return the log-sum-exp this needs. Every other device raises `NotImplementedError` (the caller falls back to
-rebuilding blocks of pattern rows, `interpret.streaming.pattern`).
+first call; `transposed_sums` and `transposed_product` are the second. Both compute in float32 from the model's
+own q and k (products of half-precision numbers are exact in float32). On CUDA, where Triton is installed and
+the inputs qualify, two Triton kernels (`interpret.streaming.triton_attention`: scores on tensor cores, the
+transposed sum directly, no probability rounded to a half type). Otherwise q and k are cast to float32 for
+PyTorch's fused kernels: on CPU the flash kernel `aten._scaled_dot_product_flash_attention_for_cpu`, on CUDA
+the memory-efficient kernel `aten._scaled_dot_product_efficient_attention` (the flash kernel there takes only
+half precision). Both return the log-sum-exp this needs. Every other device raises `NotImplementedError` (the
+caller falls back to rebuilding blocks of pattern rows, `interpret.streaming.pattern`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from types import ModuleType
 
 import torch
 from jaxtyping import Float
@@ -51,7 +55,11 @@ def fused_attention(
 ) -> tuple[Float[Tensor, "head q e"], Float[Tensor, "head q"]]:
     """Return (softmax(query·keyᵀ·scale + mask)·value [head, q, e], log-sum-exp of each query row [head, q]),
     float32, by one fused call (head sizes padded with zero columns where the kernel wants them)."""
+    kernels = _triton_kernels() if query.device.type == "cuda" else None
+    if kernels is not None and kernels.qualifies(query, key, value):
+        return kernels.attention_rows(query, key, value, causal, scale)
     value_width = value.shape[-1]
+    query, key, value = query.float(), key.float(), value.float()
     if query.device.type == "cpu":
         width = max(query.shape[-1], value.shape[-1])  # the CPU kernel wants one head size for q, k and v
         query, key, value = (_pad(t, width) for t in (query, key, value))
@@ -71,6 +79,16 @@ def fused_attention(
     raise NotImplementedError(f"no fused attention kernel returning its log-sum-exp on {query.device.type}")
 
 
+@functools.cache
+def _triton_kernels() -> ModuleType | None:
+    """Return `interpret.streaming.triton_attention`, or None where Triton is not installed (the `triton` extra)."""
+    try:
+        from interpret.streaming import triton_attention
+    except ImportError:
+        return None
+    return triton_attention
+
+
 def _pad(tensor: Tensor, width: int) -> Tensor:
     """Return `tensor` [..., d] with zero columns up to `width` (itself when d == width), contiguous."""
     extra = width - tensor.shape[-1]
@@ -84,7 +102,7 @@ def row_normalisers(
     *, causal: bool, scale: float,
 ) -> tuple[Float[Tensor, "head n d_head"], Float[Tensor, "head n"]]:
     """Return (A·V [head, n, d_head], lse [head, n]) of one layer in float32: lse_i = log Σ_j exp(s_ij)."""
-    return fused_attention(q.float(), k.float(), v.float(), causal, scale)
+    return fused_attention(q, k, v, causal, scale)
 
 
 def transposed_product(
@@ -94,11 +112,14 @@ def transposed_product(
     """Return A_hᵀ·values_h [head, n, e] in float64, A_h the layer's pattern (softmax(q·kᵀ·scale + mask)), from
     q, k and each row's log-sum-exp lse: one fused attention call in the transposed direction (module
     docstring); `values` [head, n, e] (or [1, n, e], the same for every head) are cast to float32."""
+    values = values.to(device=q.device, dtype=torch.float32)
+    kernels = _triton_kernels() if q.device.type == "cuda" else None
+    if kernels is not None and kernels.qualifies(q, k, values):
+        return kernels.transposed(q, k, lse.float(), values, causal, scale).double()
     heads, n, _ = q.shape
     order = torch.arange(n - 1, -1, -1, device=q.device) if causal else None  # i ≥ j reversed is causal
     keys_side = _side(q, lse.float() / -scale, order)  # q'_i = [q_i, −lse_i/scale]
     queries_side = _side(k, None, order)  # k'_j = [k_j, 1]
-    values = values.to(device=q.device, dtype=torch.float32)
     values = (values.flip(1) if causal else values).expand(heads, n, values.shape[-1])
     out, column_lse = fused_attention(queries_side, keys_side, values, causal, scale)
     del queries_side, keys_side

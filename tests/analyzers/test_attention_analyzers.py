@@ -52,7 +52,7 @@ def test_rollout_matches_the_maths_with_every_option() -> None:
     trace = random_pattern_trace(batch=1, layers=3, heads=2, pos=6)
     params = {"residual": 0.3, "head_fusion": "max", "discard_ratio": 0.2, "readout": "2"}
     result = interpret.analyze(trace, "rollout", params=params)
-    pattern = trace.stack("attn.hook_pattern").double().numpy()[0]
+    pattern = trace.stack("attn.hook_pattern").double().cpu().numpy()[0]
     augmented = rollout_math.augmented_attention(
         pattern, head_fusion="max", residual_weight=0.3, discard_ratio=0.2, keep=[2]
     )
@@ -70,7 +70,7 @@ def test_decoder_readout_defaults_to_the_last_token() -> None:
 
 def test_flow_equals_the_networkx_statement() -> None:
     trace = random_pattern_trace(batch=1, layers=3, heads=2, pos=6, seed=3)
-    pattern = trace.stack("attn.hook_pattern").double().numpy()[0]
+    pattern = trace.stack("attn.hook_pattern").double().cpu().numpy()[0]
     augmented = rollout_math.add_residual(rollout_math.fuse_heads(pattern, "mean"), 0.5)
     raw = reference_flow(augmented)  # max-flow per pair, as networkx states it
     result = interpret.analyze(trace, "flow", params={"rows": "all", "normalize": "none"})
@@ -109,7 +109,7 @@ def test_encoder_decoder_rollout_and_flow() -> None:
 
 
 def test_discard_works_on_any_memory_layout() -> None:
-    pattern = random_pattern_trace(batch=1, layers=2, heads=2, pos=6).stack("attn.hook_pattern").double().numpy()[0]
+    pattern = random_pattern_trace(batch=1, layers=2, heads=2, pos=6).stack("attn.hook_pattern").double().cpu().numpy()[0]
     fortran = np.asfortranarray(pattern)
     c_order = rollout_math.augmented_attention(pattern, discard_ratio=0.3, keep=[0])
     f_order = rollout_math.augmented_attention(fortran, discard_ratio=0.3, keep=[0])
@@ -124,7 +124,7 @@ def test_per_layer_ends_in_the_rollout_and_starts_with_the_identity() -> None:
     assert per_layer.shape == (2, 3, 5, 5)
     np.testing.assert_array_equal(per_layer[:, -1], result["rollout"])
     np.testing.assert_array_equal(per_layer[:, 0], np.broadcast_to(np.eye(5), (2, 5, 5)))
-    pattern = trace.stack("attn.hook_pattern").double().numpy()
+    pattern = trace.stack("attn.hook_pattern").double().cpu().numpy()
     np.testing.assert_allclose(per_layer, rollout_math.rollout_per_layer(pattern, start_layer=1), atol=1e-14)
 
 

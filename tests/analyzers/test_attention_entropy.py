@@ -34,8 +34,8 @@ def _reference(layers: list[torch.Tensor], real: torch.Tensor, special: torch.Te
         keep = real[b]
         for index, layer in enumerate(layers):
             p = layer[b].double()[:, keep][:, :, keep]  # [head, n_real, n_real]
-            entropy[b, index] = torch.special.entr(p).sum(-1).mean(-1).numpy()
-            on_special[b, index] = p[..., special[b][keep]].sum(-1).mean(-1).numpy()
+            entropy[b, index] = torch.special.entr(p).sum(-1).mean(-1).cpu().numpy()
+            on_special[b, index] = p[..., special[b][keep]].sum(-1).mean(-1).cpu().numpy()
     return entropy, on_special
 
 
@@ -55,8 +55,8 @@ def test_head_statistics_match_the_float64_reference(monkeypatch, chunk: int) ->
     layers[0][2, 1, 3, 2] = 1.0
     entropy, on_special, row_error = head_statistics(layers, real, special)
     expected_entropy, expected_special = _reference(layers, real, special)
-    np.testing.assert_allclose(entropy.numpy(), expected_entropy, rtol=1e-10, atol=0)
-    np.testing.assert_allclose(on_special.numpy(), expected_special, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(entropy.cpu().numpy(), expected_entropy, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(on_special.cpu().numpy(), expected_special, rtol=1e-10, atol=0)
     assert entropy.dtype == torch.float64 and entropy.shape == (batch, 3, 4)
     assert 0.0 < row_error < 1e-6  # float32 rows sum to one up to rounding
     assert entropy[2, 0, 1] == pytest.approx(expected_entropy[2, 0, 1], rel=1e-12)
@@ -68,8 +68,8 @@ def test_uniform_and_one_hot_rows_have_known_entropies() -> None:
     layer[0, 0, :, :4] = 0.25  # uniform over the 4 real keys: log 4
     layer[0, 1, :, 2] = 1.0  # all on one key: 0
     entropy, on_special, _ = head_statistics([layer], real, torch.tensor([[False, False, True, False, False]]))
-    np.testing.assert_allclose(entropy[0, 0].numpy(), [math.log(4), 0.0], rtol=1e-15)
-    np.testing.assert_allclose(on_special[0, 0].numpy(), [0.25, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(entropy[0, 0].cpu().numpy(), [math.log(4), 0.0], rtol=1e-15)
+    np.testing.assert_allclose(on_special[0, 0].cpu().numpy(), [0.25, 1.0], rtol=1e-15)
 
 
 def test_a_nan_in_a_real_row_reaches_the_results_and_the_row_sum_check(monkeypatch) -> None:
@@ -88,4 +88,4 @@ def test_attention_entropy_takes_a_stacked_pattern_of_any_float_dtype() -> None:
     stacked = torch.stack(layers, 1)
     expected, _ = _reference(layers, real, torch.zeros_like(real))
     for pattern in (stacked, stacked.double()):
-        np.testing.assert_allclose(attention_entropy(pattern, real).numpy(), expected, rtol=1e-10, atol=0)
+        np.testing.assert_allclose(attention_entropy(pattern, real).cpu().numpy(), expected, rtol=1e-10, atol=0)

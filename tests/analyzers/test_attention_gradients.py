@@ -89,7 +89,7 @@ def test_equal_to_a_plain_statement_of_the_formulas(family: str, implementation:
     times = interpret.analyze(trace, "attention_x_gradient", model=model, tokenizer=tokenizer)
     rollout = interpret.analyze(trace, "gradient_weighted_rollout", model=model, tokenizer=tokenizer)
     assert count_hooks(model) == hooks
-    reference = _reference(family, trace, targets)
+    reference = {side: [(p.cpu(), g.cpu()) for p, g in pairs] for side, pairs in _reference(family, trace, targets).items()}
 
     # attention × gradient: ∇A ⊙ A per layer and head; the head map sums query and key
     weighted = torch.stack([pattern * grad for pattern, grad in reference["main"]], dim=1)
@@ -122,8 +122,8 @@ def test_equal_to_a_plain_statement_of_the_formulas(family: str, implementation:
             r_de = r_de + bar(self_p, self_g) @ r_de
             r_de = r_de + _rownorm_plus_identity(r_dd).transpose(-1, -2) @ bar(cross_p, cross_g) @ r_ee_bar
         relevance, rows = r_de, m
-    queries = (trace.encoded.decoder if "cross" in reference else trace.encoded).attention_mask.double()
-    relevance = relevance * queries[:, :, None] * trace.encoded.attention_mask.double()[:, None, :]
+    queries = (trace.encoded.decoder if "cross" in reference else trace.encoded).attention_mask.double().cpu()
+    relevance = relevance * queries[:, :, None] * trace.encoded.attention_mask.double().cpu()[:, None, :]
     _close(rollout["cross" if "cross" in reference else "rollout"], relevance)
     weights = torch.stack([torch.as_tensor(t.readout_weights(rows)) for t in targets])
     _close(rollout["readout"], torch.einsum("bq,bqk->bk", weights, relevance))

@@ -43,13 +43,13 @@ def _setup(family):
 
 
 def _token_mask(attributed_row: torch.Tensor, d_model: int) -> torch.Tensor:
-    groups = torch.full(attributed_row.shape, int(attributed_row.sum()), dtype=torch.long)
-    groups[attributed_row] = torch.arange(int(attributed_row.sum()))
+    groups = torch.full(attributed_row.shape, int(attributed_row.sum()), dtype=torch.long, device=attributed_row.device)
+    groups[attributed_row] = torch.arange(int(attributed_row.sum()), device=attributed_row.device)
     return groups[None, :, None].expand(1, -1, d_model)
 
 
 def _close(actual: np.ndarray, expected: torch.Tensor, attributed: torch.Tensor) -> None:
-    expected = (expected.detach().double() * attributed.double()).numpy()
+    expected = (expected.detach().double() * attributed.double()).cpu().numpy()
     assert np.abs(expected).max() > 0
     np.testing.assert_allclose(actual, expected, atol=1e-6, rtol=0)
 

@@ -96,7 +96,7 @@ class Faulty:
     Params = Params
 
     def run(self, trace, params, ctx):
-        readout = trace.encoded.attention_mask.double().numpy() / trace.encoded.attention_mask.sum(-1, keepdim=True).numpy()
+        readout = trace.encoded.attention_mask.double().cpu().numpy() / trace.encoded.attention_mask.sum(-1, keepdim=True).cpu().numpy()
         if params.fault == "nan":
             readout[0, 1] = np.nan
         if params.fault == "zero":

@@ -85,7 +85,7 @@ def test_returns_deeplift_where_captum_covers_every_nonlinearity(baseline: str) 
 
         attr = LayerDeepLift(Forward(), model.embed).attribute(
             encoded.input_ids, baselines=baseline_ids, additional_forward_args=(torch.arange(2),))
-        np.testing.assert_allclose(result["readout"], attr.detach().sum(-1).numpy() * ~special.numpy(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(result["readout"], attr.detach().sum(-1).cpu().numpy() * ~special.cpu().numpy(), rtol=1e-12, atol=1e-15)
 
 
 def test_refuses_the_gradient_fallback_of_an_uncovered_nonlinearity() -> None:

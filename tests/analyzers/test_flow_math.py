@@ -53,7 +53,7 @@ def _minilm_case() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     encoded = tokenizer("the quick brown fox jumps over the dog", return_tensors="pt")
     with torch.no_grad():
         attentions = model(**encoded, output_attentions=True).attentions
-    pattern = torch.stack(attentions, dim=1)[0].double().numpy()  # [layer, head, query, key]
+    pattern = torch.stack(attentions, dim=1)[0].double().cpu().numpy()  # [layer, head, query, key]
     assert pattern.shape == (6, 12, 10, 10)
     augmented = residual_augmented(pattern)
     return pattern, augmented, reference_flow(augmented)

@@ -54,7 +54,7 @@ def _captum(model: Any, tokenizer: Any, target: torch.Tensor) -> np.ndarray:
     method = LayerIntegratedGradients(_classifier_forward(model), model.get_input_embeddings())
     attr = method.attribute(ids, baselines=baseline_ids(trace, tokenizer.pad_token_id),
                             additional_forward_args=(mask, target), n_steps=STEPS)
-    return attr.sum(-1).detach().numpy()
+    return attr.sum(-1).detach().cpu().numpy()
 
 
 def test_each_row_is_that_class_attribution_and_the_contrast_their_difference(three) -> None:

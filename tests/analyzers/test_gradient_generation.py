@@ -40,7 +40,7 @@ def test_one_row_per_generated_token_equal_to_captum() -> None:
         for position, token in zip(target.positions, target.ids):
             attr = method.attribute(ids[b:b + 1], baselines=base[b:b + 1], n_steps=50,
                                     additional_forward_args=(mask[b:b + 1], torch.tensor([position]), torch.tensor([token])))
-            expected[b, position] = attr.sum(-1)[0].detach().numpy()
+            expected[b, position] = attr.sum(-1)[0].detach().cpu().numpy()
     assert np.abs(expected).max() > 0
     np.testing.assert_allclose(result["per_step"], expected, atol=1e-5 * np.abs(expected).max(), rtol=0)
     np.testing.assert_allclose(result["per_step"].sum(1), result["readout"], atol=1e-10, rtol=0)
@@ -67,7 +67,7 @@ def test_generate_explains_each_generated_token_as_captum_does() -> None:
         rows.append(expected)
     ids = torch.nn.utils.rnn.pad_sequence([row[0] for row in rows], batch_first=True, padding_value=tokenizer.pad_token_id)
     mask = torch.nn.utils.rnn.pad_sequence([torch.ones_like(row[0]) for row in rows], batch_first=True)
-    special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
+    special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=ids.device))
     base = torch.where(mask.bool() & ~special, torch.full_like(ids, tokenizer.pad_token_id), ids)
 
     def logit(input_ids, attention_mask, position, token):
@@ -81,7 +81,7 @@ def test_generate_explains_each_generated_token_as_captum_does() -> None:
         for position, token in zip(decision.target.positions, decision.target.ids):
             attr = method.attribute(ids[b:b + 1], baselines=base[b:b + 1], n_steps=50,
                                     additional_forward_args=(mask[b:b + 1], torch.tensor([position]), torch.tensor([token])))
-            expected_rows[b, position] = attr.sum(-1)[0].detach().numpy()
+            expected_rows[b, position] = attr.sum(-1)[0].detach().cpu().numpy()
     assert np.abs(expected_rows).max() > 0 and result["per_step"].shape == expected_rows.shape == (2, ids.shape[1], ids.shape[1])
     np.testing.assert_allclose(result["per_step"], expected_rows, atol=1e-12 * np.abs(expected_rows).max(), rtol=0)
 

@@ -78,7 +78,7 @@ def test_completeness_and_closed_form_on_an_analytic_toy(method: str, baseline: 
     for b in range(2):
         attributed = trace.encoded.attention_mask[b].bool() & ~trace.encoded.special[b]
         base = torch.where(attributed, torch.full_like(trace.encoded.input_ids[b], fill), trace.encoded.input_ids[b])
-        expected = runner.closed_form(b, trace.encoded.input_ids[b], base).sum(-1).numpy()
+        expected = runner.closed_form(b, trace.encoded.input_ids[b], base).sum(-1).cpu().numpy()
         np.testing.assert_allclose(result["readout"][b], expected, atol=1e-3, rtol=0)
         gap = float(runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=trace.encoded.input_ids[b:b + 1]).detach()
                     - runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=base[None]).detach())
@@ -94,7 +94,7 @@ def test_zero_baseline_is_the_closed_form_from_the_zero_vector() -> None:
     x = runner.embedding(trace.encoded.input_ids).detach()
     attributed = (trace.encoded.attention_mask.bool() & ~trace.encoded.special).double()
     weight = torch.tensor([1.0, 2.0], dtype=torch.float64)[:, None, None]
-    expected = ((weight * runner.c * x**3 + runner.u * x).sum(-1) * attributed).numpy()
+    expected = ((weight * runner.c * x**3 + runner.u * x).sum(-1) * attributed).cpu().numpy()
     np.testing.assert_allclose(result["readout"], expected, atol=1e-3, rtol=0)
     assert np.abs(result["delta"]).max() < 1e-4
 
@@ -114,7 +114,7 @@ def _captum_reference(case, trace, steps: int = 50, chunk: int | None = None) ->
     method = LayerIntegratedGradients(case.forward, case.model.get_input_embeddings())
     attr, delta = method.attribute(ids, baselines=baseline_ids(trace, pad), additional_forward_args=(mask, case.targets(trace)),
                                    n_steps=steps, internal_batch_size=chunk, return_convergence_delta=True)
-    return attr.sum(-1).detach().numpy(), delta.detach().numpy()
+    return attr.sum(-1).detach().cpu().numpy(), delta.detach().cpu().numpy()
 
 
 @pytest.mark.parametrize("family", ["bert", "gpt2", "minilm"])
@@ -168,6 +168,27 @@ def test_a_small_memory_budget_chunks_the_path_to_the_same_result() -> None:
     np.testing.assert_allclose(chunked, whole, atol=1e-5, rtol=0)
 
 
+def test_the_default_path_budget_is_sized_from_the_device() -> None:
+    """memory_mb=0 (the default): half the free memory of a CUDA device, 1024 MiB on the CPU; the steps of every
+    example share the passes."""
+    from interpret.analyze.run import run_context
+    from interpret.plugins._captum import CPU_PATH_MB, path_rows, token_batch
+
+    case = tiny_bert()
+    trace = case.trace()
+    ctx = run_context(trace, case.model, case.tokenizer)
+    batch = token_batch(trace, ctx, IntegratedGradientsParams(), "integrated_gradients")
+    weight = ctx.embedding_layer().weight
+    if weight.device.type == "cuda":
+        expected = path_rows(ctx, batch, (torch.cuda.mem_get_info(weight.device)[0] // 2) >> 20)
+        assert abs(path_rows(ctx, batch, 0) - expected) <= 0.05 * expected
+    else:
+        assert path_rows(ctx, batch, 0) == path_rows(ctx, batch, CPU_PATH_MB)
+    assert IntegratedGradientsParams().memory_mb == 0
+    with pytest.raises(ValueError, match="memory_mb=-1 is negative"):
+        IntegratedGradientsParams(memory_mb=-1)
+
+
 def test_params_refuse_what_cannot_work() -> None:
     with pytest.raises(ValueError, match="baseline_text"):
         IntegratedGradientsParams(baseline="text")
@@ -197,7 +218,7 @@ def test_runs_no_forward_pass_beyond_captums_own() -> None:
                      return_convergence_delta=True)
     assert ours == len(calls)
     with torch.no_grad():
-        direct = (score(trace.encoded, input_ids=ids) - score(trace.encoded, input_ids=base)).numpy()
+        direct = (score(trace.encoded, input_ids=ids) - score(trace.encoded, input_ids=base)).cpu().numpy()
     np.testing.assert_allclose(result["gap"], direct, atol=1e-12, rtol=0)
 
 

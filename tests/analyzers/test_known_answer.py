@@ -17,7 +17,7 @@ def test_attention_analyzers_rank_the_marker_first(name: str) -> None:
     trace = interpret.collect(model, tokenizer, [data.texts[i] for i in positive])
     result = interpret.analyze(trace, name, model=model, tokenizer=tokenizer)
     scores = result.readout.copy()  # [batch, key]
-    scores[trace.encoded.special.numpy()] = -np.inf
+    scores[trace.encoded.special.cpu().numpy()] = -np.inf
     top = scores.argmax(-1)
     hits = [int(top[row]) in data.decisive[i] for row, i in enumerate(positive)]
     assert np.mean(hits) >= 0.95

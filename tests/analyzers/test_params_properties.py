@@ -131,7 +131,7 @@ def test_flow_refuses_or_is_sound(
     method=st.sampled_from(["dinic", "scipy"]),
 )
 def test_flow_rows_are_distributions_when_normalised(trace_name: str, residual: float, normalize: str, method: str) -> None:
-    pattern = trace_of(trace_name).stack("attn.hook_pattern").double().numpy()[0]  # the unpadded example
+    pattern = trace_of(trace_name).stack("attn.hook_pattern").double().cpu().numpy()[0]  # the unpadded example
     flow = flow_math.attention_flow(pattern, residual_weight=residual, normalize=normalize, method=method)
     assert np.all(np.isfinite(flow)) and flow.min() >= 0.0
     if normalize == "row":
@@ -164,6 +164,6 @@ def test_flow_refuses_residual_one() -> None:
 
 def test_degenerate_rows_in_the_maths_are_errors() -> None:
     # The maths refuse what the Params let through only when given directly: no NaN, no silent zero row.
-    pattern = trace_of("fake-encoder").stack("attn.hook_pattern").double().numpy()
+    pattern = trace_of("fake-encoder").stack("attn.hook_pattern").double().cpu().numpy()
     with pytest.raises(interpret.errors.ConfigError, match="discard ratio 0.95 leaves query"):
         rollout_math.rollout(pattern, residual_weight=0.0, discard_ratio=0.95)

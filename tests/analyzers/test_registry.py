@@ -36,7 +36,7 @@ class LastLayer:
     Params = Params
 
     def run(self, trace, params, ctx):
-        pattern = trace.stack("attn.hook_pattern")[:, -1].mean(1).double().numpy() * params.scale
+        pattern = trace.stack("attn.hook_pattern")[:, -1].mean(1).double().cpu().numpy() * params.scale
         error = float(np.abs(pattern.sum(-1) - params.scale).max())
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params={"scale": params.scale},

@@ -67,9 +67,9 @@ class GradientProbe:
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params={"layer": params.layer},
             arrays={
-                "input_grad": NamedArray(input_grad.detach().numpy(), axes),
-                "pattern_grad": NamedArray(pattern_grad.detach().numpy(), ("batch", "head", "query", "key")),
-                "score": NamedArray(cap.score.detach().numpy(), ("batch",)),
+                "input_grad": NamedArray(input_grad.detach().cpu().numpy(), axes),
+                "pattern_grad": NamedArray(pattern_grad.detach().cpu().numpy(), ("batch", "head", "query", "key")),
+                "score": NamedArray(cap.score.detach().cpu().numpy(), ("batch",)),
             },
             checks={"score_finite": Check(float(0.0 if torch.isfinite(cap.score).all() else 1.0), 0.0)},
         )

@@ -134,7 +134,7 @@ def test_run_uses_the_threads_and_raises_the_first_error() -> None:
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_compiled_rows_equal_the_numpy_path(how: str, dtype: type, n_threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "SERIAL_WORK", 0)  # the compiled pass, split in row ranges, even when small
-    pattern = random_pattern_trace(batch=1, layers=3, heads=4, pos=11, seed=5).stack("attn.hook_pattern").numpy()[0]
+    pattern = random_pattern_trace(batch=1, layers=3, heads=4, pos=11, seed=5).stack("attn.hook_pattern").cpu().numpy()[0]
     pattern = pattern.astype(dtype)
     pattern[1, :, 4, :] = 0.0  # an absent query row stays all zero in both paths
     compiled = rollout_math.augmented_layers(list(pattern), head_fusion=how, residual_weight=0.3, workers=n_threads)

@@ -159,7 +159,7 @@ def test_entropy_known_answers() -> None:
     pattern[0, 0, 0, :4, :4] = 0.25  # uniform over the 4 real keys: log 4
     pattern[0, 0, 1, :4, 0] = 1.0  # all on one key: 0
     pattern[0, 0, :, 4, :] = 0.2  # a padded query row never counts
-    np.testing.assert_allclose(attention_entropy(pattern, real)[0, 0].numpy(), [np.log(4), 0.0])
+    np.testing.assert_allclose(attention_entropy(pattern, real)[0, 0].cpu().numpy(), [np.log(4), 0.0])
 
 
 def test_head_statistics_against_a_plain_loop(model, tokenizer) -> None:
@@ -175,8 +175,8 @@ def test_head_statistics_against_a_plain_loop(model, tokenizer) -> None:
         p = pattern[b][:, :, real][:, :, :, real]  # [layer, head, n, n]
         expected_entropy += torch.special.entr(p).sum(-1).mean(-1)
         expected_special += p[..., special].sum(-1).mean(-1)
-    np.testing.assert_allclose(stats.sums["entropy"], expected_entropy.numpy(), rtol=1e-10)
-    np.testing.assert_allclose(stats.sums["special_attention"], expected_special.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(stats.sums["entropy"], expected_entropy.cpu().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(stats.sums["special_attention"], expected_special.cpu().numpy(), rtol=1e-10)
     assert stats.weights == {"entropy": 3.0, "special_attention": 3.0}
 
 

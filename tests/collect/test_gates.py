@@ -19,7 +19,7 @@ MASK = (IDS != 0).long()
 
 def logits(model, **extra) -> torch.Tensor:
     with torch.no_grad():
-        return model(input_ids=IDS, attention_mask=MASK, **extra).logits
+        return model(input_ids=IDS.to(model.device), attention_mask=MASK.to(model.device), **extra).logits
 
 
 def zero_head_columns(out_proj: torch.nn.Module, head: int, d_head: int) -> None:
@@ -122,5 +122,5 @@ def test_gradients_flow_to_the_gates() -> None:
     model = tiny_model("bert")
     gates = torch.ones(2, 4, requires_grad=True)
     with head_gates(model, gates):
-        model(input_ids=IDS, attention_mask=MASK).logits.square().mean().backward()
+        model(input_ids=IDS.to(model.device), attention_mask=MASK.to(model.device)).logits.square().mean().backward()
     assert gates.grad is not None and gates.grad.shape == (2, 4) and (gates.grad != 0).all()

@@ -23,7 +23,7 @@ def test_images_through_the_processor_equal_their_pixel_values(vit) -> None:
     processor = image_processor()
     trace = interpret.collect(vit, processor, images)
     expected = processor(images=images, return_tensors="pt")["pixel_values"]
-    assert torch.equal(trace.encoded.pixel_values, expected)
+    assert torch.equal(trace.encoded.pixel_values.cpu(), expected)
     assert trace.encoded.tokens[0][:3] == ["[CLS]", "patch_0_0", "patch_0_1"] and trace.encoded.tokens[1][-1] == "patch_3_3"
     assert trace.encoded.special[:, 0].all() and not trace.encoded.special[:, 1:].any()
     assert trace.stack("attn.hook_pattern").shape == (2, 2, 4, 17, 17)

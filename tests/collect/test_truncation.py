@@ -95,8 +95,9 @@ def test_a_continuation_stays_whole_after_the_text_cut_as_the_tokenizer_cuts_it(
 
 def test_a_max_length_with_room_for_no_text_is_refused() -> None:
     tokenizer = word_tokenizer()
-    # the tokenizer itself returns [CLS] [SEP] at 2 and, below its 2 special tokens, the whole text uncut
-    assert tokenizer(" ".join(WORDS), truncation=True, max_length=1)["input_ids"] == tokenizer(" ".join(WORDS))["input_ids"]
+    # [CLS] [SEP] at 2; below its 2 special tokens the tokenizer itself cannot keep to max_length: it returns the
+    # whole text uncut (tokenizers 0.23.3) or one token between [CLS] and [SEP] (0.23.2), either way too long
+    assert len(tokenizer(" ".join(WORDS), truncation=True, max_length=1)["input_ids"]) > 1
     for max_length in (1, 2):
         with pytest.raises(InputError, match=f"max_length={max_length} leaves no room for text beside 2 special tokens; use at least 3"):
             encode(tokenizer, " ".join(WORDS), max_length=max_length)

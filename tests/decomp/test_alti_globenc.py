@@ -29,15 +29,15 @@ def test_equals_the_statement(family: str, method: str) -> None:
     assert result.checks["decomposition_error"].value < 1e-8  # patterns are kept in float32: ~1e-10 here
     for b in range(2):
         stream = run(model, trace, b)
-        real = stream.positions.numpy()
+        real = stream.positions.cpu().numpy()
         grid = np.ix_(real, real)
         matrices = [LAYER_STATEMENT[method](model, stream, layer) for layer in range(model.config.num_hidden_layers)]
         for layer, matrix in enumerate(matrices):
-            np.testing.assert_allclose(result["per_layer"][b, layer][grid], matrix.numpy(), rtol=1e-5, atol=1e-10)
+            np.testing.assert_allclose(result["per_layer"][b, layer][grid], matrix.cpu().numpy(), rtol=1e-5, atol=1e-10)
         rollout = rolled(matrices)
-        np.testing.assert_allclose(result["rollout"][b][grid], rollout.numpy(), rtol=1e-5, atol=1e-10)
+        np.testing.assert_allclose(result["rollout"][b][grid], rollout.cpu().numpy(), rtol=1e-5, atol=1e-10)
         row = 0 if family == "bert" else len(real) - 1  # [CLS] of the classifier, GPT-2's last real token
-        np.testing.assert_allclose(result["readout"][b][real], rollout[row].numpy(), rtol=1e-5, atol=1e-10)
+        np.testing.assert_allclose(result["readout"][b][real], rollout[row].cpu().numpy(), rtol=1e-5, atol=1e-10)
         assert np.all(np.delete(result["readout"][b], real) == 0.0)
 
 

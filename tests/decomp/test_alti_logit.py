@@ -25,10 +25,10 @@ def test_equals_the_statement_for_the_predicted_token(family: str) -> None:
     # Llama's RMSNorm computes in float32 even in a float64 model: its logit carries ~1e-8 relative noise.
     assert result.checks["logit_error"].value < (1e-9 if family == "gpt2" else 1e-6)
     for b in range(2):
-        real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().numpy()
+        real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().cpu().numpy()
         token = int(trace.output.logits[b, real[-1]].argmax())
         expected, _ = alti_logit(model, trace, b, token)
-        np.testing.assert_allclose(result["readout"][b][real], expected.numpy(), rtol=1e-5, atol=1e-10)
+        np.testing.assert_allclose(result["readout"][b][real], expected.cpu().numpy(), rtol=1e-5, atol=1e-10)
         np.testing.assert_allclose(result["per_layer"][b].sum(0), result["readout"][b], atol=1e-12)
         assert np.all(np.delete(result["readout"][b], real) == 0.0)
 
@@ -42,9 +42,9 @@ def test_equals_the_statement_for_a_contrast() -> None:
         targets.append(Target(kind="token", ids=(7,), positions=(last,), contrast=(9,), source="given", pooling=((last, 1.0),)))
     result = interpret.analyze(trace, "alti_logit", model=model, tokenizer=tokenizer, targets=targets)
     for b in range(2):
-        real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().numpy()
+        real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().cpu().numpy()
         expected, _ = alti_logit(model, trace, b, 7, contrast=9)
-        np.testing.assert_allclose(result["readout"][b][real], expected.numpy(), rtol=1e-5, atol=1e-10)
+        np.testing.assert_allclose(result["readout"][b][real], expected.cpu().numpy(), rtol=1e-5, atol=1e-10)
 
 
 def test_refused_in_one_line() -> None:

@@ -27,15 +27,15 @@ def test_equals_the_statement(family: str, layer: int) -> None:
         absolute = layer % model.config.num_hidden_layers
         for b in range(2):
             stream = run(model, trace, b)
-            real = stream.positions.numpy()
+            real = stream.positions.cpu().numpy()
             per_head, summed = norm_based(model, stream, absolute)
             grid = np.ix_(real, real)
-            np.testing.assert_allclose(result["norms"][b][:, grid[0], grid[1]], per_head.numpy(), rtol=1e-5, atol=1e-10)
+            np.testing.assert_allclose(result["norms"][b][:, grid[0], grid[1]], per_head.cpu().numpy(), rtol=1e-5, atol=1e-10)
             fused = summed if fusion == "sum" else per_head.mean(0)
-            np.testing.assert_allclose(result["fused"][b][grid], fused.numpy(), rtol=1e-5, atol=1e-10)
+            np.testing.assert_allclose(result["fused"][b][grid], fused.cpu().numpy(), rtol=1e-5, atol=1e-10)
             # The decision reads [CLS] for the BERT classifier, the last real token for GPT-2's next token.
             row = 0 if family == "bert" else len(real) - 1
-            expected = (fused[row] / fused[row].sum()).numpy()
+            expected = (fused[row] / fused[row].sum()).cpu().numpy()
             np.testing.assert_allclose(result["readout"][b][real], expected, rtol=1e-5, atol=1e-10)
             assert np.all(np.delete(result["readout"][b], real) == 0.0)
 
@@ -65,8 +65,8 @@ def test_reduces_to_raw_attention_when_every_value_norm_is_equal(family: str) ->
     raw = interpret.analyze(trace, "last_layer_attention", model=model, tokenizer=tokenizer)
     # last_layer_attention fuses the heads in the pattern's stored precision: agreement to ~1e-9, well inside 1e-5.
     np.testing.assert_allclose(norm["readout"], raw["readout"], rtol=1e-7, atol=1e-10)
-    pattern = trace.stack("attn.hook_pattern")[:, -1].double().numpy()
-    mask = trace.encoded.attention_mask.bool().numpy()
+    pattern = trace.stack("attn.hook_pattern")[:, -1].double().cpu().numpy()
+    mask = trace.encoded.attention_mask.bool().cpu().numpy()
     for b in range(2):
         real = np.flatnonzero(mask[b])
         np.testing.assert_allclose(norm["norms"][b][:, real][:, :, real], pattern[b][:, real][:, :, real], atol=1e-12)

@@ -29,14 +29,14 @@ def test_equals_the_statement(family: str) -> None:
         assert result.checks["replay_error"].value < 1e-10
         for b in range(2):
             stream = run(model, trace, b)
-            real = stream.positions.numpy()
+            real = stream.positions.cpu().numpy()
             grid = np.ix_(real, real)
             matrices = [value_zeroing_layer(model, stream, layer) for layer in range(model.config.num_hidden_layers)]
             for layer, matrix in enumerate(matrices):
-                np.testing.assert_allclose(result["per_layer"][b, layer][grid], matrix.numpy(), rtol=1e-5, atol=1e-9)
+                np.testing.assert_allclose(result["per_layer"][b, layer][grid], matrix.cpu().numpy(), rtol=1e-5, atol=1e-9)
             rollout = rolled(matrices)
             row = 0 if family == "bert" else len(real) - 1
-            np.testing.assert_allclose(result["readout"][b][real], rollout[row].numpy(), rtol=1e-5, atol=1e-9)
+            np.testing.assert_allclose(result["readout"][b][real], rollout[row].cpu().numpy(), rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(results[0]["rollout"], results[1]["rollout"], atol=1e-12)
 
 

@@ -45,7 +45,7 @@ def test_bert_classifier_each_removal_equals_the_edited_input(example: int) -> N
     removed = np.zeros((3, encoded.pos), dtype=bool)
     removed[0, positions[[0, 2]]] = True
     removed[1, positions] = True
-    real = encoded.attention_mask[example].bool().numpy()
+    real = encoded.attention_mask[example].bool().cpu().numpy()
     ids = encoded.input_ids[example]
     assert default_removal(encoded) == "delete"
     deleted = RemovalScorer(ctx, encoded, "delete").probabilities(example, removed)
@@ -80,7 +80,7 @@ def test_decoder_deletion_equals_the_shorter_input(family: str) -> None:
         removed[0, positions[:2]] = True
         removed[1, positions[-1:]] = True
         scored = RemovalScorer(ctx, encoded, "delete").probabilities(example, removed)
-        real = encoded.attention_mask[example].bool().numpy()
+        real = encoded.attention_mask[example].bool().cpu().numpy()
         for row in range(2):
             ids = encoded.input_ids[example][torch.from_numpy(real & ~removed[row])]
             with torch.no_grad():
@@ -127,7 +127,7 @@ def test_encoder_decoder_deletes_encoder_tokens_and_keeps_the_decoder() -> None:
         removed = np.zeros((1, encoded.pos), dtype=bool)
         removed[0, positions[:2]] = True
         scored = RemovalScorer(ctx, encoded, "delete").probabilities(example, removed)
-        real = encoded.attention_mask[example].bool().numpy()
+        real = encoded.attention_mask[example].bool().cpu().numpy()
         ids = encoded.input_ids[example][torch.from_numpy(real & ~removed[0])]
         decoder = encoded.decoder
         decoder_ids = decoder.input_ids[example][decoder.attention_mask[example].bool()]

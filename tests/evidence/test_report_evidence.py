@@ -62,7 +62,7 @@ def test_evidence_off_and_bad_removal() -> None:
 def _planted(trace: object, positions: list[tuple[int, ...]], seed: int) -> AnalyzerResult:
     """A readout that ranks the planted evidence first (the right explanation by construction)."""
     rng = np.random.default_rng(seed)
-    values = rng.random(tuple(trace.encoded.attention_mask.shape)) * 0.1 * trace.encoded.attention_mask.numpy()
+    values = rng.random(tuple(trace.encoded.attention_mask.shape)) * 0.1 * trace.encoded.attention_mask.cpu().numpy()
     for b, decisive in enumerate(positions):
         values[b, list(decisive)] = 1.0
     return AnalyzerResult(

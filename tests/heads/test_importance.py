@@ -130,13 +130,13 @@ def test_per_row_gates_give_each_row_its_own_gradient(toy) -> None:
 
 def test_normalisations_equal_the_formulas() -> None:
     raw = torch.rand(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    by_layer = normalize_by_layer(raw).numpy()
-    values = raw.numpy()
+    by_layer = normalize_by_layer(raw).cpu().numpy()
+    values = raw.cpu().numpy()
     for layer in range(3):
         norm = np.sqrt(sum(v * v for v in values[layer]))
         np.testing.assert_allclose(by_layer[layer], values[layer] / norm, rtol=1e-12)
         assert abs(np.linalg.norm(by_layer[layer]) - 1.0) < 1e-12
-    scaled = normalize_global(raw).numpy()
+    scaled = normalize_global(raw).cpu().numpy()
     np.testing.assert_allclose(scaled, (values - values.min()) / (values.max() - values.min()), rtol=1e-12)
     assert scaled.min() == 0.0 and scaled.max() == 1.0
     with pytest.raises(interpret.errors.ResultError):
@@ -161,9 +161,9 @@ def test_analyzer_matches_the_core_and_the_audit_weighting(toy) -> None:
     predicted = gated.predictions(encoded)  # label-free: the model's own predictions
     core = accumulate([(lambda g: gated.losses(encoded, g, predicted), 12, int(encoded.attention_mask.sum()))], torch.ones(2, 4))
     for row in result.arrays["importance_all"].values:  # the batch's map, the same in every row
-        np.testing.assert_allclose(row, core.raw.numpy(), rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(row, core.raw.cpu().numpy(), rtol=1e-5, atol=1e-9)
     aggregate = (per_example * tokens[:, None, None]).sum(0) / tokens.sum()
-    np.testing.assert_allclose(aggregate, core.raw.numpy(), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(aggregate, core.raw.cpu().numpy(), rtol=1e-5, atol=1e-9)
     scores = result.arrays["scores"].values
     assert scores.min() == 0.0 and scores.max() == 1.0
     assert result.arrays["entropy"].values.shape == per_example.shape

@@ -40,8 +40,8 @@ def _gated_and_stored(tmp_path: Path, family: str):
 
 
 def _compare(logits: torch.Tensor, reference: torch.Tensor, attention_mask: torch.Tensor) -> None:
-    real = attention_mask.bool()  # token logits: padded positions are not outputs of any example
-    torch.testing.assert_close(logits[real], reference[real], rtol=0, atol=1e-5)
+    real = attention_mask.bool().cpu()  # token logits: padded positions are not outputs of any example
+    torch.testing.assert_close(logits.cpu()[real], reference.cpu()[real], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -56,7 +56,7 @@ def test_removed_model_has_fewer_parameters_and_equals_the_gated_model(tmp_path:
     assert pruned.parameters_before - pruned.parameters_after == removed_heads * per_head
     assert count_parameters(model) == pruned.parameters_before
     with torch.no_grad():
-        logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
+        logits = pruned.model(input_ids=encoded.input_ids.to(pruned.model.device), attention_mask=encoded.attention_mask.to(pruned.model.device)).logits
     _compare(logits, reference, encoded.attention_mask)
 
 
@@ -146,5 +146,5 @@ def test_a_layer_keeping_every_head_does_not_stop_the_others_from_being_removed(
     assert pruned.parameters_before - pruned.parameters_after == 3 * (3 * (32 * 8 + 8) + 8 * 32)
     assert "heads kept per layer: 4, 1)" in pruned.note
     with torch.no_grad():
-        logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
+        logits = pruned.model(input_ids=encoded.input_ids.to(pruned.model.device), attention_mask=encoded.attention_mask.to(pruned.model.device)).logits
     _compare(logits, reference, encoded.attention_mask)

@@ -18,6 +18,7 @@ MASK = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
 
 
 def _compare(reference: torch.Tensor, pruned: torch.Tensor, real: torch.Tensor) -> None:
+    reference, pruned, real = reference.cpu(), pruned.cpu(), real.cpu()
     if reference.dim() == 3:  # token logits: padded positions are not outputs of any example
         reference, pruned = reference[real], pruned[real]
     torch.testing.assert_close(pruned, reference, rtol=0, atol=1e-5)
@@ -96,7 +97,7 @@ def test_in_memory_removal_where_the_config_cannot_store_it(family: str) -> None
         assert pruned.removed and "in memory only (2, 1 heads per layer)" in pruned.note
         assert pruned.kept == ((0, 1), (3,)) and pruned.parameters_after < pruned.parameters_before
     with torch.no_grad():  # layers of different widths: called directly (the collector wants equal layers)
-        logits = pruned.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask).logits
+        logits = pruned.model(input_ids=encoded.input_ids.to(pruned.model.device), attention_mask=encoded.attention_mask.to(pruned.model.device)).logits
     _compare(reference, logits, encoded.attention_mask.bool())
 
 

@@ -80,7 +80,7 @@ def test_export_round_trips_at_full_precision(report, tmp_path: Path) -> None:
             document = json.loads(stem.with_suffix(".json").read_text())
             assert document["axes"] == list(array.axes) and document["shape"] == list(array.values.shape)
             np.testing.assert_array_equal(np.asarray(document["values"], dtype=array.values.dtype), array.values)
-            for frame in (pd.read_parquet(stem.with_suffix(".parquet")), pd.read_csv(stem.with_suffix(".csv"))):
+            for frame in (pd.read_parquet(stem.with_suffix(".parquet")), pd.read_csv(stem.with_suffix(".csv"), float_precision="round_trip")):
                 assert list(frame.columns) == [*array.axes, "value"]
                 assert len(frame) == array.values.size
                 values = frame["value"].to_numpy().astype(array.values.dtype).reshape(array.values.shape)
@@ -101,7 +101,7 @@ def test_layer_and_head_selection_cuts_what_is_embedded(tmp_path: Path) -> None:
     sections = {s["key"]: s for s in data["sections"]}
     pattern = sections["attention"]["arrays"]["pattern"]
     assert pattern["shape"][1:3] == [1, 2] and pattern["coords"] == {"layer": [1], "head": [1, 3]}
-    expected = trace.stack("attn.hook_pattern")[:, [1]][:, :, [1, 3]].numpy()
+    expected = trace.stack("attn.hook_pattern")[:, [1]][:, :, [1, 3]].cpu().numpy()
     np.testing.assert_allclose(decode(pattern), expected, atol=1e-4)
     per_layer = sections["rollout"]["arrays"]["per_layer"]
     assert per_layer["shape"][1] == 1 and per_layer["coords"] == {"layer": [1]}

@@ -77,10 +77,10 @@ def _full_gradient_statement(trace, ctx) -> tuple[np.ndarray, np.ndarray, np.nda
         for layer, (name, grad) in enumerate(zip(names, grads)):
             pattern = captured[name][b].detach().cpu()[:, index][:, :, index].double()  # [head, n, n]
             pattern_grad = grad[b].cpu()[:, index][:, :, index].double()
-            per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).sum(0)).numpy()
-            every_row[b, layer, positions] = (pattern * pattern_grad).sum((0, 1)).numpy()
+            per_layer[b, layer, positions] = (weights @ (pattern * pattern_grad).sum(0)).cpu().numpy()
+            every_row[b, layer, positions] = (pattern * pattern_grad).sum((0, 1)).cpu().numpy()
             relevance = relevance + (pattern * pattern_grad).clamp(min=0).mean(0) @ relevance  # Chefer eq. 6
-        rollout[b, positions] = (weights @ relevance).numpy()
+        rollout[b, positions] = (weights @ relevance).cpu().numpy()
     return per_layer, every_row, rollout
 
 

@@ -108,7 +108,7 @@ def _rollout(trace, b: int, positions: np.ndarray) -> np.ndarray:
     index = torch.as_tensor(positions)
     product = np.eye(len(positions))
     for layer in trace.layers("attn.hook_pattern"):
-        pattern = trace[f"blocks.{layer}.attn.hook_pattern"][b].cpu()[:, index][:, :, index].double().mean(0).numpy()
+        pattern = trace[f"blocks.{layer}.attn.hook_pattern"][b].cpu()[:, index][:, :, index].double().mean(0).cpu().numpy()
         augmented = 0.4 * np.eye(len(positions)) + 0.6 * pattern
         augmented /= augmented.sum(-1, keepdims=True)
         product = augmented @ product
