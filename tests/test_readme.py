@@ -171,6 +171,7 @@ RUNS: list[list[str]] = [
     ["evaluate", "--tasks", "-a", "rollout", "--format", "json", "-o", "{tmp}/tasks.json", "-q"],
     ["models", "gpt2", "whisper", "--status", "supported", "--refresh", "--format", "json"],
     ["models", "bert", "--status", "unsupported", "--status", "unknown", "--format", "text"],
+    ["models", "bert", "--probe", "--status", "unprobed"],
     ["heads", "--input", "{data}.jsonl", "--model", "{cls}", "--label-column", "label", "--fraction", "0.5", "--threshold",
      "0.5", "--prune-to", "{tmp}/pruned", "--store", "removed", "--max-flops", "5e13", "--max-memory", "8GB", "-o",
      "{tmp}/heads.html", "-q"],
