@@ -86,10 +86,11 @@ def _detail(row: TypeSupport) -> None:
 
 
 def _bar(todo: Iterable[str]) -> Iterator[str]:
-    """Yield the model types still to probe, with a progress bar on stderr when there are many."""
-    items = list(todo)
-    if len(items) < 5:
-        return iter(items)
-    from tqdm import tqdm
+    """Yield the model types still to probe, with the CLI's progress bar on stderr when there are many."""
+    from interpret.cli.common import progress
 
-    return iter(tqdm(items, desc="probing model types on the meta device", unit="type", leave=False))
+    items = list(todo)
+    with progress(len(items), "probing model types on the meta device", quiet=len(items) < 5, unit="type") as shown:
+        for item in items:
+            yield item
+            shown.update()
