@@ -8,7 +8,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ import click
 
 from interpret.cli.options import PROGRESS_KEY
 from interpret.cli.output import safe
-from interpret.progress import Stage
+from interpret.progress import Advance, Stage
 
 log = logging.getLogger("interpret")
 _WARNINGS = logging.getLogger("py.warnings")
@@ -100,7 +100,7 @@ def stages(quiet: bool) -> Iterator[Stage]:
     (total 0: a count without a total) and closes the one before, so one line shows where a long run is."""
     shown: list[Any] = []
 
-    def stage(description: str, total: int, unit: str) -> Callable[[int], Any]:
+    def stage(description: str, total: int, unit: str) -> Advance:
         while shown:
             shown.pop().close()
         shown.append(bar(total, description, quiet, unit))

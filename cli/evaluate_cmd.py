@@ -61,7 +61,7 @@ def evaluate(
     if not names:
         raise usage_error("none of the analyzers declares a readout, so there is no ranking to evaluate; name one with -a.")
     if tasks:
-        data = _tasks(names, seed)
+        data = _tasks(names, seed, quiet)
     else:
         prerun.check_device(device)
         prerun.check_adapter(plan)
@@ -80,10 +80,12 @@ def evaluate(
         say(f"wrote {output}")
 
 
-def _tasks(names: list[str], seed: int) -> dict[str, Any]:
+def _tasks(names: list[str], seed: int, quiet: bool) -> dict[str, Any]:
+    from interpret.cli.common import stages
     from interpret.evidence.suite import run_suite
 
-    rows = run_suite(names, seed=seed)
+    with stages(quiet) as stage:
+        rows = run_suite(names, seed=seed, progress=stage)
     return {"kind": "tasks", "rows": [{k: _finite(v) for k, v in vars(row).items()} for row in rows]}
 
 

@@ -1,6 +1,7 @@
-"""The library's progress hook (`interpret.progress.Stage`): `explain` (analyzers, then evidence) and the
-cascading-randomisation sanity check open their stages with totals in examples and advance to exactly those
-totals; the library draws and prints nothing itself (the CLI draws the bars)."""
+"""The library's progress hook (`interpret.progress.Stage`): `explain` (analyzers, then evidence), the
+cascading-randomisation sanity check (in examples) and the known-answer task suite (in tasks) open their stages
+with their totals and advance to exactly those totals; the library draws and prints nothing itself (the CLI
+draws the bars)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import interpret
 from interpret.evidence import DEFAULT_SEEDS
 from interpret.evidence.sanity import block_modules, cascading_randomisation
+from interpret.evidence.suite import run_suite
 from interpret.reference.toy import marker_dataset, marker_task
 
 TEXTS = list(marker_dataset(3, seed=1).texts)
@@ -46,5 +48,13 @@ def test_the_sanity_check_counts_each_analyzer_over_each_example_at_each_step(ca
     cascading_randomisation(model, tokenizer, TEXTS, ["rollout"], progress=hook)
     steps = len(block_modules(model, tokenizer)) + 1
     assert hook.stages == [[f"sanity check (1 analyzers × 3 examples × {steps} steps)", 3 * steps, "example", 3 * steps]]
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_the_task_suite_counts_tasks(capsys: pytest.CaptureFixture) -> None:
+    hook = Recorder()
+    run_suite(["last_layer_attention"], tasks=["balance"], n=4, progress=hook)
+    assert hook.stages == [["known-answer tasks (1 analyzers × 4 examples each)", 1, "task", 1]]
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""

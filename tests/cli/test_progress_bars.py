@@ -12,6 +12,7 @@ from pathlib import Path
 from cli_runner import run
 
 from interpret.evidence import DEFAULT_SEEDS
+from interpret.evidence.tasks import TASKS
 
 TEXTS = ("--text", "the cat sat on the mat", "--text", "a dog saw red")
 
@@ -61,3 +62,9 @@ def test_heads_shows_importance_entropy_and_pruning(classifier_dir: Path, tmp_pa
     # a pruning curve ends at its threshold, so its bar counts examples through the model without a total
     assert re.search(r"pruning \(least important first\): \d+ *example", shown.stderr), shown.stderr
     assert re.search(r"pruning \(most important first\): \d+ *example", shown.stderr), shown.stderr
+
+
+def test_the_task_suite_counts_its_tasks() -> None:
+    shown = run("evaluate", "--tasks", "-a", "last_layer_attention", "--format", "json", "--progress")
+    assert shown.exit_code == 0, shown.stderr
+    assert _stages(shown.stderr) == {"known-answer tasks (1 analyzers × 16 examples each)": len(TASKS)}, shown.stderr
