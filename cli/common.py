@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
+
+from interpret.cli.options import PROGRESS_KEY
 from interpret.cli.output import safe
+from interpret.progress import Advance, Stage
 
 log = logging.getLogger("interpret")
 _WARNINGS = logging.getLogger("py.warnings")
@@ -84,14 +88,41 @@ def logs_through_bars() -> Iterator[None]:
 
 
 @contextmanager
-def progress(total: int, description: str, quiet: bool) -> Iterator[Any]:
+def progress(total: int, description: str, quiet: bool, unit: str = "it") -> Iterator[Any]:
     """Yield a tqdm bar on stderr while log lines and warnings are written through it (never interleaved)."""
-    from tqdm import tqdm
+    with logs_through_bars(), bar(total, description, quiet, unit) as shown:
+        yield shown
+
+
+@contextmanager
+def stages(quiet: bool) -> Iterator[Stage]:
+    """Yield the library's progress hook (`interpret.progress.Stage`): each stage draws a bar of its own on stderr
+    (total 0: a count without a total) and closes the one before, so one line shows where a long run is."""
+    shown: list[Any] = []
+
+    def stage(description: str, total: int, unit: str) -> Advance:
+        while shown:
+            shown.pop().close()
+        shown.append(bar(total, description, quiet, unit))
+        return shown[-1].update
 
     with logs_through_bars():
-        # disable=None: no bar when stderr is not a terminal (a log file would fill with redrawn bars)
-        with tqdm(total=total, desc=description, disable=True if quiet else None, file=sys.stderr, leave=False) as bar:
-            yield bar
+        try:
+            yield stage
+        finally:
+            while shown:
+                shown.pop().close()
+
+
+def bar(total: int, description: str, quiet: bool, unit: str = "it") -> Any:
+    """Return a tqdm bar on stderr: none with -q; with --progress/--no-progress as forced; else only when stderr
+    is a terminal (tqdm's disable=None: a log file or a test's captured stderr would fill with redrawn bars)."""
+    from tqdm import tqdm
+
+    context = click.get_current_context(silent=True)
+    forced = context.meta.get(PROGRESS_KEY) if context is not None else None
+    disable = True if quiet else None if forced is None else not forced
+    return tqdm(total=total or None, desc=description, unit=unit, disable=disable, file=sys.stderr, leave=False)
 
 
 def load_model(

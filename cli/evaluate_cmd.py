@@ -12,7 +12,7 @@ import click
 
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source
-from interpret.cli.options import check_texts, model_options, verbosity_options
+from interpret.cli.options import check_texts, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
 
 SHORT_HELP = "Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."
@@ -33,6 +33,7 @@ SHORT_HELP = "Check how faithful each method is: the randomisation sanity check,
               help="How to write the outcome.")
 @click.option("-o", "--output", default="-", metavar="PATH", help="Where to write the outcome ('-': stdout).")
 @verbosity_options
+@progress_option
 def evaluate(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], tasks: bool,
@@ -60,11 +61,15 @@ def evaluate(
     if not names:
         raise usage_error("none of the analyzers declares a readout, so there is no ranking to evaluate; name one with -a.")
     if tasks:
-        data = _tasks(names, seed)
+        data = _tasks(names, seed, quiet)
     else:
         prerun.check_device(device)
         prerun.check_adapter(plan)
-        data = _sanity(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, removal, seed, max_length)
+        from interpret.cli.common import stages
+
+        with stages(quiet) as stage:
+            data = _sanity(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, removal, seed,
+                           max_length, stage)
     text = json_text(data) if fmt == "json" else "\n".join(_lines(data))
     if output == "-":
         say(text)
@@ -75,16 +80,18 @@ def evaluate(
         say(f"wrote {output}")
 
 
-def _tasks(names: list[str], seed: int) -> dict[str, Any]:
+def _tasks(names: list[str], seed: int, quiet: bool) -> dict[str, Any]:
+    from interpret.cli.common import stages
     from interpret.evidence.suite import run_suite
 
-    rows = run_suite(names, seed=seed)
+    with stages(quiet) as stage:
+        rows = run_suite(names, seed=seed, progress=stage)
     return {"kind": "tasks", "rows": [{k: _finite(v) for k, v in vars(row).items()} for row in rows]}
 
 
 def _sanity(
     model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool, texts: list[str],
-    names: list[str], removal: str | None, seed: int, max_length: int | None,
+    names: list[str], removal: str | None, seed: int, max_length: int | None, stage: Any,
 ) -> dict[str, Any]:
     from interpret.analyze import analyze
     from interpret.analyze.run import required_names, run_context
@@ -94,15 +101,20 @@ def _sanity(
     from interpret.evidence import evaluate_evidence
     from interpret.evidence.sanity import cascading_randomisation
 
+    stage("load model", 1, "model")
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
     trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
     targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]
     context = run_context(trace, loaded.model, loaded.tokenizer, head=loaded.head, targets=targets, seed=seed)
-    results = [analyze(trace, name, context=context) for name in names]
-    evidence = evaluate_evidence(trace, results, context, removal=removal)
+    advance, results = stage(f"analyze ({len(names)} analyzers × {len(texts)} examples)", len(names) * len(texts),
+                             "example"), []
+    for name in names:
+        results.append(analyze(trace, name, context=context))
+        advance(len(texts))
+    evidence = evaluate_evidence(trace, results, context, removal=removal, progress=stage)
     sanity = cascading_randomisation(
-        loaded.model, loaded.tokenizer, texts, names, head=loaded.head, seed=seed, max_length=max_length
+        loaded.model, loaded.tokenizer, texts, names, head=loaded.head, seed=seed, max_length=max_length, progress=stage
     )
     return {"kind": "sanity", "model": loaded.model_id, "evidence": evidence.to_dict(), "sanity": sanity.to_dict()}
 

@@ -22,7 +22,7 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths, token_limit
 from interpret.cli.heads_cost import check_cost, parse_flops as _parse_flops
-from interpret.cli.options import model_options, parse_size, verbosity_options
+from interpret.cli.options import model_options, parse_size, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate import count_tokens, tokenizer_limit
@@ -70,6 +70,7 @@ _MARKER_TEXT = "written by interpret heads --prune-to; --force may replace this 
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="The HTML report (default: reports/<input-stem>-heads.html).")
 @verbosity_options
+@progress_option
 def heads(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, label_column: str, batch_size: int, fraction: float,
@@ -225,16 +226,10 @@ def _load(model: str | None, device: str, dtype: str | None, allow_pickle: bool,
 
 def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: int, max_length: int | None,
            fraction: float, threshold: float, quiet: bool) -> Any:
-    from contextlib import ExitStack
-
-    from interpret.cli.common import progress
+    from interpret.cli.common import stages
     from interpret.heads.run import study_heads
 
-    with ExitStack() as stack:
-        def stage(description: str, total: int):
-            bar = stack.enter_context(progress(total or 0, description, quiet))
-            return bar.update
-
+    with stages(quiet) as stage:
         return study_heads(loaded.model, loaded.tokenizer, texts, labels, head=loaded.head, batch_size=batch_size,
                            max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
 

@@ -15,14 +15,19 @@ if TYPE_CHECKING:
 
 @click.command(short_help="List the model types transformers knows: supported or not, by which adapter, with which hook points.")
 @click.argument("model_types", nargs=-1, metavar="[MODEL_TYPE]...")
-@click.option("--status", "statuses", multiple=True, type=click.Choice(["supported", "unsupported", "unknown"]),
-              help="Show only model types with this status (repeatable).")
-@click.option("--refresh", is_flag=True, help="Probe again instead of reading the cached table.")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["supported", "unsupported", "unknown", "unprobed"]),
+              help="Show only model types with this status (repeatable; unprobed: not probed on this machine yet).")
+@click.option("--probe", is_flag=True,
+              help="Probe every listed model type not probed yet (all ~800: minutes; naming types probes just those).")
+@click.option("--refresh", is_flag=True, help="Probe the listed model types again instead of reading the cached table.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format.")
-def models(model_types: tuple[str, ...], statuses: tuple[str, ...], refresh: bool, fmt: str) -> None:
+def models(model_types: tuple[str, ...], statuses: tuple[str, ...], probe: bool, refresh: bool, fmt: str) -> None:
     """List the model types the installed transformers knows: supported or not, by which adapter, and the hook
     points each offers (found by a probe pass on the meta device: no weights, no memory; cached per version).
-    Naming model types shows each one's hook points in full."""
+    Without names it lists at once what is known without building a model: the cached outcome of each type
+    probed before (by name, by --probe, or by a command that used it) and, for the rest, `unprobed` with the
+    adapter that would serve it. Naming model types probes them and shows each one's hook points in full."""
     from interpret.collect.hf import catalog
     from interpret.errors import suggest
 
@@ -33,9 +38,17 @@ def models(model_types: tuple[str, ...], statuses: tuple[str, ...], refresh: boo
             f"model type {unknown[0]!r} is not known to the installed transformers;{suggest(unknown[0], known)}"
             " run `interpret models` for the list."
         )
-    rows = catalog.catalog(list(model_types) or known, refresh=refresh, progress=_bar if fmt == "text" else None)
+    wanted = list(model_types) or known
+    if model_types or probe or refresh:
+        rows = catalog.catalog(wanted, refresh=refresh, progress=_bar if fmt == "text" else None)
+    else:
+        rows = catalog.listing(wanted)
     if statuses:
+        hidden = sum(row.status == "unprobed" for row in rows) if "unprobed" not in statuses else 0
         rows = [row for row in rows if row.status in statuses]
+        if hidden:
+            click.echo(f"{hidden} model types not probed yet are left out (any may have this status); --probe probes"
+                       " them", err=True)
     if fmt == "json":
         click.echo(json_text(catalog.as_dicts(rows)))
     elif model_types:
@@ -52,8 +65,10 @@ def _table(rows: list[TypeSupport]) -> None:
     for row in rows:
         note = "; ".join(filter(None, (row.shared, ", ".join(row.missing)))) if row.status == "supported" else row.reason
         click.echo(f"{row.model_type:<{width}}  {row.status:<11}  {row.adapter or '-':<8}  {row.kind or '-':<15}  {note or '-'}")
-    counts = {status: sum(row.status == status for row in rows) for status in ("supported", "unsupported", "unknown")}
-    click.echo(f"{len(rows)} model types: " + ", ".join(f"{count} {status}" for status, count in counts.items()), err=True)
+    counts = {status: sum(row.status == status for row in rows)
+              for status in ("supported", "unsupported", "unknown", "unprobed")}
+    click.echo(f"{len(rows)} model types: " + ", ".join(f"{count} {status}" for status, count in counts.items())
+               + ("; `interpret models TYPE` probes one, --probe every one" if counts["unprobed"] else ""), err=True)
 
 
 def _detail(row: TypeSupport) -> None:
@@ -71,10 +86,11 @@ def _detail(row: TypeSupport) -> None:
 
 
 def _bar(todo: Iterable[str]) -> Iterator[str]:
-    """Yield the model types still to probe, with a progress bar on stderr when there are many."""
-    items = list(todo)
-    if len(items) < 5:
-        return iter(items)
-    from tqdm import tqdm
+    """Yield the model types still to probe, with the CLI's progress bar on stderr when there are many."""
+    from interpret.cli.common import progress
 
-    return iter(tqdm(items, desc="probing model types on the meta device", unit="type", leave=False))
+    items = list(todo)
+    with progress(len(items), "probing model types on the meta device", quiet=len(items) < 5, unit="type") as shown:
+        for item in items:
+            yield item
+            shown.update()

@@ -20,6 +20,7 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?i?b?)\s*", re.IGNORECASE
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 _SURROGATE = re.compile("[\ud800-\udfff]")
+PROGRESS_KEY = "interpret.progress"  # ctx.meta: --progress (True), --no-progress (False), neither (None)
 
 
 def model_options(fn: F) -> F:
@@ -63,6 +64,14 @@ def verbosity_options(fn: F) -> F:
                       help="More log lines; tracebacks on errors.")(fn)
     fn = click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr; no progress bars.")(fn)
     return fn
+
+
+def progress_option(fn: F) -> F:
+    """Add --progress/--no-progress, kept in the context (`interpret.cli.common.bar` reads it), not passed on."""
+    return click.option("--progress/--no-progress", default=None, expose_value=False,
+                        callback=lambda ctx, _param, value: ctx.meta.__setitem__(PROGRESS_KEY, value),
+                        help="Draw progress bars on stderr even when it is not a terminal (a log file, CI), or never"
+                             " (default: on a terminal only; -q: never).")(fn)
 
 
 def parse_indices(value: str | None, option: str, what: str) -> list[int] | None:

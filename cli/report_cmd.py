@@ -16,7 +16,8 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size, token_limit
 from interpret.cli.options import (
-    analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, verbosity_options,
+    analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, progress_option,
+    verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
@@ -107,6 +108,7 @@ class _Run:
 @click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,
               help="How the evidence removes a token (default: delete, as ERASER does).")
 @verbosity_options
+@progress_option
 def report(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
@@ -305,23 +307,22 @@ def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int |
 def _run(run: _Run) -> None:
     """Load the model, explain, print the decisions, check the report's real size and write it."""
     from interpret.api import explain
-    from interpret.cli.common import load_model, progress, write_json_stream, write_page
+    from interpret.cli.common import load_model, stages, write_json_stream, write_page
     from interpret.cli.decisions import decision_lines
 
     inputs = run.inputs
-    with progress(2, "load model", run.quiet) as bar:
+    with stages(run.quiet) as stage:
+        stage("load model", 1, "model")
         loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle, run.allow_missing_weights)
-        bar.update()
-        bar.set_description("collect + analyze")
+        stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
         result = explain(
             loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.target,
             contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
             layers=run.layers, heads=run.heads, max_length=run.max_length,
             decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
             model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
-            streaming=run.streaming, compare=run.compare, generate=run.generate,
+            streaming=run.streaming, compare=run.compare, generate=run.generate, progress=stage,
         )
-        bar.update()
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
     to_stdout = run.destination == "-"
     if not (to_stdout and run.quiet):

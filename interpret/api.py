@@ -25,6 +25,7 @@ from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
 from interpret import loading
 from interpret.loading import load_notes
+from interpret.progress import Stage, begin
 from interpret.report import Report, RunInfo, build_report
 from interpret.streaming.select import check_streaming, streamed_plan
 from interpret.versions import library_versions
@@ -76,6 +77,7 @@ def explain(
     evidence_seeds: int = DEFAULT_SEEDS,
     streaming: str = "auto",
     compare: Sequence[int | str] | None = None,
+    progress: Stage | None = None,
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
@@ -109,6 +111,8 @@ def explain(
         with `contrast`, the contrast class's and the contrast's), for every analyzer that runs the model and
         declares a readout (`interpret.report.classes`); None: no such rows. Targets of several tokens
         (continuations, generation) get none.
+    progress: the progress hook (`interpret.progress`): the analyzers in examples (each analyzer over each
+        example), then the evidence in examples.
     """
     started = time.perf_counter()
     head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
@@ -155,7 +159,7 @@ def explain(
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results, skipped = _run_analyzers(trace, analyzers, params, context)
+    results, skipped = _run_analyzers(trace, analyzers, params, context, progress)
     classes: tuple[Any, ...] = ()
     if compare is not None and all(len(d.target.ids) == 1 for d in decided):
         from interpret.report.classes import compare_classes
@@ -168,7 +172,7 @@ def explain(
     analyzers = [result.analyzer for result in results]
     found = None
     if evidence:
-        found, no_evidence = evidence_or_reason(trace, results, context, removal, evidence_seeds)
+        found, no_evidence = evidence_or_reason(trace, results, context, removal, evidence_seeds, progress)
         if no_evidence:
             notes = (*notes, ("Evidence", no_evidence))
     head_note = getattr(head, "note", None)
@@ -193,7 +197,7 @@ def explain(
 
 
 def _run_analyzers(
-    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any
+    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any, progress: Stage | None = None
 ) -> tuple[list[Any], list[tuple[str, str]]]:
     """Return (the results, a note per default analyzer skipped).
 
@@ -203,9 +207,12 @@ def _run_analyzers(
     """
     results, skipped = [], []
     defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
+    batch = trace.encoded.batch
+    advance = begin(progress, f"analyze ({len(analyzers)} analyzers × {batch} examples)", len(analyzers) * batch)
     for name in analyzers:
         try:
             results.append(analyze(trace, name, params=params.get(name), context=context))
+            advance(batch)
         except AnalyzerError as err:
             if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:
                 raise

@@ -28,6 +28,7 @@ from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, score_ran
 from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
 from interpret.inputs import Encoded
+from interpret.progress import Stage, begin
 from interpret.trace import Trace
 from interpret.arrays import to_numpy
 
@@ -141,10 +142,12 @@ def evaluate_evidence(
     seeds: int = DEFAULT_SEEDS,
     bins: tuple[float, ...] = BINS,
     fractions: tuple[float, ...] = FRACTIONS,
+    progress: Stage | None = None,
 ) -> Evidence:
     """Return the Evidence of every result's readout on `trace`'s examples (ctx: the run context with the model).
 
     removal: "delete", "mask" or "zero"; None: `default_removal`. seeds: random rankings (≥ 2 for a spread).
+    progress: the progress hook (`interpret.progress`), one unit per example scored.
     """
     encoded = trace.encoded
     chosen = removal or default_removal(encoded)
@@ -173,12 +176,14 @@ def evaluate_evidence(
     counts: list[int] = []
     spearman = np.full((batch, len(names), len(names)), np.nan)
     kendall = np.full_like(spearman, np.nan)
+    advance = begin(progress, f"evidence ({len(names)} methods, {seeds} random rankings)", batch)
     for example in range(batch):
         positions = candidates(encoded, example, ctx.targets[example], decoder_side=on_decoder)
         counts.append(len(positions))
         if len(positions) == 0:
             for values in per_method.values():
                 values.append(None)
+            advance(1)
             continue
         orders = {name: order_of(readouts[name][example], positions) for name in names}
         rng = np.random.default_rng([ctx.seed, _content_seed(encoded, example)])
@@ -191,6 +196,7 @@ def evaluate_evidence(
         for name, scores in scored.items():
             per_method[name].append(scores)
         spearman[example], kendall[example] = rank_agreement([readouts[name][example][positions] for name in names])
+        advance(1)
     methods = tuple(_stack(name, per_method[name], len(bins), len(fractions)) for name in names)
     random_runs = [_stack(name, per_method[name], len(bins), len(fractions)) for name in _random_names(seeds)]
     return Evidence(
@@ -201,7 +207,8 @@ def evaluate_evidence(
 
 
 def evidence_or_reason(
-    trace: Trace, results: Sequence[AnalyzerResult], ctx: RunContext, removal: str | None, seeds: int
+    trace: Trace, results: Sequence[AnalyzerResult], ctx: RunContext, removal: str | None, seeds: int,
+    progress: Stage | None = None,
 ) -> tuple[Evidence | None, str | None]:
     """Return (the Evidence, None), or (None, why none was computed) when the inputs or results allow none."""
     encoded = trace.encoded
@@ -213,7 +220,7 @@ def evidence_or_reason(
         return None, "not computed: no method declares a readout over the input tokens"
     if any(target.kind == "none" for target in ctx.targets):
         return None, "not computed: an example has no decision to score"
-    return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds), None
+    return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds, progress=progress), None
 
 
 def _content_seed(encoded: Encoded, example: int) -> int:

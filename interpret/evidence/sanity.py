@@ -39,6 +39,7 @@ from interpret.decision import TargetRequest, decide
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
 from interpret.evidence.removal import candidates
+from interpret.progress import Stage, begin
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,10 @@ def cascading_randomisation(
     head: nn.Module | None = None,
     seed: int = 0,
     max_length: int | None = None,
+    progress: Stage | None = None,
 ) -> SanityResult:
-    """Return the SanityResult of `analyzers` (each must declare a readout) on `texts`, top block first."""
+    """Return the SanityResult of `analyzers` (each must declare a readout) on `texts`, top block first;
+    `progress`: the progress hook (`interpret.progress`), each analyzer over each example at each step."""
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     trace = collect(model, tokenizer, list(texts), names=names, max_length=max_length)
     targets = [d.target for d in decide(model, trace, tokenizer, TargetRequest(), head)]
@@ -177,11 +180,14 @@ def cascading_randomisation(
             if result.readout is None:
                 raise AnalyzerError(f"{name} declares no readout, so there is no explanation to compare; drop it.")
             out[name] = np.asarray(result.readout, dtype=float)
+            advance(len(texts))
         return out
 
-    original = readouts(model)
     copied = copy.deepcopy(model).eval()
     blocks = block_modules(copied, tokenizer)
+    advance = begin(progress, f"sanity check ({len(analyzers)} analyzers × {len(texts)} examples × {len(blocks) + 1}"
+                    " steps)", len(analyzers) * len(texts) * (len(blocks) + 1))
+    original = readouts(model)
     steps = ["none"]
     schemes: list[dict[str, int]] = [{}]
     rho = {name: [np.ones(encoded.batch)] for name in analyzers}

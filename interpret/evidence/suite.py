@@ -21,6 +21,7 @@ from interpret.errors import AnalyzerError
 from interpret.evidence.evidence import evaluate_evidence
 from interpret.evidence.removal import candidates
 from interpret.evidence.tasks import TASKS, evidence_recovery, task_accuracy, task_dataset, task_model, weights_name
+from interpret.progress import Stage, begin
 
 PLANTED = "planted"
 MIN_ACCURACY = 0.95  # on 400 held-out examples
@@ -66,11 +67,17 @@ class PlantedCheck:
 
 
 def run_suite(
-    analyzers: Sequence[str], *, tasks: Sequence[str] = tuple(TASKS), n: int = 16, seed: int = 0
+    analyzers: Sequence[str], *, tasks: Sequence[str] = tuple(TASKS), n: int = 16, seed: int = 0,
+    progress: Stage | None = None,
 ) -> list[TaskRow]:
     """Return a TaskRow per task × (each analyzer, "random", "planted"), on `n` examples that hold evidence,
-    each task on its shipped model (`task_model`)."""
-    return [row for task in tasks for row in score_task(task, *task_model(task), analyzers, n=n, seed=seed)]
+    each task on its shipped model (`task_model`); `progress`: the progress hook (`interpret.progress`), in tasks."""
+    advance, rows = begin(progress, f"known-answer tasks ({len(analyzers)} analyzers × {n} examples each)",
+                          len(tasks), "task"), []
+    for task in tasks:
+        rows += score_task(task, *task_model(task), analyzers, n=n, seed=seed)
+        advance(1)
+    return rows
 
 
 def score_task(

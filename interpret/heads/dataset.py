@@ -8,7 +8,7 @@ model's own predictions; metric: agreement with them), "language-model" (next-to
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,9 +19,9 @@ from torch import Tensor
 from interpret.heads.importance import Importance, accumulate
 from interpret.heads.scoring import GatedModel, real_tokens
 from interpret.inputs import Encoded
+from interpret.progress import Advance
 
 Mode = Literal["labels", "label-free", "language-model"]
-Progress = Callable[[int], None]  # called with the rows just processed
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def head_data(gated: GatedModel, batches: Sequence[Encoded], labels: Sequence[in
 
 
 def dataset_importance(
-    gated: GatedModel, data: HeadData, mask: Float[Tensor, "layer head"], progress: Progress | None = None
+    gated: GatedModel, data: HeadData, mask: Float[Tensor, "layer head"], progress: Advance | None = None
 ) -> Importance:
     """Return Σ_x |∂L(x)/∂ξ| / N_tokens over `data`, gates held at `mask` (one gate set per example)."""
 
@@ -66,7 +66,7 @@ def dataset_importance(
 
 
 def dataset_metric(
-    gated: GatedModel, data: HeadData, mask: Float[Tensor, "layer head"] | None, progress: Progress | None = None
+    gated: GatedModel, data: HeadData, mask: Float[Tensor, "layer head"] | None, progress: Advance | None = None
 ) -> float:
     """Return the metric under `mask` ([layer, head]; None: ungated): accuracy against the labels (given, or
     the unpruned predictions in label-free mode), or perplexity exp(Σ loss / Σ predicted tokens)."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,7 @@ from interpret.heads.dataset import Mode, dataset_importance, dataset_metric, he
 from interpret.heads.importance import normalized
 from interpret.heads.scoring import GatedModel
 from interpret.inputs import Encoded, encode
-
-Stage = Callable[[str, int], Callable[[int], None]]  # (description, total) -> advance(n)
+from interpret.progress import Stage, begin
 
 
 @dataclass(frozen=True)
@@ -58,34 +57,29 @@ def study_heads(
     threshold: float = 0.9,
     stage: Stage | None = None,
 ) -> HeadStudy:
-    """Return the head study of `texts` (labels: class indices, or None for the label-free mode)."""
+    """Return the head study of `texts` (labels: class indices, or None for the label-free mode); `stage`: the
+    progress hook (`interpret.progress`), in examples through the model (a pruning step passes them twice)."""
     batches = encode_batches(tokenizer, texts, batch_size, max_length)
     gated = GatedModel.of(model, tokenizer, batches[0], head)
     data = head_data(gated, batches, labels)
-    advance = stage("importance", data.examples) if stage else None
+    advance = begin(stage, "head importance", data.examples)
     importance = dataset_importance(gated, data, torch.ones(gated.gate_shape), advance)
     entropy = _entropy(model, tokenizer, texts, batch_size, max_length, stage)
     lower = data.mode == "language-model"
     curves = {}
     for order in ("least", "most"):
+        advance = begin(stage, f"pruning ({order} important first)", 0)  # its steps end at the threshold
         curves[order] = pruning_curve(
-            lambda mask: dataset_importance(gated, data, mask).raw,
-            lambda mask: dataset_metric(gated, data, mask),
+            lambda mask, advance=advance: dataset_importance(gated, data, mask, advance).raw,
+            lambda mask, advance=advance: dataset_metric(gated, data, mask, advance),
             gated.gate_shape, metric=metric_name(data.mode), order=order, fraction=fraction, threshold=threshold,
-            lower_is_better=lower, on_step=_stepper(stage, order),
+            lower_is_better=lower,
         )
     return HeadStudy(
         raw=importance.raw, scores=normalized(importance.raw), entropy=entropy, mode=data.mode,
         metric=metric_name(data.mode), least=curves["least"], most=curves["most"], tokens=importance.tokens,
         examples=importance.examples,
     )
-
-
-def _stepper(stage: Stage | None, order: str):
-    if stage is None:
-        return None
-    advance = stage(f"pruning ({order} important first)", 0)
-    return lambda point: advance(1)
 
 
 def _entropy(
@@ -95,7 +89,7 @@ def _entropy(
     from interpret.collect.api import collect
     from interpret.plugins.attention_entropy import attention_entropy
 
-    advance = stage("attention entropy", len(texts)) if stage else None
+    advance = begin(stage, "attention entropy", len(texts))
     total: Tensor | None = None
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start:start + batch_size])
@@ -104,8 +98,7 @@ def _entropy(
         pattern = trace.stack("attn.hook_pattern", prefix).detach().to("cpu", torch.float64)
         per_example = attention_entropy(pattern, trace.encoded.attention_mask.bool().cpu())
         total = per_example.sum(0) if total is None else total + per_example.sum(0)
-        if advance is not None:
-            advance(len(chunk))
+        advance(len(chunk))
     assert total is not None
     return total / len(texts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,42 @@ def test_the_probe_leaves_no_hook_and_no_patch_and_keeps_the_random_state() -> N
     assert count_hooks(model) == hooks and AttentionInterface.__dict__["get_interface"] is lookup
     assert generic.layout_of(model) is layout  # probed once per model
     assert layout.kind == "encoder" and layout.stacks[0].n_heads == 4 and layout.position_offset == 0
+
+
+def test_the_list_builds_no_model_on_a_fresh_cache(tmp_path, monkeypatch) -> None:
+    """Issue 27: `interpret models` probed all ~800 types at first use (killed after 402 s). Now it lists what is
+    known without building a model, in seconds: every type, unprobed, with the adapter that would serve it."""
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(catalog, "describe", lambda model_type: pytest.fail(f"{model_type} was probed"))
+    started = time.perf_counter()
+    listed = CliRunner().invoke(cli, ["models", "--format", "json"], catch_exceptions=False)
+    assert listed.exit_code == 0 and time.perf_counter() - started < 30
+    rows = {row["model_type"]: row for row in json.loads(listed.stdout)}
+    assert sorted(rows) == catalog.model_types() and len(rows) > 500
+    assert {row["status"] for row in rows.values()} == {"unprobed"}
+    assert (rows["bert"]["adapter"], rows["bert"]["model_class"]) == ("generic", "BertModel")
+    assert (rows["clip"]["adapter"], rows["swin"]["adapter"]) == ("dual", "swin")
+    assert not any(tmp_path.rglob("*.json"))  # nothing probed, so nothing cached
+    text = CliRunner().invoke(cli, ["models", "--status", "supported"], catch_exceptions=False)
+    assert text.exit_code == 0 and f"{len(rows)} model types not probed yet are left out" in text.stderr
+
+
+def test_naming_a_type_probes_it_alone_and_the_list_shows_it_then(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
+    probed: list[str] = []
+    describe = catalog.describe
+
+    def counted(model_type: str) -> catalog.TypeSupport:
+        probed.append(model_type)
+        if len(probed) > 1:
+            pytest.fail(f"{probed} probed; only albert was asked for")
+        return describe(model_type)
+
+    monkeypatch.setattr(catalog, "describe", counted)
+    shown = CliRunner().invoke(cli, ["models", "albert"], catch_exceptions=False)
+    assert shown.exit_code == 0 and probed == ["albert"]
+    assert "shared: 12 layers run 1 block module in turn" in shown.stdout  # the sharing statement is kept
+    listed = CliRunner().invoke(cli, ["models"], catch_exceptions=False)
+    lines = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert lines["albert"][1:4] == ["supported", "generic", "encoder"] and lines["bert"][1] == "unprobed"
+    assert probed == ["albert"] and "1 supported, 0 unsupported, 0 unknown," in listed.stderr

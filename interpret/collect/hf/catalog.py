@@ -6,7 +6,10 @@ adapter that serves the type, whose probe pass runs there too. The outcome per t
 `supported` (with the adapter, the kind and the hook points offered and not offered, with reasons),
 `unsupported` (the adapter's one-line reason: no attention, attention computed outside transformers'
 interface, a hybrid, ...) or `unknown` (the meta-device probe itself could not run, e.g. an input the probe
-cannot make; such a model is probed again, on its own weights, when it is captured). The table is cached
+cannot make; such a model is probed again, on its own weights, when it is captured). Probing all ~800 types
+takes minutes, so a type is probed only when it is asked for (`catalog`) or used; `listing` says what is known
+without building a model: the cached outcome, else `unprobed` with the adapter that claims the type and the
+class transformers maps it to. The table is cached
 per toolkit, transformers and torch version and per content of the adapters' code (this package's modules,
 so a table written by other adapter code is never read) under `interpret.cache.cache_dir()`.
 """
@@ -32,7 +35,7 @@ from interpret.cache import cache_dir
 from interpret.errors import InterpretError, UnsupportedModelError
 from interpret.versions import library_versions
 
-Status = Literal["supported", "unsupported", "unknown"]
+Status = Literal["supported", "unsupported", "unknown", "unprobed"]
 _LAYER = re.compile(r"blocks\.\d+\.")
 
 
@@ -151,6 +154,24 @@ def catalog(
     if todo:
         write_atomically(path, json.dumps({key: asdict(value) for key, value in sorted(cached.items())}, indent=1))
     return [cached[model_type] for model_type in wanted]
+
+
+def listing(types: Iterable[str] | None = None) -> list[TypeSupport]:
+    """Return the support of `types` (default: every known model type) without probing any: the cached row, else
+    an `unprobed` one naming the adapter that claims the type (the generic one when none does) and the base class
+    transformers' AutoModel mapping gives (a tuple's first; empty when it has none)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    from interpret.collect.hf.registry import model_types as claimed
+
+    cached, adapters = _read(cache_path()), claimed()
+
+    def unprobed(model_type: str) -> TypeSupport:
+        name = MODEL_MAPPING_NAMES.get(model_type, "")
+        return TypeSupport(model_type, "unprobed", adapters.get(model_type, "generic"),
+                           model_class=name[0] if isinstance(name, (tuple, list)) else name)
+
+    return [cached.get(model_type) or unprobed(model_type) for model_type in (model_types() if types is None else types)]
 
 
 def cache_path() -> Path:
