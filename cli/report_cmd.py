@@ -154,7 +154,7 @@ def report(
         follow = [generate] * len(inputs.texts)
     follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
-    def estimate_for(token_counts: list[int], continuation_counts: list[int] | None) -> ReportEstimate:
+    def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool) -> ReportEstimate:
         lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
         if generate is not None and facts.kind == "encoder-decoder":  # its start token and the generated tokens
@@ -163,7 +163,7 @@ def report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
             weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
-            cuda=prerun.on_cuda(device),
+            cuda=cuda,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
             d_model = hidden_size(directory, facts.n_heads)
@@ -171,8 +171,8 @@ def report(
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
 
-    if counts is not None and (follow is not None or not continuations):
-        estimate_for(counts, follow)
+    if counts is not None and (follow is not None or not continuations):  # no torch yet: the CUDA runtime comes next
+        estimate_for(counts, follow, cuda=False)
     # ---- with torch, before the weights: analyzers' parameters, the target, exact token counts ----
     prerun.check_analyzers_load(names, params)
     prerun.check_device(device)
@@ -183,7 +183,7 @@ def report(
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
-    estimate = estimate_for(exact, exact_follow)
+    estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device))
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
         _check_streamed(names, params, streaming, defaults=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
