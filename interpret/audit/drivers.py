@@ -18,13 +18,21 @@ drivers — one row per token:
     mean_abs_score  float64  mean |score| of its occurrences
     tested          bool     it was among the `k` re-run
     flips           Int64    rows whose prediction changed without it; null when not tested
-    flip_rate       float64  flips / rows (NaN when not tested), with flip_rate_low / flip_rate_high: the interval
+    flip_rate       float64  flips / rows (NaN when not tested)
+    flip_rate_low   float64  its bootstrap 95% interval's lower end (NaN when not tested)
+    flip_rate_high  float64  and upper end
     removal         string   how it was removed ("delete", "mask", "zero"); null when not tested
     rank            int64    1 = the strongest driver
 
 counterfactuals — one row per tested token × row it flips (ordered by the token's rank, then row):
-    token, rank, row, id, prediction_before, probability_before, prediction_after, probability_after
-    (the probabilities are each prediction's own, before and after the removal).
+    token               string   the token removed
+    rank                int64    its rank in drivers
+    row                 int64    the example's row id
+    id                  string   the input's id for it; null when it has none
+    prediction_before   string   the prediction with the token
+    probability_before  float64  its probability
+    prediction_after    string   the prediction without it
+    probability_after   float64  its probability
 """
 
 from __future__ import annotations

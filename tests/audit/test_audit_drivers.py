@@ -7,6 +7,7 @@ slices, and a resumed or repeated audit with other options."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 import torch
 
+import interpret.audit.drivers as drivers_mod
+import interpret.audit.failures as failures_mod
 from interpret.audit import run_audit
 from interpret.audit.failures import misclassified
 from interpret.csv_io import read_csv
@@ -170,3 +173,14 @@ def test_a_resumed_audit_writes_the_same_findings_and_other_options_recompute_no
     assert not any((resumed_dir / name).exists() for name in ("drivers.csv", "counterfactuals.csv", "slices.csv"))
     assert whole.findings == tuple(tmp_path / "whole" / name for name in
                                    ("drivers.parquet", "drivers.csv", "counterfactuals.csv", "slices.csv"))
+
+
+def _documented(module: object, section: str) -> dict[str, str]:
+    block = (module.__doc__ or "").split(f"{section} —", 1)[1].split("\n\n", 1)[0]
+    return dict(re.findall(r"^\s{4}(\w+)\s+(\w+)\s{2,}", block, flags=re.MULTILINE))
+
+
+def test_the_documented_columns_are_the_tables_columns() -> None:
+    assert _documented(drivers_mod, "drivers") == drivers_mod.DRIVER_DTYPES
+    assert _documented(drivers_mod, "counterfactuals") == drivers_mod.COUNTERFACTUAL_DTYPES
+    assert _documented(failures_mod, "slices") == failures_mod.SLICE_DTYPES
