@@ -48,9 +48,9 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="How evidence and drivers remove a token: delete it, replace it with the mask (or pad) token, or"
                    " zero its embedding (default: delete).")
 @click.option("--drivers", "n_drivers", type=click.IntRange(min=0), default=20, show_default=True, metavar="K",
-              help="Re-run the model without each of the K tokens of highest mean |score| (lead method) in every"
-                   " row holding it: flip rates in drivers.csv, flipped rows in counterfactuals.csv; at most 2 extra"
-                   " forward passes per row holding one. 0: off.")
+              help="Re-run the model without each of the K tokens (and K words) of highest mean |score| under the"
+                   " lead method in every row holding it: flip rates in drivers.csv, flipped rows in"
+                   " counterfactuals.csv; costs 2 forward passes per row holding one (K up to 32). 0: off.")
 @click.option("--slice-by", default=None, metavar="COLUMN",
               help="A column of the input: accuracy and evidence per value of it (slices.csv).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

@@ -340,7 +340,7 @@ def _estimate(seconds: float, first_rows: int, rows: int, analyzers: Sequence[st
     it includes the first pass's warm-up, so the estimate errs long), and the drivers' cost bound."""
     total = seconds * rows / first_rows
     about = f"{total:.0f} s" if total < 90 else f"{total / 60:.0f} min" if total < 5400 else f"{total / 3600:.1f} h"
-    then = f"; then the top {drivers} drivers: at most 2 forward passes per row holding one" if drivers else ""
+    then = f"; then the top {drivers} drivers: 2 forward passes per row holding one" if drivers else ""
     log.info(f"auditing {rows} rows with {', '.join(analyzers)}: about {about}"
              f" (first batch of {first_rows} took {seconds:.1f} s){then}")
 

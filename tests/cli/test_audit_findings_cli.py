@@ -38,11 +38,12 @@ def test_bad_findings_options_are_refused_before_the_model_loads(
     assert len(result.stderr.strip().splitlines()) == 1 and not loads and not (tmp_path / "o").exists()
 
 
-def test_the_outcome_lists_the_findings_and_the_drivers_time(classifier_dir: Path, tmp_path: Path) -> None:
+def test_the_cost_is_stated_and_the_outcome_lists_the_findings_and_the_drivers_time(classifier_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run("audit", "--model", str(classifier_dir), "--input", str(_data(tmp_path)), "-o", str(out), "-a", "rollout",
-                 "--drivers", "3", "--slice-by", "lang", "-q")
+                 "--drivers", "3", "--slice-by", "lang")
     assert result.exit_code == 0, result.stderr
+    assert "; then the top 3 drivers: 2 forward passes per row holding one" in result.stderr  # the cost, stated first
     assert "drivers.csv, counterfactuals.csv, slices.csv" in result.stdout
     assert " s (drivers " in result.stdout
     assert int(read_csv(out / "drivers.csv")["tested"].sum()) == 3
