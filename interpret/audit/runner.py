@@ -437,8 +437,8 @@ def _finish(
         facts = {**facts, "sliced by": str(findings.slice_by)}
     if driven is not None:
         checked = int(driven["tested"].sum())
-        facts = {**facts, "drivers": f"top {findings.drivers.k} tokens of {lead} by mean |score| re-run without"
-                                     f" them ({checked} checked): {drivers_seconds:.1f} s"}
+        facts = {**facts, "drivers": f"the top {findings.drivers.k} tokens and words of {lead} by mean |score| re-run"
+                                     f" without them ({checked} checked, removal {findings.drivers.removal or 'default'})"}
     heads = head_table(merge(stats))
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
         frame.to_parquet(folder / f"{stem}.parquet", index=False)
