@@ -25,9 +25,9 @@ def _data(tmp_path: Path, n: int = 12) -> Path:
 
 
 @pytest.mark.parametrize(("option", "said"), [
-    (["--drivers", "-1"], "--drivers"),
-    (["--drivers", "many"], "--drivers"),
-    (["--removal", "cut"], "--removal"),
+    (["--drivers", "-1"], "Invalid value for '--drivers': -1 is not in the range x>=0."),
+    (["--drivers", "many"], "Invalid value for '--drivers': 'many' is not a valid integer"),
+    (["--removal", "cut"], "Invalid value for '--removal': 'cut' is not one of 'delete', 'mask', 'zero'."),
     (["--slice-by", "source"], "--slice-by: data.jsonl has no column 'source'; its columns: id, label, lang, text."),
 ])
 def test_bad_findings_options_are_refused_before_the_model_loads(
