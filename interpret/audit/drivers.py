@@ -143,11 +143,12 @@ def driver_tables(
     columns: dict[str, list] = {name: [] for name in ("tested", "flips", "flip_rate", "flip_rate_low", "flip_rate_high", "removal")}
     for unit in zip(table["unit"], table["token"]):
         checked = outcome.get(unit)
-        flipped = np.asarray([float(flip[0] != flip[2]) for flip in checked.values()]) if checked else np.zeros(0)
-        samples = rng.integers(0, len(flipped), (RESAMPLES, len(flipped)))
-        rate, low, high = mean_interval(flipped, samples) if checked else (np.nan,) * 3
-        removal = next(iter(checked.values()))[4] if checked else None
-        for name, value in zip(columns, (bool(checked), int(flipped.sum()) if checked else None, rate, low, high, removal)):
+        values: tuple = (False, None, np.nan, np.nan, np.nan, None)
+        if checked:
+            flipped = np.asarray([float(flip[0] != flip[2]) for flip in checked.values()])
+            interval = mean_interval(flipped, rng.integers(0, len(flipped), (RESAMPLES, len(flipped))))
+            values = (True, int(flipped.sum()), *interval, next(iter(checked.values()))[4])
+        for name, value in zip(columns, values):
             columns[name].append(value)
     table = table.assign(method=method, **columns)
     table = table.sort_values(["tested", "flip_rate", "mean_abs_score", "unit", "token"],
