@@ -18,7 +18,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -217,6 +216,8 @@ def run_audit(
         model, tokenizer, examples, slice_by, slices,
         DriverSettings(drivers, removal, batch_size, max_length, head, settings.attention, seed),
     )
+    if progress and drivers:
+        log.info(f"after the batches, the top {drivers} drivers are checked: 2 forward passes per row holding one")
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
@@ -224,7 +225,7 @@ def run_audit(
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
             with audit_kernel(model, settings.attention):  # switched once for every batch (kernel.py)
-                computed |= (engine or partial(_compute_missing, drivers=drivers))(
+                computed |= (engine or _compute_missing)(
                     model, tokenizer, store, batches, parts, settings, part_examples, progress
                 )
             try:
@@ -297,12 +298,10 @@ def _compute_missing(
     settings: BatchSettings,
     part_examples: int,
     progress: bool,
-    drivers: int = 0,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
     indices of the batches computed. With `progress`, the bar on stderr, and once the first batch is done one
-    line with the rows to compute, the analyzers, the time they should take at the first batch's pace and what
-    checking `drivers` tokens adds."""
+    line with the rows to compute, the analyzers and the time they should take at the first batch's pace."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
@@ -320,7 +319,7 @@ def _compute_missing(
             pending.append(output)
             bar.update(len(batches[index]))
             if position == 0 and progress:
-                _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers, drivers)
+                _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples
             if following != index + 1 or full or time.perf_counter() - part_started >= PART_SECONDS:
@@ -335,14 +334,13 @@ def _compute_missing(
     return set(todo)
 
 
-def _estimate(seconds: float, first_rows: int, rows: int, analyzers: Sequence[str], drivers: int = 0) -> None:
+def _estimate(seconds: float, first_rows: int, rows: int, analyzers: Sequence[str]) -> None:
     """Log how long auditing `rows` rows should take at the pace of the first batch (`first_rows` in `seconds`;
-    it includes the first pass's warm-up, so the estimate errs long), and the drivers' cost bound."""
+    it includes the first pass's warm-up, so the estimate errs long)."""
     total = seconds * rows / first_rows
     about = f"{total:.0f} s" if total < 90 else f"{total / 60:.0f} min" if total < 5400 else f"{total / 3600:.1f} h"
-    then = f"; then the top {drivers} drivers: 2 forward passes per row holding one" if drivers else ""
     log.info(f"auditing {rows} rows with {', '.join(analyzers)}: about {about}"
-             f" (first batch of {first_rows} took {seconds:.1f} s){then}")
+             f" (first batch of {first_rows} took {seconds:.1f} s)")
 
 
 def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple[dict[str, list[pd.DataFrame]], list[HeadSums]]:

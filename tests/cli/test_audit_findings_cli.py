@@ -43,7 +43,7 @@ def test_the_cost_is_stated_and_the_outcome_lists_the_findings_and_the_drivers_t
     result = run("audit", "--model", str(classifier_dir), "--input", str(_data(tmp_path)), "-o", str(out), "-a", "rollout",
                  "--drivers", "3", "--slice-by", "lang")
     assert result.exit_code == 0, result.stderr
-    assert "; then the top 3 drivers: 2 forward passes per row holding one" in result.stderr  # the cost, stated first
+    assert "after the batches, the top 3 drivers are checked: 2 forward passes per row holding one" in result.stderr  # the cost
     assert "drivers.csv, counterfactuals.csv, slices.csv" in result.stdout
     assert " s (drivers " in result.stdout
     assert int(read_csv(out / "drivers.csv")["tested"].sum()) == 3
