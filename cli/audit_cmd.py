@@ -143,12 +143,12 @@ def audit(
 def audit_table(outcome: Any, input_name: str) -> list[str]:
     """Return an `interpret.audit.AuditResult` as aligned, rounded lines (no Python lists or long floats)."""
     accuracy = outcome.accuracy
+    driven = any(Path(path).name == "drivers.csv" for path in outcome.findings)
     rows = [
         ("examples", f"{outcome.n_examples} ({outcome.n_computed} computed, {outcome.n_resumed} resumed)"),
         *((("skipped", f"{outcome.n_skipped} rows with an empty text (skipped.csv)"),) if outcome.n_skipped else ()),
         ("accuracy", "no gold labels" if accuracy is None else f"{100 * accuracy:.1f}% of labelled examples"),
-        ("time", f"{outcome.wall_seconds:.1f} s"
-                 + (f" (drivers {outcome.drivers_seconds:.1f} s)" if any(path.name == "drivers.csv" for path in outcome.findings) else "")),
+        ("time", f"{outcome.wall_seconds:.1f} s" + (f" (drivers {outcome.drivers_seconds:.1f} s)" if driven else "")),
         ("output", str(outcome.out_dir)),
         ("summary", str(outcome.summary)),
         ("tables", ", ".join(Path(path).name for path in outcome.paths if Path(path).suffix in (".parquet", ".csv"))),
