@@ -44,6 +44,15 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="Output directory (default: reports/<input-stem>-audit/).")
 @click.option("--evidence", is_flag=True,
               help="Also measure each method's faithfulness (evidence.csv: bootstrap intervals, methods ranked).")
+@click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,
+              help="How evidence and drivers remove a token: delete it, replace it with the mask (or pad) token, or"
+                   " zero its embedding (default: delete).")
+@click.option("--drivers", "n_drivers", type=click.IntRange(min=0), default=20, show_default=True, metavar="K",
+              help="Re-run the model without each of the K tokens (and K words) of highest mean |score| under the"
+                   " lead method in every row holding it: flip rates in drivers.csv, flipped rows in"
+                   " counterfactuals.csv; costs 2 forward passes per row holding one (K up to 32). 0: off.")
+@click.option("--slice-by", default=None, metavar="COLUMN",
+              help="A column of the input: accuracy and evidence per value of it (slices.csv).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @engine_options
@@ -52,7 +61,7 @@ def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
     batch_size: int, seed: int, fresh: bool, skip_invalid: bool, target: str, output: str | None, evidence: bool,
-    fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
+    removal: str | None, n_drivers: int, slice_by: str | None, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
     verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
@@ -68,6 +77,8 @@ def audit(
         lines = ", ".join(str(entry.line) for entry in dataset.skipped[:10]) + more
         log.warning(f"skipped {len(dataset.skipped)} rows of {input_file.name} with an empty text (lines {lines});"
                     " the output's skipped.csv lists every one")
+    if slice_by is not None:
+        _check_column(input_file, slice_by)
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     params = preflight.parse_sets(sets, names)
     out_dir = output or str(Path("reports") / f"{input_file.stem}-audit")
@@ -114,7 +125,7 @@ def audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
-            skipped=dataset.skipped if skip_invalid else None,
+            skipped=dataset.skipped if skip_invalid else None, drivers=n_drivers, removal=removal, slice_by=slice_by,
             engine=None if engine == "local" else ray_engine(
                 model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers, allow_missing_weights),
         )
@@ -122,7 +133,7 @@ def audit(
         say(json_text({
             "output": str(outcome.out_dir), "examples": outcome.n_examples, "computed": outcome.n_computed,
             "resumed": outcome.n_resumed, "skipped": outcome.n_skipped, "accuracy": outcome.accuracy,
-            "files": [str(path) for path in outcome.paths],
+            "drivers_seconds": outcome.drivers_seconds, "files": [str(path) for path in outcome.paths],
         }))
         return
     for line in audit_table(outcome, input_file.name):
@@ -132,17 +143,29 @@ def audit(
 def audit_table(outcome: Any, input_name: str) -> list[str]:
     """Return an `interpret.audit.AuditResult` as aligned, rounded lines (no Python lists or long floats)."""
     accuracy = outcome.accuracy
+    driven = any(Path(path).name == "drivers.csv" for path in outcome.findings)
     rows = [
         ("examples", f"{outcome.n_examples} ({outcome.n_computed} computed, {outcome.n_resumed} resumed)"),
         *((("skipped", f"{outcome.n_skipped} rows with an empty text (skipped.csv)"),) if outcome.n_skipped else ()),
         ("accuracy", "no gold labels" if accuracy is None else f"{100 * accuracy:.1f}% of labelled examples"),
-        ("time", f"{outcome.wall_seconds:.1f} s"),
+        ("time", f"{outcome.wall_seconds:.1f} s" + (f" (drivers {outcome.drivers_seconds:.1f} s)" if driven else "")),
         ("output", str(outcome.out_dir)),
         ("summary", str(outcome.summary)),
         ("tables", ", ".join(Path(path).name for path in outcome.paths if Path(path).suffix in (".parquet", ".csv"))),
     ]
     width = max(len(label) for label, _ in rows)
     return [f"audit of {input_name}"] + [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def _check_column(input_file: Path, column: str) -> None:
+    """Refuse (exit 2) a --slice-by column no row of the input has, naming the columns it has."""
+    from interpret.datasets import read_column
+    from interpret.errors import InterpretError
+
+    try:
+        read_column(input_file, column)
+    except InterpretError as err:
+        raise usage_error(f"--slice-by: {err}") from None
 
 
 def _check_not_locked(out_dir: str) -> None:

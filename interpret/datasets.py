@@ -124,6 +124,21 @@ def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: b
     return Dataset(examples, tuple(skipped))
 
 
+def read_column(path: str | Path, column: str) -> list[str | None]:
+    """Return one value of `column` per row of the file (indexed as `Example.row` counts rows: rows skipped for
+    an empty text included), read as `read_dataset` reads it: text as it is, other JSON values as JSON; None where
+    a row has none. InputError naming the file's columns when no row has `column`."""
+    path = Path(path)
+    text = _decode(path.read_bytes(), path, universal=path.suffix.lower() == ".csv")
+    rows = [row for _, row in (_jsonl_rows(text, path) if path.suffix.lower() == ".jsonl" else _csv_rows(text, path))]
+    if not any(column in row for row in rows):
+        found = ", ".join(sorted({name for row in rows for name in row}))
+        raise InputError(f"{path.name} has no column {column!r}; its columns: {found}.")
+    values = [row.get(column) for row in rows]
+    return [None if value is None or value == "" else value if isinstance(value, str) else json.dumps(value)
+            for value in values]
+
+
 def _decode(data: bytes, path: Path, *, universal: bool) -> str:
     """Return the file's text without a leading BOM; an InputError naming the line of the first non-UTF-8 byte."""
     if data.startswith(codecs.BOM_UTF8):

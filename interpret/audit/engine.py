@@ -44,6 +44,7 @@ class BatchSettings:
     explain_gold: bool
     evidence: bool = False  # also measure each readout's faithfulness (interpret.evidence)
     attention: str | None = None  # the attention implementation the model runs with (interpret.audit.kernel)
+    removal: str | None = None  # how the evidence removes tokens (None: interpret.evidence.removal.default_removal)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any, set
         analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
     ]
     rows = [example.row for example in batch]
-    found = evidence_rows(evaluate_evidence(trace, results, context), rows) if settings.evidence else None
+    found = evidence_rows(evaluate_evidence(trace, results, context, removal=settings.removal), rows) if settings.evidence else None
     return BatchOutput(
         index=captured.index,
         rows=tuple(rows),

@@ -57,11 +57,13 @@ def fingerprint_parts(
     evidence: bool = False,
     patterns: bool = True,
     skipped: Sequence[Skipped] | None = None,
+    removal: str | None = None,
 ) -> dict[str, str]:
     """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `gold`:
     each example's gold class and the model's class names (`interpret.audit.runner.gold_classes`); `patterns`:
     whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`); `skipped`:
-    the input rows skipped for an empty text (None: none could be)."""
+    the input rows skipped for an empty text (None: none could be); `removal`: how the evidence removes tokens.
+    The drivers and slices are not part of it: they are computed from the finished parts on every run."""
     parts = {
         "format": str(FORMAT),
         "examples": examples_digest(examples, *gold),
@@ -80,7 +82,7 @@ def fingerprint_parts(
         "head": module_digest(head),
         "seed": str(seed),
         "target": target,
-        "evidence": "measured" if evidence else "not measured",
+        "evidence": ("measured" + (f" with removal {removal}" if removal else "")) if evidence else "not measured",
         "skipped": "not skipping" if skipped is None else skipped_digest(skipped),
     }
     return parts

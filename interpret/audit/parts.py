@@ -44,7 +44,8 @@ log = logging.getLogger("interpret")
 SKIPPED = "skipped.csv"  # the input lines skipped for an empty text (an audit that skips them)
 OUTPUTS = (
     "tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html",
-    "evidence_examples.csv", "evidence.csv", SKIPPED,
+    "evidence_examples.csv", "evidence.csv", SKIPPED, "drivers.parquet", "drivers.csv", "counterfactuals.csv",
+    "slices.csv",
 )
 TABLES = ("tokens", "examples")
 EVIDENCE_TABLE = "evidence"  # a part's third table when the audit measures evidence
@@ -183,13 +184,17 @@ class AuditDir:
 
         Renames write no data, so a failure while writing (a full disk, an error, an interruption) leaves
         the earlier outputs whole and untouched, never new tables beside old ones; the folder is removed
-        either way (and a killed process's by the next run, `checked_parts`).
+        either way (and a killed process's by the next run, `checked_parts`). An output this call did not
+        write (drivers.csv of an earlier run with drivers, now run without) is removed once the others are in place.
         """
         folder = Path(tempfile.mkdtemp(dir=self.root, prefix=_STAGING))
         try:
             result = write(folder)
-            for path in sorted(folder.iterdir()):
+            written = sorted(folder.iterdir())
+            for path in written:
                 os.replace(path, self.root / path.name)
+            for name in set(OUTPUTS) - {path.name for path in written}:
+                (self.root / name).unlink(missing_ok=True)
             return result
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -27,6 +27,8 @@ from tqdm import tqdm
 
 from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
+from interpret.audit.drivers import DEFAULT_DRIVERS, DriverSettings, driver_tables
+from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
     check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
 )
@@ -38,16 +40,17 @@ from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
-from interpret.audit.summary import render_summary
+from interpret.audit.summary import page_findings, render_summary
 from interpret.audit.tables import SKIPPED_DTYPES, TOKEN_DTYPES, conform, example_dtypes
 from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
-from interpret.datasets import Example, Skipped
+from interpret.datasets import Example, Skipped, read_column
 from interpret.decision import reader_for
 from interpret.default_model import decision_head
 from interpret.errors import ConfigError, InputError
-from interpret.evidence.aggregate import write_evidence_tables
+from interpret.evidence.aggregate import lead_of, write_evidence_tables
+from interpret.evidence.removal import REMOVALS
 from interpret.inputs import model_limit
 from interpret.labels import resolve_labels
 
@@ -73,6 +76,8 @@ class AuditResult:
         (None when the input was read without skipping).
     accuracy: fraction of labelled examples predicted correctly; None without labels or predictions.
     wall_seconds: this call's wall time.
+    findings: drivers.parquet, drivers.csv and counterfactuals.csv (when drivers were checked) and slices.csv
+        (when sliced), as written; drivers_seconds: the time the drivers' re-runs took.
     """
 
     out_dir: Path
@@ -90,13 +95,15 @@ class AuditResult:
     wall_seconds: float
     n_skipped: int = 0
     skipped: Path | None = None
+    findings: tuple[Path, ...] = ()
+    drivers_seconds: float = 0.0
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        """Return the files the audit wrote (tables, heads.csv, summary.html, manifest.json, skipped.csv when
-        written), parts excluded."""
+        """Return the files the audit wrote (tables, heads.csv, summary.html, manifest.json, skipped.csv and the
+        findings when written), parts excluded."""
         tables = (self.tokens, self.tokens_csv, self.examples, self.examples_csv, self.heads, self.summary, self.manifest)
-        return tables + ((self.skipped,) if self.skipped is not None else ())
+        return tables + ((self.skipped,) if self.skipped is not None else ()) + self.findings
 
 
 def run_audit(
@@ -121,6 +128,9 @@ def run_audit(
     evidence: bool = False,
     engine: Callable[..., int] | None = None,
     skipped: Sequence[Skipped] | None = None,
+    drivers: int = DEFAULT_DRIVERS,
+    removal: str | None = None,
+    slice_by: str | None = None,
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -145,6 +155,12 @@ def run_audit(
     skipped: the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
         skip_empty=True)`): listed in skipped.csv (row, id, line), counted in the summary and the result, and
         part of the fingerprint. None: the input was read without skipping, and no skipped.csv is written.
+    drivers: check the top `drivers` tokens of the lead method by re-running the model without them
+        (`interpret.audit.drivers`: drivers.parquet, drivers.csv, counterfactuals.csv); 0: no drivers.
+    removal: how evidence and drivers remove tokens ("delete", "mask", "zero"; None: `default_removal`).
+    slice_by: a column of `input_file`: accuracy and evidence per value of it (slices.csv).
+    The drivers and slices are computed from the finished parts on every call (they are not stored in parts),
+    so a resumed or repeated audit with other `drivers` or `slice_by` recomputes no batch.
     Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
     The final tables appear together: written into a hidden folder, then renamed into place
     (`AuditDir.publish`), so a failure while writing them leaves the earlier ones whole.
@@ -159,6 +175,7 @@ def run_audit(
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
     if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
         raise ConfigError(f"part_examples={part_examples!r} must be a positive number of examples; use e.g. 512.")
+    slices = checked_findings(drivers, removal, slice_by, input_file)
     file_name = None if input_file is None else Path(input_file).name
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)
@@ -188,12 +205,19 @@ def run_audit(
         examples=examples, gold=gold, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
         model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns, skipped=skipped,
+        removal=removal,
     )
     settings = BatchSettings(
         analyzers=tuple(names), params=effective, hook_names=hook_names,
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
-        evidence=evidence, attention=audit_implementation(model, patterns),
+        evidence=evidence, attention=audit_implementation(model, patterns), removal=removal,
     )
+    findings = Findings(
+        model, tokenizer, examples, slice_by, slices,
+        DriverSettings(drivers, removal, batch_size, max_length, head, settings.attention, seed),
+    )
+    if progress and drivers:
+        log.info(f"after the batches, the top {drivers} drivers are checked: 2 forward passes per row holding one")
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=fresh)
@@ -212,7 +236,9 @@ def run_audit(
         else:
             raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
         facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
-        accuracy = store.publish(lambda folder: _finish(folder, tables, names, facts, seed, skipped))
+        accuracy, written, drivers_seconds = store.publish(
+            lambda folder: _finish(folder, tables, names, facts, seed, skipped, findings)
+        )
     root = store.root
     return AuditResult(
         out_dir=root,
@@ -230,6 +256,8 @@ def run_audit(
         wall_seconds=time.perf_counter() - started,
         n_skipped=len(skipped or ()),
         skipped=None if skipped is None else root / SKIPPED,
+        findings=tuple(root / name for name in written),
+        drivers_seconds=drivers_seconds,
     )
 
 
@@ -336,6 +364,35 @@ def _read_parts(store: AuditDir, parts: Sequence[Part], n_batches: int) -> tuple
     return frames, stats
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What the drivers and slices are computed with: the model, its examples, the column sliced by (with one
+    value per input row) and the drivers' settings."""
+
+    model: nn.Module
+    tokenizer: Any
+    examples: Sequence[Example]
+    slice_by: str | None
+    slices: Sequence[str | None] | None
+    drivers: DriverSettings
+
+
+def checked_findings(
+    drivers: int, removal: str | None, slice_by: str | None, input_file: str | Path | None
+) -> list[str | None] | None:
+    """Return each input row's value of `slice_by` (None without it); ConfigError for a bad `drivers`,
+    `removal` or `slice_by` (InputError naming the file's columns when it has no such column)."""
+    if isinstance(drivers, bool) or not isinstance(drivers, int) or drivers < 0:
+        raise ConfigError(f"drivers={drivers!r} must be a number of tokens to check, 0 or more; use e.g. {DEFAULT_DRIVERS}.")
+    if removal is not None and removal not in REMOVALS:
+        raise ConfigError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
+    if slice_by is None:
+        return None
+    if input_file is None:
+        raise ConfigError(f"slice_by={slice_by!r} reads a column of the input file; pass input_file= too.")
+    return read_column(input_file, slice_by)
+
+
 def _finish(
     folder: Path,
     tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
@@ -343,17 +400,43 @@ def _finish(
     facts: Mapping[str, str],
     seed: int,
     skipped: Sequence[Skipped] | None,
-) -> float | None:
+    findings: Findings,
+) -> tuple[float | None, list[str], float]:
     """Write the final tables, heads.csv, the evidence tables (when measured), skipped.csv (when rows were
-    skipped) and summary.html from the parts' contents into `folder`; return the accuracy."""
+    skipped), the drivers and slices (when asked) and summary.html from the parts' contents into `folder`;
+    return the accuracy, the findings' file names and the drivers' seconds."""
     frames, stats = tables
     token_parts, example_parts = frames["tokens"], frames["examples"]
     tokens = conform(pd.concat(token_parts, ignore_index=True), TOKEN_DTYPES, ["row", "analyzer", "position"])
     examples = conform(pd.concat(example_parts, ignore_index=True), example_dtypes(readout_analyzers(analyzers)), ["row"])
+    evidence, ranked = None, []
     if EVIDENCE_TABLE in frames:
         evidence = pd.concat(frames[EVIDENCE_TABLE], ignore_index=True)
         evidence.insert(1, "id", evidence["row"].map(dict(zip(examples["row"], examples["id"]))).astype("string"))
-        write_evidence_tables(evidence, folder, seed=seed)
+        aggregate = write_evidence_tables(evidence, folder, seed=seed)
+        ranked = [str(method) for method in aggregate.dropna(subset=["rank"])["method"]]
+    lead = lead_of(ranked, readout_analyzers(analyzers))
+    written: list[str] = []
+    driven = counterfactuals = sliced = None
+    started = time.perf_counter()
+    if findings.drivers.k and lead is not None:
+        driven, counterfactuals = driver_tables(
+            findings.model, findings.tokenizer, findings.examples, tokens, lead, findings.drivers
+        )
+        driven.to_parquet(folder / "drivers.parquet", index=False)
+        write_csv(driven, folder / "drivers.csv")
+        write_csv(counterfactuals, folder / "counterfactuals.csv")
+        written += ["drivers.parquet", "drivers.csv", "counterfactuals.csv"]
+    drivers_seconds = time.perf_counter() - started
+    if findings.slices is not None:
+        sliced = slice_table(examples, [findings.slices[row] for row in examples["row"]], evidence, lead)
+        write_csv(sliced, folder / "slices.csv")
+        written.append("slices.csv")
+        facts = {**facts, "sliced by": str(findings.slice_by)}
+    if driven is not None:
+        checked = int(driven["tested"].sum())
+        facts = {**facts, "drivers": f"the top {findings.drivers.k} tokens and words of {lead} by mean |score| re-run"
+                                     f" without them ({checked} checked, removal {findings.drivers.removal or 'default'})"}
     heads = head_table(merge(stats))
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
         frame.to_parquet(folder / f"{stem}.parquet", index=False)
@@ -367,8 +450,9 @@ def _finish(
     render_summary(
         folder / "summary.html", tokens=tokens, examples=examples, heads=heads,
         analyzers=readout_analyzers(analyzers), accuracy=accuracy, run=facts,
+        findings=page_findings(lead, driven, counterfactuals, misclassified(examples, tokens, lead), sliced),
     )
-    return accuracy
+    return accuracy, written, drivers_seconds
 
 
 def _facts(

@@ -1,8 +1,9 @@
 """The audit's summary page: what it shows, computed from the audit's tables; drawn by the report's templates.
 
-It shows the number of examples, the accuracy (when labels exist) with a label × prediction table, per
-analyzer the mean special-token share and the tokens most often ranked first, and [layer × head] heatmaps
-of every heads.csv column (attention entropy, attention on special tokens, ...). This module only computes
+It shows the number of examples, the accuracy (when labels exist) with a label × prediction table, the
+drivers with their counterfactual checks (`interpret.audit.drivers`), the misclassified rows and the slices
+(`interpret.audit.failures`), per analyzer the mean special-token share and the tokens most often ranked
+first, and [layer × head] heatmaps of every heads.csv column (attention entropy, attention on special tokens, ...). This module only computes
 the page's data; `interpret.report.audit_page` renders it with the report's jinja2 templates
 (`audit.html.j2` and the shared `components.html.j2`) and stylesheet, as one offline file without scripts.
 """
@@ -21,6 +22,10 @@ from interpret.report.audit_page import render_audit_page
 from interpret.report.heat import heat_grid
 
 TOP_TOKENS = 15
+SHOWN_DRIVERS = 15  # drivers listed on the page (drivers.csv has every token)
+CHECKED_DRIVERS = 5  # drivers whose counterfactual rows the page lists ...
+SHOWN_FLIPS = 20  # ... at most this many rows each (counterfactuals.csv has every one)
+SHOWN_WRONG = 50  # misclassified rows listed
 HEAD_TITLES = {"entropy": "Attention entropy (nats)", "special_attention": "Attention on special tokens"}
 HEAD_NOTES = {
     "entropy": "Mean over examples of the mean over real query rows of −Σ p·log p over real keys.",
@@ -37,14 +42,50 @@ def render_summary(
     analyzers: Sequence[str],
     accuracy: float | None,
     run: Mapping[str, str],
+    findings: Mapping[str, Any] | None = None,
 ) -> Path:
     """Return `path` after writing the summary page there atomically.
 
     tokens / examples: the audit's tables (columns as interpret.audit.tables lists); heads: heads.csv's table.
     run: what to list about the run (label → text), shown at the top of the page.
+    findings: the drivers, counterfactuals, misclassified rows and slices as `page_findings` gives them.
     """
-    write_atomically(path, summary_html(tokens, examples, heads, analyzers, accuracy, run))
+    write_atomically(path, summary_html(tokens, examples, heads, analyzers, accuracy, run, findings))
     return path
+
+
+def page_findings(
+    lead: str | None,
+    drivers: pd.DataFrame | None,
+    counterfactuals: pd.DataFrame | None,
+    wrong: list[dict[str, Any]],
+    slices: pd.DataFrame | None,
+) -> dict[str, Any]:
+    """Return what the page shows of the drivers (the strongest, and the rows each checked one flips, with a
+    sentence "removing 'X' changes F of N predictions"), the misclassified rows and the slices."""
+    shown = [] if drivers is None else _records(drivers.head(SHOWN_DRIVERS))
+    checks = []
+    for driver in shown:
+        if len(checks) == CHECKED_DRIVERS or not driver["tested"]:
+            break
+        flipped = counterfactuals[(counterfactuals["unit"] == driver["unit"])  # type: ignore[index]
+                                  & (counterfactuals["token"] == driver["token"])]  # type: ignore[index]
+        what = "the word " if driver["unit"] == "word" else ""
+        checks.append({
+            "token": driver["token"],
+            "sentence": f"removing {what}{driver['token']!r} changes {driver['flips']} of {driver['rows']} predictions",
+            "rows": _records(flipped.head(SHOWN_FLIPS)), "more": max(0, len(flipped) - SHOWN_FLIPS),
+        })
+    return {
+        "lead": lead, "drivers": shown, "checks": checks, "wrong": wrong[:SHOWN_WRONG],
+        "more_wrong": max(0, len(wrong) - SHOWN_WRONG),
+        "slices": None if slices is None else _records(slices),
+    }
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Return the frame's rows as dicts with None for null (pandas' NA would print as "<NA>")."""
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
 def summary_html(
@@ -54,6 +95,7 @@ def summary_html(
     analyzers: Sequence[str],
     accuracy: float | None,
     run: Mapping[str, str],
+    findings: Mapping[str, Any] | None = None,
 ) -> str:
     """Return the summary page as an HTML string: what it shows, as plain values (the template escapes each
     one), rendered with the report's audit template."""
@@ -65,6 +107,7 @@ def summary_html(
         "n_correct": int(correct.sum()),
         "n_labelled": len(correct),
         "facts": list(run.items()),
+        "findings": findings or page_findings(None, None, None, [], None),
         "confusion": _confusion(examples),
         "analyzers": [_analyzer_summary(name, tokens, examples) for name in analyzers],
         "heatmaps": [

@@ -59,10 +59,10 @@ def aggregate_rows(frame: pd.DataFrame, *, resamples: int = RESAMPLES, seed: int
         record: dict[str, object] = {"method": method, "examples": n}
         for metric in METRICS:
             values = wide[metric][method].to_numpy()
-            record[metric], record[f"{metric}_low"], record[f"{metric}_high"] = _mean_interval(values, samples)
+            record[metric], record[f"{metric}_low"], record[f"{metric}_high"] = mean_interval(values, samples)
         if method != RANDOM:
             delta = wide["gap"][method].to_numpy() - wide["gap"][RANDOM].to_numpy()
-            record["gap_vs_random"], record["gap_vs_random_low"], record["gap_vs_random_high"] = _mean_interval(delta, samples)
+            record["gap_vs_random"], record["gap_vs_random_low"], record["gap_vs_random_high"] = mean_interval(delta, samples)
             better = frame[frame["method"] == method]["better_than_random"]
             record["better_than_random_share"] = float(better.mean())
         records.append(record)
@@ -72,16 +72,25 @@ def aggregate_rows(frame: pd.DataFrame, *, resamples: int = RESAMPLES, seed: int
     return table.sort_values(["rank"], na_position="last", kind="mergesort").reset_index(drop=True)
 
 
-def _mean_interval(values: np.ndarray, samples: np.ndarray) -> tuple[float, float, float]:
+def mean_interval(values: np.ndarray, samples: np.ndarray) -> tuple[float, float, float]:
+    """Return the mean of `values` [n] and the 2.5th and 97.5th percentiles of its means over `samples`
+    [resamples, n] (indices drawn with replacement): a percentile bootstrap 95% interval."""
     means = values[samples].mean(axis=1)
     return float(values.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def write_evidence_tables(frame: pd.DataFrame, directory: Path, *, seed: int = 0) -> list[Path]:
-    """Write evidence_examples.csv (every row) and evidence.csv (the aggregate) under `directory`."""
-    examples = directory / "evidence_examples.csv"
-    summary = directory / "evidence.csv"
-    write_csv(frame.sort_values(["row", "method"], kind="mergesort").reset_index(drop=True), examples)
-    write_csv(aggregate_rows(frame, seed=seed), summary)
-    return [examples, summary]
+def lead_of(ranked: Sequence[str], readouts: Sequence[str]) -> str | None:
+    """Return the lead method: the first of `ranked` (the evidence's order, most faithful first) that declares a
+    readout, else the first readout; None without any readout. The report and the audit both lead with it."""
+    return next((name for name in ranked if name in readouts), readouts[0] if readouts else None)
+
+
+def write_evidence_tables(frame: pd.DataFrame, directory: Path, *, seed: int = 0) -> pd.DataFrame:
+    """Write evidence_examples.csv (every row) and evidence.csv (the aggregate) under `directory`; return the
+    aggregate (methods ranked)."""
+    write_csv(frame.sort_values(["row", "method"], kind="mergesort").reset_index(drop=True),
+              directory / "evidence_examples.csv")
+    aggregate = aggregate_rows(frame, seed=seed)
+    write_csv(aggregate, directory / "evidence.csv")
+    return aggregate
 

@@ -109,21 +109,33 @@ class RemovalScorer:
             out[start:start + len(chunk)] = self._pass(example, chunk)
         return out
 
+    def distributions(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, "rows classes"]:
+        """Return the class probabilities [rows, classes] (softmax of the decision's logits) with each removal
+        mask [rows, pos] of `example` applied: what the model decides on the edited inputs, in one pass per
+        `rows_per_pass` rows. Class decisions only."""
+        removed = np.asarray(removed, dtype=bool)
+        width = int(self.encoded.attention_mask[example].sum()) if self.removal == "delete" else self.encoded.pos
+        step = rows_per_pass(width, self.ctx.gate_shape[1], limit=self.rows_per_pass)
+        chunks = [self._pass(example, torch.from_numpy(removed[start:start + step]), classes=True)
+                  for start in range(0, len(removed), step)]
+        return np.concatenate(chunks) if chunks else np.empty((0, 0))
+
     @torch.no_grad()
-    def _pass(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
+    def _pass(self, example: int, removed: Tensor, classes: bool = False) -> np.ndarray:
+        """Return m(x \\ r) [rows], or with `classes` the class probabilities [rows, classes]."""
         runner = self.ctx.runner
         assert runner is not None
         rows = len(removed)
         examples = torch.full((rows,), example, dtype=torch.long)
         if self.removal == "delete":
-            return self._deleted(example, removed)
+            return self._deleted(example, removed, classes)
         if self.removal == "mask":
             ids = self.encoded.input_ids[example].expand(rows, -1).clone()
             ids[removed.to(ids.device)] = _mask_id(self.ctx.tokenizer)
-            return _probabilities(runner, self.encoded, examples, input_ids=ids)
+            return _probabilities(runner, self.encoded, examples, classes, input_ids=ids)
         embeds = self._embeddings(example, rows)
         embeds = embeds * (~removed).to(embeds.device, embeds.dtype).unsqueeze(-1)
-        return _probabilities(runner, self.encoded, examples, inputs_embeds=embeds)
+        return _probabilities(runner, self.encoded, examples, classes, inputs_embeds=embeds)
 
     def _embeddings(self, example: int, rows: int) -> Tensor:
         if self.encoded.inputs_embeds is not None:
@@ -131,7 +143,7 @@ class RemovalScorer:
         one = torch.tensor([example])
         return self.ctx.embeddings(self.encoded, examples=one).detach().expand(rows, -1, -1).clone()
 
-    def _deleted(self, example: int, removed: Tensor) -> Float[np.ndarray, " rows"]:
+    def _deleted(self, example: int, removed: Tensor, classes: bool = False) -> np.ndarray:
         """Score rows with the removed tokens taken out of the sequence (positions after them move up).
 
         Rows are as wide as the example's real tokens, not the batch: padding the batch needed is no part of
@@ -166,15 +178,22 @@ class RemovalScorer:
             word_ids=(),
         )
         rerun = ModelRunner(runner.capturable, runner.reader, targets, runner.gate_prefix)
-        return _probabilities(rerun, batch, torch.arange(rows))
+        return _probabilities(rerun, batch, torch.arange(rows), classes)
 
 
 def _probabilities(
-    runner: ModelRunner, encoded: Encoded, examples: Tensor, **inputs: Tensor
-) -> Float[np.ndarray, " rows"]:
+    runner: ModelRunner, encoded: Encoded, examples: Tensor, classes: bool = False, **inputs: Tensor
+) -> np.ndarray:
     """Return m [rows]: exp of each row's target log-probability (no contrast), row r being example examples[r] of
     `encoded` with `inputs` (input_ids or inputs_embeds [rows, ...]) in place of its own: `ModelRunner.score`
-    (the Capturable's forward, the decision's own reader) without autograd, which removal does not need."""
+    (the Capturable's forward, the decision's own reader) without autograd, which removal does not need.
+    classes: return the softmax of the decision's class logits [rows, classes] instead."""
+    if classes:
+        batch = encoded.rows(examples, **inputs)
+        logits = runner.reader.logits(runner.capturable.run(batch), batch)
+        if logits is None or logits.dim() != 2:
+            raise AnalyzerError("only a class decision has class probabilities to re-read after a removal.")
+        return logits.double().softmax(-1).cpu().numpy()
     scores = runner.score(encoded, examples=examples, output="logprob", contrast=False, grad=False, **inputs)
     return to_numpy(scores.double().exp())
 

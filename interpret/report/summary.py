@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from interpret.decision import Decision
+from interpret.evidence.aggregate import lead_of
 from interpret.evidence.ranking import tie_groups
 from interpret.report.model import ReportData, Section
 
@@ -187,7 +188,7 @@ def lead_method(report: ReportData, tops: list[list[MethodTop]]) -> str | None:
     on these inputs) that declares a readout, else the first readout; None without any readout."""
     readouts = [method.title for method in (tops[0] if tops else [])]
     ranked = [method.method for method in report.evidence.ranked()] if report.evidence is not None else []
-    return next((name for name in ranked if name in readouts), readouts[0] if readouts else None)
+    return lead_of(ranked, readouts)
 
 
 def overview_rows(

@@ -87,7 +87,8 @@ def test_csv_holds_the_same_rows(audited) -> None:
     result, tokens, examples, _ = audited
     assert all(path.is_file() and path.parent == result.out_dir for path in result.paths)
     assert {path.name for path in result.paths} == {
-        "tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html", "manifest.json"
+        "tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html", "manifest.json",
+        "drivers.parquet", "drivers.csv", "counterfactuals.csv",  # drivers are checked by default (issue 27)
     }
     assert len(pd.read_csv(result.tokens_csv)) == len(tokens)
     assert list(pd.read_csv(result.examples_csv).columns) == list(examples.columns)

@@ -184,7 +184,8 @@ examples = [Example(i, " ".join(words[(5 * i + 3 * j) % len(words)] for j in ran
             for i in range(60)]
 run_audit(model, tokenizer, examples, sys.argv[1], batch_size=8, analyzers=["rollout"], progress=False)
 """
-FINAL = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html")
+FINAL = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html",
+         "drivers.parquet", "drivers.csv", "counterfactuals.csv")  # the drivers are checked by default (issue 27)
 
 
 def test_a_failure_while_writing_the_final_tables_leaves_the_earlier_ones_whole(tmp_path: Path) -> None:
