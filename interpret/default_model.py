@@ -35,6 +35,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interpret.arrays import to_numpy
 from interpret.data import heldout_examples, plain_examples, seed_examples, split_bytes, training_examples
 from interpret.data.shipped import read_weights, write_weights
 from interpret.errors import ConfigError, InputError, ModelLoadError
@@ -48,7 +49,6 @@ from interpret.sentiment_head import (
     SentimentHead,
     embed_sentences,
 )
-from interpret.arrays import to_numpy
 
 __all__ = [
     "DEFAULT_MODEL_ID",

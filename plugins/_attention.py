@@ -10,10 +10,10 @@ from typing import Literal
 import numpy as np
 from jaxtyping import Float
 
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.target import Target
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 ReadoutRows = Literal["auto"] | tuple[int, ...]
 

@@ -33,11 +33,11 @@ from torch import Tensor
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 from interpret.text import Aggregation, aggregate, word_spans
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 Baseline = Literal["pad", "mask", "zero", "text"]
 Reduction = Literal["sum", "l2"]

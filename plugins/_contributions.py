@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._decompose import BlockParts, ExampleLayer
-from interpret.arrays import to_numpy
 
 Method = Literal["alti", "globenc"]
 

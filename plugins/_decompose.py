@@ -43,10 +43,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.target import Target
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 BYTES_PER_FLOAT = 8
 DEFAULT_BUDGET_BYTES = 2 * 1024**3  # the [query, key, d_model] tensors of one layer, per chunk of queries

@@ -14,9 +14,9 @@ import torch
 from jaxtyping import Float
 
 from interpret.analyze import Check, RunContext
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 PATTERNS = "*attn.hook_pattern"
 

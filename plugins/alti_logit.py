@@ -30,11 +30,11 @@ import numpy as np
 import torch
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _contributions, _decompose
 from interpret.plugins.alti import STREAM
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from torch import Tensor
 
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
-from interpret.trace import Trace
 from interpret.arrays import to_numpy
+from interpret.trace import Trace
 
 CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` (2 MiB: stays in cache)
 LOG_FLOOR = -1e4  # stands for log 0 (see `head_statistics`)

@@ -42,13 +42,13 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose
 from interpret.plugins import decompx_math as dm
 from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 IDENTIFY_TOLERANCE = 1e-4  # relative: a module reproduces a captured tensor (float32 rounding is ~1e-7)
 PATTERN_TOLERANCE = 1e-4  # absolute, on attention weights in [0, 1]

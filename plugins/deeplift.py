@@ -29,10 +29,10 @@ import torch
 from captum.attr import DeepLift, LayerDeepLift
 
 from interpret.analyze import AnalyzerResult, Check, RunContext
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _captum
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 TOLERANCE = 1e-3  # relative (module docstring); float32 rounding of a true DeepLIFT is ~1e-6
 

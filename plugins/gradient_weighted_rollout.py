@@ -22,12 +22,12 @@ from jaxtyping import Float
 
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.inputs import Encoded
 from interpret.plugins import gradient_math
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)

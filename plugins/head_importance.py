@@ -28,10 +28,10 @@ import torch
 
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.heads.importance import batch_gradients, normalized
 from interpret.plugins.attention_entropy import attention_entropy
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)

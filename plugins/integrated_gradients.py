@@ -27,9 +27,9 @@ from captum.attr import IntegratedGradients, LayerIntegratedGradients
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 IntegrationMethod = Literal["gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", "riemann_middle"]
 

@@ -29,11 +29,11 @@ import torch
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ import numpy as np
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import rollout_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 ROW_SUM_TOLERANCE = 1e-6
 

@@ -17,11 +17,11 @@ import numpy as np
 
 from interpret.analyze import AnalyzerResult, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.plugins._streaming import compute_device, lse_check
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.entropy import row_statistics
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import torch
 
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins._per_step import refuse_steps
 from interpret.plugins._streaming import StreamingParams, compute_device, example_weights, output_check, place
@@ -36,7 +37,6 @@ from interpret.streaming.capture import gradient_pass
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 class _Seen:

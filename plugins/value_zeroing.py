@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+from interpret.arrays import to_numpy
 from interpret.collect.hf.kernels import wrapped_kernels
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
@@ -42,7 +43,6 @@ from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 REPLAY_TOLERANCE = 1e-4  # relative; the replay runs the very kernels of the captured pass
 

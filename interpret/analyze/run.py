@@ -19,11 +19,11 @@ from interpret.analyze import params as params_mod
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
+from interpret.arrays import to_numpy
 from interpret.default_model import decision_head
 from interpret.errors import AnalyzerError, ResultError
 from interpret.target import Target
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 
 def analyze(

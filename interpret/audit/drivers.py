@@ -51,6 +51,7 @@ import pandas as pd
 from torch import nn
 
 from interpret.analyze.run import run_context
+from interpret.arrays import to_numpy
 from interpret.audit.kernel import audit_kernel
 from interpret.collect import collect
 from interpret.datasets import Example
@@ -198,9 +199,9 @@ def _flip_rows(
             scorer = RemovalScorer(ctx, encoded, removal)
             labels = ctx.runner.reader.labels if ctx.runner is not None else ()
             for b, (example, decision) in enumerate(zip(batch, decided)):
-                real = np.flatnonzero(encoded.attention_mask[b].cpu().numpy())
+                real = np.flatnonzero(to_numpy(encoded.attention_mask[b]))
                 allowed = set(candidates(encoded, b, decision.target).tolist())
-                special = encoded.special[b].bool().cpu().numpy()
+                special = to_numpy(encoded.special[b].bool())
                 masks: dict[Unit, np.ndarray] = {}
                 for unit, index in occurrences([encoded.tokens[b][p] for p in real], special[real].tolist(), scheme):
                     if unit in wanted:

@@ -27,12 +27,12 @@ import torch
 from torch import nn
 
 from interpret.analyze import registry
+from interpret.arrays import to_numpy
 from interpret.audit.kernel import describe
 from interpret.checkpoint import weight_files
 from interpret.datasets import Example, Skipped
 from interpret.file_digest import content_digest, file_sha256
 from interpret.loading import random_weights
-from interpret.arrays import to_numpy
 
 FORMAT = 5  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message

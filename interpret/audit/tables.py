@@ -50,12 +50,12 @@ import pandas as pd
 from jaxtyping import Float
 
 from interpret.analyze import AnalyzerResult
+from interpret.arrays import to_numpy
 from interpret.datasets import Example
 from interpret.decision import Decision
 from interpret.errors import AnalyzerError
 from interpret.evidence.ranking import order_of, tie_groups
 from interpret.inputs import Encoded
-from interpret.arrays import to_numpy
 
 TOKEN_DTYPES: dict[str, str] = {
     "row": "int64",

@@ -22,6 +22,7 @@ from jaxtyping import Bool, Float
 
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
 from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, score_rankings
@@ -30,7 +31,6 @@ from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, deco
 from interpret.inputs import Encoded
 from interpret.progress import Stage, begin
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 RANDOM = "random"
 DEFAULT_SEEDS = 5

@@ -32,11 +32,11 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interpret.analyze.contract import RunContext
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
 from interpret.runner import ModelRunner
 from interpret.target import Target
-from interpret.arrays import to_numpy
 
 Removal = Literal["delete", "mask", "zero"]
 REMOVALS: tuple[str, ...] = ("delete", "mask", "zero")
@@ -193,7 +193,7 @@ def _probabilities(
         logits = runner.reader.logits(runner.capturable.run(batch), batch)
         if logits is None or logits.dim() != 2:
             raise AnalyzerError("only a class decision has class probabilities to re-read after a removal.")
-        return logits.double().softmax(-1).cpu().numpy()
+        return to_numpy(logits.double().softmax(-1))
     scores = runner.score(encoded, examples=examples, output="logprob", contrast=False, grad=False, **inputs)
     return to_numpy(scores.double().exp())
 

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ReportError
 from interpret.inputs import Encoded
 from interpret.report.model import ExampleTokens, RunInfo, Section, section_keys
@@ -15,7 +16,6 @@ from interpret.report.report import Report
 from interpret.text import display_tokens
 from interpret.trace import Trace
 from interpret.evidence.evidence import Evidence
-from interpret.arrays import to_numpy
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4

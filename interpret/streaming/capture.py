@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from interpret.arrays import to_numpy
 from interpret.collect.sites import on_its_call
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
 from interpret.streaming.kernel import to_host
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
-from interpret.arrays import to_numpy
 
 QKV = ("attn.hook_q", "attn.hook_k", "attn.hook_v")
 ROWS = ("attn.hook_q", "attn.hook_k", "attn.hook_lse")  # what a rollout row needs: q, k and each row's normaliser

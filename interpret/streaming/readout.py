@@ -36,6 +36,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interpret.arrays import to_numpy
 from interpret.streaming.pattern import (
     DEFAULT_BLOCK_BYTES,
     StreamedLayer,
@@ -47,7 +48,6 @@ from interpret.streaming.pattern import (
     row_blocks,
 )
 from interpret.streaming.transposed import column_sums, fused_available, gradient_column_sums
-from interpret.arrays import to_numpy
 
 HEAD_FUSIONS = ("mean", "max", "min")
 ROLLOUT_METHODS = ("auto", "fused", "blocks")
