@@ -5,7 +5,9 @@ aggregation: the words the tokens' own markers spell, `marker_word_ids` and `wor
 of its tokens' scores; a word of one token is that token)
 under the audit's lead method (`lead_of`: the method the evidence ranks first, else the first readout). Per
 candidate, over the rows it occurs in: its rows, its occurrences, and the mean and mean |score| of its
-occurrences. The `k` tokens and the `k` words of highest mean |score| are checked: every row holding one is
+occurrences. The `k` tokens and the `k` words of highest mean |score| among those in at least `MIN_ROWS` rows
+(every row, in a smaller audit: a unit of one or two rows has no interval worth reading, and rare words would
+crowd the top) are checked: every row holding one is
 encoded again and re-run with every occurrence of it removed (`interpret.evidence.removal`, the evidence's own
 removal; one pass for all of a row's candidates, up to 64), and the candidate flips that row when the model's
 predicted class changes. Its flip rate is flips / rows with a percentile bootstrap 95% interval (resampling its
@@ -61,6 +63,7 @@ from interpret.evidence.removal import RemovalScorer, candidates, default_remova
 from interpret.text import marker_word_ids, token_scheme, word_spans, words
 
 DEFAULT_DRIVERS = 20
+MIN_ROWS = 3  # rows a unit occurs in before it is checked (or every row of a smaller audit)
 DRIVER_DTYPES: dict[str, str] = {
     "unit": "string", "token": "string", "method": "string", "rows": "int64", "occurrences": "int64",
     "mean_score": "float64", "mean_abs_score": "float64", "tested": "bool", "flips": "Int64", "flip_rate": "float64",
@@ -122,6 +125,12 @@ def unit_scores(found: pd.DataFrame) -> pd.DataFrame:
                              kind="mergesort").reset_index(drop=True)
 
 
+def to_check(table: pd.DataFrame, k: int, n_rows: int) -> pd.DataFrame:
+    """Return the rows of `table` (`unit_scores`, by mean |score| descending) to re-run: per unit, the first `k`
+    that occur in at least `MIN_ROWS` rows (`n_rows`, the audit's rows, when it has fewer)."""
+    return table[table["rows"] >= min(MIN_ROWS, n_rows)].groupby("unit", sort=False).head(k)
+
+
 def driver_tables(
     model: nn.Module,
     tokenizer: Any,
@@ -135,7 +144,7 @@ def driver_tables(
     scheme = token_scheme(tokenizer)
     found = unit_occurrences(tokens, method, scheme)
     table = unit_scores(found)
-    top = table.groupby("unit", sort=False).head(settings.k)
+    top = to_check(table, settings.k, len(examples))
     tested = [(str(unit), str(text)) for unit, text in zip(top["unit"], top["token"])]
     holding = set(found.merge(top[["unit", "token"]], on=["unit", "token"])["row"].tolist())
     rows = [example for example in examples if example.row in holding]

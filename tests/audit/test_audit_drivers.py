@@ -84,6 +84,18 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
     assert f"removing &#39;{MARKER}&#39; changes {len(flipped)} of {len(holding)} predictions" in page
 
 
+def test_only_units_of_several_rows_are_checked() -> None:
+    """A word of one row with the highest |score| is not re-run: a flip rate over one row says nothing."""
+    from interpret.audit.drivers import MIN_ROWS, to_check
+
+    table = pd.DataFrame({"unit": ["word", "token", "token", "word", "token"], "token": ["rare", "a", "b", "often", "c"],
+                          "rows": [1, 5, 2, 3, 3], "mean_abs_score": [9.0, 5.0, 4.0, 3.0, 1.0]})
+    assert MIN_ROWS == 3
+    assert to_check(table, 2, 40)["token"].tolist() == ["a", "often", "c"]
+    assert to_check(table, 1, 40)["token"].tolist() == ["a", "often"]
+    assert to_check(table, 5, 2)["token"].tolist() == ["a", "b", "often", "c"]  # an audit of 2 rows: 2 rows suffice
+
+
 def test_a_control_model_without_the_shortcut_does_not_rank_the_marker_first(marker, tmp_path: Path) -> None:
     _, tokenizer = marker
     torch.manual_seed(0)
@@ -210,7 +222,8 @@ def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path
 
     model, tokenizer = interpret.load(device="cpu")
     texts = ["The staff were unhelpful and rude.", "An unforgettable trip, truly unforgettable.",
-             "The room was unhelpful to sleep in.", "Breakfast was unforgettable.", "Our guide was unhelpful."]
+             "The room was unhelpful to sleep in.", "Breakfast was unforgettable.", "Our guide was unhelpful.",
+             "An unforgettable view."]  # each word in 3 rows: MIN_ROWS
     path = tmp_path / "input.jsonl"
     path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
     run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
