@@ -19,7 +19,7 @@ import click
 
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths, token_limit
-from interpret.cli.options import analyzer_options, model_options, verbosity_options
+from interpret.cli.options import analyzer_options, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
@@ -57,6 +57,7 @@ from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokeni
               help="How to print the outcome (stdout).")
 @engine_options
 @verbosity_options
+@progress_option
 def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
@@ -116,14 +117,14 @@ def audit(
     _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source), patterns)
 
     from interpret.audit import run_audit
-    from interpret.cli.common import logs_through_bars
+    from interpret.cli.common import logs_through_bars, shows_bars
 
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     # run_audit draws its own bar on stderr; log lines are written through it
     with logs_through_bars(), _terminate_as_interrupt():
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
-            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=not quiet,
+            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=shows_bars(quiet),
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
             skipped=dataset.skipped if skip_invalid else None, drivers=n_drivers, removal=removal, slice_by=slice_by,
             engine=None if engine == "local" else ray_engine(

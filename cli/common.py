@@ -114,15 +114,20 @@ def stages(quiet: bool) -> Iterator[Stage]:
                 shown.pop().close()
 
 
-def bar(total: int, description: str, quiet: bool, unit: str = "it") -> Any:
-    """Return a tqdm bar on stderr: none with -q; with --progress/--no-progress as forced; else only when stderr
-    is a terminal (tqdm's disable=None: a log file or a test's captured stderr would fill with redrawn bars)."""
-    from tqdm import tqdm
-
+def shows_bars(quiet: bool) -> bool:
+    """Return whether this command draws progress bars: never with -q; with --progress/--no-progress as forced;
+    else only when stderr is a terminal (a log file or a test's captured stderr would fill with redrawn bars)."""
     context = click.get_current_context(silent=True)
     forced = context.meta.get(PROGRESS_KEY) if context is not None else None
-    disable = True if quiet else None if forced is None else not forced
-    return tqdm(total=total or None, desc=description, unit=unit, disable=disable, file=sys.stderr, leave=False)
+    return not quiet and (sys.stderr.isatty() if forced is None else forced)
+
+
+def bar(total: int, description: str, quiet: bool, unit: str = "it") -> Any:
+    """Return a tqdm bar on stderr, drawn where `shows_bars` says."""
+    from tqdm import tqdm
+
+    return tqdm(total=total or None, desc=description, unit=unit, disable=not shows_bars(quiet), file=sys.stderr,
+                leave=False)
 
 
 def load_model(

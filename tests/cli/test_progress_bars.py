@@ -68,3 +68,15 @@ def test_the_task_suite_counts_its_tasks() -> None:
     shown = run("evaluate", "--tasks", "-a", "last_layer_attention", "--format", "json", "--progress")
     assert shown.exit_code == 0, shown.stderr
     assert _stages(shown.stderr) == {"known-answer tasks (1 analyzers × 16 examples each)": len(TASKS)}, shown.stderr
+
+
+def test_the_audit_follows_the_same_rule(classifier_dir: Path, tmp_path: Path) -> None:
+    """The audit's bar too: drawn with --progress, not on a stderr that is not a terminal (it was: progress=not -q)."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"text": "the cat sat on the mat"}\n{"text": "a dog saw red"}\n', encoding="utf-8")
+    audit = ("audit", "--model", str(classifier_dir), "--input", str(data), "-a", "rollout", "--drivers", "0")
+    shown = run(*audit, "-o", str(tmp_path / "a"), "--progress")
+    assert shown.exit_code == 0, shown.stderr
+    assert _stages(shown.stderr) == {"audit": 2}, shown.stderr
+    plain = run(*audit, "-o", str(tmp_path / "b"))
+    assert plain.exit_code == 0 and "audit:" not in plain.stderr and "%|" not in plain.stderr, plain.stderr
