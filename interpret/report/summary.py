@@ -60,8 +60,8 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
 
     Special tokens and padding are excluded; scores tied within `tie_groups`' tolerance rank by position
     (earlier first). A signed method's top tokens are those for the decision (> 0), its "against" tokens the
-    most negative: a token is never in both. Tokens are shown as a person reads them (the example's display form) when the report
-    has one.
+    most negative: a token is never in both. Tokens are shown as a person reads them (the example's display
+    form) when the report has one.
     """
     tops = []
     for section in report.sections:
