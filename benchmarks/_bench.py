@@ -1,4 +1,5 @@
-"""Shared measuring tools for the benchmark scripts: median wall time, peak memory, a plain-text table.
+"""Shared measuring tools for the benchmark scripts: median wall time, peak memory, a plain-text table, and the
+CPU cores other processes left free during a run (`CpuWatch`).
 
 Peak memory on CUDA is `torch.cuda.max_memory_allocated` above what was allocated before the call. On the
 CPU it is the process's peak resident set (VmHWM) above the resident set before the call, with the peak
@@ -8,6 +9,7 @@ reset through /proc/self/clear_refs first (Linux); elsewhere it is reported as u
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import subprocess
 import sys
@@ -101,3 +103,48 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |" for row in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
+
+
+class CpuWatch:
+    """How many CPU cores the other processes on the machine left free while a benchmark ran (issue 28: a
+    timing on a shared machine says how loaded it was).
+
+    Linux: the machine's busy CPU seconds (/proc/stat: every state but idle and iowait) minus this process's
+    own CPU seconds, over the wall time between `start()` and `line()`, is the cores the others kept busy;
+    the cores this process may run on (its affinity) minus that is the cores free for it. Elsewhere only the
+    load average is given.
+    """
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        self._wall, self._own, self._busy = time.perf_counter(), time.process_time(), _busy_seconds()
+        self._load = _load()
+
+    def line(self) -> str:
+        """Return one line: cores online and usable, torch's threads, the load averages, the cores left free."""
+        wall = time.perf_counter() - self._wall
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        text = (f"CPU: {os.cpu_count()} cores online, {usable} usable by this process, {torch.get_num_threads()} torch"
+                f" threads; 1-min load average {self._load} at the start, {_load()} at the end")
+        busy = _busy_seconds()
+        if busy is None or self._busy is None or wall <= 0:
+            return text + " (no /proc/stat: cores left free by other processes not measured)"
+        others = max(busy - self._busy - (time.process_time() - self._own), 0.0) / wall
+        return text + f"; other processes kept {others:.1f} cores busy: about {max(usable - others, 0.0):.1f} free for this run"
+
+
+def _busy_seconds() -> float | None:
+    """Return the machine's busy CPU seconds since boot (/proc/stat's first line), or None off Linux."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"

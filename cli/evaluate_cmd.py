@@ -1,6 +1,7 @@
-"""`interpret evaluate`: the checks too costly for every report — the model-parameter randomisation sanity check
-(Adebayo et al. 2018) on the given texts, with each method's faithfulness metrics, or the known-answer task
-suite (`--tasks`) on the reference models. Every option is checked before any model loads."""
+"""`interpret evaluate`: the checks chosen with `--checks` — `erasers`, each method's ERASER faithfulness
+metrics against random rankings on the given texts; `sanity`, the model-parameter randomisation check (Adebayo
+et al. 2018) on them, too costly for every report; `tasks`, the known-answer task suite on the reference
+models — each with a verdict per method and the numbers. Every option is checked before any model loads."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source
 from interpret.cli.options import check_texts, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
+from interpret.errors import suggest
 
-SHORT_HELP = "Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."
+SHORT_HELP = "Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."
+CHECKS = ("erasers", "sanity", "tasks")
 
 
 @click.command(short_help=SHORT_HELP)
@@ -25,9 +28,12 @@ SHORT_HELP = "Check how faithful each method is: the randomisation sanity check,
               help="A .jsonl or .csv file with a text column.")
 @click.option("-a", "--analyzer", "analyzer_names", multiple=True, metavar="NAME",
               help="Analyzer to evaluate (repeatable; each must declare a readout; default: the default set's).")
-@click.option("--tasks", is_flag=True, help="Run the known-answer task suite on the reference models instead.")
+@click.option("--checks", default="erasers", show_default=True, metavar="LIST",
+              help="Comma-separated checks: erasers (faithfulness against random, on the texts), sanity (the"
+                   " model-randomisation check, on the texts; costly), tasks (the known-answer suite on the"
+                   " reference models).")
 @click.option("--removal", type=click.Choice(["delete", "mask", "zero"]), default=None,
-              help="How tokens are removed for the faithfulness metrics (default: delete).")
+              help="How the erasers check removes tokens (default: delete).")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed for any randomness.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="How to write the outcome.")
@@ -36,23 +42,27 @@ SHORT_HELP = "Check how faithful each method is: the randomisation sanity check,
 @progress_option
 def evaluate(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], tasks: bool,
+    allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, analyzer_names: tuple[str, ...], checks: str,
     removal: str | None, seed: int, fmt: str, output: str, quiet: bool, verbose: bool,
 ) -> None:
-    """Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."""
+    """Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."""
     from interpret.cli.common import json_text, setup_logging
 
     setup_logging(quiet, verbose)
-    if tasks and (texts or input_file or model):
-        raise usage_error("--tasks runs on the reference task models; drop --text/--input/--model, or drop --tasks.")
-    if not tasks and bool(texts) == bool(input_file):
-        raise usage_error("give the texts as --text TEXT or --input FILE (exactly one of them), or run --tasks.")
-    if tasks and removal is not None:
-        raise usage_error("--removal applies to --text/--input; the task suite deletes tokens. Drop --removal.")
+    chosen = parse_checks(checks)
+    on_texts = [check for check in chosen if check != "tasks"]
+    if not on_texts and (texts or input_file or model):
+        raise usage_error("--checks tasks runs on the reference task models; drop --text/--input/--model, or add"
+                          " erasers or sanity to --checks.")
+    if on_texts and bool(texts) == bool(input_file):
+        raise usage_error(f"--checks {','.join(on_texts)} runs on texts: give --text TEXT or --input FILE (exactly one"
+                          " of them), or run --checks tasks.")
+    if removal is not None and "erasers" not in chosen:
+        raise usage_error("--removal applies to the erasers check; add erasers to --checks, or drop --removal.")
     if output != "-":
         preflight.check_output_file(output, example=f"evaluate.{'json' if fmt == 'json' else 'txt'}")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
-    if not tasks:  # the texts against the model's config first, before the analyzers import torch
+    if on_texts:  # the texts against the model's config first, before the analyzers import torch
         inputs = check_texts(texts, "--text") if texts else [e.text for e in preflight.check_input_file(input_file)]
         plan = preflight.plan_model(model, allow_pickle)
         preflight.check_text_sizes(inputs, plan, Source("--text") if texts else Source(input_file.name, tuple(range(len(inputs)))))
@@ -60,16 +70,17 @@ def evaluate(
     names = [cls.name for cls in classes if "readout" in cls.provides]
     if not names:
         raise usage_error("none of the analyzers declares a readout, so there is no ranking to evaluate; name one with -a.")
-    if tasks:
-        data = _tasks(names, seed, quiet)
-    else:
+    data: dict[str, Any] = {"checks": chosen}
+    if on_texts:
         prerun.check_device(device)
         prerun.check_adapter(plan)
         from interpret.cli.common import stages
 
         with stages(quiet) as stage:
-            data = _sanity(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, removal, seed,
-                           max_length, stage)
+            data.update(_on_texts(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, chosen,
+                                  removal, seed, max_length, stage))
+    if "tasks" in chosen:
+        data["tasks"] = _tasks(names, seed, quiet)
     text = json_text(data) if fmt == "json" else "\n".join(_lines(data))
     if output == "-":
         say(text)
@@ -80,43 +91,64 @@ def evaluate(
         say(f"wrote {output}")
 
 
-def _tasks(names: list[str], seed: int, quiet: bool) -> dict[str, Any]:
+def parse_checks(value: str) -> list[str]:
+    """Return the checks `--checks erasers,sanity` names, in CHECKS' order; a usage error for an empty item, an
+    unknown name (with a close match) or a repeat."""
+    names = [part.strip() for part in value.split(",")]
+    for position, name in enumerate(names):
+        if not name:
+            raise usage_error(f"--checks {value!r} has an empty item; give comma-separated checks, e.g. --checks erasers,sanity.")
+        if name not in CHECKS:
+            raise usage_error(f"--checks: {name!r} is not a check;{suggest(name, CHECKS)} choose from {', '.join(CHECKS)}.")
+        if name in names[:position]:
+            raise usage_error(f"--checks {value!r} names {name} twice; give each check once.")
+    return [check for check in CHECKS if check in names]
+
+
+def _tasks(names: list[str], seed: int, quiet: bool) -> list[dict[str, Any]]:
     from interpret.cli.common import stages
     from interpret.evidence.suite import run_suite
 
     with stages(quiet) as stage:
         rows = run_suite(names, seed=seed, progress=stage)
-    return {"kind": "tasks", "rows": [{k: _finite(v) for k, v in vars(row).items()} for row in rows]}
+    return [{k: _finite(v) for k, v in vars(row).items()} for row in rows]
 
 
-def _sanity(
+def _on_texts(
     model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool, texts: list[str],
-    names: list[str], removal: str | None, seed: int, max_length: int | None, stage: Any,
+    names: list[str], chosen: list[str], removal: str | None, seed: int, max_length: int | None, stage: Any,
 ) -> dict[str, Any]:
-    from interpret.analyze import analyze
-    from interpret.analyze.run import required_names, run_context
     from interpret.cli.common import load_model
-    from interpret.collect import collect
-    from interpret.decision import TargetRequest, decide
-    from interpret.evidence import evaluate_evidence
-    from interpret.evidence.sanity import cascading_randomisation
 
     stage("load model", 1, "model")
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
-    hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
-    trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
-    targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]
-    context = run_context(trace, loaded.model, loaded.tokenizer, head=loaded.head, targets=targets, seed=seed)
-    advance, results = stage(f"analyze ({len(names)} analyzers × {len(texts)} examples)", len(names) * len(texts),
-                             "example"), []
-    for name in names:
-        results.append(analyze(trace, name, context=context))
-        advance(len(texts))
-    evidence = evaluate_evidence(trace, results, context, removal=removal, progress=stage)
-    sanity = cascading_randomisation(
-        loaded.model, loaded.tokenizer, texts, names, head=loaded.head, seed=seed, max_length=max_length, progress=stage
-    )
-    return {"kind": "sanity", "model": loaded.model_id, "evidence": evidence.to_dict(), "sanity": sanity.to_dict()}
+    data: dict[str, Any] = {"model": loaded.model_id}
+    if "erasers" in chosen:
+        from interpret.analyze import analyze
+        from interpret.analyze.run import required_names, run_context
+        from interpret.collect import collect
+        from interpret.decision import TargetRequest, decide
+        from interpret.evidence import evaluate_evidence
+
+        hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
+        trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
+        targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]
+        context = run_context(trace, loaded.model, loaded.tokenizer, head=loaded.head, targets=targets, seed=seed)
+        advance, results = stage(f"analyze ({len(names)} analyzers × {len(texts)} examples)", len(names) * len(texts),
+                                 "example"), []
+        for name in names:
+            results.append(analyze(trace, name, context=context))
+            advance(len(texts))
+        data["erasers"] = evaluate_evidence(trace, results, context, removal=removal, progress=stage).to_dict()
+    if "sanity" in chosen:
+        from interpret.evidence.sanity import cascading_randomisation
+
+        sanity = cascading_randomisation(
+            loaded.model, loaded.tokenizer, texts, names, head=loaded.head, seed=seed, max_length=max_length,
+            progress=stage,
+        )
+        data["sanity"] = sanity.to_dict()
+    return data
 
 
 def _finite(value: Any) -> Any:
@@ -128,23 +160,46 @@ def _number(value: Any) -> str:
 
 
 def _lines(data: dict[str, Any]) -> list[str]:
-    if data["kind"] == "tasks":
-        header = f"{'task':<11} {'method':<22} {'recovery':>8} {'comp':>7} {'suff':>7} {'area':>7} {'s/example':>9}"
-        lines = [header]
-        for row in data["rows"]:
+    lines: list[str] = []
+    if "erasers" in data:
+        lines += _eraser_lines(data["erasers"])
+    if "sanity" in data:
+        lines += _sanity_lines(data["sanity"])
+    if "tasks" in data:
+        lines.append(f"{'task':<11} {'method':<22} {'recovery':>8} {'comp':>7} {'suff':>7} {'area':>7} {'s/example':>9}")
+        for row in data["tasks"]:
             lines.append(
                 f"{row['task']:<11} {row['method']:<22} {_number(row['recovery']):>8} {_number(row['comprehensiveness']):>7}"
                 f" {_number(row['sufficiency']):>7} {_number(row['area']):>7} {row['seconds_per_example']:>9.4f}"
                 + (f"  (refused: {row['failed']})" if row.get("failed") else "")
             )
-        return lines
-    evidence, sanity = data["evidence"], data["sanity"]
-    lines = [f"faithfulness on {len(evidence['candidates'])} text(s), removal {evidence['removal']}:"]
-    lines.append(f"{'method':<22} {'comp':>7} {'suff':>7} {'area':>7}")
+    return lines
+
+
+def _eraser_lines(evidence: dict[str, Any]) -> list[str]:
+    """The metrics per method and random, then a verdict per method: on how many texts it beat random
+    (`Evidence.better_than_random`: comp − suff above random's mean by more than random's spread)."""
+    lines = [f"faithfulness on {len(evidence['candidates'])} text(s), removal {evidence['removal']}:",
+             f"{'method':<22} {'comp':>7} {'suff':>7} {'area':>7}"]
     for method in [*evidence["methods"], evidence["random"]]:
         means = [_mean(method[key]) for key in ("comprehensiveness", "sufficiency", "area")]
         lines.append(f"{method['method']:<22} " + " ".join(f"{_number(v):>7}" for v in means))
-    lines.append("sanity check (Spearman ρ with the original explanation; blocks re-initialised top down):")
+    random = {key: _number(_mean(evidence["random"][key])) for key in ("comprehensiveness", "sufficiency")}
+    for method in evidence["methods"]:
+        wins, total = sum(evidence["better_than_random"][method["method"]]), len(evidence["candidates"])
+        verdict = ("better than random" if wins == total else "not better than random" if wins == 0
+                   else "better than random on some texts")
+        lines.append(f"erasers verdict: {method['method']}: {verdict} ({wins} of {total} texts; comp"
+                     f" {_number(_mean(method['comprehensiveness']))} vs random {random['comprehensiveness']}, suff"
+                     f" {_number(_mean(method['sufficiency']))} vs random {random['sufficiency']})")
+    return lines
+
+
+def _sanity_lines(sanity: dict[str, Any]) -> list[str]:
+    """The ρ per method and step, then a verdict per method (`SanityResult.passed`)."""
+    from interpret.evidence.sanity import PASS_BELOW, RANDOM
+
+    lines = ["sanity check (Spearman ρ with the original explanation; blocks re-initialised top down):"]
     used: dict[str, int] = {}
     for scheme in sanity.get("schemes", []):
         for name, count in scheme.items():
@@ -154,6 +209,11 @@ def _lines(data: dict[str, Any]) -> list[str]:
     lines.append(f"{'method':<22} " + " ".join(f"{step:>12}" for step in sanity["steps"]))
     for name, values in sanity["methods"].items():
         lines.append(f"{name:<22} " + " ".join(f"{_number(v):>12}" for v in values["mean"]))
+    for name, values in sanity["methods"].items():
+        if name != RANDOM:
+            verdict = {True: "passed", False: "failed", None: "no verdict"}[values["passed"]]
+            lines.append(f"sanity verdict: {name}: {verdict} (ρ {_number(values['mean'][-1])} with every block"
+                         f" re-initialised; passes below {PASS_BELOW})")
     return lines
 
 

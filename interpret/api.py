@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from interpret.analyze import analyze, registry, required_names
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
+from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
+from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
 from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
@@ -133,7 +134,10 @@ def explain(
         if given:
             raise InputError(f"generate explains the tokens the model generates; drop {given[0]}, or drop generate.")
         inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, generate, max_length=max_length)
-    names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
+    defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
+    leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these
+    wanted = [*leads, *DEFAULT_ANALYZERS[1:]] if defaults else analyzers
+    names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)]))
     why = "streaming=on"
     trace = None
     if streaming != "on":
@@ -148,8 +152,10 @@ def explain(
             why = f"their capture is over the budget ({str(err).split(';')[0]})"
     streamed = trace is None
     if streamed:  # no pattern is captured, each analyzer runs its streaming version
-        defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)  # one without a streaming version is left out
-        analyzers, params, left_out = streamed_plan(analyzers, params, why, leave_out=defaults)
+        if defaults:  # one without a streaming version is left out
+            analyzers, params, left_out = streamed_defaults(params, why)
+        else:
+            analyzers, params, left_out = streamed_plan(analyzers, params, why)
         notes = (*notes, *left_out)
         trace = collect(
             model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
@@ -159,7 +165,8 @@ def explain(
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results, skipped = _run_analyzers(trace, analyzers, params, context, progress)
+    results, skipped = _run_analyzers(trace, analyzers, params, context, (leads, refused) if defaults and not streamed else None,
+                                      progress)
     classes: tuple[Any, ...] = ()
     if compare is not None and all(len(d.target.ids) == 1 for d in decided):
         from interpret.report.classes import compare_classes
@@ -197,19 +204,28 @@ def explain(
 
 
 def _run_analyzers(
-    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any, progress: Stage | None = None
+    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any,
+    leads: tuple[list[str], list[tuple[str, str]]] | None, progress: Stage | None = None,
 ) -> tuple[list[Any], list[tuple[str, str]]]:
     """Return (the results, a note per default analyzer skipped).
 
-    When the analyzers are the defaults, one that runs the model and cannot run on these inputs (a model
-    with no decision to score, inputs that are not token ids) is skipped with a note naming why; an analyzer
-    the user named, or a result that failed its checks, is an error as always.
+    When the analyzers are the defaults (`leads`: the leads the model exposes every hook point of, and why each
+    other one is not), their lead is the first of those that runs on the model (`interpret.analyze.lead`), and
+    one that runs the model and cannot run on these inputs (a model with no decision to score, inputs that are
+    not token ids) is skipped with a note naming why; an analyzer the user named, or a result that failed its
+    checks, is an error as always.
     """
     results, skipped = [], []
-    defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
+    defaults = leads is not None
     batch = trace.encoded.batch
     advance = begin(progress, f"analyze ({len(analyzers)} analyzers × {batch} examples)", len(analyzers) * batch)
     for name in analyzers:
+        if leads is not None and name == LEADS[0]:
+            lead, notes = run_lead(trace, context, params, *leads)
+            results.extend([lead] if lead is not None else [])
+            skipped.extend(notes)
+            advance(batch)
+            continue
         try:
             results.append(analyze(trace, name, params=params.get(name), context=context))
             advance(batch)

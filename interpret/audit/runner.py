@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
+from interpret.analyze.lead import audit_defaults
 from interpret.audit.drivers import DEFAULT_DRIVERS, DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
@@ -181,7 +182,6 @@ def run_audit(
         unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
             raise InputError(f"{unlabelled.place(file_name)} has no label; explaining gold labels needs one per example.")
-    effective = {name: effective_params(name, (params or {}).get(name)) for name in names}
     check_reproducible(model)
     capturable = capturable_for(model, tokenizer)
     if capturable.kind not in ("encoder", "decoder"):
@@ -195,6 +195,12 @@ def run_audit(
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     if max_length is None and capturable.prepare is None:
         check_lengths(examples, tokenizer, limit)
+    if tuple(analyzers) == DEFAULT_ANALYZERS:  # led by the first of defaults.LEADS that runs on the model
+        chosen, refused = audit_defaults(model, tokenizer, examples[0].text, head, max_length)
+        names = list(chosen)
+        for label, why in refused:
+            log.warning(f"{label}: {why}")
+    effective = {name: effective_params(name, (params or {}).get(name)) for name in names}
     gold = gold_classes(model, tokenizer, examples, head=head, max_length=max_length, file_name=file_name)
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]

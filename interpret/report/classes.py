@@ -13,7 +13,10 @@ score), which the tests check.
 
 The report draws each example's rows as token chips on one diverging colour scale centred on 0 (the
 largest |score| over all of the example's rows and tokens is the end of both sides), so rows compare by
-colour; the export holds every row's scores (`classes` in the JSON, `classes.csv` in `Report.export`).
+colour; a method whose rows would all be drawn alike (every token and word in the same colour step: its
+readout does not depend on the class, or not visibly — gradient-weighted rollout's positive relevance, a
+decomposition that ignores the head) is drawn as one row that says so, with how far its rows differ. The
+export holds every row's scores (`classes` in the JSON, `classes.csv` in `Report.export`).
 """
 
 from __future__ import annotations
@@ -171,8 +174,16 @@ def comparison_view(comparison: ClassComparison, example: int, tokens: ExampleTo
                                    display, word_top)
         rows.append({"role": role, "label": comparison.labels[example][r], "index": r, "chips": chips,
                      "words": row_words})
+    alike = len(rows) > 1 and all(_levels(row) == _levels(rows[0]) for row in rows)
+    differ = float(np.ptp(scores[:, shown], axis=0).max()) if alike and shown else None
+    if alike:  # one row says what every row would show
+        rows = [{**rows[0], "role": "every class", "label": "every class"}]
     return {"analyzer": comparison.analyzer, "top": top, "word_top": word_top, "rows": rows,
-            "words_how": comparison.words_how}
+            "words_how": comparison.words_how, "alike": differ}
+
+
+def _levels(row: dict[str, Any]) -> list[str]:
+    return [chip["level"] for chip in (*row["chips"], *row["words"])]
 
 
 CLASS_COLUMNS = ["analyzer", "batch", "row", "role", "label", "unit", "index", "start", "stop", "text", "score"]

@@ -34,7 +34,8 @@ class TokenScore:
 
 @dataclass(frozen=True)
 class MethodTop:
-    """The tokens a method ranks highest for one example (`against`: the most negative, for signed scores)."""
+    """The tokens a method ranks highest for one example. For signed scores `top` holds only tokens for the
+    decision (score > 0) and `against` the most negative, so no token is in both."""
 
     section: str
     title: str
@@ -59,8 +60,9 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
     """Return, for each section whose result declares a readout ([batch, key]), its top tokens.
 
     Special tokens and padding are excluded; scores tied within `tie_groups`' tolerance rank by position
-    (earlier first). Tokens are shown as a person reads them (the example's display form) when the report
-    has one.
+    (earlier first). A signed method's top tokens are those for the decision (> 0), its "against" tokens the
+    most negative: a token is never in both. Tokens are shown as a person reads them (the example's display
+    form) when the report has one.
     """
     tops = []
     for section in report.sections:
@@ -75,7 +77,8 @@ def top_tokens(report: ReportData, example: int) -> list[MethodTop]:
 
         groups = tie_groups(np.array([value for _, value in values]))
         order = sorted(range(len(values)), key=lambda i: (groups[i], values[i][0]))
-        top = tuple(item(i) for i in order[: report.top_k])
+        signed = section.result.signed
+        top = tuple(item(i) for i in [i for i in order if not signed or values[i][1] > 0][: report.top_k])
         against = tuple(item(i) for i in [i for i in reversed(order) if values[i][1] < 0][:_AGAINST])
         tops.append(MethodTop(section.key, section.result.analyzer, top, against))
     return tops

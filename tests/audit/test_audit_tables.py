@@ -54,7 +54,8 @@ def make_examples(n: int, labelled: bool = True) -> list[Example]:
 @pytest.fixture(scope="module")
 def audited(model, tokenizer, tmp_path_factory) -> tuple[AuditResult, pd.DataFrame, pd.DataFrame, list[Example]]:
     examples = make_examples(11)
-    result = run_audit(model, tokenizer, examples, tmp_path_factory.mktemp("audit"), batch_size=4, progress=False)
+    result = run_audit(model, tokenizer, examples, tmp_path_factory.mktemp("audit"), batch_size=4, progress=False,
+                       analyzers=["rollout", "flow", "attention_entropy", "integrated_gradients"])
     return result, pd.read_parquet(result.tokens), pd.read_parquet(result.examples), examples
 
 

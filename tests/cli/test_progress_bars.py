@@ -40,13 +40,15 @@ def test_report_with_evidence_shows_its_stages_in_examples(classifier_dir: Path,
 
 
 def test_evaluate_shows_the_analyzers_the_evidence_and_the_sanity_check(classifier_dir: Path) -> None:
-    shown = run("evaluate", "--model", str(classifier_dir), *TEXTS, "-a", "last_layer_attention", "--progress")
+    shown = run("evaluate", "--model", str(classifier_dir), *TEXTS, "-a", "last_layer_attention", "--checks", "erasers,sanity",
+                "--progress")
     assert shown.exit_code == 0, shown.stderr
     # the tiny classifier has 2 blocks: the sanity check runs the analyzer at 3 steps
     assert _stages(shown.stderr) == {"load model": 1, "analyze (1 analyzers × 2 examples)": 2,
                                      f"evidence (1 methods, {DEFAULT_SEEDS} random rankings)": 2,
                                      "sanity check (1 analyzers × 2 examples × 3 steps)": 6}, shown.stderr
-    quiet = run("evaluate", "--model", str(classifier_dir), *TEXTS, "-a", "last_layer_attention", "--progress", "-q")
+    quiet = run("evaluate", "--model", str(classifier_dir), *TEXTS, "-a", "last_layer_attention", "--checks", "sanity",
+                "--progress", "-q")
     assert quiet.exit_code == 0 and "%|" not in quiet.stderr
 
 
@@ -65,7 +67,7 @@ def test_heads_shows_importance_entropy_and_pruning(classifier_dir: Path, tmp_pa
 
 
 def test_the_task_suite_counts_its_tasks() -> None:
-    shown = run("evaluate", "--tasks", "-a", "last_layer_attention", "--format", "json", "--progress")
+    shown = run("evaluate", "--checks", "tasks", "-a", "last_layer_attention", "--format", "json", "--progress")
     assert shown.exit_code == 0, shown.stderr
     assert _stages(shown.stderr) == {"known-answer tasks (1 analyzers × 16 examples each)": len(TASKS)}, shown.stderr
 

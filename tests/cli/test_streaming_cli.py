@@ -59,4 +59,4 @@ def test_the_default_analyzers_stream_with_a_note_for_those_left_out(gpt2_dir: P
                  "--format", "json", "-o", str(out), "-q")
     assert result.exit_code == 0, result.stderr
     text = out.read_text(encoding="utf-8")
-    assert '"streaming_rollout"' in text and "flow left out" in text and "hook_pattern" not in text
+    assert '"streaming_rollout"' in text and "decompx left out" in text and "hook_pattern" not in text

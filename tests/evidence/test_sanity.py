@@ -19,7 +19,8 @@ import interpret
 from interpret.decision import decide
 from interpret.evidence.removal import candidates
 from interpret.evidence.sanity import (
-    MODEL_INIT, NOISE, RANDOM, RESET, block_modules, cascading_randomisation, randomise, reinitialise,
+    MODEL_INIT, NOISE, PASS_BELOW, RANDOM, RESET, SanityResult, block_modules, cascading_randomisation, randomise,
+    reinitialise,
 )
 from interpret.reference.toy import marker_dataset, marker_task
 
@@ -147,3 +148,11 @@ def test_random_floor_is_near_zero_while_attention_changes() -> None:
     assert floor[0] == 1.0 and all(abs(value) < 0.2 for value in floor[1:])
     assert result.mean("last_layer_attention")[-1] < 0.9
     assert result.to_dict()["schemes"][1] == result.schemes[1]
+
+
+def test_a_method_passes_when_randomising_every_block_breaks_its_ranking() -> None:
+    rho = {"broken": np.array([[1.0, 1.0], [0.9, 0.8], [0.2, 0.4]]), "kept": np.array([[1.0, 1.0], [0.9, 0.9], [0.6, 0.5]]),
+           "constant": np.full((3, 2), np.nan)}
+    result = SanityResult(("none", "blocks 1-1", "blocks 0-1"), rho)
+    assert result.passed("broken") is True and result.passed("kept") is False and result.passed("constant") is None
+    assert PASS_BELOW == 0.5 and result.to_dict()["methods"]["broken"]["passed"] is True

@@ -35,8 +35,9 @@ def shown(token: str) -> str:
     return text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
 
 
-def odd_report(scheme: str | None = None) -> Report:
-    """Return a report of one made-up result whose readout and signed arrays are drawn as token strips."""
+def odd_report(scheme: str | None = None, signed_readout: bool = False) -> Report:
+    """Return a report of one made-up result whose readout (declared signed if `signed_readout`, though every score is
+    positive) and signed arrays are drawn as token strips."""
     trace = trace_of([" ".join(WORDS[: len(TOKENS)]), "a dog ran"], TOKENS)
     batch, pos = trace.encoded.batch, trace.encoded.pos
     flat = np.full((batch, pos), 0.7)
@@ -51,7 +52,7 @@ def odd_report(scheme: str | None = None) -> Report:
             View("token_strip", "signed", "Signed scores"),
             View("table", "signed", "Signed scores, sortable"),
         ),
-        readout_of=Readout("readout"),
+        readout_of=Readout("readout", signed=signed_readout),
     )
     if scheme is not None:  # the tokens as a byte-level BPE tokenizer writes them: the report shows their words
         trace = dataclasses.replace(trace, encoded=dataclasses.replace(trace.encoded, scheme=scheme))
@@ -209,6 +210,18 @@ def test_colours_start_at_zero_and_min_max_is_a_toggle(browser: Chromium, tmp_pa
 
 
 POSITIVE_END, NEGATIVE_END = (178, 24, 43), (33, 102, 172)  # report_draw.js: the diverging map's two ends
+
+
+def test_a_signed_methods_scores_diverge_from_zero_even_when_all_positive(browser: Chromium, tmp_path: Path) -> None:
+    # Integrated Gradients' token view once switched to a blue 0 → max scale when every score was positive,
+    # against the section's "red for, blue against" legend: a signed method's scores always diverge around 0.
+    page = open_report(browser, odd_report(signed_readout=True).render(tmp_path / "signed.html"))
+    colours = view_strip(page, "Flat readout", "chips.map(c => getComputedStyle(c).backgroundColor)")
+    legend = view_strip(page, "Flat readout", "[...chips[0].closest('.body').querySelector('.legend').children].map(e => e.textContent)")
+    by_value = dict(zip(FLAT, [rgb(colour) for colour in colours[1 : 1 + len(TOKENS)]]))
+    assert legend[0] == "-0.709" and legend[2] == "0.709" and legend[-1].startswith("colours diverging around 0")
+    assert by_value[0.709] == POSITIVE_END and all(c[0] > c[2] for c in by_value.values())  # red: for the decision
+    assert page.errors() == []
 
 
 def choose(page: Page, title: str, mode: str) -> None:

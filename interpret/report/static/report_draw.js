@@ -107,19 +107,20 @@
     return [0, 1, 2].map(function (c) { return Math.round(stops[i][c] + f * (stops[i + 1][c] - stops[i][c])); });
   }
 
-  /* The colour scale of `values`: a diverging map around 0 for signed values, else a sequential map.
+  /* The colour scale of `values`: a diverging map around 0 for signed values (any below 0, or `signed`: a
+   * signed method's scores, diverging even where every one is positive), else a sequential map.
    * `mode` "zero" (the default): colours start at 0 — 0 → maximum, or −m → +m with m the largest |value| when
    * signed — so a row whose values differ little looks uniform, as it is. "range": minimum → maximum (signed:
    * each side of 0 stretched to its own extreme), which shows small differences but exaggerates them. "sqrt":
    * like "zero" with √ of the position, stretching small values. Values outside the domain take the end
    * colours; `min` and `max` are the data's own range, which the legend prints. */
-  function makeScale(values, mode) {
+  function makeScale(values, mode, signed) {
     var lo = Infinity;
     var hi = -Infinity;
     values.forEach(function (v) { if (!isNaN(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
     if (lo === Infinity) { lo = 0; hi = 0; }
     mode = mode === "range" || mode === "sqrt" ? mode : "zero";
-    var signed = lo < 0;
+    signed = signed === true || lo < 0;
     var negTop = signed ? (mode === "range" ? -lo : Math.max(-lo, hi)) : 0;
     var posTop = signed ? (mode === "range" ? Math.max(hi, 0) : Math.max(-lo, hi)) : hi;
     var bottom = signed ? -negTop : (mode === "range" ? lo : Math.min(0, lo));

@@ -224,7 +224,7 @@
     var get = accessor(spec, fixed, free);
     var shown = shownIndices(spec, last);
     var plain = shown.filter(function (i) { return !isSpecial(spec, last, i); });
-    var scale = makeScale(domainValues(shown.map(function (i) { return { value: get(i), special: isSpecial(spec, last, i) }; })), scaleControl(view));
+    var scale = makeScale(domainValues(shown.map(function (i) { return { value: get(i), special: isSpecial(spec, last, i) }; })), scaleControl(view), view.options.signed_scores);
     var strip = el("div", "strip");
     shown.forEach(function (i) {
       var value = get(i);
@@ -245,7 +245,7 @@
     var get = accessor(spec, fixed, [rowAxis, colAxis]);
     var rows = shownIndices(spec, rowAxis);
     var cols = shownIndices(spec, colAxis);
-    var scale = makeScale(matrixDomain(spec, rowAxis, colAxis, rows, cols, get), scaleControl(view));
+    var scale = makeScale(matrixDomain(spec, rowAxis, colAxis, rows, cols, get), scaleControl(view), view.options.signed_scores);
     var status = el("div", "status");
     matrix(view.body, rows, cols, get, scale, {
       name: view.title,
@@ -300,7 +300,7 @@
         button.type = "button";
         button.setAttribute("title", "layer " + tickLabel(spec, layerAxis, l) + ", head " + tickLabel(spec, headAxis, h) + ": click to enlarge");
         var one = function (r, c) { return get(l, h, r, c); };
-        var scale = makeScale(matrixDomain(spec, qAxis, kAxis, rows, cols, one), mode);
+        var scale = makeScale(matrixDomain(spec, qAxis, kAxis, rows, cols, one), mode, view.options.signed_scores);
         button.appendChild(thumbnail(rows, cols, one, scale, size));
         button.addEventListener("click", function () {
           view.picks.cell = [l, h];
@@ -317,7 +317,7 @@
       var title = "Layer " + tickLabel(spec, layerAxis, l) + " · head " + tickLabel(spec, headAxis, h);
       detail.appendChild(el("h4", null, title));
       var one = function (r, c) { return get(l, h, r, c); };
-      var scale = makeScale(matrixDomain(spec, qAxis, kAxis, rows, cols, one), mode);
+      var scale = makeScale(matrixDomain(spec, qAxis, kAxis, rows, cols, one), mode, view.options.signed_scores);
       var status = el("div", "status");
       matrix(detail, rows, cols, one, scale, {
         name: title,
@@ -344,7 +344,7 @@
     var heads = range(spec.shape[headAxis]);
     var all = [];
     layers.forEach(function (l) { heads.forEach(function (h) { all.push(get(l, h)); }); });
-    var scale = makeScale(all, scaleControl(view));
+    var scale = makeScale(all, scaleControl(view), view.options.signed_scores);
     var status = el("div", "status");
     matrix(view.body, layers, heads, get, scale, {
       name: view.title, rowName: "layer", colName: "head",

@@ -1,0 +1,85 @@
+"""The defaults' lead: the first of `defaults.LEADS` (the evidence's order) that runs on the model.
+
+A lead that refuses the model (an AnalyzerError: a head, block layout or kind it does not cover; no decision to
+score) gives way to the next, with a note saying why; a result that failed its checks is an error as always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from interpret.analyze.contract import RunContext
+from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
+from interpret.analyze.result import AnalyzerResult
+from interpret.analyze.run import analyze, required_names, run_context
+from interpret.errors import AnalyzerError, ResultError
+from interpret.trace import Trace
+
+Note = tuple[str, str]
+
+
+def capturable_leads(model: nn.Module, tokenizer: Any) -> tuple[list[str], list[tuple[str, str]]]:
+    """Return the leads whose every hook point the model exposes, and (lead, why) for each other one."""
+    import fnmatch
+
+    from interpret.analyze import registry
+    from interpret.collect.api import capturable_for
+
+    available = [site.name for site in capturable_for(model, tokenizer).sites]
+    leads, refused = [], []
+    for name in LEADS:
+        missing = [glob for glob in registry.get(name).requires if not fnmatch.filter(available, glob)]
+        if missing:
+            refused.append((name, f"{name} reads {missing[0]}, which {type(model).__name__} does not expose"))
+        else:
+            leads.append(name)
+    return leads, refused
+
+
+def run_lead(
+    trace: Trace, context: RunContext, params: Mapping[str, Any] | None, leads: Sequence[str],
+    refused: Sequence[tuple[str, str]] = (),
+) -> tuple[AnalyzerResult | None, list[Note]]:
+    """Return the result of the first of `leads` that runs on `trace` (None when none does), and a note per lead
+    refused (`refused`: (lead, why) found before the run) or refusing, naming why and what led instead."""
+    refused = list(refused)
+    result = None
+    for name in leads:
+        try:
+            result = analyze(trace, name, params=(params or {}).get(name), context=context)
+            break
+        except ResultError:
+            raise
+        except AnalyzerError as err:
+            refused.append((name, str(err)))
+    then = "" if result is None else f"; {result.analyzer} leads instead (next in the evidence's ranking)"
+    return result, [(f"{name} skipped", f"{why.rstrip('.')}{then}.") for name, why in refused]
+
+
+def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module | None, max_length: int | None) -> tuple[tuple[str, ...], list[Note]]:
+    """Return the default analyzers with the lead that runs on `model` (tried on one text: what a lead refuses
+    is the model's, not the text's) in the first place, or none, and the notes of the leads that refused."""
+    from interpret.collect import collect
+    from interpret.decision import TargetRequest, decide
+
+    leads, refused = capturable_leads(model, tokenizer)
+    trace = collect(model, tokenizer, [text], names=required_names(leads) or ["*attn.hook_pattern"], max_length=max_length)
+    decided = decide(model, trace, tokenizer, TargetRequest(), head)
+    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided])
+    result, notes = run_lead(trace, context, None, leads, refused)
+    rest = tuple(name for name in DEFAULT_ANALYZERS if name not in LEADS)
+    return ((result.analyzer,) if result is not None else ()) + rest, notes
+
+
+def streamed_defaults(params: Mapping[str, Mapping[str, Any]], why: str) -> tuple[list[str], dict[str, Mapping[str, Any]], list[Note]]:
+    """Return `streaming.select.streamed_plan` of the defaults, led by the first lead that streams (one that needs
+    every pattern and has no streaming version is left out with a note, as the defaults' other analyzers are)."""
+    from interpret.streaming.select import streamed_plan, streamed_versions
+
+    names, params, notes = streamed_plan((*LEADS, *DEFAULT_ANALYZERS[1:]), params, why, leave_out=True)
+    versions = streamed_versions()
+    leads = [name for name in names if name in {versions.get(lead, lead) for lead in LEADS}]
+    return [name for name in names if name not in leads[1:]], params, notes
