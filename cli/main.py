@@ -38,7 +38,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "heads": ("interpret.cli.heads_cmd", "heads",
               "Rank attention heads by importance (Michel et al. 2019), draw pruning curves, optionally prune."),
     "evaluate": ("interpret.cli.evaluate_cmd", "evaluate",
-                 "Check how faithful each method is: the randomisation sanity check, or the known-answer task suite."),
+                 "Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."),
 }
 
 

@@ -222,7 +222,7 @@ def run_audit(
         model, tokenizer, examples, slice_by, slices,
         DriverSettings(drivers, removal, batch_size, max_length, head, settings.attention, seed),
     )
-    if progress and drivers:
+    if drivers:  # a log line: the CLI shows it unless -q, whether or not a bar is drawn
         log.info(f"after the batches, the top {drivers} drivers are checked: 2 forward passes per row holding one")
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
@@ -306,7 +306,7 @@ def _compute_missing(
     progress: bool,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    indices of the batches computed. With `progress`, the bar on stderr, and once the first batch is done one
+    indices of the batches computed. With `progress`, the bar on stderr; once the first batch is done, one log
     line with the rows to compute, the analyzers and the time they should take at the first batch's pace."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
@@ -324,7 +324,7 @@ def _compute_missing(
                 part_started = time.perf_counter()
             pending.append(output)
             bar.update(len(batches[index]))
-            if position == 0 and progress:
+            if position == 0:  # a log line, shown unless -q (not tied to the bar)
                 _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples

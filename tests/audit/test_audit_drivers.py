@@ -60,7 +60,7 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
     result = run_audit(model, tokenizer, examples, tmp_path / "out", progress=False, input_file=path, drivers=5)
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] == MARKER and drivers.loc[0, "rank"] == 1
-    assert drivers.loc[0, "method"] == "rollout"  # the first readout: no evidence ranks the methods
+    assert drivers.loc[0, "method"] == "attention_x_gradient"  # the defaults' lead: decompx refuses the toy encoder
     assert int(drivers["tested"].sum()) == 5 and not drivers["token"].isin(["[CLS]", "[SEP]", "[PAD]"]).any()
     holding = [example for example in examples if MARKER in example.text.split()]
     before = _predict(model, tokenizer, [example.text for example in holding]).argmax(-1)

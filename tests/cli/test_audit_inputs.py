@@ -132,8 +132,8 @@ def test_sigterm_stops_the_audit_like_ctrl_c_and_it_resumes(classifier_dir: Path
     data = _write_jsonl(tmp_path / "data.jsonl", [{"text": t} for t in _texts(n)])
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([*_AUDIT, "--model", str(classifier_dir), "--input", str(data), "-o", str(out)],
-                               stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen([*_AUDIT, "--model", str(classifier_dir), "--input", str(data), "-o", str(out), "--progress"],
+                               stderr=subprocess.PIPE, env=env)  # --progress: the bar into a pipe
     seen: list[bytes] = []
     progress = threading.Event()
 
