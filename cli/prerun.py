@@ -44,12 +44,14 @@ def check_device(device: str) -> None:
 
 
 def on_cuda(device: str) -> bool:
-    """Return whether `--device` (auto, cpu or cuda) runs the model on a CUDA device on this machine."""
+    """Return whether `--device` (auto, cpu or cuda, already checked by `check_device`) runs the model on a CUDA
+    device on this machine: the loader's own rule (`interpret.loading.resolve_device`), torch left unimported
+    for cpu."""
     if device == "cpu":
         return False
-    import torch
+    from interpret.loading import resolve_device
 
-    return torch.cuda.is_available()
+    return resolve_device(device).type == "cuda"
 
 
 def check_adapter(plan: ModelPlan) -> None:
