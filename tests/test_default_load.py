@@ -63,8 +63,8 @@ def test_analyze_uses_the_recorded_head(default) -> None:
 def test_audit_uses_the_recorded_head(default, tmp_path: Path) -> None:
     model, tokenizer, shipped = default
     examples = [Example(text=text, row=i) for i, text in enumerate(TEXTS)]
-    ours = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=["rollout"], progress=False)
-    theirs = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=["rollout"], head=shipped, progress=False)
+    ours = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=["rollout"])
+    theirs = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=["rollout"], head=shipped)
     ours_table, theirs_table = pd.read_csv(ours.examples_csv), pd.read_csv(theirs.examples_csv)
     assert list(ours_table["prediction"]) == list(theirs_table["prediction"]) == ["negative", "positive"]
 

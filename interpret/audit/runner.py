@@ -14,7 +14,6 @@ as one checked part (`interpret.audit.parts`). The output directory is locked fo
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from typing import Any, Literal
 
 import pandas as pd
 from torch import nn
-from tqdm import tqdm
 
 from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
@@ -54,6 +52,7 @@ from interpret.evidence.aggregate import lead_of, write_evidence_tables
 from interpret.evidence.removal import REMOVALS
 from interpret.inputs import model_limit
 from interpret.labels import resolve_labels
+from interpret.progress import Stage, begin
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
 
@@ -120,7 +119,7 @@ def run_audit(
     head: nn.Module | None = None,
     model_id: str = "",
     seed: int = 0,
-    progress: bool = True,
+    progress: Stage | None = None,
     fresh: bool = False,
     target: Literal["prediction", "gold"] = "prediction",
     model_dir: str | Path | None = None,
@@ -303,18 +302,20 @@ def _compute_missing(
     parts: Sequence[Part],
     settings: BatchSettings,
     part_examples: int,
-    progress: bool,
+    progress: Stage | None,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    indices of the batches computed. With `progress`, the bar on stderr; once the first batch is done, one log
-    line with the rows to compute, the analyzers and the time they should take at the first batch's pace."""
+    indices of the batches computed. `progress` counts the examples, resumed ones first; once the first batch
+    is done, one log line with the rows to compute, the analyzers and the time they should take at the first
+    batch's pace."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
     n_done = total - sum(len(batches[index]) for index in todo)
     if todo and n_done:
         log.info(f"resuming the audit in {store.root}: {n_done} of {total} examples already done")
-    bar = tqdm(total=total, initial=n_done, disable=not progress, file=sys.stderr, unit="example", desc="audit")
+    advance = begin(progress, "audit", total)
+    advance(n_done)
     pending: list[BatchOutput] = []
     part_started = started = time.perf_counter()
     try:
@@ -323,7 +324,7 @@ def _compute_missing(
             if not pending:
                 part_started = time.perf_counter()
             pending.append(output)
-            bar.update(len(batches[index]))
+            advance(len(batches[index]))
             if position == 0:  # a log line, shown unless -q (not tied to the bar)
                 _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
@@ -335,8 +336,6 @@ def _compute_missing(
         if pending:
             write_part(store, pending)
         raise
-    finally:
-        bar.close()
     return set(todo)
 
 
