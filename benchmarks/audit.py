@@ -192,7 +192,7 @@ def main() -> None:
                 overlap.ENABLED = overlapped  # None: the default policy (overlap where the worker has a core)
                 try:
                     run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size,
-                              max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID, progress=False,
+                              max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID,
                               fresh=True, model_dir=model_dir)
                 finally:
                     overlap.ENABLED = None

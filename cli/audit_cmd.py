@@ -117,14 +117,13 @@ def audit(
     _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source), patterns)
 
     from interpret.audit import run_audit
-    from interpret.cli.common import logs_through_bars, shows_bars
+    from interpret.cli.common import stages
 
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
-    # run_audit draws its own bar on stderr; log lines are written through it
-    with logs_through_bars(), _terminate_as_interrupt():
+    with stages(quiet) as stage, _terminate_as_interrupt():
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
-            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=shows_bars(quiet),
+            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=stage,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
             skipped=dataset.skipped if skip_invalid else None, drivers=n_drivers, removal=removal, slice_by=slice_by,
             engine=None if engine == "local" else ray_engine(

@@ -18,8 +18,8 @@ from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
 from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.collect.engine import GIB
-from interpret.decision import TargetRequest, decide
-from interpret.default_model import decision_head, load_default
+from interpret.decision import TargetRequest, decide, decision_head
+from interpret.default_model import load_default
 from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.generate import generated_inputs

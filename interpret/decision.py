@@ -15,6 +15,7 @@ What the decision reads (the rows attention analyzers start from):
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +28,23 @@ from interpret.inputs import Encoded
 from interpret.labels import resolve_class, resolve_labels
 from interpret.target import Pooling, Target, TargetKind, TargetSource, uniform_pooling
 from interpret.trace import ModelKind, Trace
+
+
+# Which loaded model objects carry which decision head: `record_head` writes (the default model's loader), and
+# `decision_head` reads at each entry point. Keyed by the model object, so it keeps no model alive and a copy of
+# the model carries no head (never a guessed one).
+_HEADS: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
+
+
+def record_head(model: nn.Module, head: nn.Module) -> None:
+    """Record `head` as the module that makes `model`'s decision (read back by `decision_head`)."""
+    _HEADS[model] = head
+
+
+def decision_head(model: nn.Module | None, head: nn.Module | None = None) -> nn.Module | None:
+    """Return `head` when given, else the decision head recorded for this very model object (the default
+    model's shipped head, when `interpret.load()` or `load_default` returned it), else None."""
+    return head if head is not None or model is None else _HEADS.get(model)
 
 
 @dataclass(frozen=True)

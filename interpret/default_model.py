@@ -14,7 +14,7 @@ files, the data, the fitting settings); `load_default` refuses another MiniLM. `
 shows.
 
 `interpret.load()` with no name returns the default model as (model, tokenizer), like any other model; the head
-that makes its decision is recorded against that model object (`decision_head`), so `interpret.explain`, the
+that makes its decision is recorded against that model object (`interpret.decision.decision_head`), so `interpret.explain`, the
 audit and `interpret.analyze` use it when no `head=` is given. The record is weak (it never keeps a model
 alive) and by identity: a copy of the model (`copy.deepcopy`) is another object and carries no head; pass
 `head=` for it. An explicit `head=` always wins.
@@ -23,7 +23,6 @@ alive) and by identity: a copy of the model (`copy.deepcopy`) is another object 
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -38,6 +37,7 @@ from torch import Tensor, nn
 from interpret.arrays import to_numpy
 from interpret.data import heldout_examples, plain_examples, seed_examples, split_bytes, training_examples
 from interpret.data.shipped import read_weights, write_weights
+from interpret.decision import record_head
 from interpret.errors import ConfigError, InputError, ModelLoadError
 from interpret.file_digest import content_digest, file_sha256
 from interpret.sentiment_head import (
@@ -61,7 +61,6 @@ __all__ = [
     "HeadCard",
     "SentimentHead",
     "accuracy",
-    "decision_head",
     "demo_note",
     "embed_sentences",
     "fit_centroid_head",
@@ -86,8 +85,6 @@ _WEIGHTS_FILE = "model.safetensors"
 _MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 HEAD_NAME = "sentiment-head"  # interpret/data/models/sentiment-head.safetensors
 MIN_HELDOUT_ACCURACY = 0.85  # write_head ships no head under it (the shipped one: 88.3%)
-# Which loaded model objects carry which decision head (`load_default` records; `decision_head` reads).
-_HEADS: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
 
 DEMO_NOTE: str  # reports a measured accuracy, so the module's __getattr__ computes it: see demo_note()
 
@@ -128,7 +125,7 @@ def load_default(device: str | torch.device = "auto", **options: Any) -> tuple[n
     """Return (MiniLM model, tokenizer, the shipped SentimentHead in eval mode) on `device`; nothing is fitted.
 
     options: passed to `interpret.load` (dtype, attn_implementation, ...); the head takes the model's dtype.
-    The head is recorded against the model object (`decision_head`).
+    The head is recorded against the model object (`interpret.decision.record_head`).
     """
     from interpret.loading import load
 
@@ -137,14 +134,8 @@ def load_default(device: str | torch.device = "auto", **options: Any) -> tuple[n
     model, tokenizer = load(str(path), device=device, **options)
     weight = next(model.parameters())
     head = head.to(device=weight.device, dtype=weight.dtype).eval()
-    _HEADS[model] = head
+    record_head(model, head)
     return model, tokenizer, head
-
-
-def decision_head(model: nn.Module | None, head: nn.Module | None = None) -> nn.Module | None:
-    """Return `head` when given, else the decision head recorded for this very model object (the default
-    model's shipped head, when `interpret.load()` or `load_default` returned it), else None."""
-    return head if head is not None or model is None else _HEADS.get(model)
 
 
 def shipped_head(path: Path) -> SentimentHead:

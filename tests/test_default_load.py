@@ -1,5 +1,5 @@
 """`interpret.load()` with no name: the built-in default model, whose shipped head explain, analyze and the audit
-use without `head=` (the record `interpret.default_model.decision_head` reads); a copy carries no head."""
+use without `head=` (the record `interpret.decision.decision_head` reads); a copy carries no head."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import interpret
+from interpret import decision
 from interpret import default_model as dm
 from interpret.audit.runner import run_audit
 from interpret.datasets import Example
@@ -32,13 +33,13 @@ def default() -> tuple[torch.nn.Module, object, torch.nn.Module]:
 def test_load_without_a_name_is_the_default_model_with_its_head_recorded(default) -> None:
     model, tokenizer, shipped = default
     assert type(model).__name__ == "BertModel" and not model.training
-    head = dm.decision_head(model)
+    head = decision.decision_head(model)
     assert head is not None and head.note == dm.DEMO_NOTE
     assert torch.equal(head.linear.weight, shipped.linear.weight) and torch.equal(head.linear.bias, shipped.linear.bias)
     given = torch.nn.Linear(1, 1)
-    assert dm.decision_head(model, given) is given  # an explicit head wins
-    assert dm.decision_head(copy.deepcopy(model)) is None  # a copy is another object: no head, never a guess
-    assert dm.decision_head(None) is None
+    assert decision.decision_head(model, given) is given  # an explicit head wins
+    assert decision.decision_head(copy.deepcopy(model)) is None  # a copy is another object: no head, never a guess
+    assert decision.decision_head(None) is None
 
 
 def test_explain_uses_the_recorded_head_without_head_argument(default) -> None:
@@ -63,19 +64,19 @@ def test_analyze_uses_the_recorded_head(default) -> None:
 def test_audit_uses_the_recorded_head(default, tmp_path: Path) -> None:
     model, tokenizer, shipped = default
     examples = [Example(text=text, row=i) for i, text in enumerate(TEXTS)]
-    ours = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=["rollout"], progress=False)
-    theirs = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=["rollout"], head=shipped, progress=False)
+    ours = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=["rollout"])
+    theirs = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=["rollout"], head=shipped)
     ours_table, theirs_table = pd.read_csv(ours.examples_csv), pd.read_csv(theirs.examples_csv)
     assert list(ours_table["prediction"]) == list(theirs_table["prediction"]) == ["negative", "positive"]
 
 
 def test_the_record_keeps_no_model_alive_and_revision_is_refused() -> None:
-    before = len(dm._HEADS)  # other tests' models in this process may be recorded still
+    before = len(decision._HEADS)  # other tests' models in this process may be recorded still
     model, _ = interpret.load(device="cpu")
-    assert model in dm._HEADS
+    assert model in decision._HEADS
     alive = weakref.ref(model)
     del model
     gc.collect()
-    assert alive() is None and len(dm._HEADS) <= before  # the record neither kept it alive nor kept its entry
+    assert alive() is None and len(decision._HEADS) <= before  # the record neither kept it alive nor kept its entry
     with pytest.raises(ModelLoadError, match="no model was named"):
         interpret.load(revision="main")

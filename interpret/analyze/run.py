@@ -20,7 +20,7 @@ from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.result import AnalyzerResult
 from interpret.arrays import to_numpy
-from interpret.default_model import decision_head
+from interpret.decision import decision_head
 from interpret.errors import AnalyzerError, ResultError
 from interpret.target import Target
 from interpret.trace import Trace
@@ -46,7 +46,7 @@ def analyze(
         decision pools, so attention analyzers read the first token (the last for decoders; see
         `interpret.decision.structural_targets`): pass model= to read the rows the decision really reads.
     head: a decision head on a bare encoder (default: the default model's sentiment head when `model` is the
-        default model from `interpret.load()`; `interpret.default_model.decision_head`).
+        default model from `interpret.load()`; `interpret.decision.decision_head`).
     context: a RunContext built once for several analyzers (`run_context`); overrides the arguments above.
     """
     cls = registry.get(name)

@@ -18,15 +18,14 @@ pickles the model object given to run_audit. Ray is an optional extra: `pip inst
 from __future__ import annotations
 
 import pickle
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from interpret.errors import ConfigError
+from interpret.progress import Stage, begin
 
 INSTALL_HINT = 'the ray engine needs Ray: pip install "transformer-audit[ray]" (or pip install "ray[data]")'
 Loader = Callable[[], tuple[Any, Any]]
@@ -106,7 +105,7 @@ class RayEngine:
         parts: Sequence[Any],
         settings: Any,
         part_examples: int,
-        progress: bool,
+        progress: Stage | None,
     ) -> set[int]:
         """Compute every batch no checked part holds, each stored as its own part; return the indices of the
         batches computed."""
@@ -125,8 +124,8 @@ class RayEngine:
                 address=self.options.address, num_cpus=None if self.options.address else self.options.local_cpus,
                 include_dashboard=False, log_to_driver=False, configure_logging=False,
             )
-        bar = tqdm(total=total, initial=total - sum(len(batches[i]) for i in todo), disable=not progress,
-                   file=sys.stderr, unit="example", desc="audit (ray)")
+        advance = begin(progress, "audit (ray)", total)
+        advance(total - sum(len(batches[i]) for i in todo))
         try:
             context = ray.data.DataContext.get_current()
             context.enable_progress_bars = False
@@ -146,9 +145,8 @@ class RayEngine:
             for row in results.iter_rows():
                 output = pickle.loads(row["output"])
                 write_part(store, [output])
-                bar.update(len(output.rows))
+                advance(len(output.rows))
         finally:
-            bar.close()
             if started_here:
                 ray.shutdown()
         return set(todo)

@@ -14,7 +14,6 @@ as one checked part (`interpret.audit.parts`). The output directory is locked fo
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from typing import Any, Literal
 
 import pandas as pd
 from torch import nn
-from tqdm import tqdm
 
 from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
@@ -47,13 +45,13 @@ from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example, Skipped, read_column
-from interpret.decision import reader_for
-from interpret.default_model import decision_head
+from interpret.decision import decision_head, reader_for
 from interpret.errors import ConfigError, InputError
 from interpret.evidence.aggregate import lead_of, write_evidence_tables
 from interpret.evidence.removal import REMOVALS
 from interpret.inputs import model_limit
 from interpret.labels import resolve_labels
+from interpret.progress import Stage, begin
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
 
@@ -120,7 +118,7 @@ def run_audit(
     head: nn.Module | None = None,
     model_id: str = "",
     seed: int = 0,
-    progress: bool = True,
+    progress: Stage | None = None,
     fresh: bool = False,
     target: Literal["prediction", "gold"] = "prediction",
     model_dir: str | Path | None = None,
@@ -140,7 +138,7 @@ def run_audit(
     max_length: truncate texts to this many tokens; without it a text over the model's limit stops the
         audit before any batch runs, naming its row.
     head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM; default:
-        the default model's head when `model` came from `interpret.load()`, `interpret.default_model.decision_head`).
+        the default model's head when `model` came from `interpret.load()`, `interpret.decision.decision_head`).
     model_id: names the model in the fingerprint and the summary (default: what the collector reports).
     fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
     target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
@@ -303,18 +301,20 @@ def _compute_missing(
     parts: Sequence[Part],
     settings: BatchSettings,
     part_examples: int,
-    progress: bool,
+    progress: Stage | None,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
-    indices of the batches computed. With `progress`, the bar on stderr; once the first batch is done, one log
-    line with the rows to compute, the analyzers and the time they should take at the first batch's pace."""
+    indices of the batches computed. `progress` counts the examples, resumed ones first; once the first batch
+    is done, one log line with the rows to compute, the analyzers and the time they should take at the first
+    batch's pace."""
     done = {index for part in parts for index in part.batches}
     todo = [index for index in range(len(batches)) if index not in done]
     total = sum(len(batch) for batch in batches)
     n_done = total - sum(len(batches[index]) for index in todo)
     if todo and n_done:
         log.info(f"resuming the audit in {store.root}: {n_done} of {total} examples already done")
-    bar = tqdm(total=total, initial=n_done, disable=not progress, file=sys.stderr, unit="example", desc="audit")
+    advance = begin(progress, "audit", total)
+    advance(n_done)
     pending: list[BatchOutput] = []
     part_started = started = time.perf_counter()
     try:
@@ -323,7 +323,7 @@ def _compute_missing(
             if not pending:
                 part_started = time.perf_counter()
             pending.append(output)
-            bar.update(len(batches[index]))
+            advance(len(batches[index]))
             if position == 0:  # a log line, shown unless -q (not tied to the bar)
                 _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
@@ -335,8 +335,6 @@ def _compute_missing(
         if pending:
             write_part(store, pending)
         raise
-    finally:
-        bar.close()
     return set(todo)
 
 

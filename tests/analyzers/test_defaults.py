@@ -62,7 +62,7 @@ def test_the_default_audit_falls_back_by_the_same_rule(tmp_path, caplog) -> None
     encoder, head = _encoder_and_head()
     examples = [Example(row=i, text=text) for i, text in enumerate(TEXTS)]
     with caplog.at_level("WARNING", logger="interpret"):
-        result = run_audit(encoder, word_tokenizer(), examples, tmp_path, head=head, progress=False)
+        result = run_audit(encoder, word_tokenizer(), examples, tmp_path, head=head)
     assert set(pd.read_parquet(result.tokens)["analyzer"]) == {LEADS[1], "rollout"}
     assert "decompx skipped" in caplog.text and "MaxPoolHead is not one" in caplog.text
 

@@ -43,7 +43,7 @@ def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i, (text, label, identifier) in enumerate(zip(TEXTS, LABELS, IDS))
     ]
     out = tmp_path_factory.mktemp("audit")
-    run_audit(encoder, tokenizer, examples, out, batch_size=2, head=head, progress=False,
+    run_audit(encoder, tokenizer, examples, out, batch_size=2, head=head,
               analyzers=["rollout", "flow", "attention_entropy", "integrated_gradients"])
     return out
 

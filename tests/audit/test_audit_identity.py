@@ -102,19 +102,19 @@ def test_params_changed_are_refused(model_dir: Path, data: Path, tmp_path: Path)
 def test_python_api_hashes_tensors_in_memory(model_dir: Path, tmp_path: Path) -> None:
     model, tokenizer = interpret.load(model_dir)
     examples = [Example(i, text, "positive") for i, text in enumerate(TEXTS)]
-    run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False)
+    run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"])
     original = model.classifier.weight.detach().clone()
     with torch.no_grad():
         model.classifier.weight[0, 0] += 1.0  # changed after loading: the files would not tell
     with pytest.raises(InputError, match=r"weights \(tensors sha256") as caught:
-        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False)
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"])
     assert "\n" not in str(caught.value)
     with torch.no_grad():
         model.classifier.weight.copy_(original)
-    assert run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], progress=False).n_resumed == 4
+    assert run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"]).n_resumed == 4
     other = word_tokenizer(["the", "cat", "sat", "a", "dog", "saw", "red", "mat", "blue", "on", "!", "marker"])
     with pytest.raises(InputError, match="tokenizer"):
-        run_audit(model, other, examples, tmp_path, analyzers=["rollout"], progress=False)
+        run_audit(model, other, examples, tmp_path, analyzers=["rollout"])
 
 
 def test_digests_see_every_byte() -> None:
@@ -133,22 +133,22 @@ def test_the_classes_the_labels_name_are_part_of_the_fingerprint(tmp_path: Path)
     # renamed: the label "1" now names "pos", so the finished parts' label column is stale.
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
     examples = [Example(i, text, str(i % 2)) for i, text in enumerate(TEXTS)]
-    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"])
     assert pd.read_parquet(first.examples)["label"].tolist() == ["negative", "positive"] * 2
     model.config.id2label = {0: "neg", 1: "pos"}
     with pytest.raises(InputError, match=r"holds an audit of a different examples \("):
-        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"])
 
 
 def test_the_rows_skipped_are_part_of_the_fingerprint(tmp_path: Path) -> None:
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
     examples = [Example(i, text) for i, text in enumerate(TEXTS)]
     first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"],
-                      skipped=(Skipped(4, 6, "gone"),), progress=False)
+                      skipped=(Skipped(4, 6, "gone"),))
     assert (first.n_skipped, first.skipped) == (1, tmp_path / "out" / "skipped.csv")
     for other in (Skipped(4, 7, "gone"), Skipped(4, 6, None)):  # another line, or the same line without its id
         with pytest.raises(InputError, match=r"holds an audit of a different skipped \(1 rows, sha256 \w+ there"):
-            run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(other,), progress=False)
+            run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(other,))
 
 
 def test_parts_of_the_table_layout_before_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -156,10 +156,10 @@ def test_parts_of_the_table_layout_before_are_refused_in_one_line(tmp_path: Path
     refused naming the format, never resumed into tables that mix the two layouts."""
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
     examples = [Example(i, text, id=f"e{i}") for i, text in enumerate(TEXTS)]
-    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+    first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"])
     manifest = json.loads(first.manifest.read_text())
     manifest["components"]["format"] = "4"
     manifest["fingerprint"] = fingerprint(manifest["components"])
     first.manifest.write_text(json.dumps(manifest))
     with pytest.raises(InputError, match=r"holds an audit of a different format \(4 there, 5 now\); pass a new output"):
-        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], progress=False)
+        run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"])

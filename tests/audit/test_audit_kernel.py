@@ -81,10 +81,9 @@ def test_an_audit_runs_eager_and_restores_the_model_also_when_it_fails(model_dir
 
     with pytest.raises(RuntimeError, match="engine failed"):
         run_audit(sdpa, tokenizer, _examples(4), tmp_path / "failed", analyzers=ATTENTION, batch_size=2,
-                  progress=False, engine=failing_engine)
+                  engine=failing_engine)
     assert seen == ["eager"] and sdpa.config._attn_implementation == "sdpa"
-    result = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "ok", analyzers=ATTENTION, batch_size=2,
-                       progress=False)
+    result = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "ok", analyzers=ATTENTION, batch_size=2)
     assert sdpa.config._attn_implementation == "sdpa"
     assert '"attention": "eager"' in result.manifest.read_text("utf-8")
     assert "attention kernel" in result.summary.read_text("utf-8")
@@ -104,12 +103,12 @@ def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_p
         return real(model, tokenizer_, store, batches, parts, settings, *args)
 
     monkeypatch.setattr(runner, "_compute_missing", recording)
-    streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2, progress=False,
+    streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2,
                          analyzers=["streaming_rollout", "streaming_attention_entropy"])
     assert seen and all(kernel == "sdpa" for kernel, _ in seen)
     assert not any("hook_pattern" in name for _, names in seen for name in names)
     assert '"attention": "sdpa"' in streamed.manifest.read_text("utf-8")
-    full = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "full", batch_size=2, progress=False,
+    full = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "full", batch_size=2,
                      analyzers=["rollout", "attention_entropy"])
     heads = [pd.read_csv(result.out_dir / "heads.csv") for result in (streamed, full)]
     assert list(heads[0].columns) == list(heads[1].columns) and len(heads[0]) == len(heads[1]) > 0
@@ -120,7 +119,7 @@ def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_p
 
 def test_eager_and_sdpa_loaded_models_write_the_same_tables(model_dir, tmp_path) -> None:
     """Both run the eager kernel, so every file is byte-identical and either resumes the other."""
-    kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False, part_examples=3)
+    kwargs = dict(analyzers=ATTENTION, batch_size=3, part_examples=3)
     outputs = {}
     for implementation in ("sdpa", "eager"):
         model, tokenizer = interpret.load(model_dir, attn_implementation=implementation)
@@ -133,7 +132,7 @@ def test_eager_audit_agrees_with_the_sdpa_recomputed_audit(model_dir, tmp_path, 
     """The eager kernel's weights and the float32 recomputation from SDPA's inputs are the same statement:
     decisions equal, numbers equal to float rounding."""
     model, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
-    kwargs = dict(analyzers=ATTENTION, batch_size=3, progress=False)
+    kwargs = dict(analyzers=ATTENTION, batch_size=3)
     eager = run_audit(model, tokenizer, _examples(), tmp_path / "eager", **kwargs)
     monkeypatch.setattr(runner, "audit_implementation", lambda model, patterns=True: None)  # the audit as before: SDPA kept
     monkeypatch.setattr("interpret.audit.identity.describe", lambda model, patterns=True: "sdpa")
@@ -154,7 +153,7 @@ def test_eager_audit_agrees_with_the_sdpa_recomputed_audit(model_dir, tmp_path, 
 
 def test_a_resume_refuses_parts_computed_with_the_other_kernel(model_dir, tmp_path, monkeypatch) -> None:
     model, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
-    kwargs = dict(analyzers=ATTENTION, batch_size=2, progress=False)
+    kwargs = dict(analyzers=ATTENTION, batch_size=2)
     with monkeypatch.context() as patched:
         patched.setattr(runner, "audit_implementation", lambda model, patterns=True: None)
         patched.setattr("interpret.audit.identity.describe", lambda model, patterns=True: "sdpa")

@@ -35,7 +35,7 @@ def _examples(n: int = N_EXAMPLES) -> list[Example]:
 
 def _audit(model, tokenizer, out: Path, **extra):
     return run_audit(model, tokenizer, _examples(), out, batch_size=2, analyzers=["rollout", "attention_entropy"],
-                     progress=False, part_examples=2, **extra)
+                     part_examples=2, **extra)
 
 
 def _outputs(out: Path) -> dict[str, bytes]:
@@ -133,7 +133,7 @@ _RACE = textwrap.dedent("""
         time.sleep(0.001)
     try:
         result = run_audit(model, tokenizer, examples, sys.argv[1], batch_size=1, analyzers=["rollout"],
-                           progress=False, part_examples=10)
+                           part_examples=10)
         print(json.dumps({"computed": result.n_computed}), flush=True)
     except DirectoryLocked as err:
         print(json.dumps({"refused": str(err)}), flush=True)

@@ -32,7 +32,7 @@ examples = read_examples(sys.argv[1])
 for out_dir in sys.argv[2:]:
     result = run_audit(model, tokenizer, examples, out_dir, head=head, model_id=DEFAULT_MODEL_ID,
                        analyzers=["rollout", "flow", "attention_entropy"],  # resuming is what is tested here
-                       batch_size=%d, progress=False, part_examples=%d)
+                       batch_size=%d, part_examples=%d)
     print(json.dumps({"computed": result.n_computed, "resumed": result.n_resumed, "accuracy": result.accuracy}),
           flush=True)
 """ % (BATCH_SIZE, BATCH_SIZE)

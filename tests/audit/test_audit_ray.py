@@ -64,19 +64,19 @@ def _assert_equal(left, right) -> None:
 def local_audit(tmp_path_factory):
     model, tokenizer, examples = _build()
     return run_audit(model, tokenizer, examples, tmp_path_factory.mktemp("local") / "audit", analyzers=ANALYZERS,
-                     batch_size=BATCH, progress=False)
+                     batch_size=BATCH)
 
 
 def test_a_ray_audit_equals_the_local_engine(local_audit, tmp_path: Path) -> None:
     model, tokenizer, examples = _build()
     engine = RayEngine(RayOptions(workers=2, local_cpus=2))
     result = run_audit(model, tokenizer, examples, tmp_path / "ray", analyzers=ANALYZERS, batch_size=BATCH,
-                       progress=False, engine=engine)
+                       engine=engine)
     assert (result.n_computed, result.n_resumed) == (N_EXAMPLES, 0)
     assert len(_tables(result)[1]) == N_EXAMPLES
     _assert_equal(result, local_audit)
     again = run_audit(model, tokenizer, examples, tmp_path / "ray", analyzers=ANALYZERS, batch_size=BATCH,
-                      progress=False, engine=engine)
+                      engine=engine)
     assert (again.n_computed, again.n_resumed) == (0, N_EXAMPLES)
 
 
@@ -94,7 +94,7 @@ def test_a_killed_ray_audit_resumes_to_the_same_tables(local_audit, tmp_path: Pa
             time.sleep(0.5)
         parts.AuditDir.write_part = slow_write
         run_audit(model, tokenizer, examples, {str(out)!r}, analyzers={ANALYZERS!r}, batch_size={BATCH},
-                  progress=False, engine=RayEngine(RayOptions(workers=2, local_cpus=2)))
+                  engine=RayEngine(RayOptions(workers=2, local_cpus=2)))
     ''')
     process = subprocess.Popen([sys.executable, "-c", child], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,7 +109,7 @@ def test_a_killed_ray_audit_resumes_to_the_same_tables(local_audit, tmp_path: Pa
         process.wait()
     assert not (out / "tokens.parquet").exists(), "the run finished before it was killed"
     model, tokenizer, examples = _build()
-    resumed = run_audit(model, tokenizer, examples, out, analyzers=ANALYZERS, batch_size=BATCH, progress=False,
+    resumed = run_audit(model, tokenizer, examples, out, analyzers=ANALYZERS, batch_size=BATCH,
                         engine=RayEngine(RayOptions(workers=2, local_cpus=2)))
     assert resumed.n_resumed > 0 and resumed.n_computed > 0
     _assert_equal(resumed, local_audit)

@@ -54,7 +54,7 @@ def make_examples(n: int, labelled: bool = True) -> list[Example]:
 @pytest.fixture(scope="module")
 def audited(model, tokenizer, tmp_path_factory) -> tuple[AuditResult, pd.DataFrame, pd.DataFrame, list[Example]]:
     examples = make_examples(11)
-    result = run_audit(model, tokenizer, examples, tmp_path_factory.mktemp("audit"), batch_size=4, progress=False,
+    result = run_audit(model, tokenizer, examples, tmp_path_factory.mktemp("audit"), batch_size=4,
                        analyzers=["rollout", "flow", "attention_entropy", "integrated_gradients"])
     return result, pd.read_parquet(result.tokens), pd.read_parquet(result.examples), examples
 
@@ -148,7 +148,7 @@ def test_accuracy_on_labelled_examples(audited, model, tokenizer) -> None:
 
 def test_no_labels_means_no_accuracy(model, tokenizer, tmp_path) -> None:
     result = run_audit(
-        model, tokenizer, make_examples(3, labelled=False), tmp_path, analyzers=["rollout"], progress=False
+        model, tokenizer, make_examples(3, labelled=False), tmp_path, analyzers=["rollout"]
     )
     assert result.accuracy is None
     assert pd.read_parquet(result.examples)["correct"].isna().all()
@@ -199,7 +199,7 @@ def test_summary_escapes_labels_and_tokens_and_loads_nothing(tokenizer, tmp_path
                                         max_positions=32, n_classes=2)).eval()
     head = CentroidHead(torch.randn(2, 32), (XSS, "other"))
     examples = [Example(row=i, text=f"the cat {XSS}", label=XSS) for i in range(2)]
-    result = run_audit(encoder, tokenizer, examples, tmp_path, analyzers=["rollout"], head=head, progress=False)
+    result = run_audit(encoder, tokenizer, examples, tmp_path, analyzers=["rollout"], head=head)
     tokens = pd.read_parquet(result.tokens)
     tokens["token"] = tokens["token"].where(tokens["rank"] != 1, XSS)  # as if the tokenizer had such a token
     heads = pd.read_csv(result.heads)

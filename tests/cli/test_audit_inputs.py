@@ -182,7 +182,7 @@ model = EncoderClassifier(TransformerConfig(d_model=32, n_heads=4, n_layers=2, d
                                             max_positions=16, n_classes=2)).eval()
 examples = [Example(i, " ".join(words[(5 * i + 3 * j) % len(words)] for j in range(1 + i % 6)), f"class {i % 2}")
             for i in range(60)]
-run_audit(model, tokenizer, examples, sys.argv[1], batch_size=8, analyzers=["rollout"], progress=False)
+run_audit(model, tokenizer, examples, sys.argv[1], batch_size=8, analyzers=["rollout"])
 """
 FINAL = ("tokens.parquet", "tokens.csv", "examples.parquet", "examples.csv", "heads.csv", "summary.html",
          "drivers.parquet", "drivers.csv", "counterfactuals.csv")  # the drivers are checked by default (issue 27)
