@@ -17,7 +17,7 @@ from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
 from interpret.analyze.run import run_context
 from interpret.collect import collect
-from interpret.collect.engine import GIB
+from interpret.estimate.memory import GIB
 from interpret.decision import TargetRequest, decide
 from interpret.default_model import decision_head, load_default
 from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, ResultError, suggest
