@@ -159,8 +159,7 @@ def report(
         estimate = estimate_report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
-            weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
-            cuda=cuda,
+            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
             estimate = streamed_estimate(estimate, facts, len(names), fmt)
@@ -270,10 +269,6 @@ def _default_destination(stem: str, fmt: str) -> Path:
     from interpret.cli.common import default_output
 
     return default_output(stem, "." + fmt)
-
-
-def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
-    return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
 
 
 def _check_streamed(names: list[str], params: dict, streaming: str, *, defaults: bool) -> None:

@@ -67,6 +67,10 @@ class ModelFacts:
     d_ff: int = 0
     d_attn: int = 0
 
+    def loaded_itemsize(self, dtype: str | None) -> int:
+        """Return the bytes per parameter once loaded with --dtype `dtype` (None: float32; auto: as saved)."""
+        return {"float16": 2, "bfloat16": 2, "auto": self.weight_itemsize}.get(dtype or "float32", 4)
+
 
 def model_facts(config: dict[str, Any]) -> ModelFacts:
     """Return the ModelFacts of a config.json's content."""

@@ -108,7 +108,7 @@ def estimate_heads(
     weight_bytes: the weight files' size (parameters × the saved dtype's bytes); dtype: --dtype (None: float32);
     default_head: the built-in model's sentiment head decides, so even a language model's study is a classifier's.
     """
-    itemsize = {"float16": 2, "bfloat16": 2, "auto": facts.weight_itemsize}.get(dtype or "float32", 4)
+    itemsize = facts.loaded_itemsize(dtype)
     parameters = weight_bytes // max(facts.weight_itemsize, 1)
     language_model = facts.decision == "token" and not default_head
     n_layers, n_heads, d_model = facts.n_layers, facts.n_heads, facts.d_model

@@ -92,13 +92,13 @@ def estimate_report(
     fmt: Format = "html",
     analyzers: int = 1,
     weight_bytes: int = 0,
-    dtype_itemsize: int = 4,
+    dtype: str | None = None,
     cuda: bool = False,
 ) -> ReportEstimate:
     """Return the ReportEstimate of explaining texts of `lengths` tokens with `facts`'s model.
 
     layers / heads: how many layers and heads the views embed (None: all). analyzers: how many run.
-    weight_bytes / dtype_itemsize: the weight files' size and the bytes per parameter once loaded.
+    weight_bytes / dtype: the weight files' size and the dtype they load in (--dtype; None: float32).
     cuda: the model runs on a CUDA device (its runtime's host memory, `CUDA_HOST_MEMORY`, on top).
     """
     batch = len(lengths)
@@ -125,7 +125,7 @@ def estimate_report(
     view_bytes = sum(_stored_bytes(values, nonzero, fmt) for values, nonzero in stacks)
     output = view_bytes + (page_base_bytes() if fmt == "html" else 0)
     capture_example = 4 * sum(captured)
-    loaded_weights = weight_bytes * dtype_itemsize // max(facts.weight_itemsize, 1)
+    loaded_weights = weight_bytes * facts.loaded_itemsize(dtype) // max(facts.weight_itemsize, 1)
     work = _PAGE_WORK_BYTES_PER_VALUE if fmt == "html" else _JSON_WORK_BYTES_PER_VALUE
     parts = {
         "base": BASE_MEMORY + (CUDA_HOST_MEMORY if cuda else 0),

@@ -4,6 +4,7 @@ the size estimate against the bytes of a rendered report."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from pathlib import Path
@@ -19,7 +20,7 @@ from interpret.checkpoint import read_json
 from interpret.collect.api import capturable_for
 from interpret.decision import reader_for
 from interpret.estimate.facts import count_tokens, model_facts
-from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes
+from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes, round_up_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, estimate_report, page_base_bytes
 from interpret.report.views import section_data
 
@@ -163,5 +164,16 @@ def test_sizes_parse_in_decimal_and_binary_units(text: str, size: int) -> None:
     assert parse_size(text, "--max-bytes") == size
 
 
+def test_weights_are_counted_in_the_dtype_they_load_in(classifier_dir: Path) -> None:
+    half = dataclasses.replace(model_facts(read_json(classifier_dir / "config.json")), weight_itemsize=2)
+    assert [half.loaded_itemsize(dtype) for dtype in (None, "float32", "auto", "bfloat16")] == [4, 4, 2, 2]
+    weights = {dtype: estimate_report(half, [8], weight_bytes=1000, dtype=dtype).parts["weights"] for dtype in (None, "auto")}
+    assert weights == {None: 2000, "auto": 1000}  # float16 files: twice their size once loaded as float32
+
+
 def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (5, 950_000, 50_300_000, 1_073_741_824)] == ["5 B", "950 kB", "50.3 MB", "1.07 GB"]
+    assert [human_bytes(n, binary=True) for n in (5, 2048, 3 << 20, 2 << 30)] == ["5 B", "2.0 KiB", "3.0 MiB", "2.0 GiB"]
+    # --max-bytes to raise to: 5% above, two significant digits (the rounding the FLOPs bound's round_up shares)
+    sizes = (1_175_000_000, 50_700_000, 9_480_000, 951_000_000, 900)
+    assert [round_up_bytes(n) for n in sizes] == ["1.3GB", "54MB", "10.0MB", "1000MB", "945"]
