@@ -18,12 +18,13 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_lengths, token_limit
+from interpret.cli.budget import Source, check_lengths
 from interpret.cli.options import analyzer_options, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
-from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokenizer_limit
+from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
 
 
 @click.command()
@@ -203,7 +204,7 @@ def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
     if not patterns:
         return
     facts = plan.facts
-    per_example = 4 * facts.n_layers * facts.n_heads * max(lengths) ** 2
+    per_example = pattern_bytes(facts.n_layers * facts.n_heads, max(lengths))
     if per_example > CAPTURE_BUDGET:
         raise usage_error(
             f"the longest example would capture {human_bytes(per_example)} of attention, over the"

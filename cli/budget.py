@@ -1,8 +1,9 @@
-"""Token counts, length limits and the report's size and memory budget, checked before the model loads.
+"""The refusals of the estimates (`interpret.estimate`), made before the model loads: length limits, the report's
+size and memory, the head study's FLOPs and memory.
 
-The counts come from the checkpoint's tokenizer.json without torch (`interpret.estimate.count_tokens`) and
-are checked again with the transformers tokenizer the run will use, still before the weights load. A
-refusal names the options that would make the report fit, with numbers.
+The counts come from the checkpoint's tokenizer.json without torch (`interpret.estimate.facts.count_tokens`) and
+are checked again with the transformers tokenizer the run will use, still before the weights load. A refusal
+(usage error, exit 2, one line) names the options that would make the run fit, with numbers.
 """
 
 from __future__ import annotations
@@ -10,11 +11,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from interpret.checkpoint import ModelFacts
+from interpret.cli import prerun
 from interpret.cli.output import usage_error
-from interpret.estimate import CAPTURE_BUDGET, JSON_MIN_BYTES_PER_VALUE, ReportEstimate, human_bytes
+from interpret.cli.preflight import ModelPlan
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.heads import CPU_FLOPS_BUDGET, GPU_FLOPS_BUDGET, HeadsCost, estimate_heads, fraction_within
+from interpret.estimate.memory import (
+    CAPTURE_BUDGET, default_memory, human_bytes, longest_within, round_up, round_up_bytes, sci,
+)
+from interpret.estimate.report import JSON_MIN_BYTES_PER_VALUE, ReportEstimate
 
 
 @dataclass(frozen=True)
@@ -32,12 +40,6 @@ class Source:
             return self.option
         suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
         return f"{self.option} (the {index + 1}{suffix} one)"
-
-
-def token_limit(facts: ModelFacts, tokenizer_max: int | None) -> int | None:
-    """Return the most tokens the model and its tokenizer accept (the smaller limit), None when neither has one."""
-    limits = [limit for limit in (facts.max_positions, tokenizer_max) if limit]
-    return min(limits) if limits else None
 
 
 def check_lengths(
@@ -85,8 +87,7 @@ def check_budget(
 ) -> None:
     """Raise a usage error naming what would make the report fit when it passes a limit; else return."""
     if estimate.capture_bytes > CAPTURE_BUDGET:
-        per_token2 = 4 * max(facts.n_layers * facts.n_heads, 1)
-        fit = math.isqrt(CAPTURE_BUDGET // per_token2)
+        fit = longest_within(CAPTURE_BUDGET, facts.n_layers * facts.n_heads)
         raise usage_error(
             f"the run would capture {human_bytes(estimate.capture_bytes)} of attention per example ({facts.n_layers}"
             f" layers × {facts.n_heads} heads × {estimate.tokens}² tokens, float32), over the"
@@ -106,10 +107,7 @@ def check_budget(
 
 def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
     """Return the refusal of a report whose attention views alone pass --max-bytes, with what would fit."""
-    pairs = estimate.layers * estimate.heads
-    room = max_bytes - (estimate.output_bytes - estimate.view_bytes)  # what the views may take besides the page
-    per_pair = estimate.view_bytes / max(pairs, 1)
-    fits = int(room // per_pair) if per_pair and room > 0 else 0
+    fits, longest = estimate.fitting(max_bytes)
     options = []
     if fits >= 1:
         if fits >= estimate.heads:  # whole layers fit: the last ones
@@ -118,12 +116,10 @@ def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
         else:
             example = f"--layers -1 --heads {','.join(str(h) for h in range(fits))}"
         options.append(f"embed at most {fits} layer-head pair{'s' if fits > 1 else ''} (e.g. {example})")
-    # The views grow with tokens²: the longest input that fits with the current layers and heads.
-    longest = int(estimate.tokens * math.sqrt(room / estimate.view_bytes)) if room > 0 and estimate.view_bytes else 0
     if longest >= 16:
         options.append(f"truncate the input (--max-length {longest})")
     options.append("run the streaming analyzers, which embed no attention view (--streaming on)")
-    options.append(f"or raise --max-bytes to {_round_up(estimate.output_bytes)}")
+    options.append(f"or raise --max-bytes to {round_up_bytes(estimate.output_bytes)}")
     views = f"{estimate.layers} layers × {estimate.heads} heads × {estimate.tokens}×{estimate.tokens} tokens"
     if estimate.decoder_tokens:
         views += f" (and the decoder's {estimate.decoder_tokens} tokens)"
@@ -135,18 +131,6 @@ def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
         f" {estimate.examples} example{'s' if estimate.examples != 1 else ''}{scripts}), above --max-bytes"
         f" {human_bytes(max_bytes)}; {', '.join(options)}."
     )
-
-
-def _round_up(size: int) -> str:
-    """Return a --max-bytes value a little above `size`, to two significant digits (e.g. '1.2GB', '53MB')."""
-    target = size * 1.05
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if target >= scale:
-            value = target / scale
-            step = 10 ** (math.floor(math.log10(value)) - 1)  # two significant digits
-            rounded = math.ceil(value / step) * step
-            return f"{rounded:.{max(0, -int(math.log10(step)))}f}{unit}"
-    return str(math.ceil(target))
 
 
 def check_report_size(report: Any, fmt: str, max_bytes: int) -> None:
@@ -172,5 +156,58 @@ def check_report_size(report: Any, fmt: str, max_bytes: int) -> None:
         f"the {fmt.upper()} report would be {bound}{human_bytes(size)}, above --max-bytes {human_bytes(max_bytes)}"
         f" (the largest section, {largest}, draws {drawn[largest]:,} values); run fewer analyzers (-a) or have them keep"
         " fewer rows (--set, see `interpret analyzers show NAME`), embed fewer layers or heads (--layers, --heads),"
-        f" truncate the input (--max-length), or raise --max-bytes to {_round_up(size)}."
+        f" truncate the input (--max-length), or raise --max-bytes to {round_up_bytes(size)}."
     )
+
+
+def parse_flops(value: str | None) -> float | None:
+    """Return --max-flops as a number (None when not given); usage error when it is not a positive number."""
+    if value is None:
+        return None
+    try:
+        flops = float(value)
+    except ValueError:
+        flops = math.nan
+    if not math.isfinite(flops) or flops <= 0:
+        raise usage_error(f"--max-flops {value!r} is not a positive number; give e.g. --max-flops 2e14.")
+    return flops
+
+
+def check_cost(
+    plan: ModelPlan,
+    lengths: Sequence[int],
+    *,
+    batch_size: int,
+    fraction: float,
+    label_free: bool,
+    default_head: bool,
+    dtype: str | None,
+    device: str,
+    max_flops: float | None,
+    max_memory: int | None,
+) -> HeadsCost:
+    """Return the run's HeadsCost, or a usage error (one line) when it passes the FLOPs or the memory budget."""
+    cost_of = partial(
+        estimate_heads, plan.facts, lengths, weight_bytes=plan.checkpoint.weight_bytes(), batch_size=batch_size,
+        label_free=label_free, default_head=default_head, dtype=dtype,
+    )
+    cost = cost_of(fraction)
+    gpu = prerun.on_cuda(device)
+    budget = max_flops or (GPU_FLOPS_BUDGET if gpu else CPU_FLOPS_BUDGET)
+    if cost.flops > budget:
+        where = "" if max_flops else f" (the default on a {'GPU' if gpu else 'CPU'})"
+        better = fraction_within(budget, cost_of) if fraction < 0.2 else None
+        step = f", prune more heads per step (--fraction {better})" if better else ""
+        raise usage_error(
+            f"the head study would take {cost.describe()}, over --max-flops {sci(budget)}{where}; use fewer"
+            f" examples, truncate them (--max-length){step}, or raise --max-flops to {round_up(cost.flops)}."
+        )
+    memory = cost.resident(gpu)
+    limit = max_memory or default_memory(gpu)
+    if limit is not None and memory > limit:
+        raise usage_error(
+            f"one importance batch would need about {human_bytes(memory)} (the batch's activations kept for the"
+            f" backward pass and the weights), over --max-memory {human_bytes(limit)}; lower --batch-size, truncate"
+            " the input (--max-length), or raise --max-memory."
+        )
+    return cost

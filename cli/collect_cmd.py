@@ -8,17 +8,17 @@ its limits and the capture's size against the per-example budget.
 from __future__ import annotations
 
 import fnmatch
-import math
 
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_lengths, token_limit
+from interpret.cli.budget import Source, check_lengths
 from interpret.cli.options import check_index_range, check_texts, model_options, parse_indices, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.errors import suggest
-from interpret.estimate import CAPTURE_BUDGET, count_tokens, human_bytes, tokenizer_limit
+from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, longest_within, pattern_bytes
 
 # Hook names per layer (TransformerLens grammar, docs/architecture.md), and the side they sit on.
 _BLOCK_HOOKS = (
@@ -150,9 +150,9 @@ def _check_capture(
     ]
     head_count = 1 if reduce != "none" else len(heads) if heads else max(plan.facts.n_heads, plan.facts.decoder_heads)
     n = max(lengths)
-    per_example = 4 * len(square) * head_count * n * n
+    per_example = pattern_bytes(len(square) * head_count, n)
     if per_example > CAPTURE_BUDGET:
-        fit = math.isqrt(CAPTURE_BUDGET // (4 * len(square) * head_count))
+        fit = longest_within(CAPTURE_BUDGET, len(square) * head_count)
         raise usage_error(
             f"the capture would hold {human_bytes(per_example)} per example ({len(square)} attention tensors ×"
             f" {head_count} heads × {n}² tokens, float32), over the {human_bytes(CAPTURE_BUDGET)} budget; capture fewer"

@@ -20,12 +20,11 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_lengths, token_limit
-from interpret.cli.heads_cost import check_cost, parse_flops as _parse_flops
+from interpret.cli.budget import Source, check_cost, check_lengths, parse_flops as _parse_flops
 from interpret.cli.options import model_options, parse_size, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
-from interpret.estimate import count_tokens, tokenizer_limit
+from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
 
 # the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
 # keeps the two equal: this module must not import transformers before the model loads)

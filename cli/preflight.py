@@ -1,8 +1,8 @@
 """The checks every command makes before a model loads: the model's files and config, inputs, outputs, analyzers.
 
 Each check raises a usage error (exit 2) that names the bad value and says what to do. The model is known
-here only by its directory and config.json (`interpret.checkpoint`): nothing imports torch, so a command
-line that cannot work is refused in a fraction of a second.
+here only by its directory and config.json (`interpret.checkpoint`, `interpret.estimate.facts`): nothing
+imports torch, so a command line that cannot work is refused in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interpret.checkpoint import Checkpoint, ModelFacts, locate, model_facts
+from interpret.checkpoint import Checkpoint, locate
 from interpret.cli.analyzer_index import entry_point_names
 from interpret.cli.output import usage_error
 from interpret.errors import InterpretError, suggest
+from interpret.estimate.facts import ModelFacts, model_facts, token_limit, tokenizer_limit
 from interpret.text_size import check_text_bytes
 
 if TYPE_CHECKING:
@@ -187,9 +188,6 @@ def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, op
 def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source) -> None:
     """Refuse the first text of more bytes than the model's token limit could hold (`interpret.text_size`),
     before any tokenizer reads it: every command that tokenizes texts calls this first."""
-    from interpret.cli.budget import token_limit
-    from interpret.estimate import tokenizer_limit
-
     limit = token_limit(plan.facts, tokenizer_limit(plan.checkpoint.directory))
     try:
         check_text_bytes(texts, limit, lambda i: source.name(i, len(texts)))

@@ -14,18 +14,16 @@ from pathlib import Path
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size, token_limit
+from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size
 from interpret.cli.options import (
     analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, progress_option,
     verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
-from interpret.streaming.estimate import hidden_size, streamed_estimate
-from interpret.estimate import (
-    CAPTURE_BUDGET, DEFAULT_MAX_BYTES, ReportEstimate, count_tokens, estimate_report, human_bytes, physical_memory,
-    tokenizer_limit,
-)
+from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes
+from interpret.estimate.report import DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, streamed_estimate
 
 
 @dataclass(frozen=True)
@@ -133,8 +131,7 @@ def report(
     layer_list = parse_indices(layers, "--layers", "layer")
     head_list = parse_indices(heads, "--heads", "head")
     byte_limit = parse_size(max_bytes, "--max-bytes") or DEFAULT_MAX_BYTES
-    memory = physical_memory()
-    memory_limit = parse_size(max_memory, "--max-memory") or (int(memory * 0.8) if memory else None)
+    memory_limit = parse_size(max_memory, "--max-memory") or default_memory()
     destination = output or str(_default_destination(inputs.stem, fmt))
     preflight.check_output_file(destination, example=f"report.{fmt}")
     # ---- the model's config and the token counts, still without torch ----
@@ -162,12 +159,10 @@ def report(
         estimate = estimate_report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
-            weight_bytes=plan.checkpoint.weight_bytes(), dtype_itemsize=_itemsize(dtype, facts.weight_itemsize),
-            cuda=cuda,
+            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
-            d_model = hidden_size(directory, facts.n_heads)
-            estimate = streamed_estimate(estimate, d_model, facts.n_layers, len(names), fmt)
+            estimate = streamed_estimate(estimate, facts, len(names), fmt)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
 
@@ -274,10 +269,6 @@ def _default_destination(stem: str, fmt: str) -> Path:
     from interpret.cli.common import default_output
 
     return default_output(stem, "." + fmt)
-
-
-def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
-    return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
 
 
 def _check_streamed(names: list[str], params: dict, streaming: str, *, defaults: bool) -> None:

@@ -17,9 +17,9 @@ from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
 from interpret.analyze.run import run_context
 from interpret.collect import collect
-from interpret.collect.engine import GIB
 from interpret.decision import TargetRequest, decide, decision_head
 from interpret.default_model import load_default
+from interpret.estimate.memory import CAPTURE_BUDGET
 from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, ResultError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.generate import generated_inputs
@@ -71,7 +71,7 @@ def explain(
     head: nn.Module | None = None,
     seed: int = 0,
     model_id: str | None = None,
-    budget_bytes: int | None = 2 * GIB,
+    budget_bytes: int | None = CAPTURE_BUDGET,
     notes: Sequence[tuple[str, str]] = (),
     evidence: bool = True,
     removal: str | None = None,

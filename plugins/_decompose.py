@@ -301,18 +301,6 @@ def estimate_bytes(n: int, d_model: int, layers: int, budget_bytes: int = DEFAUL
     return 4 * chunk * n * d_model * BYTES_PER_FLOAT + 2 * layers * n * n * BYTES_PER_FLOAT
 
 
-MEMORY_LIMIT_BYTES = 8 * 1024**3  # refused above this estimate, before any work
-
-
-def check_memory(name: str, estimate: int, what: str) -> None:
-    """Raise AnalyzerError when `estimate` bytes exceed MEMORY_LIMIT_BYTES, naming what grows and the way out."""
-    if estimate > MEMORY_LIMIT_BYTES:
-        raise AnalyzerError(
-            f"{name} would hold about {estimate / 2**30:.1f} GiB ({what}), above {MEMORY_LIMIT_BYTES / 2**30:.0f} GiB;"
-            " use shorter inputs or fewer examples per call."
-        )
-
-
 def decomposed(
     layer: ExampleLayer, part: BlockParts, rows: slice
 ) -> tuple[Float[Tensor, "query key d_model"], Float[Tensor, "query d_model"]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.estimate.memory import check_memory
 from interpret.plugins import _contributions, _decompose
 from interpret.plugins._attention import row_sum_error
 from interpret.trace import Trace
@@ -49,7 +50,7 @@ def contribution_result(
     batch, pos, layers = trace.encoded.batch, trace.encoded.pos, len(parts)
     d_model = int(parts[0].out_weight.shape[-1])
     stored = batch * (2 + (layers if params.per_layer else 0)) * pos * pos * _decompose.BYTES_PER_FLOAT
-    _decompose.check_memory(
+    check_memory(
         analyzer.name, _decompose.estimate_bytes(pos, d_model, layers) + stored,
         f"[query, key, d_model] per chunk of queries and {batch}×{'L×' if params.per_layer else ''}n² maps at n={pos}",
     )

@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
+from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose
 from interpret.plugins import decompx_math as dm
 from interpret.plugins._decompose import NormParams
@@ -141,7 +142,7 @@ class DecompX:
         float64 = params.precision == "float64" or trace["blocks.0.hook_resid_pre"].dtype == torch.float64
         dtype = torch.float64 if float64 else torch.float32
         size = dtype.itemsize * longest**2 * (4 * d_model + 3 * d_mlp)  # a few [token, token, d] and [.., d_mlp]
-        _decompose.check_memory(NAME, size, f"[token, token, d_mlp] tensors at n={longest}")
+        check_memory(NAME, size, f"[token, token, d_mlp] tensors at n={longest}")
         blocks = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
         head = replace(head, stages=_cast(head.stages, dtype))  # its last layer is cast per column when used
         scores = _model_scores(trace, ctx)

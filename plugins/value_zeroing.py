@@ -40,6 +40,7 @@ from interpret.collect.hf.kernels import wrapped_kernels
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
+from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose, rollout_math
 from interpret.plugins._attention import row_sum_error, target_of
 from interpret.trace import Trace
@@ -92,7 +93,7 @@ class ValueZeroing:
         # the recorded block inputs of every layer, one block's attention and MLP activations, the maps
         estimate = rows_max * pos * (len(layers) * d_model * item + heads * pos * 4 + 8 * d_model * item)
         estimate += batch * (2 + (len(layers) if params.per_layer else 0)) * pos * pos * 8
-        _decompose.check_memory(self.name, estimate, f"{rows_max} copies of each example at n={pos}; lower max_rows")
+        check_memory(self.name, estimate, f"{rows_max} copies of each example at n={pos}; lower max_rows")
         out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
         per_layer = np.zeros((batch, len(layers), pos, pos)) if params.per_layer else None
         replay_error = 0.0

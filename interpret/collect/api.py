@@ -7,10 +7,11 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from interpret.collect.engine import GIB, Reduce, capture, normalize_indices, select_sites
+from interpret.collect.engine import Reduce, capture, normalize_indices, select_sites
 from interpret.collect.prepare import Inputs, model_device, prepare
 from interpret.collect.sites import Capturable
 from interpret.errors import UnsupportedModelError
+from interpret.estimate.memory import CAPTURE_BUDGET
 from interpret.inputs import Encoded
 from interpret.trace import Trace, TraceMeta
 from interpret.versions import library_versions
@@ -45,7 +46,7 @@ def collect(
     reduce: Reduce = None,
     max_length: int | None = None,
     decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
-    budget_bytes: int | None = 2 * GIB,
+    budget_bytes: int | None = CAPTURE_BUDGET,
     continuations: str | Sequence[str] | None = None,
     offload: bool = False,
 ) -> Trace:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from interpret.errors import CaptureError, HookNameError, MemoryBudgetError, suggest
+from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes
 from interpret.hooks import hook_session
 from interpret.inputs import Encoded
 from interpret.streaming.kernel import to_host
@@ -26,7 +27,6 @@ log = logging.getLogger("interpret")
 
 Reduce = Literal["mean", "max"] | None
 DEFAULT_NAMES = ("*hook_pattern",)
-GIB = 1 << 30
 
 
 def select_sites(
@@ -196,7 +196,7 @@ def capture(
     *,
     heads: Sequence[int] | None = None,
     reduce: Reduce = None,
-    budget_bytes: int | None = 2 * GIB,
+    budget_bytes: int | None = CAPTURE_BUDGET,
     grad: bool = False,
     offload: bool = False,
 ) -> tuple[dict[str, Tensor], Any, int]:
@@ -219,14 +219,15 @@ def capture(
     itemsize = _itemsize(capturable.model)
     total = estimate_bytes(sites, encoded, heads_kept, itemsize)
     per_example = total / max(encoded.batch, 1)
-    log.info("capture will hold %s (%s per example) in %d tensors", _human(total), _human(per_example), len(sites),
+    total_text, example_text = human_bytes(total, binary=True), human_bytes(per_example, binary=True)
+    log.info("capture will hold %s (%s per example) in %d tensors", total_text, example_text, len(sites),
              extra={"capture_bytes": total})  # the CLI shows a run's line once per new peak (cli/common.py)
     if budget_bytes is not None and per_example > budget_bytes:
         hints = ["fewer layers (layers=[...])", "fewer names"]
         if reduce is None:
             hints.insert(0, "reduce='mean' or 'max' over heads")
         raise MemoryBudgetError(
-            f"capture needs {_human(per_example)} per example, over the budget of {_human(budget_bytes)};"
+            f"capture needs {example_text} per example, over the budget of {human_bytes(budget_bytes, binary=True)};"
             f" try {', '.join(hints)}, or shorter inputs, or raise budget_bytes."
         )
     store: dict[str, Tensor] = {}
@@ -273,11 +274,3 @@ def _itemsize(model: torch.nn.Module) -> int:
         if param.is_floating_point():
             return param.element_size()
     return 4
-
-
-def _human(n: int | float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GiB"

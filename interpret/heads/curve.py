@@ -20,7 +20,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interpret.errors import AnalyzerError
-from interpret.heads.cost import step_size
+from interpret.estimate.heads import step_size
 from interpret.heads.importance import normalize_by_layer
 
 Order = Literal["least", "most"]

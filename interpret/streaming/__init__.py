@@ -5,6 +5,6 @@ decision's readout rows in O(n·d) memory per layer, never holding a [layer, hea
 readout row backwards through the layers; `capture` gathers the per-layer tensors from a trace or, with
 gradients, from one autograd pass of the model. The analyzers `streaming_rollout`,
 `streaming_attention_gradient` and `streaming_grad_rollout` (plugins/) wrap them; `select` chooses them for a
-run and `estimate` sizes a streamed run before torch is imported (so this package imports nothing itself:
-import the submodules).
+run (`interpret.estimate.report.streamed_estimate` sizes one before torch is imported; this package imports
+nothing itself: import the submodules).
 """

@@ -291,8 +291,9 @@ def test_verbose_shows_the_traceback(classifier_dir: Path, monkeypatch: pytest.M
 def test_a_report_bigger_than_its_estimate_is_refused_before_writing(classifier_dir: Path, tmp_path: Path) -> None:
     # The estimate counts the attention views and the page's scripts; rollout's [query, key] map and the page's
     # data come on top, so a limit just above the estimate passes the check and the real page is refused.
-    from interpret.checkpoint import model_facts, read_json
-    from interpret.estimate import estimate_report
+    from interpret.checkpoint import read_json
+    from interpret.estimate.facts import model_facts
+    from interpret.estimate.report import estimate_report
 
     estimate = estimate_report(model_facts(read_json(classifier_dir / "config.json")), [8], fmt="html")
     out = tmp_path / "r.html"

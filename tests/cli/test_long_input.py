@@ -17,7 +17,7 @@ import transformers
 from cli_runner import run
 from hf_tiny import word_tokenizer
 
-from interpret.estimate import human_bytes
+from interpret.estimate.memory import human_bytes
 
 
 @pytest.fixture(scope="module")

@@ -87,11 +87,11 @@ def test_unsupported_families_are_refused_with_the_reason(family: str, reason: s
 
 
 def test_memory_is_estimated_and_bounded_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    from interpret.plugins import _decompose
+    from interpret.estimate import memory
 
     model, tokenizer = bert_classifier(), word_tokenizer()
     trace = interpret.collect(model, tokenizer, TEXTS, names=NAMES)
-    monkeypatch.setattr(_decompose, "MEMORY_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(memory, "MEMORY_LIMIT_BYTES", 1000)
     for method in ("alti", "globenc", "value_zeroing"):
         with pytest.raises(AnalyzerError, match=r"would hold about .* GiB") as raised:
             interpret.analyze(trace, method, model=model, tokenizer=tokenizer)

@@ -10,7 +10,9 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 from interpret.collect.gates import head_gates
-from interpret.heads.cost import estimate_heads, passes, removal_schedule, round_up
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.heads import estimate_heads, passes, removal_schedule
+from interpret.estimate.memory import round_up
 from interpret.heads.curve import pruning_curve
 from interpret.heads.run import study_heads
 from interpret.reference.toy import marker_dataset, marker_task
@@ -54,10 +56,14 @@ def test_pass_counts_are_the_passes_study_heads_makes(toy, labelled: bool, monke
     expected_forwards, expected_backwards = passes(*steps, label_free=not labelled)
     probe = 5  # GatedModel.of runs the first batch once
     assert sum(forwards) == 12 * expected_forwards + probe and sum(backwards) == 12 * expected_backwards
-    worst = estimate_heads([6] * 12, batch_size=5, n_layers=2, n_heads=4, d_model=32, d_ff=64, d_attn=32,
-                           parameters=1000, vocab=10, language_model=False, label_free=not labelled, fraction=0.5)
+    toy = ModelFacts("bert", "", "encoder", n_layers=2, n_heads=4, decision="class", vocab_size=10, d_model=32, d_ff=64, d_attn=32)
+    worst = estimate_heads(toy, [6] * 12, 0.5, weight_bytes=4000, batch_size=5, label_free=not labelled)
     assert worst.steps == len(removal_schedule(8, 0.5)) >= max(steps)
     assert worst.forwards >= expected_forwards and worst.backwards >= expected_backwards
+
+
+MINILM = ModelFacts("bert", "BertModel", "encoder", n_layers=6, n_heads=12, decision="none", vocab_size=30522,
+                    d_model=384, d_ff=1536, d_attn=384)
 
 
 def test_flops_per_pass_match_torchs_counter_on_minilm() -> None:
@@ -75,8 +81,7 @@ def test_flops_per_pass_match_torchs_counter_on_minilm() -> None:
     with counter:
         torch.autograd.grad(total, gates)
     backward = counter.get_total_flops()
-    cost = estimate_heads([16, 16], batch_size=2, n_layers=6, n_heads=12, d_model=384, d_ff=1536, d_attn=384,
-                          parameters=parameters, vocab=30522, language_model=False, label_free=False, fraction=0.1)
+    cost = estimate_heads(MINILM, [16, 16], 0.1, weight_bytes=4 * parameters, batch_size=2, label_free=False)
     per_pass = cost.flops / (cost.forwards + cost.backwards + 1)  # + the probe: here one batch is the dataset
     # measured: the estimate is 4% above the counted forward (biases, layer norms, position embeddings and the
     # pooler counted as per-token products); the gates' backward counts 0.96 forwards
@@ -86,9 +91,7 @@ def test_flops_per_pass_match_torchs_counter_on_minilm() -> None:
 
 
 def test_memory_and_rounding() -> None:
-    cost = estimate_heads([128] * 32, batch_size=32, n_layers=6, n_heads=12, d_model=384, d_ff=1536, d_attn=384,
-                          parameters=22_713_216, vocab=30522, language_model=False, label_free=False, fraction=0.1,
-                          itemsize=4, weight_bytes=90_852_864)
+    cost = estimate_heads(MINILM, [128] * 32, 0.1, weight_bytes=90_852_864, batch_size=32, label_free=False)
     per_example = 6 * (128 * (10 * 384 + 2 * 1536) + 2 * 12 * 128 * 128)
     assert cost.memory_bytes == 32 * per_example * 4 + 90_852_864
     assert round_up(1.24e15) == "1.3e15" and round_up(9.99e14) == "1.0e15" and round_up(2.0e13) == "2.0e13"

@@ -37,9 +37,11 @@ and probabilities), plus the weights.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.memory import BASE_MEMORY, sci
 
 CPU_FLOPS_BUDGET = 5e13  # about a quarter of an hour at the 5e10 FLOP/s a few CPU cores sustain
 GPU_FLOPS_BUDGET = 5e15  # about a quarter of an hour at the 5e12 FLOP/s one GPU sustains on small batches
@@ -63,7 +65,8 @@ def removal_schedule(heads: int, fraction: float) -> list[int]:
 @dataclass(frozen=True)
 class HeadsCost:
     """The estimate: steps per curve (at most), passes over the dataset, FLOPs, tokens per pass (padded) and
-    the peak memory of the importance pass (one batch's activations plus the weights), in bytes."""
+    the peak memory of the importance pass (one batch's activations plus the weights), in bytes; `resident`
+    adds the process's own base on a CPU (on a GPU the batch and the weights are the device's memory)."""
 
     steps: int
     forwards: int
@@ -71,6 +74,10 @@ class HeadsCost:
     flops: float
     tokens: int
     memory_bytes: int
+
+    def resident(self, gpu: bool) -> int:
+        """Return the memory the importance batch needs on its device (see the class docstring)."""
+        return self.memory_bytes + (0 if gpu else BASE_MEMORY)
 
     def describe(self) -> str:
         """Return the estimate in words, for a message or a summary."""
@@ -92,57 +99,38 @@ def batch_lengths(lengths: Sequence[int], batch_size: int) -> list[tuple[int, in
 
 
 def estimate_heads(
-    lengths: Sequence[int],
-    *,
-    batch_size: int,
-    n_layers: int,
-    n_heads: int,
-    d_model: int,
-    d_ff: int,
-    d_attn: int,
-    parameters: int,
-    vocab: int,
-    language_model: bool,
-    label_free: bool,
-    fraction: float,
-    itemsize: int = 4,
-    weight_bytes: int = 0,
+    facts: ModelFacts, lengths: Sequence[int], fraction: float, *, weight_bytes: int, batch_size: int,
+    label_free: bool, default_head: bool = False, dtype: str | None = None,
 ) -> HeadsCost:
-    """Return the HeadsCost of `study_heads` on examples of `lengths` tokens (special tokens included)."""
+    """Return the HeadsCost of `study_heads` on `facts`'s model, examples of `lengths` tokens (special tokens
+    included), pruning `fraction` of the heads still on per step.
+
+    weight_bytes: the weight files' size (parameters × the saved dtype's bytes); dtype: --dtype (None: float32);
+    default_head: the built-in model's sentiment head decides, so even a language model's study is a classifier's.
+    """
+    itemsize = facts.loaded_itemsize(dtype)
+    parameters = weight_bytes // max(facts.weight_itemsize, 1)
+    language_model = facts.decision == "token" and not default_head
+    n_layers, n_heads, d_model = facts.n_layers, facts.n_heads, facts.d_model
     batches = batch_lengths(list(lengths), batch_size)
     steps = len(removal_schedule(n_layers * n_heads, fraction))
-    forwards, backwards = passes(steps, steps, label_free)
-    matmul = parameters if language_model else max(parameters - vocab * d_model, 0)
-    per_batch = [2.0 * matmul * rows * n + 4.0 * n_layers * d_attn * rows * n * n for rows, n in batches]
+    forwards, backwards = passes(steps, steps, label_free and not language_model)
+    matmul = parameters if language_model else max(parameters - (facts.vocab_size or 0) * d_model, 0)
+    per_batch = [2.0 * matmul * rows * n + 4.0 * n_layers * facts.d_attn * rows * n * n for rows, n in batches]
     probe = per_batch[0] if per_batch else 0.0  # GatedModel.of runs the first batch once to read the decision
     tokens = sum(rows * n for rows, n in batches)
     activations = max(
-        (rows * n_layers * (n * (10 * d_model + 2 * d_ff) + 2 * n_heads * n * n) for rows, n in batches), default=0
+        (rows * n_layers * (n * (10 * d_model + 2 * facts.d_ff) + 2 * n_heads * n * n) for rows, n in batches), default=0
     )
     return HeadsCost(
         steps=steps, forwards=forwards, backwards=backwards, flops=sum(per_batch) * (forwards + backwards) + probe, tokens=tokens,
-        memory_bytes=activations * itemsize + weight_bytes,
+        memory_bytes=(activations + parameters) * itemsize,
     )
 
 
-def fraction_within(budget: float, cost_of) -> float | None:
+def fraction_within(budget: float, cost_of: Callable[[float], HeadsCost]) -> float | None:
     """Return the smallest fraction among 0.2, 0.3, 0.5 whose cost (cost_of(fraction).flops) fits `budget`."""
     for fraction in (0.2, 0.3, 0.5):
         if cost_of(fraction).flops <= budget:
             return fraction
     return None
-
-
-def sci(value: float) -> str:
-    """Return `value` to two significant digits in e-notation, e.g. 1.26e15 -> '1.3e15'."""
-    mantissa, exponent = f"{value:.1e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def round_up(value: float) -> str:
-    """Return `value` rounded up to two significant digits in e-notation, e.g. 1.24e15 -> '1.3e15'."""
-    exponent = math.floor(math.log10(value)) if value > 0 else 0
-    mantissa = math.ceil(value / 10 ** (exponent - 1) - 1e-9) / 10
-    if mantissa >= 10:
-        mantissa, exponent = mantissa / 10, exponent + 1
-    return f"{mantissa:.1f}e{exponent}"

@@ -3,8 +3,11 @@
 The part of a report that grows with tokens² × layers × heads is known before anything runs: the attention
 views embed every selected layer and head of every example, [batch, layer, head, pos, pos] values, and the
 run captures every layer's pattern, float32. `estimate_report` adds those up from `ModelFacts`
-(config.json) and the token counts (`count_tokens`, from tokenizer.json through the `tokenizers` library,
-without torch), so a command line can refuse a report that cannot fit before loading a model.
+(config.json) and the token counts (`facts.count_tokens`, without torch), so a command line can refuse a
+report that cannot fit before loading a model. `streamed_estimate` turns it into what a streamed run takes:
+no pattern captured but, per example, each layer's queries, keys, values and z ([pos, d_model] each, float32
+at most), no attention view embedded, and per analyzer one block of pattern rows (`BLOCK_BYTES`) and its
+float64 vectors.
 
 What each figure means:
 - `output_bytes` is the size of the attention views in the written file, as the format stores them: the
@@ -24,25 +27,21 @@ What each figure means:
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from interpret.checkpoint import ModelFacts
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.memory import BASE_MEMORY, CUDA_HOST_MEMORY
 
 Format = Literal["html", "json"]
 
 DEFAULT_MAX_BYTES = 20_000_000  # the report's own default limit (interpret.report.DEFAULT_MAX_BYTES)
-CAPTURE_BUDGET = 2 << 30  # bytes of captured tensors per example, as interpret.explain bounds them
 PACK_THRESHOLD = 65_536  # arrays of this many values are packed as u16 (interpret.report.views)
-BASE_MEMORY = 600 << 20  # the interpreter with torch, transformers, numpy and the toolkit imported, rounded up
-# On CUDA, the runtime's host memory on top (context, kernels' images, cuBLAS workspaces): a report on a tiny
-# model measured 1.78 GB resident on an H200 (torch 2.11, CUDA 13) against 1.06 GB estimated without it.
-CUDA_HOST_MEMORY = 1 << 30
+BLOCK_BYTES = 64 << 20  # interpret.streaming.pattern.DEFAULT_BLOCK_BYTES, without importing torch
 _PAGE_MIN_BYTES_PER_VALUE = 2  # a short decimal and its comma
 JSON_MIN_BYTES_PER_VALUE = 4  # "0.0," — every other float is longer
 JSON_BYTES_PER_PROBABILITY = 21  # measured on softmax rows of 16 to 1024 keys: 20.4 to 22.1 bytes
@@ -73,37 +72,14 @@ class ReportEstimate:
     memory_bytes: int
     parts: dict[str, int]
 
-
-def count_tokens(directory: Path, texts: Sequence[str], *, special: bool = True) -> list[int] | None:
-    """Return each text's number of tokens (with the special tokens unless `special` is False), from the
-    directory's tokenizer.json.
-
-    Read with the `tokenizers` library (no torch); padding and truncation saved in the file are switched
-    off, so the counts are the full lengths. None when there is no tokenizer.json or it cannot be read (the
-    caller then counts with the transformers tokenizer).
-    """
-    path = directory / "tokenizer.json"
-    if not path.is_file():
-        return None
-    try:
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception:  # a tokenizer.json this version cannot read: the transformers tokenizer will count
-        return None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=special)]
-
-
-def tokenizer_limit(directory: Path) -> int | None:
-    """Return the tokenizer's own `model_max_length` from tokenizer_config.json, when it sets a real one."""
-    path = directory / "tokenizer_config.json"
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and 0 < value < 1_000_000_000 else None
+    def fitting(self, max_bytes: int) -> tuple[int, int]:
+        """Return what would fit in `max_bytes`: (layer-head pairs at these tokens, tokens at these layers and
+        heads); the views grow with the pairs and with tokens², the page's scripts stay."""
+        room = max_bytes - (self.output_bytes - self.view_bytes)  # what the views may take besides the page
+        per_pair = self.view_bytes / max(self.layers * self.heads, 1)
+        pairs = int(room // per_pair) if per_pair and room > 0 else 0
+        tokens = int(self.tokens * math.sqrt(room / self.view_bytes)) if room > 0 and self.view_bytes else 0
+        return pairs, tokens
 
 
 def estimate_report(
@@ -116,13 +92,13 @@ def estimate_report(
     fmt: Format = "html",
     analyzers: int = 1,
     weight_bytes: int = 0,
-    dtype_itemsize: int = 4,
+    dtype: str | None = None,
     cuda: bool = False,
 ) -> ReportEstimate:
     """Return the ReportEstimate of explaining texts of `lengths` tokens with `facts`'s model.
 
     layers / heads: how many layers and heads the views embed (None: all). analyzers: how many run.
-    weight_bytes / dtype_itemsize: the weight files' size and the bytes per parameter once loaded.
+    weight_bytes / dtype: the weight files' size and the dtype they load in (--dtype; None: float32).
     cuda: the model runs on a CUDA device (its runtime's host memory, `CUDA_HOST_MEMORY`, on top).
     """
     batch = len(lengths)
@@ -149,7 +125,7 @@ def estimate_report(
     view_bytes = sum(_stored_bytes(values, nonzero, fmt) for values, nonzero in stacks)
     output = view_bytes + (page_base_bytes() if fmt == "html" else 0)
     capture_example = 4 * sum(captured)
-    loaded_weights = weight_bytes * dtype_itemsize // max(facts.weight_itemsize, 1)
+    loaded_weights = weight_bytes * facts.loaded_itemsize(dtype) // max(facts.weight_itemsize, 1)
     work = _PAGE_WORK_BYTES_PER_VALUE if fmt == "html" else _JSON_WORK_BYTES_PER_VALUE
     parts = {
         "base": BASE_MEMORY + (CUDA_HOST_MEMORY if cuda else 0),
@@ -160,16 +136,8 @@ def estimate_report(
         "serialize": work * view_values + 2 * output,
     }
     return ReportEstimate(
-        examples=batch,
-        tokens=n,
-        decoder_tokens=d,
-        layers=shown_layers,
-        heads=shown_heads,
-        view_values=view_values,
-        view_bytes=view_bytes,
-        output_bytes=output,
-        capture_bytes=capture_example,
-        memory_bytes=sum(parts.values()),
+        examples=batch, tokens=n, decoder_tokens=d, layers=shown_layers, heads=shown_heads, view_values=view_values,
+        view_bytes=view_bytes, output_bytes=output, capture_bytes=capture_example, memory_bytes=sum(parts.values()),
         parts=parts,
     )
 
@@ -202,27 +170,16 @@ def page_base_bytes() -> int:
     return 0
 
 
-def physical_memory() -> int | None:
-    """Return the memory this process may use: the machine's physical memory, or its control group's limit
-    (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`) when that is lower; None where neither is known."""
-    limits = []
-    try:
-        limits.append(int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
-    except (AttributeError, ValueError, OSError):
-        pass
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            limits.append(int(text))
-    return min(limits) if limits else None
-
-
-def human_bytes(n: int | float) -> str:
-    """Return bytes in decimal units with three significant digits: '716 MB', '1.07 GB', '950 kB'."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
+def streamed_estimate(estimate: ReportEstimate, facts: ModelFacts, analyzers: int, fmt: str) -> ReportEstimate:
+    """Return `estimate` as a streamed run takes it: O(pos·d_model) capture, no attention views."""
+    n, n_layers = estimate.tokens, facts.n_layers
+    capture = 4 * n_layers * n * facts.d_model * 4  # q, k, v and z of every layer, float32
+    output = page_base_bytes() if fmt == "html" else 0
+    parts = dict(estimate.parts)
+    parts["capture"] = 3 * estimate.examples * capture
+    parts["analyzers"] = analyzers * (BLOCK_BYTES + 8 * (n_layers + 2) * n * estimate.examples)
+    parts["serialize"] = 2 * output
+    return dataclasses.replace(
+        estimate, layers=0, heads=0, view_values=0, view_bytes=0, output_bytes=output, capture_bytes=capture,
+        memory_bytes=sum(parts.values()), parts=parts,
+    )
