@@ -53,6 +53,18 @@ def analyzer_options(fn: F) -> F:
     return fn
 
 
+def streaming_names(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Return (`names` with each old streaming analyzer's name replaced by its twin's, the twins so named: they
+    run streamed), logging a warning line for each old name (it goes in the next release)."""
+    from interpret.cli.common import log
+    from interpret.cli.preflight import default_analyzers
+
+    old = default_analyzers("DEPRECATED_STREAMING")
+    for name in dict.fromkeys(name for name in names if name in old):
+        log.warning(f"-a {name} is now -a {old[name]} streamed; the old name goes in the next release")
+    return [old.get(name, name) for name in names], [old[name] for name in names if name in old]
+
+
 def _record_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     ctx.meta[VERBOSE_KEY] = bool(value)
     return value

@@ -1,9 +1,11 @@
-"""Shared by the streaming analyzers: their common parameters, the readout weights of each example over its
-real positions, the output check's tolerance, and the result's common fields."""
+"""Shared by the analyzers' streamed strategies (docs/architecture.md, "Streaming is a strategy"): the
+parameters only that strategy reads, the readout weights of each example over its real positions, the output
+checks' tolerances, and placing a per-example vector back on the padded axis."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,30 +19,37 @@ from interpret.trace import Trace
 # |A·V − z| relative to max|z| when the recomputed pattern is the kernel's: float32 rounding of a d_head-long
 # sum (measured ≤ 3e-8 on the tiny families), or half-precision rounding of the kernel's own output.
 OUTPUT_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2}
+SWITCHES = ("auto", "on", "off")
+METHODS = ("auto", "fused", "blocks")
 
 
-@dataclass(frozen=True)
-class StreamingParams:
-    """Parameters every streaming analyzer takes."""
+def streamed(default: Any, help: str) -> Any:
+    """Return a Params field that only the streamed strategy reads (`interpret.analyze.params.STRATEGY`)."""
+    return field(default=default, metadata={"help": help, "strategy": "streamed"})
 
-    readout: ReadoutRows = field(
-        default="auto",
-        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
-    )
-    block_mib: int = field(
-        default=64, metadata={"help": "working memory of one block of recomputed pattern rows, in MiB (at least 1)"}
-    )
 
-    def __post_init__(self) -> None:
-        if self.block_mib < 1:
-            raise ValueError(f"block_mib={self.block_mib} must be 1 or more; use e.g. 64")
-        if self.readout != "auto" and not self.readout:
-            raise ValueError("readout=() names no rows; use auto or positions, e.g. 0,5")
+def full(default: Any, help: str) -> Any:
+    """Return a Params field that only the full strategy (every pattern captured) reads."""
+    return field(default=default, metadata={"help": help, "strategy": "full"})
 
-    @property
-    def block_bytes(self) -> int:
-        """The block budget in bytes."""
-        return self.block_mib << 20
+
+READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"
+BLOCK_HELP = "streamed: working memory of one block of recomputed pattern rows, in MiB (at least 1)"
+OFFLOAD_HELP = "streamed: keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"
+RECOMPUTE_HELP = ("streamed: recompute each block in the backward pass instead of keeping its activations: auto (CPU,"
+                  " from 4,096 tokens on), on, off")
+
+
+def check_streamed(params: Any) -> None:
+    """Refuse (ValueError) a value of a streamed-strategy field that no run could use."""
+    if getattr(params, "block_mib", 1) < 1:
+        raise ValueError(f"block_mib={params.block_mib} must be 1 or more; use e.g. 64")
+    if getattr(params, "readout", "auto") != "auto" and not params.readout:
+        raise ValueError("readout=() names no rows; use auto or positions, e.g. 0,5")
+    for name, choices in (("offload", SWITCHES), ("recompute", SWITCHES), ("method", METHODS)):
+        value = getattr(params, name, choices[0])
+        if value not in choices:
+            raise ValueError(f"{name}={value!r} is unknown; use {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -89,3 +98,14 @@ def output_check(error: float, dtype: torch.dtype) -> Check:
         "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
         " for decoders, scale 1/√d_head) is the kernel's",
     )
+
+
+class Seen:
+    """The largest output error over the layers a gradient pass handed over, and their dtype (for the check)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.dtype = torch.float32
+
+    def update(self, error: float, dtype: torch.dtype) -> None:
+        self.worst, self.dtype = max(self.worst, error), dtype
