@@ -203,7 +203,7 @@ def _captures_patterns(names: list[str], streamed: list[str]) -> bool:
     from interpret.analyze import required_names
     from interpret.streaming.select import needs_patterns
 
-    requires = [glob for name in names for glob in required_names([name], "streamed" if name in streamed else "full")]
+    requires = required_names({name: "streamed" if name in streamed else "full" for name in names})
     return not requires or needs_patterns(requires)
 
 

@@ -143,7 +143,7 @@ def explain(
     defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
     leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these
     wanted = {**dict.fromkeys(leads, "full"), **strategies} if defaults else strategies
-    names = list(dict.fromkeys(["*attn.hook_pattern", *_reads(wanted)]))
+    names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)]))
     why = "streaming=on"
     trace = None
     if streaming != "on":
@@ -164,7 +164,7 @@ def explain(
             strategies, left_out = streamed_strategies(strategies, why)
         notes = (*notes, *left_out)
         trace = collect(
-            model, tokenizer, inputs, names=_reads(strategies) or ["*attn.hook_z"], max_length=max_length,
+            model, tokenizer, inputs, names=required_names(strategies) or ["*attn.hook_z"], max_length=max_length,
             decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,
         )
         notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
@@ -207,11 +207,6 @@ def explain(
     )
     report = build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
     return replace(report, classes=classes) if classes else report
-
-
-def _reads(strategies: Mapping[str, str]) -> list[str]:
-    """Return the hook-name globs the analyzers read, each under its strategy."""
-    return list(dict.fromkeys(glob for name, strategy in strategies.items() for glob in required_names([name], strategy)))
 
 
 def _run_analyzers(

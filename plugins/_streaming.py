@@ -28,9 +28,10 @@ def streamed(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help, "strategy": "streamed"})
 
 
-def full(default: Any, help: str) -> Any:
-    """Return a Params field that only the full strategy (every pattern captured) reads."""
-    return field(default=default, metadata={"help": help, "strategy": "full"})
+def full(default: Any, help: str, streamed_as: Any = None) -> Any:
+    """Return a Params field that only the full strategy (every pattern captured) reads; `streamed_as`: the value
+    the streamed computation stands for, which a streamed run accepts (`interpret.analyze.params.check_strategy`)."""
+    return field(default=default, metadata={"help": help, "strategy": "full", "streamed_as": streamed_as})
 
 
 READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"

@@ -56,7 +56,9 @@ class RolloutParams:
         default="auto",
         metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
     )
-    rows: Literal["all", "readout"] = full("all", "all query rows, or only the readout rows (O(L·n²))")
+    rows: Literal["all", "readout"] = full(
+        "all", "all query rows, or only the readout rows (O(L·n²); what a streamed run computes)", streamed_as="readout"
+    )
     per_layer: bool = full(False, "also return the cumulative rollout after each layer")
     block_mib: int = streamed(64, BLOCK_HELP)
     method: Literal["auto", "fused", "blocks"] = streamed(

@@ -95,8 +95,12 @@ def for_strategy(f: dataclasses.Field, strategy: str | None) -> bool:
 
 def check_strategy(params_cls: type, values: Mapping[str, Any] | None, strategy: str, analyzer: str) -> None:
     """Raise AnalyzerError for a parameter given in `values` that `strategy` does not read: it would be ignored."""
-    other = {f.name for f in dataclasses.fields(params_cls) if not for_strategy(f, strategy)}
-    given = [key for key in (values if isinstance(values, Mapping) else {}) if key in other]
+    # A field of the full computation with metadata["streamed_as"] may be given that value when streamed: the
+    # streamed computation is that setting (rollout's rows="readout").
+    other = {f.name: f.metadata.get("streamed_as") if strategy == "streamed" else None
+             for f in dataclasses.fields(params_cls) if not for_strategy(f, strategy)}
+    given = [key for key, value in (values if isinstance(values, Mapping) else {}).items()
+             if key in other and (other[key] is None or value != other[key])]
     if given:
         how = "streams (no pattern is captured)" if strategy == "streamed" else "captures every pattern (full)"
         raise AnalyzerError(

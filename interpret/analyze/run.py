@@ -170,14 +170,14 @@ def _describe(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in params.items()) or "default parameters"
 
 
-def required_names(names: Iterable[str], strategy: str = "full") -> list[str]:
-    """Return the union of the hook-name globs the named analyzers read under `strategy` (streamed: what each
-    streamed computation reads, or `requires` for an analyzer without one), in first-seen order."""
+def required_names(names: Iterable[str] | Mapping[str, str]) -> list[str]:
+    """Return the union of the hook-name globs the named analyzers read, in first-seen order; `names` may map each
+    analyzer to its strategy (streamed: what its streamed computation reads, `requires` for one without)."""
     globs: list[str] = []
     for name in names:
         cls = registry.get(name)
-        reads = getattr(cls, "streamed_requires", cls.requires) if strategy == "streamed" else cls.requires
-        for glob in reads:
+        streamed = isinstance(names, Mapping) and names[name] == "streamed"
+        for glob in getattr(cls, "streamed_requires", cls.requires) if streamed else cls.requires:
             if glob not in globs:
                 globs.append(glob)
     return globs

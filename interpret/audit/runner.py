@@ -219,8 +219,7 @@ def run_audit(
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
     batch_rows = [tuple(example.row for example in batch) for batch in batches]
-    hook_names = tuple(dict.fromkeys(glob for name in names for glob in required_names([name], strategies[name]))) \
-        or ("*attn.hook_pattern",)  # streamed analyzers: no [n, n] capture
+    hook_names = tuple(required_names(strategies)) or ("*attn.hook_pattern",)  # streamed: no [n, n] capture
     patterns = needs_patterns(hook_names)
     components = fingerprint_parts(
         examples=examples, gold=gold, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,

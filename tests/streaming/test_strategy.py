@@ -54,6 +54,11 @@ def test_streamed_rollout_is_rows_readout_and_a_parameter_of_the_other_computati
     streamed = interpret.analyze(trace, "rollout", model=model, tokenizer=tokenizer, strategy="streamed")
     assert set(streamed.arrays) == set(full.arrays) == {"readout"}
     assert np.abs(streamed["readout"] - full["readout"]).max() <= 1e-5
+    # rows=readout names what the streamed computation is, so a streamed run takes it (rows=all it cannot give)
+    same = interpret.analyze(trace, "rollout", params={"rows": "readout"}, model=model, strategy="streamed")
+    assert np.array_equal(same["readout"], streamed["readout"]) and same.params == streamed.params
+    with pytest.raises(AnalyzerError, match=r"rollout.rows is read only when rollout does not stream"):
+        interpret.analyze(trace, "rollout", params={"rows": "all"}, model=model, strategy="streamed")
     with pytest.raises(AnalyzerError, match=r"rollout.discard_ratio is read only when rollout does not stream"):
         interpret.analyze(trace, "rollout", params={"discard_ratio": 0.1}, model=model, strategy="streamed")
     with pytest.raises(AnalyzerError, match=r"rollout.block_mib is read only when rollout streams"):
