@@ -19,7 +19,9 @@ import click
 
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths, token_limit
-from interpret.cli.options import analyzer_options, model_options, progress_option, streaming_names, verbosity_options
+from interpret.cli.options import (
+    analyzer_options, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
+)
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
@@ -109,7 +111,7 @@ def audit(
     lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
     classes = prerun.check_analyzers_load(names, params)
     if streaming == "on":
-        streamed = _check_streamed(names, defaults=not analyzer_names)
+        streamed = checked_streamed(names, "--streaming on", leave_out=not analyzer_names)
     patterns = _captures_patterns(names, streamed)
     if lengths is not None:
         _check_capture(plan, lengths, patterns)
@@ -205,19 +207,6 @@ def _captures_patterns(names: list[str], streamed: list[str]) -> bool:
 
     requires = required_names({name: "streamed" if name in streamed else "full" for name in names})
     return not requires or needs_patterns(requires)
-
-
-def _check_streamed(names: list[str], *, defaults: bool) -> list[str]:
-    """Return the analyzers that --streaming on runs streamed, or refuse (usage error, one line) one the user
-    named that needs every pattern and has no streamed computation (`interpret.streaming.select`)."""
-    from interpret.errors import AnalyzerError
-    from interpret.streaming.select import streamed_strategies
-
-    try:
-        chosen, _ = streamed_strategies(names, "--streaming on", leave_out=defaults)
-    except AnalyzerError as err:
-        raise usage_error(f"-a {err}") from None
-    return [name for name, strategy in chosen.items() if strategy == "streamed"]
 
 
 def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:

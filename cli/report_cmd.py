@@ -16,8 +16,8 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size, token_limit
 from interpret.cli.options import (
-    analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, progress_option,
-    streaming_names, verbosity_options,
+    analyzer_options, check_index_range, check_texts, checked_streamed, model_options, parse_indices, parse_size,
+    progress_option, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
@@ -185,7 +185,8 @@ def report(
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device))
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
-        _check_streamed(names, streaming, defaults=not analyzer_names)
+        why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
+        checked_streamed(names, why, leave_out=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
     compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
@@ -281,19 +282,6 @@ def _default_destination(stem: str, fmt: str) -> Path:
 
 def _itemsize(dtype: str | None, checkpoint_itemsize: int) -> int:
     return {"float16": 2, "bfloat16": 2, "auto": checkpoint_itemsize}.get(dtype or "float32", 4)
-
-
-def _check_streamed(names: list[str], streaming: str, *, defaults: bool) -> None:
-    """Refuse (usage error, one line) a streamed run with an analyzer the user named that has no streamed
-    computation (one of the default set is left out with a note instead, by `explain`)."""
-    from interpret.errors import AnalyzerError
-    from interpret.streaming.select import streamed_strategies
-
-    why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
-    try:
-        streamed_strategies(names, why, leave_out=defaults)
-    except AnalyzerError as err:
-        raise usage_error(f"-a {err}") from None
 
 
 def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:

@@ -58,9 +58,7 @@ def analyze(
     name, forced = resolve_name(name)
     cls = registry.get(name)
     strategy = forced or strategy or (context.strategy if context is not None else "full")
-    check_strategy(cls, strategy)
-    if isinstance(params, Mapping):
-        params_mod.check_strategy(cls.Params, params, strategy, name)
+    check_strategy(cls, strategy, params)
     parsed = params_mod.build(cls.Params, params, name)
     reads = cls.streamed_requires if strategy == "streamed" else cls.requires
     missing = [glob for glob in reads if not trace.names(glob)]
@@ -92,12 +90,15 @@ def resolve_name(name: str) -> tuple[str, str | None]:
     return new, "streamed"
 
 
-def check_strategy(cls: type, strategy: str) -> None:
-    """Raise AnalyzerError for an unknown strategy, or "streamed" for an analyzer with no streamed computation."""
+def check_strategy(cls: type, strategy: str, params: Any = None) -> None:
+    """Raise AnalyzerError for an unknown strategy, "streamed" for an analyzer with no streamed computation, or a
+    parameter given in `params` (a mapping) that `strategy` does not read (`params.check_strategy`)."""
     if strategy not in STRATEGIES:
         raise AnalyzerError(f"strategy={strategy!r} is unknown; use full or streamed.")
     if strategy == "streamed" and not hasattr(cls, "streamed_requires"):
         raise AnalyzerError(f"{cls.name} has no streamed computation (it needs every pattern); run it with streaming off.")
+    if isinstance(params, Mapping):
+        params_mod.check_strategy(cls.Params, params, strategy, cls.name)
 
 
 def run_context(

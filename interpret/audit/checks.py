@@ -12,7 +12,6 @@ from torch import nn
 
 from interpret.analyze import registry
 from interpret.analyze.params import as_dict, build, for_strategy
-from interpret.analyze.params import check_strategy as check_params_strategy
 from interpret.analyze.run import check_strategy
 from interpret.datasets import Example
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
@@ -71,8 +70,7 @@ def effective_params(name: str, given: Mapping[str, Any] | None, strategy: str =
     preferring readout-only computation where the full strategy offers rows="readout" (the same readout)."""
     cls = registry.get(name)
     given = dict(given or {})
-    check_strategy(cls, strategy)
-    check_params_strategy(cls.Params, given, strategy, name)
+    check_strategy(cls, strategy, given)
     fields = {field.name for field in dataclasses.fields(cls.Params) if for_strategy(field, strategy)}
     if strategy == "full" and "rows" not in given and "rows" in fields:
         try:
