@@ -305,7 +305,7 @@ def main() -> None:
     parser.add_argument("--eager-bound", type=float, default=6e9, help="skip eager above this many bytes of patterns")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--log-dir", default="", help="write each case's stderr there")
-    parser.add_argument("--block-mib", type=int, default=64, help="the streaming analyzers' block_mib")
+    parser.add_argument("--block-mib", type=int, default=64, help="the streamed analyzers' block_mib")
     parser.add_argument("--interleave", action="store_true",
                         help="time the cases (not eager) alternately in one process: ratios under the same load, no memory")
     parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")

@@ -184,7 +184,7 @@ def report(
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device))
-    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
+    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)

@@ -105,7 +105,7 @@ def explain(
     removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
         `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
-        always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
+        always, "off" never: a streamed run captures no pattern and runs each analyzer's streamed computation
         (`interpret.streaming.select`), refusing one that needs every pattern and has none (leaving it out, with a
         note, when `analyzers` are the defaults); on a CUDA model its
         trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.

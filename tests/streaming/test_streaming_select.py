@@ -1,6 +1,6 @@
 """Streaming as a strategy: explain(streaming="on") runs each analyzer's streamed computation with no
 pattern captured and the same readout as the full run; "auto" streams exactly when the full capture is over the
-budget; "off" refuses as before; an analyzer that needs every pattern and has no streaming version is refused in
+budget; "off" refuses as before; an analyzer that needs every pattern and has no streamed computation is refused in
 one line naming the alternatives (left out with a note when it is one of the defaults the user did not name),
 and flow refuses a graph above its bound."""
 
