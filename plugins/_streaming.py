@@ -4,6 +4,7 @@ checks' tolerances, and placing a per-example vector back on the padded axis."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
@@ -13,7 +14,9 @@ import torch
 from interpret.analyze import Check
 from interpret.collect.prepare import model_device
 from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
-from interpret.streaming.capture import real_positions
+from interpret.plugins._per_step import refuse_steps
+from interpret.streaming.capture import gradient_pass, real_positions
+from interpret.streaming.pattern import StreamedLayer
 from interpret.trace import Trace
 
 # |A·V − z| relative to max|z| when the recomputed pattern is the kernel's: float32 rounding of a d_head-long
@@ -101,12 +104,19 @@ def output_check(error: float, dtype: torch.dtype) -> Check:
     )
 
 
-class Seen:
-    """The largest output error over the layers a gradient pass handed over, and their dtype (for the check)."""
+def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
+                    step: Callable[[int, int, StreamedLayer], float]) -> tuple[list[int], Check]:
+    """Run the streamed gradient methods' one autograd pass (`interpret.streaming.capture.gradient_pass`) and
+    return (the layers in order, the output check): `step(layer index, example, its StreamedLayer)` takes each
+    layer the score reaches as the backward pass reaches it and returns its output error. A target of several
+    tokens is refused first (`_per_step.refuse_steps`)."""
+    refuse_steps(ctx, name)
+    worst, dtype = 0.0, torch.float32
 
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self.dtype = torch.float32
+    def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # None: the score does not reach it
+        nonlocal worst, dtype
+        for b, layer in enumerate(layers or ()):
+            worst, dtype = max(worst, step(index, b, layer)), layer.q.dtype
 
-    def update(self, error: float, dtype: torch.dtype) -> None:
-        self.worst, self.dtype = max(self.worst, error), dtype
+    order = gradient_pass(trace, ctx, name, consume, params.offload, params.recompute)
+    return order, output_check(worst, dtype)

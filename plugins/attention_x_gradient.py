@@ -37,12 +37,11 @@ from interpret.errors import AnalyzerError
 from interpret.plugins import gradient_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step, refuse_steps, sum_check
+from interpret.plugins._per_step import per_step, sum_check
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, Seen, check_streamed, compute_device, example_weights,
-    output_check, place, streamed,
+    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, compute_device, example_weights,
+    gradient_layers, place, streamed,
 )
-from interpret.streaming.capture import gradient_pass
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import attention_gradient_layer
 from interpret.trace import Trace
@@ -117,24 +116,19 @@ class AttentionGradient:
         )
 
     def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
-        refuse_steps(ctx, self.name)
         examples = example_weights(trace, ctx.targets, params.readout)
         if params.rows == "all":
             examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
         device = compute_device(ctx)
-        sums: dict[tuple[int, int], np.ndarray] = {}  # (example, layer index) → [n]
-        seen = Seen()
+        sums: dict[tuple[int, int], np.ndarray] = {}  # (example, layer index) → [n]; a layer not reached stays 0
 
-        def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # each layer as the backward reaches it
-            if layers is None:
-                return  # the score does not reach this layer: its row stays 0
-            for b, (_, weights) in enumerate(examples):
-                sums[b, index], error = attention_gradient_layer(
-                    layers[b], weights, block_bytes=params.block_mib << 20, method=params.method, device=device
-                )
-                seen.update(error, layers[b].q.dtype)
+        def step(index: int, b: int, layer: StreamedLayer) -> float:
+            sums[b, index], error = attention_gradient_layer(
+                layer, examples[b][1], block_bytes=params.block_mib << 20, method=params.method, device=device
+            )
+            return error
 
-        order = gradient_pass(trace, ctx, self.name, consume, params.offload, params.recompute)
+        order, check = gradient_layers(trace, ctx, self.name, params, step)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         per_layer = np.zeros((batch, len(order), pos))
         for (b, index), row in sums.items():
@@ -153,7 +147,7 @@ class AttentionGradient:
                 "readout": NamedArray(readout, ("batch", "key")),
                 "per_layer": NamedArray(per_layer, ("batch", "layer", "key")),
             },
-            checks={"output_error": output_check(seen.worst, seen.dtype)},
+            checks={"output_error": check},
             views=(
                 View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
                 View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"),

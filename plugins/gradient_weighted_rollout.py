@@ -31,12 +31,11 @@ from interpret.inputs import Encoded
 from interpret.plugins import gradient_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step, refuse_steps
+from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, Seen, check_streamed, compute_device, example_weights,
-    output_check, place, streamed,
+    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, compute_device, example_weights,
+    gradient_layers, place, streamed,
 )
-from interpret.streaming.capture import gradient_pass
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import grad_rollout_layer
 from interpret.trace import Trace
@@ -95,28 +94,22 @@ class GradientWeightedRollout:
         )
 
     def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
-        refuse_steps(ctx, self.name)
         examples = example_weights(trace, ctx.targets, params.readout)
         vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
         device = compute_device(ctx)
-        seen = Seen()
 
-        def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # from the last layer down
-            if layers is None:
-                return  # Ā = 0: the carried row passes unchanged
-            for b in range(len(examples)):
-                vectors[b], error = grad_rollout_layer(layers[b], vectors[b], block_bytes=params.block_mib << 20,
-                                                       device=device)
-                seen.update(error, layers[b].q.dtype)
+        def step(index: int, b: int, layer: StreamedLayer) -> float:  # from the last layer down (not reached: Ā = 0)
+            vectors[b], error = grad_rollout_layer(layer, vectors[b], block_bytes=params.block_mib << 20, device=device)
+            return error
 
-        gradient_pass(trace, ctx, self.name, consume, params.offload, params.recompute)
+        _, check = gradient_layers(trace, ctx, self.name, params, step)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
             readout[b] = place(to_numpy(vectors[b]), positions, trace.encoded.pos)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},
-            checks={"output_error": output_check(seen.worst, seen.dtype)},
+            checks={"output_error": check},
             views=(View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)"),),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),
