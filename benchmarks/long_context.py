@@ -11,15 +11,15 @@ the child's peak resident set is its own):
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
     s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder;
-               offload=True on CUDA) + the `streaming_rollout` analyzer: what `explain(streaming=...)` runs.
+               offload=True on CUDA) + `rollout`, streamed: what `explain(streaming=...)` runs.
     s_rollout_k one forward inside `interpret.streaming.kernel.kernel_records` (SDPA served by the fused kernel,
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
-    s_attgrad  interpret.collect of one small hook + the `streaming_attention_gradient` analyzer with
+    s_attgrad  interpret.collect of one small hook + `attention_x_gradient`, streamed, with
                rows=readout (its own autograd pass through the model, then the readout rows rebuilt; "auto":
                on CUDA from 4,096 tokens what autograd saves goes to pinned host memory, on the CPU blocks are
                recomputed in the backward pass; --grad-params recompute=on,offload=off,rows=all etc. override).
-    s_entropy  interpret.collect as s_rollout + the `streaming_attention_entropy` analyzer (per-head entropy, one
+    s_entropy  interpret.collect as s_rollout + `attention_entropy`, streamed (per-head entropy, one
                fused call per layer); compared with the entropy of the eager patterns where eager ran.
     grad_floor plain PyTorch, no toolkit: the SDPA forward and one backward pass of the last row's top logit to
                the input embeddings, parameters frozen, under the memory policy s_attgrad's "auto" picks (from
@@ -172,7 +172,8 @@ def _child(args: argparse.Namespace) -> None:
             if cuda:  # the two stages' own peaks, for the note: where a peak above SDPA's comes from
                 stages["collect"] = max(stages.get("collect", 0), torch.cuda.max_memory_allocated())
                 torch.cuda.reset_peak_memory_stats()
-            result = interpret.analyze(trace, "streaming_rollout", params=block, model=model, tokenizer=tokenizer)
+            result = interpret.analyze(trace, "rollout", params=block, model=model, tokenizer=tokenizer,
+                                       strategy="streamed")
             if cuda:
                 stages["analyze"] = max(stages.get("analyze", 0), torch.cuda.max_memory_allocated())
             return result["readout"][0]
@@ -180,7 +181,7 @@ def _child(args: argparse.Namespace) -> None:
             return floor()
         if case == "s_entropy":
             trace = interpret.collect(model, tokenizer, ids, names=list(REQUIRES), budget_bytes=None, offload=cuda)
-            return interpret.analyze(trace, "streaming_attention_entropy", params=block)["entropy"][0]  # [layer, head]
+            return interpret.analyze(trace, "attention_entropy", params=block, strategy="streamed")["entropy"][0]  # [layer, head]
         if case == "s_rollout_k":
             with torch.no_grad(), kernel_records(offload=args.offload) as records:
                 model(ids)
@@ -190,7 +191,7 @@ def _child(args: argparse.Namespace) -> None:
             return rollout_readout(layers, weights, block_bytes=args.block_mib << 20)[0]
         trace = interpret.collect(model, tokenizer, ids, names=["blocks.0.attn.hook_z"], budget_bytes=None)
         extra = dict(item.split("=", 1) for item in args.grad_params.split(",") if item)
-        result = interpret.analyze(trace, "streaming_attention_gradient", params={**block, "rows": "readout", **extra},
+        result = interpret.analyze(trace, "attention_x_gradient", strategy="streamed", params={**block, "rows": "readout", **extra},
                                    model=model, tokenizer=tokenizer)
         return result["readout"][0]
 
@@ -304,7 +305,7 @@ def main() -> None:
     parser.add_argument("--eager-bound", type=float, default=6e9, help="skip eager above this many bytes of patterns")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--log-dir", default="", help="write each case's stderr there")
-    parser.add_argument("--block-mib", type=int, default=64, help="the streaming analyzers' block_mib")
+    parser.add_argument("--block-mib", type=int, default=64, help="the streamed analyzers' block_mib")
     parser.add_argument("--interleave", action="store_true",
                         help="time the cases (not eager) alternately in one process: ratios under the same load, no memory")
     parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")

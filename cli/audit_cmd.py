@@ -19,7 +19,9 @@ import click
 
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths
-from interpret.cli.options import analyzer_options, model_options, progress_option, verbosity_options
+from interpret.cli.options import (
+    analyzer_options, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
+)
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
@@ -54,6 +56,8 @@ from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
                    " counterfactuals.csv; costs 2 forward passes per row holding one (K up to 32). 0: off.")
 @click.option("--slice-by", default=None, metavar="COLUMN",
               help="A column of the input: accuracy and evidence per value of it (slices.csv).")
+@click.option("--streaming", type=click.Choice(["on", "off"]), default="off", show_default=True,
+              help="Run each analyzer's streamed computation, no attention pattern captured (long examples).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="How to print the outcome (stdout).")
 @engine_options
@@ -63,7 +67,7 @@ def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
     batch_size: int, seed: int, fresh: bool, skip_invalid: bool, target: str, output: str | None, evidence: bool,
-    removal: str | None, n_drivers: int, slice_by: str | None, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
+    removal: str | None, n_drivers: int, slice_by: str | None, streaming: str, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
     verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
@@ -81,7 +85,9 @@ def audit(
                     " the output's skipped.csv lists every one")
     if slice_by is not None:
         _check_column(input_file, slice_by)
-    names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
+    given = analyzer_names or preflight.default_analyzers()
+    names, streamed = streaming_names(given)  # an old streaming analyzer's name: its twin, streamed
+    names = preflight.check_analyzer_names(names)
     params = preflight.parse_sets(sets, names)
     out_dir = output or str(Path("reports") / f"{input_file.stem}-audit")
     if out_dir == "-":
@@ -105,7 +111,9 @@ def audit(
     counts = count_tokens(directory, texts)
     lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
     classes = prerun.check_analyzers_load(names, params)
-    patterns = _captures_patterns(classes)
+    if streaming == "on":
+        streamed = checked_streamed(names, "--streaming on", leave_out=not analyzer_names)
+    patterns = _captures_patterns(names, streamed)
     if lengths is not None:
         _check_capture(plan, lengths, patterns)
     silent = [cls.name for cls in classes if not cls.provides]
@@ -123,7 +131,8 @@ def audit(
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     with stages(quiet) as stage, _terminate_as_interrupt():
         outcome = run_audit(
-            loaded.model, loaded.tokenizer, examples, out_dir, analyzers=names, params=params, batch_size=batch_size,
+            loaded.model, loaded.tokenizer, examples, out_dir, analyzers=list(dict.fromkeys(given)), params=params,
+            batch_size=batch_size, streaming=streaming,
             max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=stage,
             fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
             skipped=dataset.skipped if skip_invalid else None, drivers=n_drivers, removal=removal, slice_by=slice_by,
@@ -189,18 +198,20 @@ def _check_model(plan: ModelPlan, target: str) -> None:
                           f" {facts.architecture or 'model without a task head'}, so explain predictions instead.")
 
 
-def _captures_patterns(classes: list) -> bool:
-    """Return whether the audit of these analyzers captures every [layer, head, n, n] pattern: when one reads
-    them, or when none requires anything (the audit then captures the patterns, as `run_audit` does)."""
+def _captures_patterns(names: list[str], streamed: list[str]) -> bool:
+    """Return whether the audit of these analyzers (those in `streamed` run streamed) captures every [layer, head,
+    n, n] pattern: when one reads them, or when none reads anything (the audit then captures the patterns, as
+    `run_audit` does)."""
+    from interpret.analyze import required_names
     from interpret.streaming.select import needs_patterns
 
-    requires = [glob for cls in classes for glob in cls.requires]
+    requires = required_names({name: "streamed" if name in streamed else "full" for name in names})
     return not requires or needs_patterns(requires)
 
 
 def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
-    """Refuse (exit 2) examples whose [layer, head, n, n] patterns pass the per-example budget, naming the
-    streaming analyzers that hold O(n·d) instead; nothing to refuse when no analyzer reads patterns."""
+    """Refuse (exit 2) examples whose [layer, head, n, n] patterns pass the per-example budget, naming
+    --streaming on, whose analyzers hold O(n·d) instead; nothing to refuse when no analyzer reads patterns."""
     if not patterns:
         return
     facts = plan.facts
@@ -209,8 +220,8 @@ def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
         raise usage_error(
             f"the longest example would capture {human_bytes(per_example)} of attention, over the"
             f" {human_bytes(CAPTURE_BUDGET)} per-example budget; truncate the examples (--max-length), or audit"
-            " with the streaming analyzers, which hold no pattern (-a streaming_rollout, -a"
-            " streaming_attention_gradient, -a streaming_attention_entropy)."
+            " with --streaming on, which holds no pattern (rollout, attention_x_gradient, gradient_weighted_rollout and"
+            " attention_entropy stream)."
         )
 
 

@@ -92,7 +92,7 @@ def check_budget(
             f"the run would capture {human_bytes(estimate.capture_bytes)} of attention per example ({facts.n_layers}"
             f" layers × {facts.n_heads} heads × {estimate.tokens}² tokens, float32), over the"
             f" {human_bytes(CAPTURE_BUDGET)} capture budget; truncate the input with --max-length {fit}, or run"
-            " the streaming analyzers (--streaming auto)."
+            " the analyzers streamed (--streaming auto)."
         )
     if estimate.output_bytes > max_bytes:
         raise usage_error(_size_refusal(estimate, fmt, max_bytes))
@@ -118,7 +118,7 @@ def _size_refusal(estimate: ReportEstimate, fmt: str, max_bytes: int) -> str:
         options.append(f"embed at most {fits} layer-head pair{'s' if fits > 1 else ''} (e.g. {example})")
     if longest >= 16:
         options.append(f"truncate the input (--max-length {longest})")
-    options.append("run the streaming analyzers, which embed no attention view (--streaming on)")
+    options.append("run the analyzers streamed, which embed no attention view (--streaming on)")
     options.append(f"or raise --max-bytes to {round_up_bytes(estimate.output_bytes)}")
     views = f"{estimate.layers} layers × {estimate.heads} heads × {estimate.tokens}×{estimate.tokens} tokens"
     if estimate.decoder_tokens:

@@ -53,6 +53,32 @@ def analyzer_options(fn: F) -> F:
     return fn
 
 
+def streaming_names(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Return (`names` with each old streaming analyzer's name replaced by its twin's, the twins so named: they
+    run streamed), logging a warning line for each old name (it goes in the next release)."""
+    from interpret.cli.common import log
+    from interpret.cli.preflight import default_analyzers
+
+    old = default_analyzers("DEPRECATED_STREAMING")
+    for name in dict.fromkeys(name for name in names if name in old):
+        log.warning(f"-a {name} is now -a {old[name]} streamed; the old name goes in the next release")
+    return [old.get(name, name) for name in names], [old[name] for name in names if name in old]
+
+
+def checked_streamed(names: Sequence[str], why: str, *, leave_out: bool) -> list[str]:
+    """Return the analyzers a streamed run (`why` says why it streams) runs streamed, or refuse (usage error, one
+    line) one that needs every pattern and has no streamed computation, unless `leave_out` (the default set:
+    `explain` and the audit leave it out with a note)."""
+    from interpret.errors import AnalyzerError
+    from interpret.streaming.select import streamed_strategies
+
+    try:
+        chosen, _ = streamed_strategies(names, why, leave_out=leave_out)
+    except AnalyzerError as err:
+        raise usage_error(f"-a {err}") from None
+    return [name for name, strategy in chosen.items() if strategy == "streamed"]
+
+
 def _record_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     ctx.meta[VERBOSE_KEY] = bool(value)
     return value

@@ -229,8 +229,9 @@ def parse_sets(values: Sequence[str], analyzers: Sequence[str]) -> dict[str, dic
     return params
 
 
-def default_analyzers() -> tuple[str, ...]:
-    """Return interpret.analyze.defaults.DEFAULT_ANALYZERS without importing the `interpret.analyze` package.
+def default_analyzers(constant: str = "DEFAULT_ANALYZERS") -> Any:
+    """Return interpret.analyze.defaults.DEFAULT_ANALYZERS (or another `constant` of it) without importing the
+    `interpret.analyze` package.
 
     The defaults module has no imports by design, but importing it runs its package's __init__, which
     imports torch; so it is executed on its own, from its file. Should that fail, it is imported normally.
@@ -245,7 +246,7 @@ def default_analyzers() -> tuple[str, ...]:
             continue
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        return tuple(module.DEFAULT_ANALYZERS)
-    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+        return getattr(module, constant)
+    from interpret.analyze import defaults
 
-    return tuple(DEFAULT_ANALYZERS)
+    return getattr(defaults, constant)

@@ -16,8 +16,8 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size
 from interpret.cli.options import (
-    analyzer_options, check_index_range, check_texts, model_options, parse_indices, parse_size, progress_option,
-    verbosity_options,
+    analyzer_options, check_index_range, check_texts, checked_streamed, model_options, parse_indices, parse_size,
+    progress_option, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
@@ -126,7 +126,7 @@ def report(
     _check_pairings(inputs, decoder_texts, continuations, targets, contrast, generate)
     if removal is not None and not evidence:
         raise usage_error("--removal says how the evidence removes tokens; drop --no-evidence, or drop --removal.")
-    names = _analyzer_names(analyzer_names)
+    names, streamed = _analyzer_names(analyzer_names)
     params = preflight.parse_sets(sets, names)
     layer_list = parse_indices(layers, "--layers", "layer")
     head_list = parse_indices(heads, "--heads", "head")
@@ -179,11 +179,13 @@ def report(
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device))
-    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streaming version
-        _check_streamed(names, params, streaming, defaults=not analyzer_names)
+    if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
+        why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
+        checked_streamed(names, why, leave_out=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
     compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
-    _run(_Run(plan, model, device, dtype, allow_pickle, inputs, names, params, target, contrast, continuations,
+    given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
+    _run(_Run(plan, model, device, dtype, allow_pickle, inputs, given, params, target, contrast, continuations,
               generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
               evidence, removal, streaming, compare, allow_missing_weights))
 
@@ -230,8 +232,10 @@ def _check_pairings(
         raise usage_error(f"--contrast {contrast!r} equals --target; contrast the target with another class or token.")
 
 
-def _analyzer_names(given: tuple[str, ...]) -> list[str]:
-    return preflight.check_analyzer_names(given or preflight.default_analyzers())
+def _analyzer_names(given: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Return (the analyzer names checked, an old streaming analyzer's name as its twin's; those twins)."""
+    names, streamed = streaming_names(given or preflight.default_analyzers())
+    return preflight.check_analyzer_names(names), streamed
 
 
 def _check_model_kind(
@@ -271,17 +275,6 @@ def _default_destination(stem: str, fmt: str) -> Path:
     return default_output(stem, "." + fmt)
 
 
-def _check_streamed(names: list[str], params: dict, streaming: str, *, defaults: bool) -> None:
-    """Refuse (usage error, one line) a streamed run with an analyzer the user named that has no streaming
-    version (one of the default set is left out with a note instead, by `explain`)."""
-    from interpret.errors import AnalyzerError
-    from interpret.streaming.select import streamed_plan
-
-    why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
-    try:
-        streamed_plan(names, params, why, leave_out=defaults)
-    except AnalyzerError as err:
-        raise usage_error(f"-a {err}") from None
 
 
 def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:

@@ -16,7 +16,7 @@ Provides = Literal["readout", "head_map"]
 PROVIDES: tuple[str, ...] = get_args(Provides)
 RUN_PARAMETERS = ("self", "trace", "params", "ctx")
 # The class attributes the rules read, besides run; an optional one joins here and gets its rule in `problem`.
-ATTRIBUTES = ("name", "summary", "version", "requires", "provides", "needs_model", "Params")
+ATTRIBUTES = ("name", "summary", "version", "requires", "provides", "needs_model", "Params", "streamed_requires")
 # A value the source names (`requires = STREAM`, `Params = SomeParams`) but only importing can evaluate: the
 # rules let it pass, except for name, summary and version, which `interpret analyzers list` shows.
 DEFERRED = object()
@@ -27,7 +27,7 @@ def validate(cls: Any, name: str) -> str | None:
     if not inspect.isclass(cls):
         return f"entry point must name a class, got {type(cls).__name__}"
     run = getattr(cls, "run", None)
-    attributes = {attr: getattr(cls, attr, None) for attr in ATTRIBUTES}
+    attributes = {attr: getattr(cls, attr) for attr in ATTRIBUTES if hasattr(cls, attr)}
     return problem({**attributes, "run": tuple(inspect.signature(run).parameters) if callable(run) else None}, name)
 
 
@@ -46,10 +46,12 @@ def problem(attributes: Mapping[str, Any], name: str) -> str | None:
         return f"class name attribute {value('name')!r} differs from the entry-point name {name!r}"
     if "\n" in value("summary"):
         return "summary must be one line"
-    # An optional attribute (a streamed strategy's hook globs) gets its rule here: absent, or as requires.
     for attr in ("requires", "provides"):
         if attr not in deferred and not _strings(value(attr)):
             return f"class attribute {attr} missing or not a sequence of strings"
+    # Optional: a streamed strategy's hook globs (`Analyzer.streamed_requires`), absent or as requires.
+    if "streamed_requires" in attributes and "streamed_requires" not in deferred and not _strings(value("streamed_requires")):
+        return "class attribute streamed_requires, when given, must be a sequence of strings"
     unknown = [item for item in value("provides") if item not in PROVIDES] if "provides" not in deferred else []
     if unknown:
         return f"provides names {unknown[0]!r}; an analyzer provides any of {', '.join(PROVIDES)}"

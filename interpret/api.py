@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from interpret.analyze import analyze, registry, required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
+from interpret.analyze.run import resolve_name
 from interpret.analyze.run import run_context
 from interpret.collect import collect
 from interpret.decision import TargetRequest, decide, decision_head
@@ -28,7 +29,7 @@ from interpret import loading
 from interpret.loading import load_notes
 from interpret.progress import Stage, begin
 from interpret.report import Report, RunInfo, build_report
-from interpret.streaming.select import check_streaming, streamed_plan
+from interpret.streaming.select import STREAMING_CHOICES, streamed_strategies
 from interpret.versions import library_versions
 
 
@@ -104,7 +105,7 @@ def explain(
     removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
         `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
-        always, "off" never: a streamed run captures no pattern and runs each analyzer's streaming version
+        always, "off" never: a streamed run captures no pattern and runs each analyzer's streamed computation
         (`interpret.streaming.select`), refusing one that needs every pattern and has none (leaving it out, with a
         note, when `analyzers` are the defaults); on a CUDA model its
         trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.
@@ -118,7 +119,10 @@ def explain(
     started = time.perf_counter()
     head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     torch.manual_seed(seed)
-    params = dict(params or {})
+    steps = [resolve_name(name) for name in analyzers]  # an old streaming analyzer's name: its twin, streamed
+    renamed = {old: new for old, (new, _) in zip(analyzers, steps)}
+    analyzers = [name for name, _ in steps]
+    params = {renamed.get(name, name): value for name, value in (params or {}).items()}
     unknown = [name for name in params if name not in analyzers]
     if unknown:
         raise AnalyzerError(
@@ -127,16 +131,18 @@ def explain(
         )
     if removal is not None and removal not in REMOVALS:
         raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
-    check_streaming(streaming)
+    if streaming not in STREAMING_CHOICES:
+        raise AnalyzerError(f"streaming={streaming!r} is unknown; use auto, on or off")
     if generate is not None:
         given = [name for name, value in (("continuation", continuation), ("decoder_inputs", decoder_inputs),
                                           ("target", target)) if value is not None]
         if given:
             raise InputError(f"generate explains the tokens the model generates; drop {given[0]}, or drop generate.")
         inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, generate, max_length=max_length)
+    strategies = {name: forced or "full" for name, forced in steps}
     defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
     leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these
-    wanted = [*leads, *DEFAULT_ANALYZERS[1:]] if defaults else analyzers
+    wanted = {**dict.fromkeys(leads, "full"), **strategies} if defaults else strategies
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)]))
     why = "streaming=on"
     trace = None
@@ -151,21 +157,21 @@ def explain(
                 raise
             why = f"their capture is over the budget ({str(err).split(';')[0]})"
     streamed = trace is None
-    if streamed:  # no pattern is captured, each analyzer runs its streaming version
-        if defaults:  # one without a streaming version is left out
-            analyzers, params, left_out = streamed_defaults(params, why)
+    if streamed:  # no pattern is captured: each analyzer that streams runs its streamed computation
+        if defaults:  # one that needs every pattern is left out
+            strategies, left_out = streamed_defaults(why)
         else:
-            analyzers, params, left_out = streamed_plan(analyzers, params, why)
+            strategies, left_out = streamed_strategies(strategies, why)
         notes = (*notes, *left_out)
         trace = collect(
-            model, tokenizer, inputs, names=required_names(analyzers) or ["*attn.hook_z"], max_length=max_length,
+            model, tokenizer, inputs, names=required_names(strategies) or ["*attn.hook_z"], max_length=max_length,
             decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,
         )
         notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results, skipped = _run_analyzers(trace, analyzers, params, context, (leads, refused) if defaults and not streamed else None,
+    results, skipped = _run_analyzers(trace, strategies, params, context, (leads, refused) if defaults and not streamed else None,
                                       progress)
     classes: tuple[Any, ...] = ()
     if compare is not None and all(len(d.target.ids) == 1 for d in decided):
@@ -204,7 +210,7 @@ def explain(
 
 
 def _run_analyzers(
-    trace: Any, analyzers: Sequence[str], params: Mapping[str, Any], context: Any,
+    trace: Any, strategies: Mapping[str, str], params: Mapping[str, Any], context: Any,
     leads: tuple[list[str], list[tuple[str, str]]] | None, progress: Stage | None = None,
 ) -> tuple[list[Any], list[tuple[str, str]]]:
     """Return (the results, a note per default analyzer skipped).
@@ -218,8 +224,8 @@ def _run_analyzers(
     results, skipped = [], []
     defaults = leads is not None
     batch = trace.encoded.batch
-    advance = begin(progress, f"analyze ({len(analyzers)} analyzers × {batch} examples)", len(analyzers) * batch)
-    for name in analyzers:
+    advance = begin(progress, f"analyze ({len(strategies)} analyzers × {batch} examples)", len(strategies) * batch)
+    for name, strategy in strategies.items():
         if leads is not None and name == LEADS[0]:
             lead, notes = run_lead(trace, context, params, *leads)
             results.extend([lead] if lead is not None else [])
@@ -227,7 +233,7 @@ def _run_analyzers(
             advance(batch)
             continue
         try:
-            results.append(analyze(trace, name, params=params.get(name), context=context))
+            results.append(analyze(trace, name, params=params.get(name), context=context, strategy=strategy))
             advance(batch)
         except AnalyzerError as err:
             if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:

@@ -28,14 +28,14 @@ def step_counts(ctx: RunContext) -> list[int]:
     return [len(target.ids) if target.kind == "token" else 1 for target in ctx.targets]
 
 
-def refuse_steps(ctx: RunContext, analyzer: str, full: str) -> None:
-    """Raise AnalyzerError when a target has several tokens: `analyzer` (a streamed analyzer) explains only the
-    whole target, and one row for a generated continuation would pass for what `full` gives per token."""
+def refuse_steps(ctx: RunContext, analyzer: str) -> None:
+    """Raise AnalyzerError when a target has several tokens: `analyzer`'s streamed computation explains only the
+    whole target, and one row for a generated continuation would pass for what its full one gives per token."""
     counts = step_counts(ctx)
     if max(counts) > 1:
         raise AnalyzerError(
-            f"{analyzer} cannot give one row per target token ({max(counts)} target tokens), only one for all of"
-            f" them; for per-token rows run {full} on the full capture (streaming off, or shorter inputs)."
+            f"{analyzer}, streamed, cannot give one row per target token ({max(counts)} target tokens), only one for"
+            f" all of them; for per-token rows run {analyzer} on the full capture (streaming off, or shorter inputs)."
         )
 
 

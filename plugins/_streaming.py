@@ -1,9 +1,12 @@
-"""Shared by the streaming analyzers: their common parameters, the readout weights of each example over its
-real positions, the output check's tolerance, and the result's common fields."""
+"""Shared by the analyzers' streamed strategies (docs/architecture.md, "Streaming is a strategy"): the
+parameters only that strategy reads, the readout weights of each example over its real positions, the output
+checks' tolerances, and placing a per-example vector back on the padded axis."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import field
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,36 +14,46 @@ import torch
 from interpret.analyze import Check
 from interpret.collect.prepare import model_device
 from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
-from interpret.streaming.capture import real_positions
+from interpret.plugins._per_step import refuse_steps
+from interpret.streaming.capture import gradient_pass, real_positions
+from interpret.streaming.pattern import StreamedLayer
 from interpret.trace import Trace
 
 # |A·V − z| relative to max|z| when the recomputed pattern is the kernel's: float32 rounding of a d_head-long
 # sum (measured ≤ 3e-8 on the tiny families), or half-precision rounding of the kernel's own output.
 OUTPUT_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2}
+SWITCHES = ("auto", "on", "off")
+METHODS = ("auto", "fused", "blocks")
 
 
-@dataclass(frozen=True)
-class StreamingParams:
-    """Parameters every streaming analyzer takes."""
+def streamed(default: Any, help: str) -> Any:
+    """Return a Params field that only the streamed strategy reads (`interpret.analyze.params.STRATEGY`)."""
+    return field(default=default, metadata={"help": help, "strategy": "streamed"})
 
-    readout: ReadoutRows = field(
-        default="auto",
-        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
-    )
-    block_mib: int = field(
-        default=64, metadata={"help": "working memory of one block of recomputed pattern rows, in MiB (at least 1)"}
-    )
 
-    def __post_init__(self) -> None:
-        if self.block_mib < 1:
-            raise ValueError(f"block_mib={self.block_mib} must be 1 or more; use e.g. 64")
-        if self.readout != "auto" and not self.readout:
-            raise ValueError("readout=() names no rows; use auto or positions, e.g. 0,5")
+def full(default: Any, help: str, streamed_as: Any = None) -> Any:
+    """Return a Params field that only the full strategy (every pattern captured) reads; `streamed_as`: the value
+    the streamed computation stands for, which a streamed run accepts (`interpret.analyze.params.check_strategy`)."""
+    return field(default=default, metadata={"help": help, "strategy": "full", "streamed_as": streamed_as})
 
-    @property
-    def block_bytes(self) -> int:
-        """The block budget in bytes."""
-        return self.block_mib << 20
+
+READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"
+BLOCK_HELP = "streamed: working memory of one block of recomputed pattern rows, in MiB (at least 1)"
+OFFLOAD_HELP = "streamed: keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"
+RECOMPUTE_HELP = ("streamed: recompute each block in the backward pass instead of keeping its activations: auto (CPU,"
+                  " from 4,096 tokens on), on, off")
+
+
+def check_streamed(params: Any) -> None:
+    """Refuse (ValueError) a value of a streamed-strategy field that no run could use."""
+    if getattr(params, "block_mib", 1) < 1:
+        raise ValueError(f"block_mib={params.block_mib} must be 1 or more; use e.g. 64")
+    if getattr(params, "readout", "auto") != "auto" and not params.readout:
+        raise ValueError("readout=() names no rows; use auto or positions, e.g. 0,5")
+    for name, choices in (("offload", SWITCHES), ("recompute", SWITCHES), ("method", METHODS)):
+        value = getattr(params, name, choices[0])
+        if value not in choices:
+            raise ValueError(f"{name}={value!r} is unknown; use {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -89,3 +102,21 @@ def output_check(error: float, dtype: torch.dtype) -> Check:
         "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
         " for decoders, scale 1/√d_head) is the kernel's",
     )
+
+
+def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
+                    step: Callable[[int, int, StreamedLayer], float]) -> tuple[list[int], Check]:
+    """Run the streamed gradient methods' one autograd pass (`interpret.streaming.capture.gradient_pass`) and
+    return (the layers in order, the output check): `step(layer index, example, its StreamedLayer)` takes each
+    layer the score reaches as the backward pass reaches it and returns its output error. A target of several
+    tokens is refused first (`_per_step.refuse_steps`)."""
+    refuse_steps(ctx, name)
+    worst, dtype = 0.0, torch.float32
+
+    def consume(index: int, layers: list[StreamedLayer] | None) -> None:  # None: the score does not reach it
+        nonlocal worst, dtype
+        for b, layer in enumerate(layers or ()):
+            worst, dtype = max(worst, step(index, b, layer)), layer.q.dtype
+
+    order = gradient_pass(trace, ctx, name, consume, params.offload, params.recompute)
+    return order, output_check(worst, dtype)

@@ -1,5 +1,7 @@
 """Per-head attention statistics as an analyzer: how spread out each head's attention is, and how much of
-it goes to special tokens ([CLS], [SEP], ...), per example.
+it goes to special tokens ([CLS], [SEP], ...), per example; full (from every [head, n, n] pattern) or streamed
+(from each layer's queries, keys and row log-sum-exps, one fused attention call per chunk of heads,
+`interpret.streaming.entropy`: O(n·d) memory, equal to the full statistics, tests 1e-5).
 
 Arrays (batch first):
     entropy            [batch, layer, head]  mean over real query rows of −Σ_k p·log p over real keys (nats;
@@ -13,7 +15,7 @@ readout, because it says nothing about which token drove the decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -24,6 +26,9 @@ from torch import Tensor
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
+from interpret.plugins._streaming import check_streamed, compute_device, full, lse_check, streamed
+from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
+from interpret.streaming.entropy import row_statistics
 from interpret.trace import Trace
 
 CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` (2 MiB: stays in cache)
@@ -34,9 +39,13 @@ LOG_FLOOR = -1e4  # stands for log 0 (see `head_statistics`)
 class EntropyParams:
     """Parameters of the attention statistics."""
 
-    stack: Literal["auto", "encoder", "decoder"] = field(
-        default="auto", metadata={"help": "which self-attention stack: auto (the only one, or the encoder's)"}
+    stack: Literal["auto", "encoder", "decoder"] = full(
+        "auto", "which self-attention stack: auto (the only one, or the encoder's)"
     )
+    block_mib: int = streamed(64, "streamed: working memory of one chunk of heads' fused call, in MiB (at least 1)")
+
+    def __post_init__(self) -> None:
+        check_streamed(self)
 
 
 class AttentionEntropy:
@@ -46,12 +55,15 @@ class AttentionEntropy:
     summary = "Per-head attention entropy (nats) and share of attention on special tokens, per example."
     version = "1.1"  # 1.1: float64 statistics in chunks (last digits may differ from 1.0)
     requires = ("*attn.hook_pattern",)
+    streamed_requires = REQUIRES
     needs_model = False
     provides = ("head_map",)
     Params = EntropyParams
 
     def run(self, trace: Trace, params: EntropyParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-example [layer, head] statistics (arrays as the module docstring lists)."""
+        if ctx.strategy == "streamed":
+            return self._streamed(trace, params, ctx)
         prefix = _prefix(trace, params.stack)
         side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
         indices = trace.layers("attn.hook_pattern", prefix)
@@ -72,11 +84,38 @@ class AttentionEntropy:
                 "largest |row sum − 1| of the attention rows the statistics read",
             )
         }
+        return self._result(trace, params, ctx, arrays, checks, "")
+
+    def _streamed(self, trace: Trace, params: EntropyParams, ctx: RunContext) -> AnalyzerResult:
+        per_example = layers_from_trace(trace, self.name, compute_device(ctx))
+        special = (trace.encoded.special.bool() & trace.encoded.attention_mask.bool()).cpu()
+        batch, n_layers = trace.encoded.batch, len(per_example[0])
+        n_heads = per_example[0][0].heads if n_layers else 0
+        entropy = np.zeros((batch, n_layers, n_heads))
+        on_special = np.zeros_like(entropy)
+        worst = 0.0
+        for b, positions in enumerate(real_positions(trace)):
+            keys = special[b, positions]
+            for index, layer in enumerate(per_example[b]):
+                rows, share, error = row_statistics(layer, keys, params.block_mib << 20)
+                entropy[b, index] = to_numpy(rows.mean(-1))
+                on_special[b, index] = to_numpy(share.mean(-1))
+                worst = max(worst, error)
+        arrays = {
+            "entropy": NamedArray(entropy, ("batch", "layer", "head")),
+            "special_attention": NamedArray(on_special, ("batch", "layer", "head")),
+            "n_real": NamedArray(to_numpy(trace.encoded.attention_mask.sum(-1)).astype(np.float64), ("batch",)),
+        }
+        return self._result(trace, params, ctx, arrays, {"lse_error": lse_check(worst, "every row")}, ", streamed")
+
+    def _result(self, trace: Trace, params: EntropyParams, ctx: RunContext, arrays: dict, checks: dict,
+                how: str) -> AnalyzerResult:
         return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays, checks=checks,
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            checks=checks,
             views=(
-                View("table", "entropy", "Attention entropy by layer and head (nats)"),
-                View("table", "special_attention", "Attention on special tokens by layer and head"),
+                View("table", "entropy", f"Attention entropy by layer and head (nats{how})"),
+                View("table", "special_attention", f"Attention on special tokens by layer and head{' (streamed)' if how else ''}"),
             ),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             head_map=HeadMap("entropy"),

@@ -187,6 +187,6 @@ def _check_cost(layers: int, n: int) -> None:
     if edges > FLOW_MAX_EDGES:
         raise AnalyzerError(
             f"flow: the graph of {layers} layers over {n} tokens has {edges:.2e} edges, over the bound of"
-            f" {FLOW_MAX_EDGES:.0e} (flow needs the whole graph); use the streaming alternatives (streaming_rollout,"
-            " streaming_attention_gradient, streaming_grad_rollout) or shorter inputs."
+            f" {FLOW_MAX_EDGES:.0e} (flow needs the whole graph); use analyzers that stream (rollout,"
+            " attention_x_gradient, gradient_weighted_rollout: streaming=on) or shorter inputs."
         )

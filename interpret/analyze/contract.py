@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from interpret.runner import GradCapture, ModelRunner
 
 ScoreOutput = Literal["logit", "logprob"]
+Strategy = Literal["full", "streamed"]
+STRATEGIES: tuple[str, ...] = ("full", "streamed")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class RunContext:
     workers: CPU threads an analyzer may use (0 = the cores this process may use).
     device: where the model runs (None: no model).
     runner: runs the model for analyzers that need to (`needs_model`); use it through the methods below.
+    strategy: the computation the plan chose for this analyzer: "full" (what `requires` names is in the trace)
+        or "streamed" (only an analyzer that declares `streamed_requires`: no pattern was captured).
 
     Running the model (each raises AnalyzerError when no model was given):
         score(encoded, ...) -> Tensor [rows]      the targets' scores with autograd on
@@ -56,6 +60,7 @@ class RunContext:
     workers: int = 0
     device: torch.device | None = None
     runner: ModelRunner | None = None
+    strategy: Strategy = "full"
 
     def _runner(self) -> ModelRunner:
         if self.runner is None:
@@ -142,6 +147,9 @@ class Analyzer(Protocol):
     summary: one line for `interpret analyzers list`.
     version: the analyzer's own version string; bump it when its numbers change (audits fingerprint it).
     requires: the hook-name globs it reads from the trace (any sequence of strings; may be empty).
+    streamed_requires (optional): declares a streamed computation, run when the run streams (`ctx.strategy`),
+        and names the hook-name globs it reads instead (no [n, n] pattern; may be empty). Params fields that
+        only one computation reads say so in metadata["strategy"] ("full" or "streamed").
     needs_model: whether `run` runs the model through the context (gradients, perturbations, gates).
     provides: what its results declare, a subset of ("readout", "head_map"): "readout" — a per-token
         importance for the decision (`AnalyzerResult.readout_of`); "head_map" — a per-example [layer, head]

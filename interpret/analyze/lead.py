@@ -74,12 +74,12 @@ def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module 
     return ((result.analyzer,) if result is not None else ()) + rest, notes
 
 
-def streamed_defaults(params: Mapping[str, Mapping[str, Any]], why: str) -> tuple[list[str], dict[str, Mapping[str, Any]], list[Note]]:
-    """Return `streaming.select.streamed_plan` of the defaults, led by the first lead that streams (one that needs
-    every pattern and has no streaming version is left out with a note, as the defaults' other analyzers are)."""
-    from interpret.streaming.select import streamed_plan, streamed_versions
+def streamed_defaults(why: str) -> tuple[dict[str, str], list[Note]]:
+    """Return `streaming.select.streamed_strategies` of the defaults, led by the first lead that can run without
+    the patterns (one that needs every pattern and has no streamed computation is left out with a note, as the
+    defaults' other analyzers are)."""
+    from interpret.streaming.select import streamed_strategies
 
-    names, params, notes = streamed_plan((*LEADS, *DEFAULT_ANALYZERS[1:]), params, why, leave_out=True)
-    versions = streamed_versions()
-    leads = [name for name in names if name in {versions.get(lead, lead) for lead in LEADS}]
-    return [name for name in names if name not in leads[1:]], params, notes
+    chosen, notes = streamed_strategies((*LEADS, *DEFAULT_ANALYZERS[1:]), why, leave_out=True)
+    leads = [name for name in chosen if name in LEADS]
+    return {name: strategy for name, strategy in chosen.items() if name not in leads[1:]}, notes

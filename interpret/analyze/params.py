@@ -81,9 +81,32 @@ def _hints(params_cls: type) -> dict[str, Any]:
     return typing.get_type_hints(params_cls)
 
 
-def as_dict(params: Any) -> dict[str, Any]:
-    """Return the parameters as a plain dict (JSON-ready)."""
-    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+def as_dict(params: Any, strategy: str | None = None) -> dict[str, Any]:
+    """Return the parameters as a plain dict (JSON-ready); with `strategy`, only those it reads (`for_strategy`)."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if for_strategy(f, strategy)}
+
+
+def for_strategy(f: dataclasses.Field, strategy: str | None) -> bool:
+    """Return whether Params field `f` is read by `strategy` ("full" or "streamed"; None: any): a field whose
+    metadata names a strategy (`metadata["strategy"]`) is read by that one alone (docs/architecture.md,
+    "Streaming is a strategy")."""
+    return strategy is None or f.metadata.get("strategy", strategy) == strategy
+
+
+def check_strategy(params_cls: type, values: Mapping[str, Any] | None, strategy: str, analyzer: str) -> None:
+    """Raise AnalyzerError for a parameter given in `values` that `strategy` does not read: it would be ignored."""
+    # A field of the full computation with metadata["streamed_as"] may be given that value when streamed: the
+    # streamed computation is that setting (rollout's rows="readout").
+    other = {f.name: f.metadata.get("streamed_as") if strategy == "streamed" else None
+             for f in dataclasses.fields(params_cls) if not for_strategy(f, strategy)}
+    given = [key for key, value in (values if isinstance(values, Mapping) else {}).items()
+             if key in other and (other[key] is None or value != other[key])]
+    if given:
+        how = "streams (no pattern is captured)" if strategy == "streamed" else "captures every pattern (full)"
+        raise AnalyzerError(
+            f"{analyzer}.{given[0]} is read only when {analyzer} {'does not stream' if strategy == 'streamed' else 'streams'},"
+            f" and this run {how}; drop {given[0]}, or choose the streaming (on/off) it needs."
+        )
 
 
 def coerce(value: Any, hint: Any) -> Any:

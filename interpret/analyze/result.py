@@ -111,6 +111,7 @@ class AnalyzerResult:
     readout_of: the declaration of the per-token importance for the decision (`Readout`), or None when the
         result has none; read it through `result.readout` ([batch, key]) and `result.signed`.
     head_map: the declaration of a per-example [layer, head] score (`HeadMap`), or None.
+    strategy: the computation that gave it, "full" or "streamed" (set by `analyze`; shown as "rollout, streamed").
     """
 
     analyzer: str
@@ -123,6 +124,7 @@ class AnalyzerResult:
     tokens: Sequence[Sequence[str]] = ()
     readout_of: Readout | None = None
     head_map: HeadMap | None = None
+    strategy: str = "full"
 
     def __post_init__(self) -> None:
         for view in self.views:
@@ -166,8 +168,13 @@ class AnalyzerResult:
         """Return what the result declares: "readout" and/or "head_map"."""
         return tuple(name for name, present in (("readout", self.readout_of), ("head_map", self.head_map)) if present)
 
+    @property
+    def title(self) -> str:
+        """Return the method's name as a heading: "Rollout", or "Rollout, streamed"."""
+        return self.analyzer.replace("_", " ").capitalize() + (f", {self.strategy}" if self.strategy != "full" else "")
+
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict that `from_dict` turns back into an equal result."""
+        """Return a JSON-ready dict that `from_dict` turns back into an equal result (the strategy when streamed)."""
         return {
             "analyzer": self.analyzer,
             "version": self.version,
@@ -184,6 +191,7 @@ class AnalyzerResult:
             "tokens": [list(row) for row in self.tokens],
             "readout": None if self.readout_of is None else dataclasses.asdict(self.readout_of),
             "head_map": None if self.head_map is None else dataclasses.asdict(self.head_map),
+            **({"strategy": self.strategy} if self.strategy != "full" else {}),
         }
 
     @classmethod
@@ -200,4 +208,5 @@ class AnalyzerResult:
             tokens=tuple(tuple(row) for row in data["tokens"]),
             readout_of=Readout(**data["readout"]) if data.get("readout") else None,
             head_map=HeadMap(**data["head_map"]) if data.get("head_map") else None,
+            strategy=data.get("strategy", "full"),
         )

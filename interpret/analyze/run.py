@@ -9,7 +9,9 @@ never handed on as a result.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,8 @@ from torch import nn
 
 from interpret.analyze import params as params_mod
 from interpret.analyze import registry
-from interpret.analyze.contract import RunContext
+from interpret.analyze.contract import STRATEGIES, RunContext
+from interpret.analyze.defaults import DEPRECATED_STREAMING
 from interpret.analyze.result import AnalyzerResult
 from interpret.arrays import to_numpy
 from interpret.decision import decision_head
@@ -38,6 +41,7 @@ def analyze(
     context: RunContext | None = None,
     seed: int = 0,
     workers: int = 0,
+    strategy: str | None = None,
 ) -> AnalyzerResult:
     """Return the AnalyzerResult of analyzer `name` on `trace` (params: a mapping or the Params instance).
 
@@ -48,23 +52,53 @@ def analyze(
     head: a decision head on a bare encoder (default: the default model's sentiment head when `model` is the
         default model from `interpret.load()`; `interpret.decision.decision_head`).
     context: a RunContext built once for several analyzers (`run_context`); overrides the arguments above.
+    strategy: "full" (the default) or "streamed", for an analyzer that declares `streamed_requires` (its
+        computation from what those name, no pattern); None: the context's.
     """
+    name, forced = resolve_name(name)
     cls = registry.get(name)
+    strategy = forced or strategy or (context.strategy if context is not None else "full")
+    check_strategy(cls, strategy, params)
     parsed = params_mod.build(cls.Params, params, name)
-    missing = [glob for glob in cls.requires if not trace.names(glob)]
+    reads = cls.streamed_requires if strategy == "streamed" else cls.requires
+    missing = [glob for glob in reads if not trace.names(glob)]
     if missing:
-        raise AnalyzerError(
-            f"{name} needs {', '.join(missing)} in the trace; collect with names={list(cls.requires)!r}."
-        )
+        raise AnalyzerError(f"{name} needs {', '.join(missing)} in the trace; collect with names={list(reads)!r}.")
     head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     ctx = context or run_context(trace, model, tokenizer, head=head, targets=targets, seed=seed, workers=workers)
+    if ctx.strategy != strategy:
+        ctx = replace(ctx, strategy=strategy)
     if cls.needs_model and ctx.runner is None:
         raise AnalyzerError(f"{name} runs the model; pass model= (and tokenizer=) to analyze.")
     result = cls().run(trace, parsed, ctx)
     if not isinstance(result, AnalyzerResult):
         raise AnalyzerError(f"analyzer {name!r} returned {type(result).__name__}, not an AnalyzerResult.")
-    check_result(result, trace, params_mod.as_dict(parsed))
+    if strategy != "full":
+        result = replace(result, strategy=strategy)
+    check_result(result, trace, params_mod.as_dict(parsed, strategy))
     return result
+
+
+def resolve_name(name: str) -> tuple[str, str | None]:
+    """Return (the analyzer `name` stands for, "streamed" for an old streaming analyzer's name, else None),
+    warning (DeprecationWarning) once per call for an old name."""
+    new = DEPRECATED_STREAMING.get(name)
+    if new is None:
+        return name, None
+    warnings.warn(f"analyzer {name!r} is now {new!r} streamed (streaming='on'); the old name goes in the next"
+                  " release.", DeprecationWarning, stacklevel=3)
+    return new, "streamed"
+
+
+def check_strategy(cls: type, strategy: str, params: Any = None) -> None:
+    """Raise AnalyzerError for an unknown strategy, "streamed" for an analyzer with no streamed computation, or a
+    parameter given in `params` (a mapping) that `strategy` does not read (`params.check_strategy`)."""
+    if strategy not in STRATEGIES:
+        raise AnalyzerError(f"strategy={strategy!r} is unknown; use full or streamed.")
+    if strategy == "streamed" and not hasattr(cls, "streamed_requires"):
+        raise AnalyzerError(f"{cls.name} has no streamed computation (it needs every pattern); run it with streaming off.")
+    if isinstance(params, Mapping):
+        params_mod.check_strategy(cls.Params, params, strategy, cls.name)
 
 
 def run_context(
@@ -137,11 +171,14 @@ def _describe(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in params.items()) or "default parameters"
 
 
-def required_names(names: Iterable[str]) -> list[str]:
-    """Return the union of the hook-name globs the named analyzers require, in first-seen order."""
+def required_names(names: Iterable[str] | Mapping[str, str]) -> list[str]:
+    """Return the union of the hook-name globs the named analyzers read, in first-seen order; `names` may map each
+    analyzer to its strategy (streamed: what its streamed computation reads, `requires` for one without)."""
     globs: list[str] = []
     for name in names:
-        for glob in registry.get(name).requires:
+        cls = registry.get(name)
+        streamed = isinstance(names, Mapping) and names[name] == "streamed"
+        for glob in getattr(cls, "streamed_requires", cls.requires) if streamed else cls.requires:
             if glob not in globs:
                 globs.append(glob)
     return globs

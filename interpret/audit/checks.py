@@ -11,7 +11,8 @@ from typing import Any
 from torch import nn
 
 from interpret.analyze import registry
-from interpret.analyze.params import as_dict, build
+from interpret.analyze.params import as_dict, build, for_strategy
+from interpret.analyze.run import check_strategy
 from interpret.datasets import Example
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
 
@@ -64,16 +65,19 @@ def checked_analyzers(analyzers: Sequence[str], params: Mapping[str, Any] | None
     return names
 
 
-def effective_params(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Return the analyzer's full parameters as a JSON-ready dict, preferring readout-only computation."""
+def effective_params(name: str, given: Mapping[str, Any] | None, strategy: str = "full") -> dict[str, Any]:
+    """Return the parameters `strategy` reads (`interpret.analyze.params.for_strategy`) as a JSON-ready dict,
+    preferring readout-only computation where the full strategy offers rows="readout" (the same readout)."""
     cls = registry.get(name)
     given = dict(given or {})
-    if "rows" not in given and "rows" in {field.name for field in dataclasses.fields(cls.Params)}:
+    check_strategy(cls, strategy, given)
+    fields = {field.name for field in dataclasses.fields(cls.Params) if for_strategy(field, strategy)}
+    if strategy == "full" and "rows" not in given and "rows" in fields:
         try:
-            return as_dict(build(cls.Params, {**given, "rows": "readout"}, name))
+            return as_dict(build(cls.Params, {**given, "rows": "readout"}, name), strategy)
         except AnalyzerError:
             pass  # readout-only is not possible with the given params (e.g. per_layer); keep the analyzer's own
-    return as_dict(build(cls.Params, given, name))
+    return as_dict(build(cls.Params, given, name), strategy)
 
 
 def check_reproducible(model: nn.Module) -> None:

@@ -45,6 +45,7 @@ class BatchSettings:
     evidence: bool = False  # also measure each readout's faithfulness (interpret.evidence)
     attention: str | None = None  # the attention implementation the model runs with (interpret.audit.kernel)
     removal: str | None = None  # how the evidence removes tokens (None: interpret.evidence.removal.default_removal)
+    streamed: tuple[str, ...] = ()  # the analyzers run streamed (their strategy; the rest run full)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any, set
         trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided], seed=settings.seed
     )
     results: list[AnalyzerResult] = [
-        analyze(trace, name, params=settings.params[name], context=context) for name in settings.analyzers
+        analyze(trace, name, params=settings.params[name], context=context,
+                strategy="streamed" if name in settings.streamed else "full") for name in settings.analyzers
     ]
     rows = [example.row for example in batch]
     found = evidence_rows(evaluate_evidence(trace, results, context, removal=settings.removal), rows) if settings.evidence else None

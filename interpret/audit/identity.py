@@ -58,17 +58,20 @@ def fingerprint_parts(
     patterns: bool = True,
     skipped: Sequence[Skipped] | None = None,
     removal: str | None = None,
+    streamed: Sequence[str] = (),
 ) -> dict[str, str]:
     """Return the audit's identity as component name → short text (JSON-ready; compared one by one); `gold`:
     each example's gold class and the model's class names (`interpret.audit.runner.gold_classes`); `patterns`:
     whether the audit captures attention patterns (which picks its kernel, `interpret.audit.kernel`); `skipped`:
-    the input rows skipped for an empty text (None: none could be); `removal`: how the evidence removes tokens.
+    the input rows skipped for an empty text (None: none could be); `removal`: how the evidence removes tokens;
+    `streamed`: the analyzers run streamed, named "rollout (streamed)" in the analyzers component (an audit of
+    the old `streaming_rollout` names that, so it never resumes parts computed the other way).
     The drivers and slices are not part of it: they are computed from the finished parts on every run."""
     parts = {
         "format": str(FORMAT),
         "examples": examples_digest(examples, *gold),
         "input_file": "not given" if input_file is None else f"sha256 {file_sha256(input_file)[:_DIGEST]}",
-        "analyzers": ",".join(analyzers),
+        "analyzers": ",".join(f"{name} (streamed)" if name in streamed else name for name in analyzers),
         "analyzer_versions": analyzer_versions(analyzers),
         "params": json.dumps(params, sort_keys=True, default=str),
         "batch_size": str(batch_size),

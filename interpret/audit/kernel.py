@@ -41,7 +41,7 @@ def loaded_implementation(model: nn.Module) -> str | None:
 def audit_implementation(model: nn.Module, patterns: bool = True) -> str | None:
     """Return the implementation an audit runs `model` with: "eager" for a float32 transformers model loaded
     with SDPA that can switch its kernel, when the audit captures patterns, else None (the model runs as
-    loaded: an audit of streaming analyzers only keeps the fused kernel, which never holds an [n, n] score)."""
+    loaded: an audit of streamed analyzers only keeps the fused kernel, which never holds an [n, n] score)."""
     if not patterns or loaded_implementation(model) not in _SWITCHED_FROM:
         return None
     can_switch = getattr(model, "_can_set_attn_implementation", None)

@@ -24,8 +24,9 @@ import pandas as pd
 from torch import nn
 
 from interpret.analyze import required_names
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.analyze.lead import audit_defaults
+from interpret.analyze.defaults import DEFAULT_ANALYZERS, DEPRECATED_STREAMING
+from interpret.analyze.lead import audit_defaults, streamed_defaults
+from interpret.analyze.run import resolve_name
 from interpret.audit.drivers import DEFAULT_DRIVERS, DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
@@ -34,7 +35,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.kernel import audit_implementation, audit_kernel
-from interpret.streaming.select import needs_patterns
+from interpret.streaming.select import needs_patterns, streamed_strategies
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError
@@ -130,6 +131,7 @@ def run_audit(
     drivers: int = DEFAULT_DRIVERS,
     removal: str | None = None,
     slice_by: str | None = None,
+    streaming: Literal["on", "off"] = "off",
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -158,6 +160,10 @@ def run_audit(
         (`interpret.audit.drivers`: drivers.parquet, drivers.csv, counterfactuals.csv); 0: no drivers.
     removal: how evidence and drivers remove tokens ("delete", "mask", "zero"; None: `default_removal`).
     slice_by: a column of `input_file`: accuracy and evidence per value of it (slices.csv).
+    streaming: "on" runs each analyzer's streamed computation and captures no pattern (an analyzer that needs
+        every pattern is refused, or left out of the default set with a warning); an old streaming analyzer's
+        name (`defaults.DEPRECATED_STREAMING`) runs its twin streamed. The fingerprint names a streamed analyzer
+        "rollout (streamed)", so an audit never resumes parts computed the other way (or by the old names).
     The drivers and slices are computed from the finished parts on every call (they are not stored in parts),
     so a resumed or repeated audit with other `drivers` or `slice_by` recomputes no batch.
     Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
@@ -169,7 +175,10 @@ def run_audit(
     started = time.perf_counter()
     head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
     examples = checked_examples(examples, batch_size)
-    names = checked_analyzers(analyzers, params)
+    resolved = [resolve_name(name) for name in analyzers]  # an old streaming analyzer's name: its twin, streamed
+    params = {DEPRECATED_STREAMING.get(name, name): value for name, value in (params or {}).items()}
+    names = checked_analyzers([name for name, _ in resolved], params)
+    defaults = tuple(analyzers) == DEFAULT_ANALYZERS
     if target not in ("prediction", "gold"):
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
     if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
@@ -193,26 +202,31 @@ def run_audit(
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     if max_length is None and capturable.prepare is None:
         check_lengths(examples, tokenizer, limit)
-    if tuple(analyzers) == DEFAULT_ANALYZERS:  # led by the first of defaults.LEADS that runs on the model
+    strategies, refused = {name: forced or "full" for name, forced in resolved}, []
+    if streaming == "on":  # no pattern captured: what needs every pattern is refused, or left out of the defaults
+        strategies, refused = streamed_defaults("streaming='on'") if defaults else streamed_strategies(names, "streaming='on'")
+    elif defaults:  # led by the first of defaults.LEADS that runs on the model
         chosen, refused = audit_defaults(model, tokenizer, examples[0].text, head, max_length)
-        names = list(chosen)
-        for label, why in refused:
-            log.warning(f"{label}: {why}")
-    effective = {name: effective_params(name, (params or {}).get(name)) for name in names}
+        strategies = dict.fromkeys(chosen, "full")
+    for label, why in refused:
+        log.warning(f"{label}: {why}")
+    names = list(strategies)
+    streamed = tuple(name for name, strategy in strategies.items() if strategy == "streamed")
+    effective = {name: effective_params(name, params.get(name), strategies[name]) for name in names}
     gold = gold_classes(model, tokenizer, examples, head=head, max_length=max_length, file_name=file_name)
     n_batches = -(-len(examples) // batch_size)
     batches = [examples[i * batch_size:(i + 1) * batch_size] for i in range(n_batches)]
     batch_rows = [tuple(example.row for example in batch) for batch in batches]
-    hook_names = tuple(required_names(names)) or ("*attn.hook_pattern",)  # streaming analyzers: no [n, n] capture
+    hook_names = tuple(required_names(strategies)) or ("*attn.hook_pattern",)  # streamed: no [n, n] capture
     patterns = needs_patterns(hook_names)
     components = fingerprint_parts(
         examples=examples, gold=gold, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
         model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
         model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns, skipped=skipped,
-        removal=removal,
+        removal=removal, streamed=streamed,
     )
     settings = BatchSettings(
-        analyzers=tuple(names), params=effective, hook_names=hook_names,
+        analyzers=tuple(names), params=effective, hook_names=hook_names, streamed=streamed,
         max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
         evidence=evidence, attention=audit_implementation(model, patterns), removal=removal,
     )

@@ -63,7 +63,7 @@ def build_report(
     keys = section_keys([result.analyzer for result in results] + ["attention"])
     sections = [
         Section(
-            key=key, title=result.analyzer.replace("_", " ").capitalize(), kind="analyzer", result=result,
+            key=key, title=result.title, kind="analyzer", result=result,
             description=_summary(result), layers=tuple(captured_layers), heads=tuple(head_ids),
         )
         for key, result in zip(keys, results)

@@ -96,7 +96,8 @@ def compare_classes(
     for result in chosen:
         rows, words = [], []
         for _, _, context in runs:
-            run = result if context is None else analyze(trace, result.analyzer, params=params.get(result.analyzer), context=context)
+            run = result if context is None else analyze(trace, result.analyzer, params=params.get(result.analyzer),
+                                                         context=context, strategy=result.strategy)
             rows.append(np.asarray(run.readout, dtype=np.float64))
             if "word_readout" in run.arrays:
                 words.append(np.asarray(run.arrays["word_readout"].values, dtype=np.float64))

@@ -190,7 +190,7 @@ def layers_with_gradients(
 ) -> list[list[StreamedLayer]]:
     """Return, per example, every layer's StreamedLayer (layer order) with z and ∂score/∂z from one
     `gradient_pass` (which see), all of them kept at once: for tests and for callers that need every layer;
-    the streaming analyzers consume each layer as the pass reaches it instead."""
+    the streamed analyzers consume each layer as the pass reaches it instead."""
     kept: dict[int, list[StreamedLayer]] = {}
 
     def keep(index: int, layers: list[StreamedLayer] | None) -> None:

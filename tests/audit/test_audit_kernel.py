@@ -104,7 +104,7 @@ def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_p
 
     monkeypatch.setattr(runner, "_compute_missing", recording)
     streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2,
-                         analyzers=["streaming_rollout", "streaming_attention_entropy"])
+                         analyzers=["rollout", "attention_entropy"], streaming="on")
     assert seen and all(kernel == "sdpa" for kernel, _ in seen)
     assert not any("hook_pattern" in name for _, names in seen for name in names)
     assert '"attention": "sdpa"' in streamed.manifest.read_text("utf-8")

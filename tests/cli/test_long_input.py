@@ -95,7 +95,7 @@ def test_a_bounded_long_report_stays_within_the_stated_memory(llama_dir: Path, t
     assert 0 < out.stat().st_size <= 30_000_000
 
 
-def test_an_audit_of_long_examples_streams_or_is_refused_naming_the_streaming_analyzers(
+def test_an_audit_of_long_examples_streams_or_is_refused_naming_streaming_on(
     llama_dir: Path, tmp_path: Path, loads: list[str]
 ) -> None:
     # 6,000 tokens: 4 layers × 4 heads × 6000² float32 = 2.3 GB of patterns per example, over the 2 GiB budget.
@@ -104,10 +104,10 @@ def test_an_audit_of_long_examples_streams_or_is_refused_naming_the_streaming_an
     refused = run("audit", "--model", str(llama_dir), "--input", str(data), "-a", "rollout", "-o", str(tmp_path / "a"))
     assert refused.exit_code == 2, refused.stderr
     (message,) = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert "per-example budget" in message and "-a streaming_rollout" in message
+    assert "per-example budget" in message and "--streaming on" in message
     assert loads == []
     out = tmp_path / "streamed"
-    streamed = run("audit", "--model", str(llama_dir), "--input", str(data), "-a", "streaming_rollout",
-                   "-a", "streaming_attention_entropy", "-o", str(out), "-q")
+    streamed = run("audit", "--model", str(llama_dir), "--input", str(data), "-a", "rollout", "-a", "attention_entropy",
+                   "--streaming", "on", "-o", str(out), "-q")
     assert streamed.exit_code == 0, streamed.stderr
     assert (out / "tokens.csv").is_file() and (out / "examples.csv").is_file()

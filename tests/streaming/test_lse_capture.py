@@ -103,8 +103,8 @@ def test_an_offloaded_trace_is_on_the_host_and_streams_to_the_same_readout() -> 
         if kept[name].device.type == "cuda":  # INTERPRET_TEST_DEVICE=cuda: pinned host copies
             assert tensor.is_pinned()
         assert torch.equal(tensor, kept[name].cpu()), name
-    on_device = interpret.analyze(kept, "streaming_rollout", model=model, tokenizer=tokenizer)
-    from_host = interpret.analyze(offloaded, "streaming_rollout", model=model, tokenizer=tokenizer)
+    on_device = interpret.analyze(kept, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
+    from_host = interpret.analyze(offloaded, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
     assert np.array_equal(on_device["readout"], from_host["readout"])
 
 

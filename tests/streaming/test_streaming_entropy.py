@@ -31,7 +31,7 @@ def _trace(family: str, texts=TEXTS):
 def test_streaming_entropy_equals_the_full_analyzer(family: str, block_mib: int) -> None:
     model, tokenizer, trace = _trace(family)
     full = interpret.analyze(trace, "attention_entropy", model=model, tokenizer=tokenizer)
-    streamed = interpret.analyze(trace, "streaming_attention_entropy", params={"block_mib": block_mib})
+    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed", params={"block_mib": block_mib})
     for name in ("entropy", "special_attention", "n_real"):
         assert streamed[name].shape == full[name].shape
         assert np.abs(streamed[name] - full[name]).max() <= TOLERANCE, name
@@ -64,10 +64,10 @@ def test_a_streamed_default_run_reports_entropy_from_the_streaming_version() -> 
 
     model, tokenizer = tiny_model("llama"), word_tokenizer()
     report = interpret.explain(model, tokenizer, list(TEXTS[:2]), streaming="on", evidence=False)
-    ran = [section.result.analyzer for section in report.sections if section.kind == "analyzer"]
-    assert "streaming_attention_entropy" in ran and "attention_entropy" not in ran
+    ran = {section.result.analyzer: section.result.strategy for section in report.sections if section.kind == "analyzer"}
+    assert ran["attention_entropy"] == "streamed"
     assert "attention_entropy" in DEFAULT_ANALYZERS
     full = interpret.explain(model, tokenizer, list(TEXTS[:2]), ["attention_entropy"], evidence=False)
-    entropy = {section.result.analyzer: section.result["entropy"] for section in (*report.sections, *full.sections)
+    entropy = {section.result.strategy: section.result["entropy"] for section in (*report.sections, *full.sections)
                if section.kind == "analyzer" and "entropy" in section.result.arrays}
-    assert np.abs(entropy["streaming_attention_entropy"] - entropy["attention_entropy"]).max() <= TOLERANCE
+    assert np.abs(entropy["streamed"] - entropy["full"]).max() <= TOLERANCE

@@ -40,7 +40,7 @@ def test_streaming_rollout_equals_the_rollout_analyzer(family: str, head_fusion:
     model, tokenizer, trace = _trace(family)
     params = {"head_fusion": head_fusion, "residual": 0.4}
     full = interpret.analyze(trace, "rollout", params={**params, "rows": "all"}, model=model, tokenizer=tokenizer)
-    streamed = interpret.analyze(trace, "streaming_rollout", params=params, model=model, tokenizer=tokenizer)
+    streamed = interpret.analyze(trace, "rollout", strategy="streamed", params=params, model=model, tokenizer=tokenizer)
     assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
     assert streamed.checks["lse_error"].value <= 1e-6
     # One row per block walks every block boundary and skips the blocks whose readout weight is zero.
@@ -57,7 +57,7 @@ def test_streaming_rollout_start_layer_and_given_rows_equal_the_rollout_analyzer
     model, tokenizer, trace = _trace("llama")
     params = {"start_layer": 1, "readout": (0, -1)}
     full = interpret.analyze(trace, "rollout", params=params, model=model, tokenizer=tokenizer)
-    streamed = interpret.analyze(trace, "streaming_rollout", params=params, model=model, tokenizer=tokenizer)
+    streamed = interpret.analyze(trace, "rollout", strategy="streamed", params=params, model=model, tokenizer=tokenizer)
     assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
 
 
@@ -89,12 +89,12 @@ def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     model, tokenizer, trace = _trace(family)
     ctx = run_context(trace, model, tokenizer)
     per_layer, every_row, rollout = _full_gradient_statement(trace, ctx)
-    gradient = interpret.analyze(trace, "streaming_attention_gradient", params={"layers": "last", "rows": "readout"},
+    gradient = interpret.analyze(trace, "attention_x_gradient", strategy="streamed", params={"layers": "last", "rows": "readout"},
                                  model=model, tokenizer=tokenizer)
-    summed = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": "readout"}, model=model,
+    summed = interpret.analyze(trace, "attention_x_gradient", strategy="streamed", params={"rows": "readout"}, model=model,
                                tokenizer=tokenizer)
-    all_rows = interpret.analyze(trace, "streaming_attention_gradient", model=model, tokenizer=tokenizer)
-    weighted = interpret.analyze(trace, "streaming_grad_rollout", model=model, tokenizer=tokenizer)
+    all_rows = interpret.analyze(trace, "attention_x_gradient", strategy="streamed", model=model, tokenizer=tokenizer)
+    weighted = interpret.analyze(trace, "gradient_weighted_rollout", strategy="streamed", model=model, tokenizer=tokenizer)
     scale = np.abs(per_layer).max()
     assert scale > 0
     assert np.abs(gradient["per_layer"] - per_layer).max() <= TOLERANCE * scale
@@ -105,7 +105,7 @@ def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     # Both ways of attention × gradient, over every row and over the decision's rows.
     for method in ("fused", "blocks"):
         for rows, expected in (("all", every_row), ("readout", per_layer)):
-            got = interpret.analyze(trace, "streaming_attention_gradient", params={"rows": rows, "method": method},
+            got = interpret.analyze(trace, "attention_x_gradient", strategy="streamed", params={"rows": rows, "method": method},
                                     model=model, tokenizer=tokenizer)
             assert np.abs(got["per_layer"] - expected).max() <= TOLERANCE * np.abs(expected).max(), (method, rows)
             assert got.checks["output_error"].value <= 1e-6
@@ -160,9 +160,9 @@ def test_a_wrong_mask_is_refused_by_analyze(monkeypatch: pytest.MonkeyPatch) -> 
     def unmasked(trace, what, device=None):  # the decoder's layers as if its attention were not causal
         return [[dataclasses.replace(layer, causal=False) for layer in layers] for layers in layers_from_trace(trace, what, device)]
 
-    monkeypatch.setattr("interpret.plugins.streaming_rollout.layers_from_trace", unmasked)
+    monkeypatch.setattr("interpret.plugins.rollout.layers_from_trace", unmasked)
     with pytest.raises(ResultError, match="lse_error"):
-        interpret.analyze(trace, "streaming_rollout", model=model, tokenizer=tokenizer)
+        interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
 
 
 def test_no_hook_survives_the_gradient_pass_also_when_it_raises() -> None:
@@ -186,20 +186,19 @@ def test_no_hook_survives_the_gradient_pass_also_when_it_raises() -> None:
 
 
 def test_streaming_parameters_are_refused_when_meaningless() -> None:
-    from interpret.plugins.streaming_rollout import StreamingRolloutParams
+    from interpret.plugins.rollout import RolloutParams
 
     for bad in ({"residual": 1.0}, {"block_mib": 0}, {"start_layer": -1}):
         with pytest.raises(ValueError):
-            StreamingRolloutParams(**bad)
+            RolloutParams(**bad)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_streaming_gradients_equal_the_full_gradient_analyzers(family: str) -> None:
     model, tokenizer, trace = _trace(family)
-    pairs = (("attention_x_gradient", "streaming_attention_gradient"), ("gradient_weighted_rollout", "streaming_grad_rollout"))
-    for full_name, streamed_name in pairs:
+    for full_name in ("attention_x_gradient", "gradient_weighted_rollout"):
         full = interpret.analyze(trace, full_name, model=model, tokenizer=tokenizer)
-        streamed = interpret.analyze(trace, streamed_name, model=model, tokenizer=tokenizer)
+        streamed = interpret.analyze(trace, full_name, model=model, tokenizer=tokenizer, strategy="streamed")
         scale = max(1.0, float(np.abs(full["readout"]).max()))
         assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE * scale, full_name
 
@@ -208,15 +207,17 @@ def test_streaming_gradients_equal_the_full_gradient_analyzers(family: str) -> N
 def test_recomputed_blocks_give_the_same_gradients_and_leave_no_trace(family: str) -> None:
     model, tokenizer, trace = _trace(family)
     before = count_hooks(model)
-    for name in ("streaming_attention_gradient", "streaming_grad_rollout"):
-        kept = interpret.analyze(trace, name, params={"recompute": "off"}, model=model, tokenizer=tokenizer)
-        recomputed = interpret.analyze(trace, name, params={"recompute": "on"}, model=model, tokenizer=tokenizer)
+    for name in ("attention_x_gradient", "gradient_weighted_rollout"):
+        kept = interpret.analyze(trace, name, params={"recompute": "off"}, model=model, tokenizer=tokenizer,
+                                 strategy="streamed")
+        recomputed = interpret.analyze(trace, name, params={"recompute": "on"}, model=model, tokenizer=tokenizer,
+                                       strategy="streamed")
         assert np.array_equal(kept["readout"], recomputed["readout"]), name  # the same pass, recomputed: bit for bit
     assert count_hooks(model) == before
     assert not any("forward" in module.__dict__ for module in model.modules())  # every block's forward is its class's
     assert all(param.requires_grad and param.grad is None for param in model.parameters())
     with pytest.raises(AnalyzerError, match="recompute"):
-        interpret.analyze(trace, "streaming_grad_rollout", params={"recompute": "sometimes"}, model=model, tokenizer=tokenizer)
+        interpret.analyze(trace, "gradient_weighted_rollout", strategy="streamed", params={"recompute": "sometimes"}, model=model, tokenizer=tokenizer)
 
 
 def test_the_gradient_pass_leaves_no_reference_cycle_holding_its_tensors() -> None:
@@ -294,7 +295,7 @@ def test_streaming_rollout_holds_one_layer_at_a_time_also_from_a_start_layer(mon
     assert part[0].q.shape == layers[1].q.shape
     most[0] = 0
     for start in (0, 1):
-        interpret.analyze(trace, "streaming_rollout", params={"start_layer": start, "method": "fused"}, model=model,
+        interpret.analyze(trace, "rollout", strategy="streamed", params={"start_layer": start, "method": "fused"}, model=model,
                           tokenizer=tokenizer)
         assert most[0] <= 2, start  # the layer in use, and the next one as the loop rebinds
 
@@ -319,14 +320,16 @@ def test_every_family_streams_its_gradients_the_same_with_and_without_recompute(
     model = tiny_model(family, implementation)
     tokenizer = word_tokenizer()
     trace = interpret.collect(model, tokenizer, TEXTS, names=["*attn.hook_z"])
-    for name in ("streaming_attention_gradient", "streaming_grad_rollout"):
+    for name in ("attention_x_gradient", "gradient_weighted_rollout"):
         outcomes = []
         if family in SHARED:
             with pytest.raises(AnalyzerError, match="recompute='off'"):
-                interpret.analyze(trace, name, params={"recompute": "on"}, model=model, tokenizer=tokenizer)
+                interpret.analyze(trace, name, params={"recompute": "on"}, model=model, tokenizer=tokenizer,
+                                  strategy="streamed")
         for recompute in ("off",) if family in SHARED else ("off", "on"):
             try:
-                result = interpret.analyze(trace, name, params={"recompute": recompute}, model=model, tokenizer=tokenizer)
+                result = interpret.analyze(trace, name, params={"recompute": recompute}, model=model, tokenizer=tokenizer,
+                                           strategy="streamed")
                 outcomes.append(result["readout"])
             except ResultError as err:
                 assert "output_error" in str(err)

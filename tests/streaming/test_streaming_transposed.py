@@ -127,17 +127,17 @@ def test_the_analyzer_with_every_method_equals_the_rollout_analyzer_on_a_longer_
         full = interpret.analyze(trace, "rollout", params={"readout": readout}, model=model, tokenizer=tokenizer)
         for method in ("auto", "fused", "blocks"):
             streamed = interpret.analyze(
-                trace, "streaming_rollout", params={"method": method, "readout": readout}, model=model, tokenizer=tokenizer,
+                trace, "rollout", strategy="streamed", params={"method": method, "readout": readout}, model=model, tokenizer=tokenizer,
             )
             assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE, (readout, method)
             assert streamed.checks["lse_error"].value <= 1e-6
 
 
 def test_an_unknown_method_is_refused() -> None:
-    from interpret.plugins.streaming_rollout import StreamingRolloutParams
+    from interpret.plugins.rollout import RolloutParams
 
     with pytest.raises(ValueError, match="head_fusion"):
-        StreamingRolloutParams(method="fused", head_fusion="max")
+        RolloutParams(method="fused", head_fusion="max")
     with pytest.raises(ValueError, match="method"):
         rollout_readout([], np.ones(1), method="fast")
 
