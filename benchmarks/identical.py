@@ -13,8 +13,9 @@ Usage, once in each checkout to compare (each with its own environment), then co
     python benchmarks/identical.py compare OUT_BEFORE OUT_AFTER
 
 ``compare`` prints one row per file (identical, differs, only on one side) and, for a text file that differs,
-its first differing line on each side; it exits 1 when anything differs. Files whose contents are a run's own
-bookkeeping (the audit's lock, log and state files: times, process ids) are listed but not compared.
+its first differing line on each side; it exits 1 when anything differs. A report's creation time and wall time
+(the JSON's `run.created` and `run.wall_seconds`, the page's "Created" line) are blanked before comparing: they
+are the only things two identical runs write differently.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,13 +31,18 @@ from pathlib import Path
 README_SENTENCE = "The service was slow, but the food was wonderful."
 AUDIT_ROWS = 50
 LONG_TOKENS = 4096
-BOOKKEEPING = ("audit.lock", ".lock", "log", "state.json", "progress")  # compared by name only
+# A report's creation time and wall time: JSON fields, and the page's line (the page also holds the JSON).
+VOLATILE = (
+    (re.compile(rb'"created": ?"[^"]*"'), b'"created": ""'),
+    (re.compile(rb'"wall_seconds": ?[0-9.e+-]+'), b'"wall_seconds": 0'),
+    (re.compile(rb"<dt>Created</dt><dd>[^<]*</dd>"), b"<dt>Created</dt><dd></dd>"),
+)
 
 
-def _cli(*args: str) -> None:
-    """Run `python -m interpret ARGS` offline; stop with its stderr if it fails."""
+def _cli(*args: str, cwd: Path | None = None) -> None:
+    """Run `python -m interpret ARGS` offline (in `cwd`); stop with its stderr if it fails."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "interpret", *args], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "interpret", *args], env=env, capture_output=True, text=True, cwd=cwd)
     if done.returncode:
         sys.exit(f"interpret {' '.join(args[:1])} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
@@ -73,8 +80,16 @@ def run(out: Path) -> None:
     model = out / "tiny-llama"
     _tiny_llama(model)
     words = " ".join(["cat"] * (LONG_TOKENS - 2))  # the word tokenizer adds [CLS] and [SEP]
-    _cli("report", "--model", str(model), "--text", words, "--streaming", "on", "--format", "json",
-         "-o", str(out / "long" / "report.json"), "-q")
+    # run from `out`, naming the model relatively: the report names the model as given
+    _cli("report", "--model", model.name, "--text", words, "--streaming", "on", "--format", "json",
+         "-o", str(out / "long" / "report.json"), "-q", cwd=out)
+
+
+def _steady(data: bytes) -> bytes:
+    """Return `data` with a report's creation time and wall time blanked."""
+    for pattern, blank in VOLATILE:
+        data = pattern.sub(blank, data)
+    return data
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -94,12 +109,10 @@ def compare(before: Path, after: Path) -> int:
         a, b = before / name, after / name
         if not (a.is_file() and b.is_file()):
             state, differs = f"only in {'before' if a.is_file() else 'after'}", differs + 1
-        elif any(mark in Path(name).name for mark in BOOKKEEPING):
-            state = "bookkeeping, not compared"
-        elif a.read_bytes() == b.read_bytes():
-            state = "identical"
+        elif _steady(a.read_bytes()) == _steady(b.read_bytes()):
+            state = "identical" if a.read_bytes() == b.read_bytes() else "identical but for creation and wall time"
         else:
-            state, differs = "DIFFERS  " + _first_difference(a.read_bytes(), b.read_bytes()), differs + 1
+            state, differs = "DIFFERS  " + _first_difference(_steady(a.read_bytes()), _steady(b.read_bytes())), differs + 1
         print(f"{name:<44} {state}")
     print(json.dumps({"files": len(names), "differ": differs}))
     return 1 if differs else 0
