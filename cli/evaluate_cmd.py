@@ -124,7 +124,7 @@ def _on_texts(
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     data: dict[str, Any] = {"model": loaded.model_id}
     if "erasers" in chosen:
-        from interpret.analyze import analyze
+        from interpret.analyze.lead import run_analyzers
         from interpret.analyze.run import required_names, run_context
         from interpret.collect import collect
         from interpret.decision import TargetRequest, decide
@@ -134,11 +134,7 @@ def _on_texts(
         trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
         targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]
         context = run_context(trace, loaded.model, loaded.tokenizer, head=loaded.head, targets=targets, seed=seed)
-        advance, results = stage(f"analyze ({len(names)} analyzers × {len(texts)} examples)", len(names) * len(texts),
-                                 "example"), []
-        for name in names:
-            results.append(analyze(trace, name, context=context))
-            advance(len(texts))
+        results, _ = run_analyzers(trace, dict.fromkeys(names, "full"), {}, context, progress=stage)
         data["erasers"] = evaluate_evidence(trace, results, context, removal=removal, progress=stage).to_dict()
     if "sanity" in chosen:
         from interpret.evidence.sanity import cascading_randomisation

@@ -12,22 +12,21 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interpret.analyze import analyze, registry, required_names
-from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
-from interpret.analyze.lead import capturable_leads, run_lead, streamed_defaults
-from interpret.analyze.run import resolve_name
-from interpret.analyze.run import run_context
+from interpret.analyze import required_names
+from interpret.analyze.defaults import DEFAULT_ANALYZERS
+from interpret.analyze.lead import capturable_leads, run_analyzers, streamed_defaults
+from interpret.analyze.run import resolve_name, run_context
 from interpret.collect import collect
 from interpret.decision import TargetRequest, decide, decision_head
 from interpret.default_model import load_default
 from interpret.estimate.memory import CAPTURE_BUDGET
-from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, ResultError, suggest
+from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, suggest
 from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
 from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
 from interpret import loading
 from interpret.loading import load_notes
-from interpret.progress import Stage, begin
+from interpret.progress import Stage
 from interpret.report import Report, RunInfo, build_report
 from interpret.streaming.select import STREAMING_CHOICES, streamed_strategies
 from interpret.versions import library_versions
@@ -171,7 +170,7 @@ def explain(
     request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
     decided = decide(model, trace, tokenizer, request, head, gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results, skipped = _run_analyzers(trace, strategies, params, context, (leads, refused) if defaults and not streamed else None,
+    results, skipped = run_analyzers(trace, strategies, params, context, (leads, refused) if defaults and not streamed else None,
                                       progress)
     classes: tuple[Any, ...] = ()
     if compare is not None and all(len(d.target.ids) == 1 for d in decided):
@@ -207,39 +206,6 @@ def explain(
     )
     report = build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
     return replace(report, classes=classes) if classes else report
-
-
-def _run_analyzers(
-    trace: Any, strategies: Mapping[str, str], params: Mapping[str, Any], context: Any,
-    leads: tuple[list[str], list[tuple[str, str]]] | None, progress: Stage | None = None,
-) -> tuple[list[Any], list[tuple[str, str]]]:
-    """Return (the results, a note per default analyzer skipped).
-
-    When the analyzers are the defaults (`leads`: the leads the model exposes every hook point of, and why each
-    other one is not), their lead is the first of those that runs on the model (`interpret.analyze.lead`), and
-    one that runs the model and cannot run on these inputs (a model with no decision to score, inputs that are
-    not token ids) is skipped with a note naming why; an analyzer the user named, or a result that failed its
-    checks, is an error as always.
-    """
-    results, skipped = [], []
-    defaults = leads is not None
-    batch = trace.encoded.batch
-    advance = begin(progress, f"analyze ({len(strategies)} analyzers × {batch} examples)", len(strategies) * batch)
-    for name, strategy in strategies.items():
-        if leads is not None and name == LEADS[0]:
-            lead, notes = run_lead(trace, context, params, *leads)
-            results.extend([lead] if lead is not None else [])
-            skipped.extend(notes)
-            advance(batch)
-            continue
-        try:
-            results.append(analyze(trace, name, params=params.get(name), context=context, strategy=strategy))
-            advance(batch)
-        except AnalyzerError as err:
-            if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:
-                raise
-            skipped.append((f"{name} skipped", str(err)))
-    return results, skipped
 
 
 def describe_request(request: TargetRequest) -> str:

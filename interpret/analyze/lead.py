@@ -11,11 +11,13 @@ from typing import Any
 
 from torch import nn
 
+from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
 from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.result import AnalyzerResult
 from interpret.analyze.run import analyze, required_names, run_context
 from interpret.errors import AnalyzerError, ResultError
+from interpret.progress import Stage, begin
 from interpret.trace import Trace
 
 Note = tuple[str, str]
@@ -25,7 +27,6 @@ def capturable_leads(model: nn.Module, tokenizer: Any) -> tuple[list[str], list[
     """Return the leads whose every hook point the model exposes, and (lead, why) for each other one."""
     import fnmatch
 
-    from interpret.analyze import registry
     from interpret.collect.api import capturable_for
 
     available = [site.name for site in capturable_for(model, tokenizer).sites]
@@ -83,3 +84,37 @@ def streamed_defaults(why: str) -> tuple[dict[str, str], list[Note]]:
     chosen, notes = streamed_strategies((*LEADS, *DEFAULT_ANALYZERS[1:]), why, leave_out=True)
     leads = [name for name in chosen if name in LEADS]
     return {name: strategy for name, strategy in chosen.items() if name not in leads[1:]}, notes
+
+
+def run_analyzers(
+    trace: Trace, strategies: Mapping[str, str], params: Mapping[str, Any], context: RunContext,
+    leads: tuple[list[str], list[Note]] | None = None, progress: Stage | None = None,
+) -> tuple[list[AnalyzerResult], list[Note]]:
+    """Return (the results, a note per default analyzer skipped): the analysis stage of `explain` and
+    `interpret evaluate`, each analyzer run with its strategy (`strategies`: name -> "full" or "streamed").
+
+    When the analyzers are the defaults (`leads`: the leads the model exposes every hook point of, and why each
+    other one is not), their lead is the first of those that runs on the model (`interpret.analyze.lead`), and
+    one that runs the model and cannot run on these inputs (a model with no decision to score, inputs that are
+    not token ids) is skipped with a note naming why; an analyzer the user named, or a result that failed its
+    checks, is an error as always.
+    """
+    results, skipped = [], []
+    defaults = leads is not None
+    batch = trace.encoded.batch
+    advance = begin(progress, f"analyze ({len(strategies)} analyzers × {batch} examples)", len(strategies) * batch)
+    for name, strategy in strategies.items():
+        if leads is not None and name == LEADS[0]:
+            lead, notes = run_lead(trace, context, params, *leads)
+            results.extend([lead] if lead is not None else [])
+            skipped.extend(notes)
+            advance(batch)
+            continue
+        try:
+            results.append(analyze(trace, name, params=params.get(name), context=context, strategy=strategy))
+            advance(batch)
+        except AnalyzerError as err:
+            if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:
+                raise
+            skipped.append((f"{name} skipped", str(err)))
+    return results, skipped
