@@ -203,7 +203,7 @@ def _captures_patterns(names: list[str], streamed: list[str]) -> bool:
     n, n] pattern: when one reads them, or when none reads anything (the audit then captures the patterns, as
     `run_audit` does)."""
     from interpret.analyze import required_names
-    from interpret.streaming.select import needs_patterns
+    from interpret.analyze.strategy import needs_patterns
 
     requires = required_names({name: "streamed" if name in streamed else "full" for name in names})
     return not requires or needs_patterns(requires)

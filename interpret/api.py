@@ -28,7 +28,7 @@ from interpret import loading
 from interpret.loading import load_notes
 from interpret.progress import Stage
 from interpret.report import Report, RunInfo, build_report
-from interpret.streaming.select import STREAMING_CHOICES, streamed_strategies
+from interpret.analyze.strategy import STREAMING_CHOICES, streamed_strategies
 from interpret.versions import library_versions
 
 
@@ -105,7 +105,7 @@ def explain(
         `interpret.evidence.default_removal`).
     streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
         always, "off" never: a streamed run captures no pattern and runs each analyzer's streamed computation
-        (`interpret.streaming.select`), refusing one that needs every pattern and has none (leaving it out, with a
+        (`interpret.analyze.strategy`), refusing one that needs every pattern and has none (leaving it out, with a
         note, when `analyzers` are the defaults); on a CUDA model its
         trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.
     compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,

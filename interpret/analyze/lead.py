@@ -16,6 +16,7 @@ from interpret.analyze.contract import RunContext
 from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.result import AnalyzerResult
 from interpret.analyze.run import analyze, required_names, run_context
+from interpret.analyze.strategy import streamed_strategies
 from interpret.errors import AnalyzerError, ResultError
 from interpret.progress import Stage, begin
 from interpret.trace import Trace
@@ -76,11 +77,9 @@ def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module 
 
 
 def streamed_defaults(why: str) -> tuple[dict[str, str], list[Note]]:
-    """Return `streaming.select.streamed_strategies` of the defaults, led by the first lead that can run without
+    """Return `strategy.streamed_strategies` of the defaults, led by the first lead that can run without
     the patterns (one that needs every pattern and has no streamed computation is left out with a note, as the
     defaults' other analyzers are)."""
-    from interpret.streaming.select import streamed_strategies
-
     chosen, notes = streamed_strategies((*LEADS, *DEFAULT_ANALYZERS[1:]), why, leave_out=True)
     leads = [name for name in chosen if name in LEADS]
     return {name: strategy for name, strategy in chosen.items() if name not in leads[1:]}, notes

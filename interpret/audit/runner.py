@@ -35,7 +35,7 @@ from interpret.audit.checks import (
 from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.kernel import audit_implementation, audit_kernel
-from interpret.streaming.select import needs_patterns, streamed_strategies
+from interpret.analyze.strategy import needs_patterns, streamed_strategies
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError

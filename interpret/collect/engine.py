@@ -19,7 +19,7 @@ from interpret.errors import CaptureError, HookNameError, MemoryBudgetError, sug
 from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes
 from interpret.hooks import hook_session
 from interpret.inputs import Encoded
-from interpret.streaming.kernel import to_host
+from interpret.collect.kernel import to_host
 from interpret.trace import summarize_names
 from interpret.collect.sites import Capturable, Site, Sink, on_its_call
 

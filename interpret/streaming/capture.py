@@ -27,7 +27,7 @@ from interpret.arrays import to_numpy
 from interpret.collect.sites import on_its_call
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
-from interpret.streaming.kernel import to_host
+from interpret.collect.kernel import to_host
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
 

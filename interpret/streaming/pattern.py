@@ -40,7 +40,7 @@ class StreamedLayer:
     grad_z: [head, n, d_head] ∂score/∂z in the model's dtype (cast to float32 per block), or None.
     causal: a decoder's mask.
     lse: [head, n] float32, the kernel's own log Σ_j exp(score_ij) of each row when it was kept
-        (`interpret.streaming.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
+        (`interpret.collect.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
     """
 
     q: Float[Tensor, "head n d_head"]

@@ -13,7 +13,7 @@ from hf_tiny import tiny_model, word_tokenizer
 import interpret
 from interpret.errors import AnalyzerError, MemoryBudgetError
 from interpret.plugins import flow as flow_plugin
-from interpret.streaming.select import streamed_strategies
+from interpret.analyze.strategy import streamed_strategies
 
 WORDS = "the cat sat on mat a dog saw red blue".split()
 LONG = " ".join(WORDS[(7 * i) % len(WORDS)] for i in range(58))  # 60 tokens with [CLS] and [SEP]

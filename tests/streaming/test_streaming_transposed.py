@@ -144,7 +144,8 @@ def test_an_unknown_method_is_refused() -> None:
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_kernel_records_keep_the_model_output_and_give_the_full_rollout(family: str) -> None:
-    from interpret.streaming.kernel import KernelLayers, kernel_records
+    from interpret.collect.kernel import kernel_records
+    from interpret.streaming.kernel import KernelLayers
 
     model = tiny_model(family)
     tokenizer = word_tokenizer()
@@ -169,7 +170,8 @@ def test_kernel_records_keep_the_model_output_and_give_the_full_rollout(family: 
 
 
 def test_kernel_records_fall_back_on_a_mask_and_restore_sdpa_when_the_forward_raises() -> None:
-    from interpret.streaming.kernel import KernelLayers, kernel_records
+    from interpret.collect.kernel import kernel_records
+    from interpret.streaming.kernel import KernelLayers
 
     model = tiny_model("llama")
     tokenizer = word_tokenizer()

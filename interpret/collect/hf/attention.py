@@ -19,7 +19,7 @@ SDPA too and the gradients to q, k, v follow the same formula.
 
 The `lse` field is each query row's softmax normaliser, log Σ_key exp(score) [batch, head, query] float32, what
 the streaming readouts rebuild a pattern row from (`interpret.streaming`). When the kernel is SDPA and its call
-can go to a fused kernel that returns it (no mask tensor, no dropout: `interpret.streaming.kernel`), the lse
+can go to a fused kernel that returns it (no mask tensor, no dropout: `interpret.collect.kernel`), the lse
 is that kernel's: on the CPU it serves the call (the kernel SDPA itself picks: outputs unchanged, no extra
 pass), on CUDA it runs beside SDPA's own choice of kernel; otherwise (a padding or custom mask,
 the eager kernel, ...) it is the log-sum-exp of the restated scores (`attention_scores`, the same scores a
@@ -54,7 +54,7 @@ from interpret.collect.hf.probe import hidden_slot, read_slot
 from interpret.collect.hf.recompute import attention_scores, repeat_heads
 from interpret.collect.sites import Sink
 from interpret.errors import CaptureError
-from interpret.streaming.kernel import kernel_records
+from interpret.collect.kernel import kernel_records
 
 Field = Literal["q", "k", "v", "scores", "pattern", "lse"]
 _LSE_CHUNK_BYTES = 64 << 20  # restated scores held at once when the lse is not the kernel's

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from interpret.analyze import registry
 from interpret.errors import AnalyzerError
 
 STREAMING_CHOICES = ("auto", "on", "off")
@@ -28,8 +29,6 @@ def streamed_strategies(
     the run streams; an analyzer that needs every pattern and has no streamed computation is refused
     (AnalyzerError, one line naming those that stream and give what it gives), or with `leave_out` left out
     with a note."""
-    from interpret.analyze import registry
-
     streams = [name for name in registry.names() if hasattr(registry.get(name), "streamed_requires")]
     chosen: dict[str, str] = {}
     notes: list[tuple[str, str]] = []
