@@ -27,7 +27,11 @@ head's last input, e.g. the L2-normalised sentence embedding, adds up to the rea
 Families: post-norm LayerNorm encoders (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM) and sequential pre-norm
 decoders (GPT-2, Llama, Qwen2, Mistral); refused with the reason: other kinds, heads and block layouts.
 Working precision (`precision`): the model's (float32 for a float32 model), or float64. Cost per example:
-O(L · n² · d · d_mlp) time, O(n² · d_mlp) memory (n real tokens); `benchmarks/decompx.py` measures it.
+O(L · n² · d · d_mlp) time (n real tokens, about 0.8·n forward passes of arithmetic), whatever the batching;
+`benchmarks/decompx.py` measures it. The examples of a batch are decomposed together (a leading batch axis,
+each example over its own real positions, padded to the chunk's longest; padding rows and tokens hold exactly
+zero, so an example's shares are its shares alone), longest first in chunks of about CHUNK_BYTES
+(O(chunk · n² · d_mlp) memory). The model's modules are identified once per model (`_model_blocks`).
 """
 
 from __future__ import annotations
