@@ -184,7 +184,7 @@ class DecompX:
 
 NAME = DecompX.name
 SUFFIXES = tuple(glob.removeprefix("*") for glob in DecompX.requires)
-CHUNK_BYTES = _decompose.DEFAULT_BUDGET_BYTES  # the examples decomposed together hold about this much at most
+CHUNK_BYTES = 256 * 1024**2  # the examples decomposed together hold about this much at most (≥ 10⁴ rows of 16 tokens)
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,11 @@ def test_a_batch_of_mixed_lengths_reads_each_example_as_alone(family: str, monke
         real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().cpu().numpy()
         np.testing.assert_allclose(batch["readout"][b, real], alone["readout"][0], rtol=1e-12, atol=1e-14 * np.abs(alone["readout"]).max())
         assert np.all(np.delete(batch["readout"][b], real) == 0.0)
+    monkeypatch.setattr(decompx, "CHUNK_BYTES", 1)  # one example per chunk, longest first: the same shares
+    calls.clear()
+    chunked, _, _ = _decompx(model, texts, head=head)
+    assert [len(chunk.examples) for chunk in calls] == [1] * len(texts)
+    np.testing.assert_allclose(chunked["readout"], batch["readout"], rtol=1e-12, atol=1e-14 * np.abs(batch["readout"]).max())
 
 
 def test_the_model_is_identified_once_while_its_weights_stay(monkeypatch) -> None:
