@@ -92,6 +92,16 @@ def check_kind(trace: Trace, name: str) -> None:
         )
 
 
+def check_layers(trace: Trace, name: str) -> None:
+    """Raise AnalyzerError unless the trace holds every layer: an aggregation that skipped one would be silently wrong."""
+    captured, every = trace.layers("attn.hook_pattern"), list(range(trace.meta.n_layers))
+    if captured != every:
+        raise AnalyzerError(
+            f"{name} aggregates every layer, but the trace holds layers {captured} of {trace.meta.n_layers};"
+            " collect all layers (no layers= selection)."
+        )
+
+
 def _norm_params(module: nn.Module, where: str, rms: bool = False) -> NormParams:
     """Return the parameters of `module`, verified numerically to be a LayerNorm (or, with `rms`, an RMSNorm)."""
     weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
@@ -169,13 +179,8 @@ def block_parts(
     if model is None:
         raise AnalyzerError(f"{name} reads the model's output projections and norms; pass model= to analyze.")
     check_kind(trace, name)
-    if norms:  # an aggregation across layers that skipped one would be silently wrong
-        captured, every = trace.layers("attn.hook_pattern"), list(range(trace.meta.n_layers))
-        if captured != every:
-            raise AnalyzerError(
-                f"{name} aggregates every layer, but the trace holds layers {captured} of {trace.meta.n_layers};"
-                " collect all layers (no layers= selection)."
-            )
+    if norms:
+        check_layers(trace, name)
     capturable = capturable_for(model)
     sites = {site.name: site for site in capturable.sites}
     parts = []

@@ -27,11 +27,16 @@ head's last input, e.g. the L2-normalised sentence embedding, adds up to the rea
 Families: post-norm LayerNorm encoders (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM) and sequential pre-norm
 decoders (GPT-2, Llama, Qwen2, Mistral); refused with the reason: other kinds, heads and block layouts.
 Working precision (`precision`): the model's (float32 for a float32 model), or float64. Cost per example:
-O(L · n² · d · d_mlp) time, O(n² · d_mlp) memory (n real tokens); `benchmarks/decompx.py` measures it.
+O(L · n² · d · d_mlp) time (n real tokens, about 0.8·n forward passes of arithmetic), whatever the batching;
+`benchmarks/decompx.py` measures it. The examples of a batch are decomposed together (a leading batch axis,
+each example over its own real positions, padded to the chunk's longest; padding rows and tokens hold exactly
+zero, so an example's shares are its shares alone), longest first in chunks of about CHUNK_BYTES
+(O(chunk · n² · d_mlp) memory). The model's modules are identified once per model (`_model_blocks`).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal
@@ -138,35 +143,26 @@ class DecompX:
         batch, pos = trace.encoded.batch, trace.encoded.pos
         d_mlp = int(trace["blocks.0.mlp.hook_post"].shape[-1])
         d_model = int(trace["blocks.0.hook_resid_pre"].shape[-1])
-        longest = int(trace.encoded.attention_mask.sum(-1).max())
+        lengths = trace.encoded.attention_mask.sum(-1).cpu()
         float64 = params.precision == "float64" or trace["blocks.0.hook_resid_pre"].dtype == torch.float64
         dtype = torch.float64 if float64 else torch.float32
-        size = dtype.itemsize * longest**2 * (4 * d_model + 3 * d_mlp)  # a few [token, token, d] and [.., d_mlp]
-        check_memory(NAME, size, f"[token, token, d_mlp] tensors at n={longest}")
-        blocks = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
+        per_square = dtype.itemsize * (4 * d_model + 3 * d_mlp)  # bytes per (row, token): a few [.., d] and [.., d_mlp]
+        longest = int(lengths.max())
+        check_memory(NAME, per_square * longest**2, f"[token, token, d_mlp] tensors at n={longest}")
+        blocks = _model_blocks(model, trace, dtype)
         head = replace(head, stages=_cast(head.stages, dtype))  # its last layer is cast per column when used
-        scores = _model_scores(trace, ctx)
-        readout = np.zeros((batch, pos))
-        errors = {"completeness": 0.0, "embedding_error": 0.0, "decomposition_error": 0.0, "pattern_error": 0.0,
-                  "linearisation_error": 0.0}
-        for b in range(batch):
-            target = ctx.targets[b] if b < len(ctx.targets) else None
-            if target is None or target.kind == "none":
-                raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
-            real = torch.nonzero(trace.encoded.attention_mask[b].bool().cpu()).flatten()
-            steps = _steps(target, real)
-            needed = sorted({int(row) for weights, _, _ in steps for row in np.flatnonzero(weights)})
-            last = _body(trace, blocks, b, real, needed, errors, dtype)
-            contributions = torch.zeros(len(real), dtype=torch.float64)
-            for weights, ids, contrast in steps:
-                rows = torch.as_tensor(weights[needed])
-                parts, pooled = _pooled(last, trace, b, real, needed, rows.to(dtype), head)
-                errors["embedding_error"] = max(errors["embedding_error"], _relative(parts.sum(0), pooled))
-                contributions += _logit_parts(parts, head, ids, contrast).double()
-            total = float(contributions.sum())
-            scale = max(abs(scores[b]), float(contributions.abs().sum()), 1e-30)
-            errors["completeness"] = max(errors["completeness"], abs(total - scores[b]) / scale)
-            readout[b, to_numpy(real)] = to_numpy(contributions)
+        scores = torch.tensor(_model_scores(trace, ctx), dtype=torch.float64)
+        readout = torch.zeros(batch, pos + 1, dtype=torch.float64)  # the last column takes the padding (dropped)
+        errors = dict.fromkeys(("completeness", "embedding_error", "decomposition_error", "pattern_error", "linearisation_error"), 0.0)
+        for examples in _chunks(lengths, per_square):
+            chunk = _chunk(trace, ctx, examples)
+            last = _body(trace, blocks, chunk, errors, dtype)
+            contributions = _decision_parts(last, trace, chunk, head, errors)  # [example, token]
+            total, want = contributions.sum(-1), scores[chunk.examples]
+            scale = torch.maximum(torch.maximum(want.abs(), contributions.abs().sum(-1)), torch.tensor(1e-30))
+            errors["completeness"] = max(errors["completeness"], float(((total - want).abs() / scale).max()))
+            where = torch.where(chunk.valid, chunk.index, pos)
+            readout[chunk.examples[:, None], where] = contributions
         tolerance = 1e-6 if trace["blocks.0.hook_resid_pre"].dtype == torch.float64 else 1e-3
         checks = {
             "completeness": Check(errors["completeness"], tolerance, "relative |Σ_k readout − the model's score (logit or difference)|"),
@@ -180,7 +176,7 @@ class DecompX:
         }
         return AnalyzerResult(
             analyzer=NAME, version=self.version, params={},
-            arrays={"readout": NamedArray(readout, ("batch", "key")), "score": NamedArray(np.asarray(scores), ("batch",))},
+            arrays={"readout": NamedArray(to_numpy(readout[:, :pos]), ("batch", "key")), "score": NamedArray(to_numpy(scores), ("batch",))},
             checks=checks,
             views=(View("token_strip", "readout", "DecompX: each token's share of the explained logit"),),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
@@ -190,6 +186,69 @@ class DecompX:
 
 NAME = DecompX.name
 SUFFIXES = tuple(glob.removeprefix("*") for glob in DecompX.requires)
+CHUNK_BYTES = 256 * 1024**2  # the examples decomposed together hold about this much at most (≥ 10⁴ rows of 16 tokens)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Examples decomposed together, each over its own real positions in order, padded to the longest (n).
+
+    examples [batch]: their indices in the trace; index [batch, n]: the trace position of each real token (0
+    past the example's end); valid [batch, n]: real, not padding. rows [batch, row] / row_valid: the positions
+    (into n) the decision reads at the last block. Scored steps [step]: step_example (into batch), weights
+    [step, row] over the rows, ids and contrasts (−1: none).
+    """
+
+    examples: Tensor
+    index: Tensor
+    valid: Tensor
+    rows: Tensor
+    row_valid: Tensor
+    step_example: Tensor
+    weights: Tensor
+    ids: Tensor
+    contrasts: Tensor
+
+
+def _chunks(lengths: Tensor, per_square: int) -> list[Tensor]:
+    """Return the examples in chunks, longest first, each padded to its first (longest) example's length n
+    and holding about CHUNK_BYTES at most (per example per_square · n² bytes; one example at least)."""
+    order = torch.argsort(lengths, descending=True, stable=True)
+    chunks, at = [], 0
+    while at < len(order):
+        size = max(1, CHUNK_BYTES // max(per_square * int(lengths[order[at]]) ** 2, 1))
+        chunks.append(order[at:at + size])
+        at += size
+    return chunks
+
+
+def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
+    """Return the Chunk of `examples`: their real positions and the rows and steps their decisions score."""
+    mask = trace.encoded.attention_mask.bool().cpu()
+    real = [torch.nonzero(mask[int(b)]).flatten() for b in examples]
+    n = max(len(r) for r in real)
+    index, valid = torch.zeros(len(real), n, dtype=torch.long), torch.zeros(len(real), n, dtype=torch.bool)
+    needed, steps = [], []
+    for e, (b, positions) in enumerate(zip(examples.tolist(), real)):
+        index[e, :len(positions)], valid[e, :len(positions)] = positions, True
+        target = ctx.targets[b] if b < len(ctx.targets) else None
+        if target is None or target.kind == "none":
+            raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
+        example_steps = _steps(target, positions)
+        rows = sorted({int(row) for weights, _, _ in example_steps for row in np.flatnonzero(weights)})
+        needed.append(rows)
+        steps += [(e, weights[rows], token, versus) for weights, token, versus in example_steps]
+    width = max(len(rows) for rows in needed)
+    rows_t, row_valid = torch.zeros(len(real), width, dtype=torch.long), torch.zeros(len(real), width, dtype=torch.bool)
+    for e, rows in enumerate(needed):
+        rows_t[e, :len(rows)], row_valid[e, :len(rows)] = torch.as_tensor(rows, dtype=torch.long), True
+    weights = torch.zeros(len(steps), width, dtype=torch.float64)
+    for s, (_, w, _, _) in enumerate(steps):
+        weights[s, :len(w)] = torch.as_tensor(w)
+    return Chunk(
+        examples, index, valid, rows_t, row_valid, torch.tensor([s[0] for s in steps]), weights,
+        torch.tensor([s[2] for s in steps]), torch.tensor([-1 if s[3] is None else s[3] for s in steps]),
+    )
 
 
 def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | None]]:
@@ -206,88 +265,134 @@ def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | No
     return steps
 
 
-def _body(
-    trace: Trace, blocks: list[Block], b: int, real: Tensor, needed: list[int], errors: dict[str, float], dtype: torch.dtype
-) -> Float[Tensor, "row token d"]:
-    """Return the last block's output decomposed over the `needed` rows [row, token, d]; updates the errors of
-    the restated pattern, the linearisation and each block's decomposed output against the real one."""
+def _gather(trace: Trace, name: str, examples: Tensor, index: Tensor, valid: Tensor, dtype: torch.dtype) -> Tensor:
+    """Return trace[name] of `examples` [batch] at the positions `index` [batch, n] (CPU, `dtype`; zero where
+    not `valid` [batch, n]) [batch, n, ...]; an attention pattern [batch, head, n, n] over those queries and keys."""
+    value = trace[name].detach()[examples.to(trace[name].device)].to("cpu", dtype)
+    for axis in (2, 3) if name.endswith("hook_pattern") else (1,):
+        shape = [1] * value.dim()
+        shape[0], shape[axis] = index.shape
+        value = value.gather(axis, index.view(shape).expand(*value.shape[:axis], index.shape[1], *value.shape[axis + 1:]))
+        value = value.masked_fill(~valid.view(shape), 0.0)
+    return value
+
+
+def _rows(x: Tensor, rows: Tensor | None, row_valid: Tensor) -> Tensor:
+    """Return x [batch, n, ...] at the `rows` [batch, row] (None: every position), zero at a padding row."""
+    if rows is None:
+        return x
+    index = rows.view(*rows.shape, *[1] * (x.dim() - 2)).expand(*rows.shape, *x.shape[2:])
+    return x.gather(1, index).masked_fill(~row_valid.view(*row_valid.shape, *[1] * (x.dim() - 2)), 0.0)
+
+
+def _worst(got: Tensor, want: Tensor) -> float:
+    """Return the largest per-example relative error max|got − want| / max|want| (over all but the first axis)."""
+    axes = tuple(range(1, got.dim()))
+    return float(((got - want).abs().amax(axes) / want.abs().amax(axes).clamp(min=1e-30)).max())
+
+
+def _body(trace: Trace, blocks: list[Block], chunk: Chunk, errors: dict[str, float], dtype: torch.dtype) -> Float[Tensor, "batch row token d"]:
+    """Return the last block's output decomposed over the chunk's decision rows [batch, row, token, d]; updates
+    the errors of the restated pattern, the linearisation and each block's decomposed output against the real one.
+    Padding rows and tokens stay exactly zero (their attention weights are zero, split_bias gives them no bias)."""
     parts: Tensor | None = None
+    valid = chunk.valid
+    pairs = valid[:, None, :, None] & valid[:, None, None, :]  # [batch, 1, query, key]
     for layer, block in enumerate(blocks):
-        t = _example(trace, layer, b, real, dtype)
-        rows = torch.arange(len(real)) if layer < len(blocks) - 1 else torch.as_tensor(needed)
-        kept = t["attn.hook_pattern"] > 0
-        pattern = dm.restated_pattern(t["attn.hook_q"], t["attn.hook_k"], kept, block.scale)
+        t = {suffix: _gather(trace, f"blocks.{layer}.{suffix}", chunk.examples, chunk.index, valid, dtype) for suffix in SUFFIXES}
+        final = layer == len(blocks) - 1
+        rows, row_valid = (chunk.rows, chunk.row_valid) if final else (None, valid)
+        at = lambda x: _rows(x, rows, row_valid)  # noqa: E731
+        pattern = dm.restated_pattern(t["attn.hook_q"], t["attn.hook_k"], (t["attn.hook_pattern"] > 0) & pairs, block.scale)
         errors["pattern_error"] = max(errors["pattern_error"], float((pattern - t["attn.hook_pattern"]).abs().max()))
-        pattern = pattern[:, rows]
+        if final:  # the decision's rows (a padding row: zero)
+            pattern = _rows(pattern.transpose(1, 2), rows, row_valid).transpose(1, 2)
+        mask = row_valid[:, :, None] & valid[:, None, :]  # [batch, row, token]: the pairs that exist
         x = t["hook_resid_pre"]
-        heads = pattern.shape[0]
+        heads, n = pattern.shape[1], x.shape[1]
         if parts is None:  # the first block: every position is its own token, the value bias goes with α
             term = dm.first_attention(pattern, t["attn.hook_v"], block.out[0].view(heads, -1, x.shape[-1]))
             bias = block.out[1]
-            residual = torch.zeros(len(rows), *x.shape, dtype=x.dtype)  # δ_ik x_i [row, token, d], row-major (a
-            residual[torch.arange(len(rows)), rows] = x[rows]  # permuted layout would carry into every later matmul)
+            residual = torch.zeros(*row_valid.shape, n, x.shape[-1], dtype=x.dtype)  # δ_ik x_i [batch, row, token, d]
+            position = torch.arange(n).expand(len(x), n) if rows is None else rows
+            residual[torch.arange(len(x))[:, None], torch.arange(row_valid.shape[1]), position] = at(x)
         else:
             keys = parts
             if not block.post_norm:
-                keys = dm.normed(parts, block.attn_norm, _decompose.norm_scale(x, block.attn_norm)[:, None])
+                keys = dm.normed(parts, block.attn_norm, _decompose.norm_scale(x, block.attn_norm)[..., None], pairs[:, 0])
             term = dm.attention(keys, pattern, block.value[0], block.out[0])
             bias = block.value[1] @ block.out[0] + block.out[1]
-            residual = parts[rows]
-        mixed = residual + dm.split_bias(term, bias)
-        mid = x[rows] + t["hook_attn_out"][rows]  # the real stream after the attention
-        mlp_in = t["ln2.hook_normalized"][rows]
+            residual = at(parts)
+        mixed = residual + dm.split_bias(term, bias, mask)
+        mid = at(x + t["hook_attn_out"])  # the real stream after the attention
+        mlp_in = at(t["ln2.hook_normalized"])
         if block.post_norm:
-            mixed = dm.normed(mixed, block.attn_norm, _decompose.norm_scale(mid, block.attn_norm)[:, None])
+            mixed = dm.normed(mixed, block.attn_norm, _decompose.norm_scale(mid, block.attn_norm)[..., None], mask)
             ffn_in = mixed
         else:
-            ffn_in = dm.normed(mixed, block.mlp_norm, _decompose.norm_scale(mid, block.mlp_norm)[:, None])
-        ffn, linearised = dm.feed_forward(ffn_in, mlp_in, block.ffn.up, block.ffn.gate, block.ffn.act, block.ffn.down)
-        errors["linearisation_error"] = max(errors["linearisation_error"], _relative(linearised, t["mlp.hook_post"][rows]))
+            ffn_in = dm.normed(mixed, block.mlp_norm, _decompose.norm_scale(mid, block.mlp_norm)[..., None], mask)
+        ffn, linearised = dm.feed_forward(ffn_in, mlp_in, block.ffn.up, block.ffn.gate, block.ffn.act, block.ffn.down, mask)
+        linearised = linearised.masked_fill(~row_valid[..., None], 0.0)  # a padding row's line is no model output
+        errors["linearisation_error"] = max(errors["linearisation_error"], _worst(linearised, at(t["mlp.hook_post"])))
         parts = mixed + ffn
         if block.post_norm:
-            closing = _decompose.norm_scale(mlp_in + t["hook_mlp_out"][rows], block.mlp_norm)[:, None]
-            parts = dm.normed(parts, block.mlp_norm, closing)
-        found = _relative(parts.sum(1), t["hook_resid_post"][rows])
-        errors["decomposition_error"] = max(errors["decomposition_error"], found)
+            closing = _decompose.norm_scale(mlp_in + at(t["hook_mlp_out"]), block.mlp_norm)[..., None]
+            parts = dm.normed(parts, block.mlp_norm, closing, mask)
+        errors["decomposition_error"] = max(errors["decomposition_error"], _worst(parts.sum(2), at(t["hook_resid_post"])))
     assert parts is not None
     return parts
 
 
+def _decision_parts(last: Tensor, trace: Trace, chunk: Chunk, head: Head, errors: dict[str, float]) -> Float[Tensor, "batch token"]:
+    """Return each example's tokens' shares of its score [batch, token] (float64; steps summed): every scored
+    step's rows pooled and carried through the head (`_pooled`, `_logit_parts`); updates the embedding error."""
+    name = f"blocks.{trace.meta.n_layers - 1}.hook_resid_post"
+    hidden = _rows(_gather(trace, name, chunk.examples, chunk.index, chunk.valid, last.dtype), chunk.rows, chunk.row_valid)
+    weights, example = chunk.weights.to(last.dtype), chunk.step_example
+    same = len(example) == len(last) and bool((example == torch.arange(len(last))).all())
+    parts = torch.einsum("sr,srkd->skd", weights, last if same else last[example])
+    value = torch.einsum("sr,srd->sd", weights, hidden[example])
+    valid = chunk.valid[example]  # [step, token]
+    parts, value = _pooled(parts, value, head, valid)
+    errors["embedding_error"] = max(errors["embedding_error"], _worst(parts.sum(1), value))
+    shares = _logit_parts(parts, head, chunk.ids, chunk.contrasts, valid).double()
+    return torch.zeros(len(last), last.shape[2], dtype=torch.float64).index_add_(0, example, shares)
+
+
 def _pooled(
-    last: Tensor, trace: Trace, b: int, real: Tensor, needed: list[int], rows: Tensor, head: Head
-) -> tuple[Float[Tensor, "token d"], Float[Tensor, " d"]]:
-    """Return (the decomposition of the vector the head's last layer reads [token, d], its real value [d]):
-    the pooled rows (`rows` weights over the `needed` rows) through the head's stages."""
-    hidden = _take(trace, f"blocks.{trace.meta.n_layers - 1}.hook_resid_post", b, real, rows.dtype)[needed]
-    parts, value = torch.einsum("i,ikd->kd", rows, last), rows @ hidden
+    parts: Float[Tensor, "step token d"], value: Float[Tensor, "step d"], head: Head, valid: Tensor
+) -> tuple[Float[Tensor, "step token d"], Float[Tensor, "step d"]]:
+    """Return (the decomposition of the vector the head's last layer reads [step, token, d], its real value
+    [step, d]): the pooled rows through the head's stages."""
     for stage in head.stages:
         if stage.kind == "affine":
             assert stage.affine is not None
             weight, bias = stage.affine
-            parts, value = dm.split_bias(parts @ weight, bias), value @ weight + bias
+            parts, value = dm.split_bias(parts @ weight, bias, valid), value @ weight + bias
         elif stage.kind == "act":
             assert stage.act is not None
             theta = dm.slope(value, stage.act)
-            parts, value = parts * theta, stage.act(value)
+            parts, value = parts * theta[:, None], stage.act(value)
         elif stage.kind == "norm":
             assert stage.norm is not None
-            parts = dm.normed(parts, stage.norm, _decompose.norm_scale(value, stage.norm))
+            parts = dm.normed(parts, stage.norm, _decompose.norm_scale(value, stage.norm)[:, None], valid)
             value = _decompose.layer_norm(value, stage.norm)
         else:  # L2 normalisation, its divisor fixed by the real vector (as torch's normalize, eps 1e-12)
-            divisor = value.norm().clamp(min=1e-12)
-            parts, value = parts / divisor, value / divisor
+            divisor = value.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+            parts, value = parts / divisor[:, None], value / divisor
     return parts, value
 
 
-def _logit_parts(parts: Float[Tensor, "token d"], head: Head, token: int, contrast: int | None) -> Float[Tensor, " token"]:
-    """Return each token's share of logit[token] − logit[contrast] (contrast None: the logit alone): the last
-    layer's bias split by AbsDot over the whole logit vector, as the paper's head decomposition does."""
-    columns = [token] if contrast is None else [token, contrast]
+def _logit_parts(parts: Float[Tensor, "step token d"], head: Head, ids: Tensor, contrasts: Tensor, valid: Tensor) -> Float[Tensor, "step token"]:
+    """Return each token's share of logit[id] − logit[contrast] per step (contrast −1: the logit alone): the
+    last layer's bias split by AbsDot over the whole logit vector, as the paper's head decomposition does."""
+    has = contrasts >= 0
     if bool(head.bias.any()):
-        logits = dm.split_bias(parts @ head.weight.to(parts.dtype), head.bias.to(parts.dtype))[:, columns]
+        logits = dm.split_bias(parts @ head.weight.to(parts.dtype), head.bias.to(parts.dtype), valid)  # [step, token, class]
+        pick = lambda column: logits.gather(2, column.clamp(min=0)[:, None, None].expand(-1, logits.shape[1], 1))[..., 0]  # noqa: E731
     else:  # a language model's unembedding: only the columns read, never the whole vocabulary
-        logits = parts @ head.weight[:, columns].to(parts.dtype)
-    return logits[:, 0] - (logits[:, 1] if contrast is not None else 0.0)
+        pick = lambda column: torch.einsum("skd,ds->sk", parts, head.weight[:, column.clamp(min=0)].to(parts.dtype))  # noqa: E731
+    return pick(ids) - torch.where(has[:, None], pick(contrasts), 0.0)
 
 
 def _model_scores(trace: Trace, ctx: RunContext) -> list[float]:
@@ -327,18 +432,6 @@ def _relative(got: Tensor, want: Tensor) -> float:
     return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
 
 
-def _take(trace: Trace, name: str, b: int, real: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
-    return trace[name][b].detach().to("cpu", dtype).index_select(0, real)
-
-
-def _example(trace: Trace, layer: int, b: int, real: Tensor, dtype: torch.dtype = torch.float64) -> dict[str, Tensor]:
-    """Return example b's tensors of one block over its real positions (CPU, `dtype`), by hook suffix."""
-    out = {suffix: _take(trace, f"blocks.{layer}.{suffix}", b, real, dtype) for suffix in SUFFIXES if suffix != "attn.hook_pattern"}
-    pattern = trace[f"blocks.{layer}.attn.hook_pattern"][b].detach().to("cpu", dtype)
-    out["attn.hook_pattern"] = pattern.index_select(1, real).index_select(2, real)
-    return out
-
-
 # ---- reading the model -----------------------------------------------------------------------------------
 
 
@@ -362,17 +455,45 @@ def _affine(
     return weight, bias
 
 
+_IDENTIFIED: weakref.WeakKeyDictionary[nn.Module, tuple[list[tuple[Any, int, int]], dict[torch.dtype, list[Block]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _model_blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
+    """Return every block's weights in `dtype` (`_blocks`), identified once per model and kept while it lives.
+
+    The cache is keyed by the model object itself (weakly: it goes with the model) and holds, with the blocks,
+    each parameter's (weak reference, storage address, version counter): a parameter replaced (a new
+    Parameter, `.data` reassigned, the model moved or cast) or changed in place (`load_state_dict`, an
+    optimiser's step, `mul_`) no longer matches, and the blocks are identified again from this trace. The
+    trace's own checks (kind, every layer captured) run on every call."""
+    _decompose.check_kind(trace, NAME)
+    _decompose.check_layers(trace, NAME)
+    state = [(weakref.ref(p), p.data_ptr(), p._version) for p in model.parameters()]
+    held = _IDENTIFIED.get(model)
+    same = held is not None and len(held[0]) == len(state) and all(
+        ref() is p and (address, version) == (p.data_ptr(), p._version) for (ref, address, version), p in zip(held[0], model.parameters())
+    )
+    if held is None or not same:
+        held = _IDENTIFIED[model] = (state, {})
+    if dtype not in held[1]:
+        held[1][dtype] = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
+    return held[1][dtype]
+
+
 def _blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
     """Return every block's weights in `dtype`, each module identified numerically on the trace's first example."""
     from interpret.collect.api import capturable_for
 
     parts = _decompose.block_parts(model, trace, NAME)
     sites = {site.name: site.module for site in capturable_for(model).sites}
-    real = torch.nonzero(trace.encoded.attention_mask[0].bool().cpu()).flatten()
+    real = torch.nonzero(trace.encoded.attention_mask[0].bool().cpu()).flatten()[None]
+    first, everywhere = torch.zeros(1, dtype=torch.long), torch.ones_like(real, dtype=torch.bool)
     blocks = []
     for part in parts:
         layer, prefix = part.layer, f"blocks.{part.layer}."
-        t = _example(trace, layer, 0, real, dtype)
+        t = {suffix: _gather(trace, prefix + suffix, first, real, everywhere, dtype)[0] for suffix in SUFFIXES}
         kernel, out_proj, down = sites[prefix + "attn.hook_v"], sites[prefix + "attn.hook_z"], sites[prefix + "mlp.hook_post"]
         if part.post_norm:  # the closing norm: the block's one LayerNorm besides the attention's
             assert part.attn_norm is not None
@@ -393,7 +514,8 @@ def _blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
         root = t["attn.hook_q"].shape[-1] ** -0.5
         candidates = [float(getattr(kernel, "scaling", root)), root]
         kept = t["attn.hook_pattern"] > 0
-        scale = min(candidates, key=lambda s: float((dm.restated_pattern(t["attn.hook_q"], t["attn.hook_k"], kept, s) - t["attn.hook_pattern"]).abs().max()))
+        restated = lambda s: dm.restated_pattern(t["attn.hook_q"][None], t["attn.hook_k"][None], kept[None], s)[0]  # noqa: E731
+        scale = min(candidates, key=lambda s: float((restated(s) - t["attn.hook_pattern"]).abs().max()))
         blocks.append(Block(value, out, part.post_norm, attn_norm, mlp_norm, ffn, scale))
     return blocks
 

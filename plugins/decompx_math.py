@@ -36,14 +36,23 @@ from interpret.plugins._decompose import NormParams, linear_part
 GUARD = 1e-12  # |pre-activation| at or below which the slope is the activation's slope at 0 (0 / 0 otherwise)
 
 
-def split_bias(term: Float[Tensor, "*rows token d"], bias: Float[Tensor, " d"]) -> Float[Tensor, "*rows token d"]:
+def split_bias(
+    term: Float[Tensor, "*rows token d"], bias: Float[Tensor, " d"], valid: Tensor | None = None
+) -> Float[Tensor, "*rows token d"]:
     """Return term + ω ⊗ bias, ω [*rows, token] the AbsDot shares (module docstring), summing to one per row.
-    `term` is updated in place (callers pass a term they have just computed)."""
+    `term` is updated in place (callers pass a term they have just computed). valid [*rows, token] (bool,
+    broadcast; None: all): the (row, token) pairs that exist in a padded batch. A row with none (a padding
+    row, its term zero) gets no bias, and the fallbacks give a padding token nothing, so a padded example's
+    shares are its shares alone."""
     weights = (term @ bias).abs()
-    if not bool((weights.sum(-1) > 0).all()):  # the measure-zero fallbacks, only where needed
-        weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, term.abs().sum(-1))
-        weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, torch.ones_like(weights))
-    return term.addcmul_((weights / weights.sum(-1, keepdim=True)).unsqueeze(-1), bias)
+    total = weights.sum(-1, keepdim=True)
+    done = total > 0 if valid is None else (total > 0) | ~valid.any(-1, keepdim=True)
+    if not bool(done.all()):  # the measure-zero fallbacks, only where needed
+        ones = torch.ones_like(weights) if valid is None else valid.expand_as(weights).to(weights.dtype)
+        weights = torch.where(total > 0, weights, term.abs().sum(-1))
+        weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, ones)
+        total = weights.sum(-1, keepdim=True)
+    return term.addcmul_((weights / torch.where(total > 0, total, 1.0)).unsqueeze(-1), bias)
 
 
 def slope(pre: Tensor, act: Callable[[Tensor], Tensor]) -> Tensor:
@@ -54,62 +63,67 @@ def slope(pre: Tensor, act: Callable[[Tensor], Tensor]) -> Tensor:
     return torch.where(small, at_zero, act(pre) / torch.where(small, torch.ones_like(pre), pre))
 
 
-def normed(parts: Float[Tensor, "*rows token d"], norm: NormParams, scale: Tensor) -> Tensor:
-    """Return the norm's decomposition (Eq. 8): its linear part with the real input's divisor `scale`, β split."""
+def normed(parts: Float[Tensor, "*rows token d"], norm: NormParams, scale: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Return the norm's decomposition (Eq. 8): its linear part with the real input's divisor `scale`, β split
+    over the `valid` pairs (split_bias)."""
     out = linear_part(parts, norm, scale)
-    return split_bias(out, norm.bias) if bool(norm.bias.any()) else out
+    return split_bias(out, norm.bias, valid) if bool(norm.bias.any()) else out
 
 
 def first_attention(
-    pattern: Float[Tensor, "head query key"], value: Float[Tensor, "key head d_value"], out_weight: Float[Tensor, "head d_value d"]
-) -> Float[Tensor, "query token d"]:
+    pattern: Float[Tensor, "batch head query key"], value: Float[Tensor, "batch key head d_value"],
+    out_weight: Float[Tensor, "head d_value d"],
+) -> Float[Tensor, "batch query token d"]:
     """Return the first block's bias-free attention term Σ_h α^h_ik v^h_k W_O^h (each key is its own token)."""
-    transformed = torch.einsum("khv,hvd->hkd", value, out_weight)
-    return torch.einsum("hik,hkd->ikd", pattern, transformed)
+    transformed = torch.einsum("bkhv,hvd->bhkd", value, out_weight)
+    return torch.einsum("bhik,bhkd->bikd", pattern, transformed)
 
 
 def attention(
-    parts: Float[Tensor, "key token d"], pattern: Float[Tensor, "head query key"],
+    parts: Float[Tensor, "batch key token d"], pattern: Float[Tensor, "batch head query key"],
     value_weight: Float[Tensor, "d head_value"], out_weight: Float[Tensor, "head_value d"],
-) -> Float[Tensor, "query token d"]:
+) -> Float[Tensor, "batch query token d"]:
     """Return a later block's bias-free attention term Σ_h Σ_j α^h_ij (X[j, k] W_V^h) W_O^h, mixed in value space."""
-    heads = pattern.shape[0]
-    values = parts @ value_weight  # [key, token, head · d_value]
-    values = values.view(*values.shape[:2], heads, -1)
-    mixed = torch.einsum("hij,jkhv->ikhv", pattern, values)
-    return mixed.reshape(*mixed.shape[:2], -1) @ out_weight
+    heads = pattern.shape[1]
+    values = parts @ value_weight  # [batch, key, token, head · d_value]
+    values = values.view(*values.shape[:3], heads, -1)
+    mixed = torch.einsum("bhij,bjkhv->bikhv", pattern, values)
+    return mixed.reshape(*mixed.shape[:3], -1) @ out_weight
 
 
 def feed_forward(
-    parts: Float[Tensor, "row token d"], real: Float[Tensor, "row d"], up: tuple[Tensor, Tensor],
+    parts: Float[Tensor, "batch row token d"], real: Float[Tensor, "batch row d"], up: tuple[Tensor, Tensor],
     gate: tuple[Tensor, Tensor] | None, act: Callable[[Tensor], Tensor], down: tuple[Tensor, Tensor],
-) -> tuple[Float[Tensor, "row token d"], Float[Tensor, "row d_mlp"]]:
-    """Return (the MLP's output decomposed [row, token, d], the linearised activation output [row, d_mlp]).
+    valid: Tensor | None = None,
+) -> tuple[Float[Tensor, "batch row token d"], Float[Tensor, "batch row d_mlp"]]:
+    """Return (the MLP's output decomposed [batch, row, token, d], the linearised activation output [batch, row, d_mlp]).
 
     real: the MLP's real input per row (the pre-activations are read from it, fixed by the forward pass);
-    up / gate / down: (weight [d_in, d_out], bias [d_out]) of the projections (gate None: f(x W_1 + b_1) W_2 + b_2).
+    up / gate / down: (weight [d_in, d_out], bias [d_out]) of the projections (gate None: f(x W_1 + b_1) W_2 + b_2);
+    valid [batch, row, token]: the pairs that exist (split_bias).
     The second output, Σ_k of the activation's decomposition, is what the linearisation gives for the real
     activation output: the caller compares it with the model's (the linearisation error).
     """
-    up_part = split_bias(parts @ up[0], up[1])
+    up_part = split_bias(parts @ up[0], up[1], valid)
     pre = real @ up[0] + up[1]
     if gate is None:
         theta = slope(pre, act)
-        hidden, linearised = theta[:, None] * up_part, theta * pre
+        hidden, linearised = theta.unsqueeze(-2) * up_part, theta * pre
     else:
         gate_pre = real @ gate[0] + gate[1]
         theta = slope(gate_pre, act)
         gated = theta * gate_pre  # f(g), as the line through the activation point gives it
-        gate_part = split_bias(parts @ gate[0], gate[1])
-        hidden = 0.5 * (gated[:, None] * up_part + (theta * pre)[:, None] * gate_part)
+        gate_part = split_bias(parts @ gate[0], gate[1], valid)
+        hidden = 0.5 * (gated.unsqueeze(-2) * up_part + (theta * pre).unsqueeze(-2) * gate_part)
         linearised = gated * pre
-    return split_bias(hidden @ down[0], down[1]), linearised
+    return split_bias(hidden @ down[0], down[1], valid), linearised
 
 
 def restated_pattern(
-    query: Float[Tensor, "query head d_head"], key: Float[Tensor, "key head d_head"], kept: Tensor, scale: float
-) -> Float[Tensor, "head query key"]:
-    """Return softmax(q·kᵀ·scale) [head, query, key] over the keys `kept` [head, query, key] (bool) in the
-    working precision: the pattern the kernel computed, without the float32 rounding of the captured one."""
-    scores = torch.einsum("ihd,jhd->hij", query, key) * scale
-    return torch.softmax(scores.masked_fill(~kept, float("-inf")), dim=-1)
+    query: Float[Tensor, "batch query head d_head"], key: Float[Tensor, "batch key head d_head"], kept: Tensor, scale: float
+) -> Float[Tensor, "batch head query key"]:
+    """Return softmax(q·kᵀ·scale) [batch, head, query, key] over the keys `kept` [batch, head, query, key] (bool)
+    in the working precision: the pattern the kernel computed, without the float32 rounding of the captured
+    one; zero in a row that keeps no key (a padding row)."""
+    scores = torch.einsum("bihd,bjhd->bhij", query, key) * scale
+    return torch.softmax(scores.masked_fill(~kept, float("-inf")), dim=-1).masked_fill(~kept, 0.0)

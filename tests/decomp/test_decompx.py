@@ -181,3 +181,61 @@ def test_refuses_heads_and_kinds_it_does_not_decompose() -> None:
     trace = interpret.collect(bart, tokenizer, TEXTS, names=["*attn.hook_pattern"], decoder_inputs=TEXTS)
     with pytest.raises(AnalyzerError, match="decomposes text encoders and decoders; this is a encoder-decoder model"):
         DecompX().run(trace, DecompX.Params(), run_context(trace, bart, tokenizer))
+
+
+@pytest.mark.parametrize("family", ["bert-default-head", "gpt2"])
+def test_a_batch_of_mixed_lengths_reads_each_example_as_alone(family: str, monkeypatch) -> None:
+    """Decomposed together (one pass over the chunk, padding masked), each example's shares equal its shares
+    alone to float64 rounding and add up to its own logit, shorter and longer examples alike."""
+    from interpret.plugins import decompx
+
+    if family == "gpt2":
+        model, head, texts = _model("gpt2", "GPT2LMHeadModel"), None, [*DECODER_TEXTS, "the cat"]
+    else:
+        model = _model("bert", "BertModel")
+        head, texts = _random_head(model.config.hidden_size), ["a dog", *TEXTS, "the cat sat on the mat ! a dog saw the red blue mat"]
+    calls, body = [], decompx._body
+    monkeypatch.setattr(decompx, "_body", lambda *args: calls.append(args[2]) or body(*args))  # a spy
+    batch, trace, targets = _decompx(model, texts, head=head)
+    assert len(calls) == 1 and sorted(calls[0].examples.tolist()) == list(range(len(texts)))  # one pass for the whole batch
+    np.testing.assert_allclose(batch["readout"].sum(-1), _real_scores(model, trace, targets, head), rtol=1e-10)
+    for b, text in enumerate(texts):
+        alone, _, _ = _decompx(model, [text], head=head)
+        real = torch.nonzero(trace.encoded.attention_mask[b]).flatten().cpu().numpy()
+        np.testing.assert_allclose(batch["readout"][b, real], alone["readout"][0], rtol=1e-12, atol=1e-14 * np.abs(alone["readout"]).max())
+        assert np.all(np.delete(batch["readout"][b], real) == 0.0)
+    monkeypatch.setattr(decompx, "CHUNK_BYTES", 1)  # one example per chunk, longest first: the same shares
+    calls.clear()
+    chunked, _, _ = _decompx(model, texts, head=head)
+    assert [len(chunk.examples) for chunk in calls] == [1] * len(texts)
+    np.testing.assert_allclose(chunked["readout"], batch["readout"], rtol=1e-12, atol=1e-14 * np.abs(batch["readout"]).max())
+
+
+def test_the_model_is_identified_once_while_its_weights_stay(monkeypatch) -> None:
+    """The modules are identified on the first call and reused; a weight changed in place, or a parameter
+    replaced, makes the next call identify them again (so it decomposes the model as it now is); the cache
+    goes with the model."""
+    import gc
+
+    from interpret.plugins import decompx
+
+    model = _model("bert", "BertForSequenceClassification")
+    identified, blocks = [], decompx._blocks
+    monkeypatch.setattr(decompx, "_blocks", lambda *args: identified.append(1) or blocks(*args))  # a spy
+    _decompx(model, TEXTS)
+    _decompx(model, TEXTS[:1])
+    assert len(identified) == 1
+    with torch.no_grad():
+        model.bert.encoder.layer[0].intermediate.dense.weight.mul_(1.5)
+    result, trace, targets = _decompx(model, TEXTS)
+    assert len(identified) == 2
+    np.testing.assert_allclose(result["readout"].sum(-1), _real_scores(model, trace, targets), rtol=1e-10)
+    layer = model.bert.encoder.layer[1].attention.self.value
+    layer.weight = torch.nn.Parameter(layer.weight.detach() * 0.5)
+    result, trace, targets = _decompx(model, TEXTS)
+    assert len(identified) == 3
+    np.testing.assert_allclose(result["readout"].sum(-1), _real_scores(model, trace, targets), rtol=1e-10)
+    held = len(decompx._IDENTIFIED)
+    del model, result, trace
+    gc.collect()
+    assert len(decompx._IDENTIFIED) == held - 1
