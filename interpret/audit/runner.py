@@ -131,7 +131,7 @@ def run_audit(
     drivers: int = DEFAULT_DRIVERS,
     removal: str | None = None,
     slice_by: str | None = None,
-    streaming: Literal["on", "off"] = "off",
+    streaming: str = "off",
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
@@ -181,6 +181,8 @@ def run_audit(
     defaults = tuple(analyzers) == DEFAULT_ANALYZERS
     if target not in ("prediction", "gold"):
         raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
+    if streaming not in ("on", "off"):  # checked here, not by the annotation: type checks are off outside tests
+        raise ConfigError(f"streaming={streaming!r} is not known; use 'on' (streamed computations) or 'off'.")
     if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
         raise ConfigError(f"part_examples={part_examples!r} must be a positive number of examples; use e.g. 512.")
     slices = checked_findings(drivers, removal, slice_by, input_file)

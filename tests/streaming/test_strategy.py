@@ -19,7 +19,7 @@ from interpret.analyzer_rules import validate
 from interpret.audit import run_audit
 from interpret.audit.parts import fingerprint
 from interpret.datasets import Example
-from interpret.errors import AnalyzerError, InputError
+from interpret.errors import AnalyzerError, ConfigError, InputError
 from interpret.streaming.capture import REQUIRES
 
 TEXTS = ["the cat sat on the mat", "a dog saw red"]
@@ -104,6 +104,9 @@ def test_an_audit_never_resumes_parts_computed_by_the_other_strategy_or_an_old_n
     assert again.n_computed == 0 and again.n_resumed == len(examples)
     with pytest.raises(InputError, match="holds an audit of a different analyzers"):
         run_audit(model, tokenizer, examples, out, analyzers=["rollout"])
+    # a misspelt choice is refused in one line, never read as "off"
+    with pytest.raises(ConfigError, match=r"^streaming='yes' is not known; use 'on' \(streamed computations\) or 'off'\.$"):
+        run_audit(model, tokenizer, examples, out, analyzers=["rollout"], streaming="yes")
     # An audit written by the old streaming_rollout plugin names it so: refused, never mixed with these parts.
     manifest["components"]["analyzers"] = "streaming_rollout"
     manifest["fingerprint"] = fingerprint(manifest["components"])
