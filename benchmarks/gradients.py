@@ -10,7 +10,8 @@ wall-clock ratios measured while the machine was loaded by other jobs were off b
                     instead of the default memory-bounded chunking (memory_mb=1024)
     Captum LIG      Captum's LayerIntegratedGradients called directly (50 steps) with internal_batch_size 1 and
                     50; "ours / Captum best" is integrated_gradients (50 steps) over the faster of the two
-                    (goal ≤ 1.1); gradient_weighted_rollout is also given over one forward + backward (goal ≤ 3)
+                    (goal ≤ 1.1); gradient_weighted_rollout (goal ≤ 3) and attnlrp (one backward pass with its
+                    rules: the reference is a plain forward + backward) are also given over one forward + backward
 
 Table 2, ERASER (DeYoung et al. 2020, sec. 4) on the first --sentences held-out sentences shipped with the
 package: for each method's ranking of the non-special tokens (signed scores ranked highest first),
@@ -51,6 +52,7 @@ METHODS = {
     "integrated_gradients@ibs50": {"steps": 50, "internal_batch_size": 50},
     "saliency": {},
     "input_x_gradient": {},
+    "attnlrp": {},
     "gradient_shap": {"n_samples": 20},
     "feature_ablation": {},
     "lime": {"n_samples": 200},
@@ -142,8 +144,8 @@ def timing(model, tokenizer, head, repeat: int) -> None:
             summary[(f"captum{chunk}", n)] = low
         best = min(summary[("captum1", n)], summary[("captum50", n)])
         rows.setdefault("ours IG / Captum best", []).extend([f"{summary[('integrated_gradients', n)] / best:.2f}", "", ""])
-        rows.setdefault("grad rollout / (fwd+bwd)", []).extend(
-            [f"{summary[('gradient_weighted_rollout', n)] / fb:.2f}", "", ""])
+        for name, label in (("gradient_weighted_rollout", "grad rollout"), ("attnlrp", "attnlrp")):
+            rows.setdefault(f"{label} / (fwd+bwd)", []).extend([f"{summary[(name, n)] / fb:.2f}", "", ""])
     for name, cells in rows.items():
         print(f"{name:<28}{cells[0]:>10}{cells[1]:>10}{cells[2]:>7}{cells[3]:>11}{cells[4]:>11}{cells[5]:>7}")
 

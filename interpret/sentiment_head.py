@@ -97,6 +97,7 @@ class SentimentHead(nn.Module):
             self.linear.weight.copy_(weight)
             self.linear.bias.copy_(bias)
         self.linear.requires_grad_(False)  # fitted once; gradients still flow to the hidden states
+        self.normalize = L2Normalize()
         self.labels = LABELS
         self.card = card
 
@@ -117,7 +118,7 @@ class SentimentHead(nn.Module):
 
     def forward(self, hidden: Residual, attention_mask: Mask) -> Float[Tensor, "batch 2"]:
         """Return logits [batch, 2] from hidden states [batch, pos, d_model] and mask [batch, pos]."""
-        embedding = embed_sentences(hidden, attention_mask)
+        embedding = embed_sentences(hidden, attention_mask, self.normalize)
         logits = self.linear(embedding.to(self.linear.weight.dtype))
         finite = torch.isfinite(logits).all(-1)
         if not finite.all():
@@ -137,18 +138,31 @@ class CentroidHead(nn.Module):
     def __init__(self, centroids: Float[Tensor, "label d_model"], labels: tuple[str, ...]) -> None:
         super().__init__()
         self.register_buffer("centroids", nn.functional.normalize(centroids, dim=-1))
+        self.normalize = L2Normalize()
         self.labels = labels
 
     def forward(self, hidden: Residual, attention_mask: Mask) -> Float[Tensor, "batch label"]:
         """Return logits [batch, n_classes] from hidden states [batch, pos, d_model] and mask [batch, pos]."""
-        return TEMPERATURE * embed_sentences(hidden, attention_mask) @ self.centroids.T
+        return TEMPERATURE * embed_sentences(hidden, attention_mask, self.normalize) @ self.centroids.T
 
 
-def embed_sentences(hidden: Residual, attention_mask: Mask) -> Float[Tensor, "batch d_model"]:
-    """Return L2-normalised sentence embeddings [batch, d_model]: the mean of the real positions' states."""
+class L2Normalize(nn.Module):
+    """x / ‖x‖₂ over the last axis [..., d] (torch's `normalize`): a module of its head, so that an analyzer's
+    rules can reach the normalisation (`attnlrp` holds its divisor constant)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return nn.functional.normalize(x, dim=-1)
+
+
+def embed_sentences(
+    hidden: Residual, attention_mask: Mask, normalize: nn.Module | None = None
+) -> Float[Tensor, "batch d_model"]:
+    """Return L2-normalised sentence embeddings [batch, d_model]: the mean of the real positions' states, through
+    the head's `normalize` module where it has one."""
     weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
     counts = weights.sum(1)  # [batch, 1]
     if (counts == 0).any():
         rows = (counts.squeeze(-1) == 0).nonzero().flatten().tolist()
         raise InputError(f"example(s) {rows} have no real token (attention_mask all zero); give each a non-empty text.")
-    return nn.functional.normalize((hidden * weights).sum(1) / counts, dim=-1)
+    mean = (hidden * weights).sum(1) / counts
+    return normalize(mean) if normalize is not None else nn.functional.normalize(mean, dim=-1)

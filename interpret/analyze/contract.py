@@ -138,6 +138,12 @@ class RunContext:
         """Return (layers, heads) of the gates the model takes."""
         return self._runner().gate_shape
 
+    @property
+    def head(self) -> nn.Module | None:
+        """Return the decision head run after the model (hidden states, mask -> logits), or None when the
+        model's own output is the decision (for analyzers whose rules must reach every module of the score)."""
+        return self._runner().reader.head
+
 
 @runtime_checkable
 class Analyzer(Protocol):
