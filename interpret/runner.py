@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 import torch
@@ -25,6 +26,31 @@ from interpret.decision import DecisionReader
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 from interpret.target import Target
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward pass of the runner: what it feeds and what it scores (the keywords of `RunContext.score` and
+    `RunContext.capture`, which build it).
+
+    examples: [rows] (long) which example of the batch each row is (default: every example once, in order), so
+        an integration path of many rows per example scores each row against its own example's target.
+    input_ids [rows, pos] / inputs_embeds [rows, pos, d_model] / pixel_values: replace the inputs of those rows
+        (masks and decoder inputs are the examples' own).
+    gates: head gates [layer, head] (all rows) or [rows, layer, head] (each row its own).
+    step: score only target step `step` (one token of a continuation); None sums every step.
+    output: "logit" or "logprob" (log-softmax over classes or the vocabulary).
+    contrast: subtract the contrast's score when the target has one (score = target − contrast).
+    """
+
+    input_ids: Tensor | None = None
+    inputs_embeds: Tensor | None = None
+    pixel_values: Tensor | None = None
+    examples: Tensor | None = None
+    gates: Tensor | None = None
+    step: int | None = None
+    output: Literal["logit", "logprob"] = "logit"
+    contrast: bool = True
 
 
 @dataclass(frozen=True)
@@ -75,51 +101,26 @@ class ModelRunner:
         """(layers, heads) of the head gates of the model's main stack."""
         return self.capturable.n_layers, self.capturable.n_heads
 
-    def score(
-        self,
-        encoded: Encoded,
-        *,
-        input_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        pixel_values: Tensor | None = None,
-        examples: Tensor | None = None,
-        gates: Tensor | None = None,
-        step: int | None = None,
-        output: Literal["logit", "logprob"] = "logit",
-        contrast: bool = True,
-        grad: bool = True,
-    ) -> Float[Tensor, " rows"]:
-        """Return each row's target score [rows] (arguments as `RunContext.score`), with autograd on unless `grad`
-        is False (scores only, e.g. the faithfulness re-runs of `interpret.evidence.removal`)."""
-        rows = self._rows(encoded, examples)
-        batch = encoded.rows(rows, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values)
-        self._check_eval()
-        with self._gated(gates), (torch.enable_grad() if grad else torch.no_grad()):
-            result = self.capturable.run(batch)
-        return self._scores(result, batch, rows, step, output, contrast)
+    @cached_property
+    def sites(self) -> dict[str, Site]:
+        """The Capturable's sites by canonical hook name."""
+        return {site.name: site for site in self.capturable.sites}
 
-    def capture(
-        self,
-        encoded: Encoded,
-        names: Sequence[str],
-        *,
-        input_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        pixel_values: Tensor | None = None,
-        examples: Tensor | None = None,
-        gates: Tensor | None = None,
-        step: int | None = None,
-        output: Literal["logit", "logprob"] = "logit",
-        contrast: bool = True,
-    ) -> GradCapture:
+    def score(self, encoded: Encoded, forward: Forward = Forward(), *, grad: bool = True) -> Float[Tensor, " rows"]:
+        """Return each row's target score [rows] for `forward` (`RunContext.score`), with autograd on unless `grad`
+        is False (scores only, e.g. the faithfulness re-runs of `interpret.evidence.removal`)."""
+        rows, batch = self._batch(encoded, forward)
+        with self._gated(forward.gates), (torch.enable_grad() if grad else torch.no_grad()):
+            result = self.capturable.run(batch)
+        return self._scores(result, batch, rows, forward)
+
+    def capture(self, encoded: Encoded, names: Sequence[str], forward: Forward = Forward()) -> GradCapture:
         """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores."""
-        rows = self._rows(encoded, examples)
-        batch = encoded.rows(rows, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values)
-        self._check_eval()
+        rows, batch = self._batch(encoded, forward)
         sites = select_sites(self.capturable, list(names), None)
-        with self._gated(gates):
+        with self._gated(forward.gates):
             tensors, result, _ = capture(self.capturable, batch, sites, budget_bytes=None, grad=True)
-        return GradCapture(tensors, self._scores(result, batch, rows, step, output, contrast), result)
+        return GradCapture(tensors, self._scores(result, batch, rows, forward), result)
 
     @contextmanager
     def live_pass(
@@ -129,13 +130,11 @@ class ModelRunner:
         contrast), the sites of `names` (globs) hooked to `sink_for(site)` until the block exits: a backward pass
         run inside it fires the sinks again wherever it recomputes a checkpointed block. For a pass that reads
         the hook tensors as the backward pass needs them (`interpret.streaming.capture.gradient_pass`)."""
-        rows = self._rows(encoded, None)
-        batch = encoded.rows(rows)
-        self._check_eval()
+        rows, batch = self._batch(encoded, Forward())
         sites = select_sites(self.capturable, list(names), None)
         with hooked(self.capturable, sites, sink_for, grad=True), torch.enable_grad():
             result = self.capturable.run(batch)
-            yield self._scores(result, batch, rows, None, "logit", True)
+            yield self._scores(result, batch, rows, Forward())
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:
         """Return the token-embedding module of `side`."""
@@ -169,6 +168,14 @@ class ModelRunner:
         with self.head_gates(gates):
             yield
 
+    def _batch(self, encoded: Encoded, forward: Forward) -> tuple[Tensor, Encoded]:
+        """Return (each row's example [rows], the rows of `encoded` with `forward`'s inputs in place of their own)."""
+        rows = self._rows(encoded, forward.examples)
+        batch = encoded.rows(rows, input_ids=forward.input_ids, inputs_embeds=forward.inputs_embeds,
+                             pixel_values=forward.pixel_values)
+        self._check_eval()
+        return rows, batch
+
     def _rows(self, encoded: Encoded, examples: Tensor | None) -> Tensor:
         if encoded.batch != len(self.targets):
             raise AnalyzerError(
@@ -186,16 +193,15 @@ class ModelRunner:
                 " call model.eval() first."
             )
 
-    def _scores(
-        self, result: Any, batch: Encoded, rows: Tensor, step: int | None, output: str, contrast: bool
-    ) -> Float[Tensor, " rows"]:
+    def _scores(self, result: Any, batch: Encoded, rows: Tensor, forward: Forward) -> Float[Tensor, " rows"]:
         logits = self.reader.logits(result, batch)
         if logits is None:
             raise AnalyzerError(
                 f"{type(self.model).__name__} makes no decision to score (no class or token logits); load it with a"
                 " task head or pass head=."
             )
-        if output == "logprob":
+        step, contrast = forward.step, forward.contrast
+        if forward.output == "logprob":
             logits = logits.log_softmax(-1)
         picks: list[tuple[int, int | None, int, float]] = []  # (row, position or None, id, sign)
         for row, example in enumerate(rows.tolist()):

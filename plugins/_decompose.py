@@ -43,6 +43,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interpret.analyze import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.target import Target
@@ -146,14 +147,12 @@ def linear_part(parts: Float[Tensor, "*any d_model"], norm: NormParams, scale: T
     return norm.weight * _centre(parts, norm) / scale
 
 
-def final_norm(model: nn.Module, name: str) -> NormParams:
+def final_norm(ctx: RunContext, name: str) -> NormParams:
     """Return the norm after the last block (ln_final), checked numerically to be a LayerNorm or an RMSNorm."""
-    from interpret.collect.api import capturable_for
-
-    site = next((s for s in capturable_for(model).sites if s.name == "ln_final.hook_normalized"), None)
-    if site is None or site.module is None:
-        raise AnalyzerError(f"{name}: {type(model).__name__} has no norm after its last block to linearise.")
-    return _norm_params(site.module, "after the last block", rms=True)
+    module = ctx.module("ln_final.hook_normalized")
+    if module is None:
+        raise AnalyzerError(f"{name}: {type(ctx.model).__name__} has no norm after its last block to linearise.")
+    return _norm_params(module, "after the last block", rms=True)
 
 
 def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
@@ -167,44 +166,40 @@ def _affine_matrix(module: nn.Module, d_in: int) -> tuple[Tensor, Tensor]:
     return (basis - zero).double().cpu(), zero[0].double().cpu()
 
 
-def block_parts(
-    model: nn.Module | None, trace: Trace, name: str, *, norms: bool = True, closing: bool = False
-) -> list[BlockParts]:
-    """Return the BlockParts of every captured layer of `model`'s single stack.
+def block_parts(ctx: RunContext, trace: Trace, name: str, *, norms: bool = True, closing: bool = False) -> list[BlockParts]:
+    """Return the BlockParts of every captured layer of the context's model's single stack.
 
     norms: read the block's norms (not needed by norm-based attention); closing: also GlobEnc's second norm.
     """
-    from interpret.collect.api import capturable_for
-
+    model = ctx.model
     if model is None:
         raise AnalyzerError(f"{name} reads the model's output projections and norms; pass model= to analyze.")
     check_kind(trace, name)
     if norms:
         check_layers(trace, name)
-    capturable = capturable_for(model)
-    sites = {site.name: site for site in capturable.sites}
     parts = []
     for layer in trace.layers("attn.hook_pattern"):
-        z_site = sites.get(f"blocks.{layer}.attn.hook_z")
-        if z_site is None or z_site.module is None:
+        out_proj = ctx.module(f"blocks.{layer}.attn.hook_z")
+        if out_proj is None:
             raise AnalyzerError(
                 f"{name}: block {layer} of {type(model).__name__} has no single output projection of the heads"
                 " (no hook_z), so its attention cannot be split per head."
             )
-        heads, d_value = int(z_site.sizes["head"]), int(z_site.sizes["d_head"])
-        weight, bias = _affine_matrix(z_site.module, heads * d_value)
-        ln1, ln2 = sites.get(f"blocks.{layer}.ln1.hook_normalized"), sites.get(f"blocks.{layer}.ln2.hook_normalized")
+        sizes = ctx.sizes(f"blocks.{layer}.attn.hook_z")
+        heads, d_value = int(sizes["head"]), int(sizes["d_head"])
+        weight, bias = _affine_matrix(out_proj, heads * d_value)
+        ln1, ln2 = ctx.module(f"blocks.{layer}.ln1.hook_normalized"), ctx.module(f"blocks.{layer}.ln2.hook_normalized")
         if not norms:
             parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, ln1 is None, None, None))
             continue
-        if ln2 is None or ln2.module is None:
+        if ln2 is None:
             raise AnalyzerError(
                 f"{name}: block {layer} of {type(model).__name__} has no norm before its MLP (parallel attention and"
                 " MLP, or no norm), so no residual stream follows the attention alone; it is not supported."
             )
         post_norm = ln1 is None
-        attn_norm = _norm_params(ln2.module, f"of block {layer}") if post_norm else None
-        closing_norm = _closing_norm(model, ln2.module, layer, name) if closing and post_norm else None
+        attn_norm = _norm_params(ln2, f"of block {layer}") if post_norm else None
+        closing_norm = _closing_norm(model, ln2, layer, name) if closing and post_norm else None
         parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, post_norm, attn_norm, closing_norm))
     return parts
 

@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from interpret.analyze import Check
-from interpret.collect.prepare import model_device
 from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
 from interpret.plugins._per_step import refuse_steps
 from interpret.streaming.capture import gradient_pass, real_positions
@@ -62,13 +61,6 @@ def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[n
         (positions, readout_weights(readout, target_of(targets, b), positions))
         for b, positions in enumerate(real_positions(trace))
     ]
-
-
-def compute_device(ctx: object) -> torch.device | None:
-    """Return the device of the run context's model, where each layer is computed (a trace offloaded to the host
-    is moved back one layer at a time), or None without a model (computed where the trace is)."""
-    model = getattr(ctx, "model", None)
-    return None if model is None else model_device(model)
 
 
 def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:

@@ -46,7 +46,7 @@ def contribution_result(
     analyzer: type, trace: Trace, params: ContributionParams, ctx: RunContext, method: _contributions.Method, title: str
 ) -> AnalyzerResult:
     """Return the AnalyzerResult of ALTI or GlobEnc (arrays as `alti`'s module docstring lists)."""
-    parts = _decompose.block_parts(ctx.model, trace, analyzer.name, closing=method == "globenc")
+    parts = _decompose.block_parts(ctx, trace, analyzer.name, closing=method == "globenc")
     batch, pos, layers = trace.encoded.batch, trace.encoded.pos, len(parts)
     d_model = int(parts[0].out_weight.shape[-1])
     stored = batch * (2 + (layers if params.per_layer else 0)) * pos * pos * _decompose.BYTES_PER_FLOAT

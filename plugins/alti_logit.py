@@ -57,8 +57,8 @@ class AltiLogit:
         """Return ALTI-Logit's readout and per-layer parts (arrays as the module docstring lists)."""
         if trace.meta.kind != "decoder":
             raise AnalyzerError(f"{self.name} explains a language model's next-token logits; this is a {trace.meta.kind} model (use alti).")
-        parts = _decompose.block_parts(ctx.model, trace, self.name)
-        final = _decompose.final_norm(ctx.model, self.name)
+        parts = _decompose.block_parts(ctx, trace, self.name)
+        final = _decompose.final_norm(ctx, self.name)
         unembed = ctx.model.get_output_embeddings()
         if unembed is None or not isinstance(getattr(unembed, "weight", None), torch.Tensor):
             raise AnalyzerError(f"{self.name}: {type(ctx.model).__name__} has no output embedding (load it with its LM head).")

@@ -26,7 +26,7 @@ from torch import Tensor
 from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
-from interpret.plugins._streaming import check_streamed, compute_device, full, lse_check, streamed
+from interpret.plugins._streaming import check_streamed, full, lse_check, streamed
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.entropy import row_statistics
 from interpret.trace import Trace
@@ -87,7 +87,7 @@ class AttentionEntropy:
         return self._result(trace, params, ctx, arrays, checks, "")
 
     def _streamed(self, trace: Trace, params: EntropyParams, ctx: RunContext) -> AnalyzerResult:
-        per_example = layers_from_trace(trace, self.name, compute_device(ctx))
+        per_example = layers_from_trace(trace, self.name, ctx.device)
         special = (trace.encoded.special.bool() & trace.encoded.attention_mask.bool()).cpu()
         batch, n_layers = trace.encoded.batch, len(per_example[0])
         n_heads = per_example[0][0].heads if n_layers else 0

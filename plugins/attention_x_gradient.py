@@ -39,7 +39,7 @@ from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step, sum_check
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, compute_device, example_weights,
+    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, place, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
@@ -119,7 +119,7 @@ class AttentionGradient:
         examples = example_weights(trace, ctx.targets, params.readout)
         if params.rows == "all":
             examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
-        device = compute_device(ctx)
+        device = ctx.device
         sums: dict[tuple[int, int], np.ndarray] = {}  # (example, layer index) → [n]; a layer not reached stays 0
 
         def step(index: int, b: int, layer: StreamedLayer) -> float:

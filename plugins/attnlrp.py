@@ -45,7 +45,6 @@ from captum.attr import InputXGradient
 from torch import Tensor, nn
 
 from interpret.analyze import AnalyzerResult, RunContext
-from interpret.collect.hf.kernels import wrapped_kernels
 from interpret.errors import AnalyzerError
 from interpret.plugins import _captum
 from interpret.sentiment_head import CentroidHead, L2Normalize, SentimentHead
@@ -96,9 +95,9 @@ def _is_activation(module: nn.Module) -> bool:
 
 
 @contextmanager
-def attnlrp_rules(modules: list[nn.Module]) -> Iterator[set[int]]:
-    """Within the context, every forward pass through `modules` (the model and its decision head) backpropagates
-    AttnLRP's rules (module docstring); yields the ids of the attention modules whose kernel took its rule."""
+def attnlrp_rules(ctx: RunContext) -> Iterator[set[int]]:
+    """Within the context, every forward pass through the model and its decision head backpropagates AttnLRP's
+    rules (module docstring); yields the ids of the attention modules whose kernel took its rule."""
     fired: set[int] = set()
 
     def wrap(kernel: Any) -> Any:
@@ -110,7 +109,7 @@ def attnlrp_rules(modules: list[nn.Module]) -> Iterator[set[int]]:
         return rule_kernel
 
     with ExitStack() as stack:
-        for root in modules:
+        for root in [ctx.model, *([ctx.head] if ctx.head is not None else [])]:
             for module in root.modules():
                 hook = None
                 if isinstance(module, nn.LayerNorm):
@@ -123,7 +122,7 @@ def attnlrp_rules(modules: list[nn.Module]) -> Iterator[set[int]]:
                     hook = module.down_proj.register_forward_pre_hook(_half)
                 if hook is not None:
                     stack.callback(hook.remove)
-        stack.enter_context(wrapped_kernels(wrap))
+        stack.enter_context(ctx.attention_kernels(wrap))
         yield fired
 
 
@@ -153,7 +152,7 @@ class AttnLRPAnalyzer:
             )
         batch = _captum.token_batch(trace, ctx, params, NAME)
         inputs, _ = _captum.embeddings(ctx, batch)
-        with attnlrp_rules([ctx.model, *([ctx.head] if ctx.head is not None else [])]) as fired:
+        with attnlrp_rules(ctx) as fired:
             attr = InputXGradient(_captum.ScoreModule(ctx, batch.encoded)).attribute(
                 inputs, additional_forward_args=(batch.examples,)
             )

@@ -136,10 +136,9 @@ class DecompX:
         """Return the readout and the model's scores (arrays and checks as the module docstring lists)."""
         if trace.meta.kind not in ("encoder", "decoder"):
             raise AnalyzerError(f"{NAME} decomposes text encoders and decoders; this is a {trace.meta.kind} model.")
-        model, runner = ctx.model, ctx.runner
-        if model is None or runner is None:
+        if ctx.model is None or ctx.runner is None:
             raise AnalyzerError(f"{NAME} reads the model's weights; pass model= to analyze.")
-        head = _head(model, runner.reader, trace.meta.kind)
+        head = _head(ctx, ctx.runner.reader, trace.meta.kind)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         d_mlp = int(trace["blocks.0.mlp.hook_post"].shape[-1])
         d_model = int(trace["blocks.0.hook_resid_pre"].shape[-1])
@@ -149,7 +148,7 @@ class DecompX:
         per_square = dtype.itemsize * (4 * d_model + 3 * d_mlp)  # bytes per (row, token): a few [.., d] and [.., d_mlp]
         longest = int(lengths.max())
         check_memory(NAME, per_square * longest**2, f"[token, token, d_mlp] tensors at n={longest}")
-        blocks = _model_blocks(model, trace, dtype)
+        blocks = _model_blocks(ctx, trace, dtype)
         head = replace(head, stages=_cast(head.stages, dtype))  # its last layer is cast per column when used
         scores = torch.tensor(_model_scores(trace, ctx), dtype=torch.float64)
         readout = torch.zeros(batch, pos + 1, dtype=torch.float64)  # the last column takes the padding (dropped)
@@ -460,7 +459,7 @@ _IDENTIFIED: weakref.WeakKeyDictionary[nn.Module, tuple[list[tuple[Any, int, int
 )
 
 
-def _model_blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
+def _model_blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
     """Return every block's weights in `dtype` (`_blocks`), identified once per model and kept while it lives.
 
     The cache is keyed by the model object itself (weakly: it goes with the model) and holds, with the blocks,
@@ -470,6 +469,7 @@ def _model_blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Bl
     trace's own checks (kind, every layer captured) run on every call."""
     _decompose.check_kind(trace, NAME)
     _decompose.check_layers(trace, NAME)
+    model = ctx.model
     state = [(weakref.ref(p), p.data_ptr(), p._version) for p in model.parameters()]
     held = _IDENTIFIED.get(model)
     same = held is not None and len(held[0]) == len(state) and all(
@@ -478,38 +478,35 @@ def _model_blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Bl
     if held is None or not same:
         held = _IDENTIFIED[model] = (state, {})
     if dtype not in held[1]:
-        held[1][dtype] = [_cast(block, dtype) for block in _blocks(model, trace, dtype)]
+        held[1][dtype] = [_cast(block, dtype) for block in _blocks(ctx, trace, dtype)]
     return held[1][dtype]
 
 
-def _blocks(model: nn.Module, trace: Trace, dtype: torch.dtype) -> list[Block]:
+def _blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
     """Return every block's weights in `dtype`, each module identified numerically on the trace's first example."""
-    from interpret.collect.api import capturable_for
-
-    parts = _decompose.block_parts(model, trace, NAME)
-    sites = {site.name: site.module for site in capturable_for(model).sites}
+    parts, module = _decompose.block_parts(ctx, trace, NAME), ctx.module
     real = torch.nonzero(trace.encoded.attention_mask[0].bool().cpu()).flatten()[None]
     first, everywhere = torch.zeros(1, dtype=torch.long), torch.ones_like(real, dtype=torch.bool)
     blocks = []
     for part in parts:
         layer, prefix = part.layer, f"blocks.{part.layer}."
         t = {suffix: _gather(trace, prefix + suffix, first, real, everywhere, dtype)[0] for suffix in SUFFIXES}
-        kernel, out_proj, down = sites[prefix + "attn.hook_v"], sites[prefix + "attn.hook_z"], sites[prefix + "mlp.hook_post"]
+        kernel, out_proj, down = module(prefix + "attn.hook_v"), module(prefix + "attn.hook_z"), module(prefix + "mlp.hook_post")
         if part.post_norm:  # the closing norm: the block's one LayerNorm besides the attention's
             assert part.attn_norm is not None
-            norms = [m for m in sites[prefix + "hook_resid_post"].modules() if isinstance(m, nn.LayerNorm)]
-            closing = [m for m in norms if m is not sites[prefix + "ln2.hook_normalized"]]
+            norms = [m for m in module(prefix + "hook_resid_post").modules() if isinstance(m, nn.LayerNorm)]
+            closing = [m for m in norms if m is not module(prefix + "ln2.hook_normalized")]
             if len(closing) != 1:
                 raise AnalyzerError(f"{NAME}: block {layer} has {len(closing)} norms besides the attention's; this post-norm layout is not supported.")
             attn_norm, value_in = part.attn_norm, t["hook_resid_pre"]
             mlp_norm = _decompose._norm_params(closing[0], f"closing block {layer}")
         else:
-            attn_norm = _decompose._norm_params(sites[prefix + "ln1.hook_normalized"], f"before block {layer}'s attention", rms=True)
-            mlp_norm = _decompose._norm_params(sites[prefix + "ln2.hook_normalized"], f"before block {layer}'s MLP", rms=True)
+            attn_norm = _decompose._norm_params(module(prefix + "ln1.hook_normalized"), f"before block {layer}'s attention", rms=True)
+            mlp_norm = _decompose._norm_params(module(prefix + "ln2.hook_normalized"), f"before block {layer}'s MLP", rms=True)
             value_in = _decompose.layer_norm(t["hook_resid_pre"], _cast(attn_norm, dtype))
         heads, d_value, d_model = part.out_weight.shape
         value = _value_projection(kernel, out_proj, value_in, t["attn.hook_v"], layer)
-        ffn = _feed_forward(sites[prefix + "hook_resid_post"], kernel, out_proj, down, t, layer)
+        ffn = _feed_forward(module(prefix + "hook_resid_post"), kernel, out_proj, down, t, layer)
         out = (part.out_weight.reshape(heads * d_value, d_model), part.out_bias)
         root = t["attn.hook_q"].shape[-1] ** -0.5
         candidates = [float(getattr(kernel, "scaling", root)), root]
@@ -580,10 +577,11 @@ def _is_activation(module: nn.Module) -> bool:
     return where in ("transformers.activations", "torch.nn.modules.activation") and not any(True for _ in module.parameters())
 
 
-def _head(model: nn.Module, reader: Any, kind: str) -> Head:
+def _head(ctx: RunContext, reader: Any, kind: str) -> Head:
     """Return the decision head as stages and a last linear layer, or refuse a head this does not decompose."""
     from interpret.sentiment_head import TEMPERATURE, CentroidHead, SentimentHead
 
+    model = ctx.model
     name = type(model).__name__
     if reader.head is not None:
         if isinstance(reader.head, SentimentHead):
@@ -596,7 +594,7 @@ def _head(model: nn.Module, reader: Any, kind: str) -> Head:
         unembed = model.get_output_embeddings()
         if not isinstance(unembed, nn.Linear):
             raise AnalyzerError(f"{NAME}: {name} has no linear output embedding (load it with its LM head).")
-        return Head((Stage("norm", norm=_decompose.final_norm(model, NAME)),), *_affine(unembed))  # type: ignore[misc]
+        return Head((Stage("norm", norm=_decompose.final_norm(ctx, NAME)),), *_affine(unembed))  # type: ignore[misc]
     if reader.kind == "class":
         classifier = getattr(model, "classifier", None)
         base = getattr(model, getattr(model, "base_model_prefix", ""), None)
@@ -612,7 +610,7 @@ def _head(model: nn.Module, reader: Any, kind: str) -> Head:
         if isinstance(pre, nn.Linear) and isinstance(classifier, nn.Linear):  # DistilBERT
             return Head((Stage("affine", _affine(pre)), Stage("act", act=torch.relu)), *_affine(classifier))  # type: ignore[misc]
         if kind == "decoder" and isinstance(score, nn.Linear):
-            return Head((Stage("norm", norm=_decompose.final_norm(model, NAME)),), *_affine(score))  # type: ignore[misc]
+            return Head((Stage("norm", norm=_decompose.final_norm(ctx, NAME)),), *_affine(score))  # type: ignore[misc]
     raise AnalyzerError(
         f"{NAME} decomposes sequence-classification heads (BERT, RoBERTa, ELECTRA, DistilBERT, decoders), decoder"
         f" language-model heads and the default sentiment head; {name}'s {reader.kind} decision is not one of them."

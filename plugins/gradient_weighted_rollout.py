@@ -33,7 +33,7 @@ from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, compute_device, example_weights,
+    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, place, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
@@ -96,7 +96,7 @@ class GradientWeightedRollout:
     def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
         examples = example_weights(trace, ctx.targets, params.readout)
         vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
-        device = compute_device(ctx)
+        device = ctx.device
 
         def step(index: int, b: int, layer: StreamedLayer) -> float:  # from the last layer down (not reached: Ā = 0)
             vectors[b], error = grad_rollout_layer(layer, vectors[b], block_bytes=params.block_mib << 20, device=device)

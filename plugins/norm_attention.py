@@ -73,7 +73,7 @@ class NormAttention:
             raise AnalyzerError(
                 f"{self.name}: layer={params.layer} was not captured (captured layers: {captured}); pick one of those."
             )
-        parts = [p for p in _decompose.block_parts(ctx.model, trace, self.name, norms=False) if p.layer == layer]
+        parts = [p for p in _decompose.block_parts(ctx, trace, self.name, norms=False) if p.layer == layer]
         batch, pos = trace.encoded.batch, trace.encoded.pos
         heads = parts[0].out_weight.shape[0]
         norms = np.zeros((batch, heads, pos, pos))

@@ -31,7 +31,7 @@ from interpret.plugins import rollout_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
 from interpret.plugins._streaming import (
-    BLOCK_HELP, check_streamed, compute_device, example_weights, full, lse_check, place, streamed,
+    BLOCK_HELP, check_streamed, example_weights, full, lse_check, place, streamed,
 )
 from interpret.streaming.capture import REQUIRES, layers_from_trace
 from interpret.streaming.readout import rollout_readout
@@ -199,7 +199,7 @@ class Rollout:
 
     def _streamed(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
         """Return the readout [batch, key] carried back through the layers from q, k and lse (module docstring)."""
-        per_example = layers_from_trace(trace, self.name, compute_device(ctx))
+        per_example = layers_from_trace(trace, self.name, ctx.device)
         captured = trace.layers("attn.hook_q")
         if params.start_layer not in captured:
             raise AnalyzerError(

@@ -34,11 +34,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from interpret.arrays import to_numpy
-from interpret.collect.hf.kernels import wrapped_kernels
 
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
+from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose, rollout_math
@@ -73,18 +72,14 @@ class ValueZeroing:
 
     def run(self, trace: Trace, params: ValueZeroingParams, ctx: RunContext) -> AnalyzerResult:
         """Return the value-zeroing rollout and readout (arrays as the module docstring lists)."""
-        from interpret.collect.api import capturable_for
-
         _decompose.check_kind(trace, self.name)
         if ctx.model is None:
             raise AnalyzerError(f"{self.name} runs the model's blocks; pass model= to analyze.")
         captured, layers = trace.layers("attn.hook_pattern"), list(range(trace.meta.n_layers))
         if captured != layers or trace.layers("hook_resid_post") != layers:
             raise AnalyzerError(f"{self.name} aggregates every layer; collect all layers (no layers= selection).")
-        capturable = capturable_for(ctx.model)
-        sites = {site.name: site for site in capturable.sites}
-        blocks = [sites[f"blocks.{layer}.hook_resid_pre"].module for layer in layers]
-        attentions = [sites[f"blocks.{layer}.attn.hook_v"].module for layer in layers]
+        blocks = [ctx.module(f"blocks.{layer}.hook_resid_pre") for layer in layers]
+        attentions = [ctx.module(f"blocks.{layer}.attn.hook_v") for layer in layers]
         batch, pos = trace.encoded.batch, trace.encoded.pos
         rows_max = min(pos, params.max_rows - 1) + 1
         d_model = int(trace["blocks.0.hook_resid_post"].shape[-1])
@@ -104,7 +99,7 @@ class ValueZeroing:
             calls = -(-n // (params.max_rows - 1))  # block calls per layer; then as few rows as they need
             rows = -(-n // calls) + 1
             encoded = trace.encoded.rows(torch.full((rows,), b, dtype=torch.long))
-            inputs = _record_block_inputs(capturable.run, encoded, blocks)
+            inputs = _record_block_inputs(ctx.run, encoded, blocks)
             matrices = []
             for layer, (block, attention) in enumerate(zip(blocks, attentions)):
                 original = trace[f"blocks.{layer}.hook_resid_post"][b].detach().double().cpu()[positions]  # [n, d_model]
@@ -112,7 +107,7 @@ class ValueZeroing:
                 for start in range(0, n, rows - 1):
                     zeroed = positions[start : start + rows - 1]  # token j_r of row r; the last row zeroes nothing
                     args, kwargs = inputs[layer]
-                    with torch.no_grad(), _zeroing(attention, zeroed.tolist(), rows):
+                    with torch.no_grad(), _zeroing(ctx, attention, zeroed.tolist(), rows):
                         result = block(*args, **kwargs)
                     output = (result[0] if isinstance(result, tuple) else result).detach().double().cpu()[:, positions]
                     replay_error = max(replay_error, _relative(output[-1], original))
@@ -180,7 +175,7 @@ def _record_block_inputs(
 
 
 @contextlib.contextmanager
-def _zeroing(attention: nn.Module, tokens: list[int], rows: int) -> Iterator[None]:
+def _zeroing(ctx: RunContext, attention: nn.Module, tokens: list[int], rows: int) -> Iterator[None]:
     """Within the context, `attention`'s kernel receives value[r, :, tokens[r], :] = 0 for each row r < len(tokens).
 
     The kernel lookup of transformers' attention interface is wrapped while the context lasts and restored
@@ -202,7 +197,7 @@ def _zeroing(attention: nn.Module, tokens: list[int], rows: int) -> Iterator[Non
 
         return zeroing_kernel
 
-    with wrapped_kernels(wrap):
+    with ctx.attention_kernels(wrap):
         yield
     if not fired:
         raise AnalyzerError("value_zeroing: the block's attention did not go through transformers' attention interface.")

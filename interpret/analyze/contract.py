@@ -7,13 +7,14 @@ docs/architecture.md explains the contract with a complete example plugin.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from interpret.analyze.result import AnalyzerResult
 from interpret.errors import AnalyzerError
+from interpret.runner import Forward
 from interpret.target import Target
 from interpret.trace import Trace
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from interpret.inputs import Encoded
     from interpret.runner import GradCapture, ModelRunner
 
-ScoreOutput = Literal["logit", "logprob"]
 Strategy = Literal["full", "streamed"]
 STRATEGIES: tuple[str, ...] = ("full", "streamed")
 
@@ -51,6 +51,11 @@ class RunContext:
         head_gates(gates) -> context manager       scale each head's output (gates [layer, head] or
                                                    [rows, layer, head]); gradients flow to the gates
         gate_shape -> (layers, heads)
+    The model's structure (the Capturable the runner holds, so a plugin never builds its own):
+        module(hook) -> nn.Module | None           the module a hook point is read from
+        sizes(hook) -> {axis: size}                a hook point's static sizes (head, d_head, ...)
+        run(encoded) -> output                     the model's raw output (e.g. to record each block's inputs)
+        attention_kernels(wrap) -> context manager  transformers' attention kernels wrapped (value zeroing)
     """
 
     targets: tuple[Target, ...] = ()
@@ -67,59 +72,22 @@ class RunContext:
             raise AnalyzerError("this analyzer runs the model; pass model= (and tokenizer=) to analyze.")
         return self.runner
 
-    def score(
-        self,
-        encoded: Encoded,
-        *,
-        input_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        pixel_values: Tensor | None = None,
-        examples: Tensor | None = None,
-        gates: Tensor | None = None,
-        step: int | None = None,
-        output: ScoreOutput = "logit",
-        contrast: bool = True,
-    ) -> Tensor:
+    def score(self, encoded: Encoded, **forward: Any) -> Tensor:
         """Return each row's target score [rows] with autograd on.
 
-        encoded: the batch the targets belong to (usually `trace.encoded`). Each row of the run is an
-            example of it: `examples` [rows] (long) names which (default: every example once, in order), so
-            an integration path of many rows per example scores each row against its own example's target.
-        input_ids [rows, pos] / inputs_embeds [rows, pos, d_model] / pixel_values: replace the inputs of
-            those rows (masks and decoder inputs are the examples' own).
-        gates: head gates [layer, head] (all rows) or [rows, layer, head] (each row its own).
-        step: score only target step `step` (one token of a continuation); None sums every step.
-        output: "logit" (default) or "logprob" (log-softmax over classes or the vocabulary).
-        contrast: subtract the contrast's score when the target has one (score = target − contrast).
+        encoded: the batch the targets belong to (usually `trace.encoded`); each row of the run is one of its
+            examples. forward: the fields of `interpret.runner.Forward` (examples, input_ids, inputs_embeds,
+            pixel_values, gates, step, output, contrast), documented there.
         """
-        return self._runner().score(
-            encoded, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values,
-            examples=examples, gates=gates, step=step, output=output, contrast=contrast,
-        )
+        return self._runner().score(encoded, Forward(**forward))
 
-    def capture(
-        self,
-        encoded: Encoded,
-        names: Sequence[str],
-        *,
-        input_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        pixel_values: Tensor | None = None,
-        examples: Tensor | None = None,
-        gates: Tensor | None = None,
-        step: int | None = None,
-        output: ScoreOutput = "logit",
-        contrast: bool = True,
-    ) -> GradCapture:
+    def capture(self, encoded: Encoded, names: Sequence[str], **forward: Any) -> GradCapture:
         """Run the model once with autograd on and return the hook tensors of `names` (globs) kept in the graph,
         with the score of that same forward pass: `torch.autograd.grad(cap.score.sum(), cap["...hook_pattern"])`
         is ∂score/∂pattern per row. Patterns are captured where the real query and key enter the attention
         (exactly as `collect` does) and, under SDPA, the kernel's outputs stay bit-identical while gradients
-        flow through the pattern. Padded positions are not zeroed here. Arguments as for `score`."""
-        return self._runner().capture(
-            encoded, names, input_ids=input_ids, inputs_embeds=inputs_embeds, pixel_values=pixel_values,
-            examples=examples, gates=gates, step=step, output=output, contrast=contrast,
-        )
+        flow through the pattern. Padded positions are not zeroed here. Keywords as for `score`."""
+        return self._runner().capture(encoded, names, Forward(**forward))
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:
         """Return the token-embedding module of `side` (the module Captum's layer methods attribute to)."""
@@ -137,6 +105,32 @@ class RunContext:
     def gate_shape(self) -> tuple[int, int]:
         """Return (layers, heads) of the gates the model takes."""
         return self._runner().gate_shape
+
+    def module(self, hook: str) -> nn.Module | None:
+        """Return the module hook point `hook` (a canonical name) is read from, None where the model has no such
+        hook point: the block for blocks.{i}.hook_resid_pre/post, the attention (its kernel's module) for
+        attn.hook_q/k/v/pattern, the heads' output projection for attn.hook_z, the norm for *.hook_normalized."""
+        site = self._runner().sites.get(hook)
+        return None if site is None else site.module
+
+    def sizes(self, hook: str) -> Mapping[str, int]:
+        """Return the static axis sizes of hook point `hook` (head, d_head, d_model, d_mlp as it has them)."""
+        site = self._runner().sites.get(hook)
+        if site is None:
+            raise AnalyzerError(f"{type(self.model).__name__} has no hook point {hook}.")
+        return site.sizes
+
+    def run(self, encoded: Encoded) -> Any:
+        """Return the model's raw output on the rows of `encoded` through the forward pass `score` runs (no
+        target read, autograd as the caller has it), e.g. to record what each block receives."""
+        return self._runner().capturable.run(encoded)
+
+    def attention_kernels(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> AbstractContextManager[None]:
+        """Return a context in which every kernel transformers' attention interface hands out is `wrap(kernel)`: a
+        function called as the kernel is, `(module, query, key, value, attention_mask, ...)`, that must call it."""
+        from interpret.collect.hf.kernels import wrapped_kernels
+
+        return wrapped_kernels(wrap)
 
     @property
     def head(self) -> nn.Module | None:

@@ -35,7 +35,7 @@ from interpret.analyze.contract import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
-from interpret.runner import ModelRunner
+from interpret.runner import Forward, ModelRunner
 from interpret.target import Target
 
 Removal = Literal["delete", "mask", "zero"]
@@ -194,7 +194,7 @@ def _probabilities(
         if logits is None or logits.dim() != 2:
             raise AnalyzerError("only a class decision has class probabilities to re-read after a removal.")
         return to_numpy(logits.double().softmax(-1))
-    scores = runner.score(encoded, examples=examples, output="logprob", contrast=False, grad=False, **inputs)
+    scores = runner.score(encoded, Forward(examples=examples, output="logprob", contrast=False, **inputs), grad=False)
     return to_numpy(scores.double().exp())
 
 

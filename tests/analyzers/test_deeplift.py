@@ -17,6 +17,7 @@ import interpret
 from interpret.analyze import RunContext
 from interpret.errors import AnalyzerError
 from interpret.inputs import encode
+from interpret.runner import Forward
 from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 
@@ -40,10 +41,10 @@ class PlainRunner:
     def __init__(self, model: Toy, encoded) -> None:
         self.model, self.encoded = model, encoded
 
-    def score(self, encoded, *, input_ids=None, inputs_embeds=None, examples=None, **_) -> torch.Tensor:
-        rows = examples if examples is not None else torch.arange(encoded.batch)
+    def score(self, encoded, forward=Forward()) -> torch.Tensor:
+        rows = forward.examples if forward.examples is not None else torch.arange(encoded.batch)
         mask = encoded.attention_mask[rows].double()
-        hidden = self.model.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden = self.model.embed(forward.input_ids) if forward.inputs_embeds is None else forward.inputs_embeds
         m = self.model
         return (m.squash(m.second(m.act(m.first(hidden))))[..., 0] * mask).sum(-1)
 
@@ -75,15 +76,15 @@ def test_returns_deeplift_where_captum_covers_every_nonlinearity(baseline: str) 
         special = encoded.special.bool()
         baseline_ids = torch.where(special, encoded.input_ids, torch.full_like(encoded.input_ids, tokenizer.pad_token_id))
 
-        class Forward(nn.Module):
+        class Scored(nn.Module):
             def __init__(self) -> None:
                 super().__init__()
                 self.model = model
 
             def forward(self, ids, rows):
-                return runner.score(encoded, input_ids=ids, examples=rows)
+                return runner.score(encoded, Forward(input_ids=ids, examples=rows))
 
-        attr = LayerDeepLift(Forward(), model.embed).attribute(
+        attr = LayerDeepLift(Scored(), model.embed).attribute(
             encoded.input_ids, baselines=baseline_ids, additional_forward_args=(torch.arange(2),))
         np.testing.assert_allclose(result["readout"], attr.detach().sum(-1).cpu().numpy() * ~special.cpu().numpy(), rtol=1e-12, atol=1e-15)
 

@@ -16,6 +16,7 @@ from interpret.analyze import RunContext
 from interpret.hooks import count_hooks
 from interpret.inputs import Encoded
 from interpret.plugins.integrated_gradients import IntegratedGradientsAnalyzer, IntegratedGradientsParams
+from interpret.runner import Forward
 from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 
@@ -42,8 +43,9 @@ class CubicRunner:
         x, x0 = self.embedding(ids).detach(), self.embedding(base).detach()
         return (b + 1) * self.c * (x**3 - x0**3) + self.u * (x - x0)
 
-    def score(self, encoded, *, input_ids=None, inputs_embeds=None, examples=None, **_):
-        examples = torch.arange(encoded.batch) if examples is None else examples
+    def score(self, encoded, forward=Forward()):
+        examples = torch.arange(encoded.batch) if forward.examples is None else forward.examples
+        inputs_embeds, input_ids = forward.inputs_embeds, forward.input_ids
         if inputs_embeds is None:
             inputs_embeds = self.embedding(input_ids if input_ids is not None else encoded.input_ids[examples])
         weight = (examples.double() + 1)[:, None, None]
@@ -80,8 +82,8 @@ def test_completeness_and_closed_form_on_an_analytic_toy(method: str, baseline: 
         base = torch.where(attributed, torch.full_like(trace.encoded.input_ids[b], fill), trace.encoded.input_ids[b])
         expected = runner.closed_form(b, trace.encoded.input_ids[b], base).sum(-1).cpu().numpy()
         np.testing.assert_allclose(result["readout"][b], expected, atol=1e-3, rtol=0)
-        gap = float(runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=trace.encoded.input_ids[b:b + 1]).detach()
-                    - runner.score(trace.encoded, examples=torch.tensor([b]), input_ids=base[None]).detach())
+        gap = float(runner.score(trace.encoded, Forward(examples=torch.tensor([b]), input_ids=trace.encoded.input_ids[b:b + 1])).detach()
+                    - runner.score(trace.encoded, Forward(examples=torch.tensor([b]), input_ids=base[None])).detach())
         assert abs(result["readout"][b].sum() - gap) < 1e-4
         assert abs(result["gap"][b] - gap) < 1e-12
     assert np.abs(result["delta"]).max() < 1e-4
@@ -203,9 +205,9 @@ def test_runs_no_forward_pass_beyond_captums_own() -> None:
     calls: list[int] = []
     score = runner.score
 
-    def counted(encoded, **kwargs):
+    def counted(encoded, forward):
         calls.append(1)
-        return score(encoded, **kwargs)
+        return score(encoded, forward)
 
     runner.score = counted
     result = IntegratedGradientsAnalyzer().run(trace, IntegratedGradientsParams(steps=20, internal_batch_size=8), ctx)
@@ -213,12 +215,12 @@ def test_runs_no_forward_pass_beyond_captums_own() -> None:
     calls.clear()
     ids = trace.encoded.input_ids
     base = torch.where(trace.encoded.attention_mask.bool() & ~trace.encoded.special, torch.full_like(ids, PAD), ids)
-    method = LayerIntegratedGradients(lambda i, e: counted(trace.encoded, input_ids=i, examples=e), runner.embedding)
+    method = LayerIntegratedGradients(lambda i, e: counted(trace.encoded, Forward(input_ids=i, examples=e)), runner.embedding)
     method.attribute(ids, baselines=base, additional_forward_args=(torch.arange(2),), n_steps=20, internal_batch_size=8,
                      return_convergence_delta=True)
     assert ours == len(calls)
     with torch.no_grad():
-        direct = (score(trace.encoded, input_ids=ids) - score(trace.encoded, input_ids=base)).cpu().numpy()
+        direct = (score(trace.encoded, Forward(input_ids=ids)) - score(trace.encoded, Forward(input_ids=base))).cpu().numpy()
     np.testing.assert_allclose(result["gap"], direct, atol=1e-12, rtol=0)
 
 
