@@ -151,7 +151,7 @@ class AttnLRPAnalyzer:
                 " default model's heads are); use integrated_gradients."
             )
         batch = _captum.token_batch(trace, ctx, params, NAME)
-        inputs, _ = _captum.embeddings(ctx, batch)
+        inputs = _captum.embeddings(ctx, batch)[0].requires_grad_()
         with attnlrp_rules(ctx) as fired:
             attr = InputXGradient(_captum.ScoreModule(ctx, batch.encoded)).attribute(
                 inputs, additional_forward_args=(batch.examples,)

@@ -1,4 +1,5 @@
-"""The defaults' lead: the first of `defaults.LEADS` (the evidence's order) that runs on the model.
+"""The defaults' lead: the first of `defaults.LEADS` (the evidence's order; an audit's: `AUDIT_LEADS`) that runs
+on the model.
 
 A lead that refuses the model (an AnalyzerError: a head, block layout or kind it does not cover; no decision to
 score) gives way to the next, with a note saying why; a result that failed its checks is an error as always.
@@ -13,7 +14,7 @@ from torch import nn
 
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
-from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
+from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.result import AnalyzerResult
 from interpret.analyze.run import analyze, required_names, run_context
 from interpret.analyze.strategy import streamed_strategies
@@ -24,15 +25,17 @@ from interpret.trace import Trace
 Note = tuple[str, str]
 
 
-def capturable_leads(model: nn.Module, tokenizer: Any) -> tuple[list[str], list[tuple[str, str]]]:
-    """Return the leads whose every hook point the model exposes, and (lead, why) for each other one."""
+def capturable_leads(
+    model: nn.Module, tokenizer: Any, candidates: Sequence[str] = LEADS
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Return the `candidates` whose every hook point the model exposes, and (lead, why) for each other one."""
     import fnmatch
 
     from interpret.collect.api import capturable_for
 
     available = [site.name for site in capturable_for(model, tokenizer).sites]
     leads, refused = [], []
-    for name in LEADS:
+    for name in candidates:
         missing = [glob for glob in registry.get(name).requires if not fnmatch.filter(available, glob)]
         if missing:
             refused.append((name, f"{name} reads {missing[0]}, which {type(model).__name__} does not expose"))
@@ -62,12 +65,13 @@ def run_lead(
 
 
 def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module | None, max_length: int | None) -> tuple[tuple[str, ...], list[Note]]:
-    """Return the default analyzers with the lead that runs on `model` (tried on one text: what a lead refuses
-    is the model's, not the text's) in the first place, or none, and the notes of the leads that refused."""
+    """Return the default analyzers with the first of `AUDIT_LEADS` that runs on `model` (tried on one text: what
+    a lead refuses is the model's, not the text's) in the first place, or none, and the notes of the leads that
+    refused."""
     from interpret.collect import collect
     from interpret.decision import TargetRequest, decide
 
-    leads, refused = capturable_leads(model, tokenizer)
+    leads, refused = capturable_leads(model, tokenizer, AUDIT_LEADS)
     trace = collect(model, tokenizer, [text], names=required_names(leads) or ["*attn.hook_pattern"], max_length=max_length)
     decided = decide(model, trace, tokenizer, TargetRequest(), head)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided])
@@ -77,12 +81,14 @@ def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module 
 
 
 def streamed_defaults(why: str) -> tuple[dict[str, str], list[Note]]:
-    """Return `strategy.streamed_strategies` of the defaults, led by the first lead that can run without
-    the patterns (one that needs every pattern and has no streamed computation is left out with a note, as the
-    defaults' other analyzers are)."""
+    """Return `strategy.streamed_strategies` of the defaults, led by the first lead that streams (a lead with no
+    streamed computation is left out with a note, as the defaults' other analyzers that need every pattern are)."""
     chosen, notes = streamed_strategies((*LEADS, *DEFAULT_ANALYZERS[1:]), why, leave_out=True)
-    leads = [name for name in chosen if name in LEADS]
-    return {name: strategy for name, strategy in chosen.items() if name not in leads[1:]}, notes
+    leads = [name for name in chosen if name in LEADS and chosen[name] == "streamed"][:1]
+    for name in chosen:
+        if name in LEADS and chosen[name] == "full":  # its one backward pass would hold every layer's attention
+            notes.append((f"{name} left out", f"{name} has no streamed computation, and {why} (a default analyzer)"))
+    return {name: strategy for name, strategy in chosen.items() if name not in LEADS or name in leads}, notes
 
 
 def run_analyzers(

@@ -21,8 +21,9 @@ WORDS = "the cat sat on mat a dog saw ! marker".split()
 TEXTS = ["the cat sat on the mat", "a dog saw !"]
 # Decomposition methods read transformers' block structure (output projection, norms, attention interface);
 # on the reference model they may refuse in one line. tests/decomp holds them to the papers on HF families.
-# deeplift refuses every transformer in one line (summation-to-delta fails; tests/analyzers/test_deeplift.py).
-DECOMPOSITIONS = {"norm_attention", "globenc", "alti", "alti_logit", "value_zeroing", "decompx", "deeplift"}
+# deeplift refuses every transformer in one line (summation-to-delta fails; tests/analyzers/test_deeplift.py);
+# attnlrp needs a rule for each operation of a family it knows (tests/analyzers/test_attnlrp.py).
+DECOMPOSITIONS = {"norm_attention", "globenc", "alti", "alti_logit", "value_zeroing", "decompx", "deeplift", "attnlrp"}
 
 
 @pytest.fixture(scope="module", params=["encoder", "decoder"])

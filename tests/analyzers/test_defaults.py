@@ -1,7 +1,7 @@
-"""The default analyzers lead with the method the evidence ranks first (decompx); on a model it refuses the next
-in the evidence's ranking (`defaults.LEADS`) leads, with a note saying why, in the report and the audit alike;
-where none can run (a bare encoder makes no decision to score) none leads, while an analyzer the user named is
-still an error."""
+"""The default report leads with the method the evidence ranks first (decompx), the default audit with the first
+within its cost (attnlrp, `defaults.AUDIT_LEADS`); on a model a lead refuses, the next in the evidence's ranking
+leads, with a note saying why, in the report and the audit alike; where none can run (a bare encoder makes no
+decision to score) none leads, while an analyzer the user named is still an error."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 from torch import nn
 
 import interpret
-from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
+from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, LEADS
 from interpret.audit import run_audit
 from interpret.datasets import Example
 from interpret.errors import AnalyzerError
 
 
 class MaxPoolHead(nn.Module):
-    """A head decompx does not decompose: max-pooled hidden states [batch, pos, d] → logits [batch, 2]."""
+    """A head decompx does not decompose and attnlrp has no rules for: max-pooled hidden states [batch, pos, d] →
+    logits [batch, 2]."""
 
     labels = ("negative", "positive")
 
@@ -40,7 +41,7 @@ def _encoder_and_head() -> tuple[nn.Module, nn.Module]:
 
 
 def test_the_default_report_leads_with_decompx() -> None:
-    assert DEFAULT_ANALYZERS[0] == LEADS[0] == "decompx"
+    assert DEFAULT_ANALYZERS[0] == LEADS[0] == "decompx" and AUDIT_LEADS == LEADS[1:]
     case = tiny_bert()
     report = interpret.explain(case.model, case.tokenizer, case.texts)
     assert [section.result.analyzer for section in report.sections][: len(DEFAULT_ANALYZERS)] == list(DEFAULT_ANALYZERS)
@@ -51,9 +52,11 @@ def test_the_default_report_leads_with_decompx() -> None:
 def test_a_head_decompx_refuses_is_led_by_the_next_in_the_ranking() -> None:
     encoder, head = _encoder_and_head()
     report = interpret.explain(encoder, word_tokenizer(), TEXTS, head=head)
-    assert report.run.analyzers == (LEADS[1], *DEFAULT_ANALYZERS[1:])
-    note = dict(report.run.notes)["decompx skipped"]
-    assert "MaxPoolHead is not one" in note and f"; {LEADS[1]} leads instead (next in the evidence's ranking)." in note
+    assert report.run.analyzers == (LEADS[2], *DEFAULT_ANALYZERS[1:])
+    notes = dict(report.run.notes)
+    for name in LEADS[:2]:
+        assert "MaxPoolHead is not one" in notes[f"{name} skipped"]
+        assert notes[f"{name} skipped"].endswith(f"; {LEADS[2]} leads instead (next in the evidence's ranking).")
     with pytest.raises(AnalyzerError, match="MaxPoolHead is not one"):  # named by the user: an error
         interpret.explain(encoder, word_tokenizer(), TEXTS, head=head, analyzers=["decompx", "rollout"])
 
@@ -63,8 +66,9 @@ def test_the_default_audit_falls_back_by_the_same_rule(tmp_path, caplog) -> None
     examples = [Example(row=i, text=text) for i, text in enumerate(TEXTS)]
     with caplog.at_level("WARNING", logger="interpret"):
         result = run_audit(encoder, word_tokenizer(), examples, tmp_path, head=head)
-    assert set(pd.read_parquet(result.tokens)["analyzer"]) == {LEADS[1], "rollout"}
-    assert "decompx skipped" in caplog.text and "MaxPoolHead is not one" in caplog.text
+    assert set(pd.read_parquet(result.tokens)["analyzer"]) == {AUDIT_LEADS[1], "rollout"}
+    assert "attnlrp skipped" in caplog.text and "MaxPoolHead is not one" in caplog.text
+    assert "decompx" not in caplog.text  # not an audit's lead: not tried
 
 
 def test_a_model_without_a_decision_has_no_lead_and_says_why() -> None:
@@ -74,7 +78,18 @@ def test_a_model_without_a_decision_has_no_lead_and_says_why() -> None:
     analyzers = [section.result.analyzer for section in report.sections]
     assert not set(LEADS) & set(analyzers) and "rollout" in analyzers
     notes = dict(report.run.notes)
-    assert "no decision to score" in notes[f"{LEADS[1]} skipped"] and "none decision" in notes["decompx skipped"]
+    assert "no decision to score" in notes[f"{LEADS[2]} skipped"] and "none decision" in notes["decompx skipped"]
     assert not any("leads instead" in notes[f"{name} skipped"] for name in LEADS)
     with pytest.raises(AnalyzerError, match="no decision to score"):
-        interpret.explain(bare, word_tokenizer(), TEXTS, analyzers=["rollout", LEADS[1]])
+        interpret.explain(bare, word_tokenizer(), TEXTS, analyzers=["rollout", LEADS[2]])
+
+
+def test_the_default_audit_leads_with_attnlrp_and_the_report_with_decompx(tmp_path) -> None:
+    from interpret.default_model import load_default
+
+    model, tokenizer, head = load_default("cpu")
+    examples = [Example(row=0, text="The soup was cold and the waiter rude.")]
+    result = run_audit(model, tokenizer, examples, tmp_path, head=head)
+    assert set(pd.read_parquet(result.tokens)["analyzer"]) == {"attnlrp", "rollout"}
+    report = interpret.explain(model, tokenizer, examples[0].text, head=head, evidence=False)
+    assert report.run.analyzers == DEFAULT_ANALYZERS and DEFAULT_ANALYZERS[0] == "decompx"
