@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from typing import Any
 
 import torch
@@ -76,11 +77,10 @@ def _scale_by_ratio(module: nn.Module, args: tuple[Tensor, ...], out: Tensor) ->
     return _swap(out, x * ratio.detach())
 
 
-def _identity_rule(module: nn.Module, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
-    """An elementwise nonlinearity under the identity rule: the gradient f(x)/x (its slope at 0 near 0)."""
+def _identity_rule(at_zero: float, module: nn.Module, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
+    """An elementwise nonlinearity under the identity rule: the gradient f(x)/x (`at_zero`, its slope at 0, near 0)."""
     x = args[0]
     near = x.abs() < ZERO
-    at_zero = module.forward(torch.full((1,), ZERO, dtype=torch.float64, device=x.device)).item() / ZERO  # no hooks
     ratio = torch.where(near, torch.full_like(x, at_zero), out / torch.where(near, torch.ones_like(x), x))
     return _swap(out, x * ratio.detach())
 
@@ -116,8 +116,9 @@ def attnlrp_rules(ctx: RunContext) -> Iterator[set[int]]:
                     hook = module.register_forward_hook(_layer_norm)
                 elif isinstance(module, L2Normalize) or type(module).__name__.endswith("RMSNorm"):
                     hook = module.register_forward_hook(_scale_by_ratio)
-                elif _is_activation(module):
-                    hook = module.register_forward_hook(_identity_rule)
+                elif _is_activation(module):  # f(ZERO)/ZERO by the module's own forward (no hooks), once
+                    at_zero = module.forward(torch.full((1,), ZERO, dtype=torch.float64)).item() / ZERO
+                    hook = module.register_forward_hook(partial(_identity_rule, at_zero))
                 elif all(hasattr(module, part) for part in ("gate_proj", "up_proj", "down_proj")):
                     hook = module.down_proj.register_forward_pre_hook(_half)
                 if hook is not None:
