@@ -57,7 +57,9 @@ def analyzer_options(fn: F) -> F:
     return fn
 
 
-def request_parts(max_length: int | None, streaming: str, evidence: bool, removal: str | None) -> tuple[Limits, EvidenceOptions]:
+def request_parts(
+    max_length: int | None, streaming: str, evidence: bool, removal: str | None
+) -> tuple[Limits, EvidenceOptions]:
     """Return the request's limits and evidence options from --max-length, --streaming, --evidence and --removal
     (report and audit); a usage error (exit 2) for what a part refuses."""
     return built(Limits, max_length, CAPTURE_BUDGET, streaming), built(EvidenceOptions, evidence, removal)

@@ -22,7 +22,7 @@ from interpret.cli.options import (
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
-from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes
+from interpret.estimate.memory import default_memory, human_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, streamed_estimate
 from interpret.request import EvidenceOptions, Limits, Subject, View
 
@@ -157,7 +157,7 @@ def report(
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
             weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda,
         )
-        if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
+        if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > limits.capture_bytes):
             estimate = streamed_estimate(estimate, facts, len(names), fmt)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
@@ -295,8 +295,8 @@ def _run(run: _Run) -> None:
         stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
         result = explain(
             loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.subject,
-            head=loaded.head, evidence=run.evidence, limits=run.limits, view=replace(run.view, model_id=loaded.model_id),
-            seed=run.seed, progress=stage,
+            head=loaded.head, evidence=run.evidence, limits=run.limits,
+            view=replace(run.view, model_id=loaded.model_id), seed=run.seed, progress=stage,
         )
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
     to_stdout = run.destination == "-"

@@ -103,7 +103,8 @@ def explain(
         )
     decoder_inputs = subject.decoder_inputs
     if subject.generate is not None:
-        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate, max_length=limits.max_length)
+        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate,
+                                                  max_length=limits.max_length)
     strategies = {name: forced or "full" for name, forced in steps}
     defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
     leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these

@@ -164,7 +164,8 @@ class AuditOptions:
         if self.streaming not in ("on", "off"):
             raise ConfigError(f"streaming={self.streaming!r} is not known; use 'on' (streamed computations) or 'off'.")
         if isinstance(self.part_examples, bool) or not isinstance(self.part_examples, int) or self.part_examples < 1:
-            raise ConfigError(f"part_examples={self.part_examples!r} must be a positive number of examples; use e.g. 512.")
+            raise ConfigError(f"part_examples={self.part_examples!r} must be a positive number of examples;"
+                              f" use e.g. {PART_EXAMPLES}.")
         if isinstance(self.drivers, bool) or not isinstance(self.drivers, int) or self.drivers < 0:
             raise ConfigError(f"drivers={self.drivers!r} must be a number of tokens to check, 0 or more;"
                               f" use e.g. {DEFAULT_DRIVERS}.")

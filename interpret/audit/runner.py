@@ -144,7 +144,8 @@ def run_audit(
     params = {DEPRECATED_STREAMING.get(name, name): value for name, value in (params or {}).items()}
     names = checked_analyzers([name for name, _ in resolved], params)
     defaults = tuple(analyzers) == DEFAULT_ANALYZERS
-    target, max_length, removal, evidence = options.target, options.max_length, options.evidence.removal, options.evidence.enabled
+    target, max_length = options.target, options.max_length
+    removal, evidence = options.evidence.removal, options.evidence.enabled
     slices = None if options.slice_by is None else read_column(options.input_file, options.slice_by)
     file_name = None if options.input_file is None else Path(options.input_file).name
     if target == "gold":
