@@ -51,7 +51,7 @@ from _bench import CpuWatch, mib, peak_bytes, table  # noqa: E402
 from interpret.analyze import required_names  # noqa: E402
 from interpret.analyze.defaults import DEFAULT_ANALYZERS  # noqa: E402
 from interpret.analyze.lead import audit_defaults  # noqa: E402
-from interpret.audit import overlap, run_audit  # noqa: E402
+from interpret.audit import AuditOptions, overlap, run_audit  # noqa: E402
 from interpret.audit.checks import effective_params  # noqa: E402
 from interpret.audit.engine import BatchSettings, analyze_batch, capture_batch  # noqa: E402
 from interpret.audit.kernel import audit_implementation  # noqa: E402
@@ -191,9 +191,9 @@ def main() -> None:
             def audit(overlapped: bool | None = None) -> None:
                 overlap.ENABLED = overlapped  # None: the default policy (overlap where the worker has a core)
                 try:
-                    run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size,
-                              max_length=args.tokens, head=head, model_id=DEFAULT_MODEL_ID,
-                              fresh=True, model_dir=model_dir)
+                    run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size, head=head,
+                              options=AuditOptions(max_length=args.tokens, model_id=DEFAULT_MODEL_ID, fresh=True,
+                                                   model_dir=model_dir))
                 finally:
                     overlap.ENABLED = None
 

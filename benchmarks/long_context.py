@@ -11,7 +11,7 @@ the child's peak resident set is its own):
     eager      model(ids, output_attentions=True) under no_grad, eager attention: every [head, n, n] pattern of
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
     s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder;
-               offload=True on CUDA) + `rollout`, streamed: what `explain(streaming=...)` runs.
+               offload=True on CUDA) + `rollout`, streamed: what `explain(limits=Limits(streaming=...))` runs.
     s_rollout_k one forward inside `interpret.collect.kernel.kernel_records` (SDPA served by the fused kernel,
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).

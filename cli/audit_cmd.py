@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,14 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_lengths
 from interpret.cli.options import (
-    analyzer_options, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
+    analyzer_options, built, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
 from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
 from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
+from interpret.request import AuditOptions, EvidenceOptions
 
 
 @click.command()
@@ -85,6 +87,7 @@ def audit(
                     " the output's skipped.csv lists every one")
     if slice_by is not None:
         _check_column(input_file, slice_by)
+    evidence_options = built(EvidenceOptions, evidence, removal)
     given = analyzer_names or preflight.default_analyzers()
     names, streamed = streaming_names(given)  # an old streaming analyzer's name: its twin, streamed
     names = preflight.check_analyzer_names(names)
@@ -100,6 +103,9 @@ def audit(
             raise usage_error(f"--target gold: {unlabelled.place(input_file.name)} has no label; give every"
                               " example a label, or explain predictions (--target prediction).")
     plan = preflight.plan_model(model, allow_pickle)
+    options = built(AuditOptions, target=target, max_length=max_length, streaming=streaming, evidence=evidence_options,
+                    drivers=n_drivers, slice_by=slice_by, seed=seed, fresh=fresh, model_dir=plan.checkpoint.directory,
+                    input_file=input_file, skipped=dataset.skipped if skip_invalid else None)
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))
     preflight.check_text_sizes(texts, plan, source)  # before anything reads a text in full
@@ -132,12 +138,9 @@ def audit(
     with stages(quiet) as stage, _terminate_as_interrupt():
         outcome = run_audit(
             loaded.model, loaded.tokenizer, examples, out_dir, analyzers=list(dict.fromkeys(given)), params=params,
-            batch_size=batch_size, streaming=streaming,
-            max_length=max_length, head=loaded.head, model_id=loaded.model_id, seed=seed, progress=stage,
-            fresh=fresh, target=target, model_dir=directory, input_file=input_file, evidence=evidence,
-            skipped=dataset.skipped if skip_invalid else None, drivers=n_drivers, removal=removal, slice_by=slice_by,
-            engine=None if engine == "local" else ray_engine(
-                model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers, allow_missing_weights),
+            batch_size=batch_size, head=loaded.head, progress=stage, options=replace(
+                options, model_id=loaded.model_id, engine=None if engine == "local" else ray_engine(
+                    model, device, dtype, allow_pickle, address, num_gpus_per_worker, workers, allow_missing_weights)),
         )
     if fmt == "json":
         say(json_text({

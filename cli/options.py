@@ -8,13 +8,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from interpret.cli.output import VERBOSE_KEY, usage_error
+from interpret.errors import InterpretError
+from interpret.estimate.memory import CAPTURE_BUDGET
+from interpret.request import EvidenceOptions, Limits
 
 F = Callable[..., Any]
+T = TypeVar("T")
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
@@ -51,6 +55,23 @@ def analyzer_options(fn: F) -> F:
                       help="Analyzer to run (repeatable; default: the toolkit's default set; see"
                            " `interpret analyzers list`).")(fn)
     return fn
+
+
+def request_parts(
+    max_length: int | None, streaming: str, evidence: bool, removal: str | None
+) -> tuple[Limits, EvidenceOptions]:
+    """Return the request's limits and evidence options from --max-length, --streaming, --evidence and --removal
+    (report and audit); a usage error (exit 2) for what a part refuses."""
+    return built(Limits, max_length, CAPTURE_BUDGET, streaming), built(EvidenceOptions, evidence, removal)
+
+
+def built(part: Callable[..., T], *args: Any, **fields: Any) -> T:
+    """Return the request part `part(*args, **fields)` (`interpret.request`), checked as the library checks it;
+    a usage error (exit 2, the part's one line) when it refuses them."""
+    try:
+        return part(*args, **fields)
+    except InterpretError as err:
+        raise usage_error(str(err)) from None
 
 
 def streaming_names(names: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -8,7 +8,7 @@ the target against the model's labels or vocabulary, exact token counts). Only t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -16,14 +16,15 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size
 from interpret.cli.options import (
-    analyzer_options, check_index_range, check_texts, checked_streamed, model_options, parse_indices, parse_size,
-    progress_option, streaming_names, verbosity_options,
+    analyzer_options, built, check_index_range, check_texts, checked_streamed, model_options, parse_indices, parse_size,
+    progress_option, request_parts, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
-from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes
+from interpret.estimate.memory import default_memory, human_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, streamed_estimate
+from interpret.request import EvidenceOptions, Limits, Subject, View
 
 
 @dataclass(frozen=True)
@@ -40,34 +41,25 @@ class _Inputs:
 
 @dataclass(frozen=True)
 class _Run:
-    """Everything the run needs once every check has passed."""
+    """Everything the run needs once every check has passed: the model to load and the request's parts."""
 
-    plan: ModelPlan
     model: str | None
     device: str
     dtype: str | None
     allow_pickle: bool
+    allow_missing_weights: bool
     inputs: _Inputs
     analyzers: list[str]
     params: dict[str, dict[str, str]]
-    target: str | None
-    contrast: str | None
-    continuations: tuple[str, ...]
-    generate: int | None
-    decoder_texts: tuple[str, ...]
-    layers: list[int] | None
-    heads: list[int] | None
-    max_length: int | None
+    subject: Subject
+    evidence: EvidenceOptions
+    limits: Limits
+    view: View
     seed: int
     fmt: str
     destination: str
     max_bytes: int
     quiet: bool
-    evidence: bool = True
-    removal: str | None = None
-    streaming: str = "auto"
-    compare: tuple[str, ...] | None = None  # classes shown side by side with the prediction (None: no such rows)
-    allow_missing_weights: bool = False
 
 
 @click.command()
@@ -126,6 +118,10 @@ def report(
     _check_pairings(inputs, decoder_texts, continuations, targets, contrast, generate)
     if removal is not None and not evidence:
         raise usage_error("--removal says how the evidence removes tokens; drop --no-evidence, or drop --removal.")
+    limits, evidence_options = request_parts(max_length, streaming, evidence, removal)
+    compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
+    subject = built(Subject, target, contrast, inputs.gold, ids=inputs.ids, continuation=list(continuations) or None,
+                    generate=generate, decoder_inputs=list(decoder_texts) or None, compare=compare)
     names, streamed = _analyzer_names(analyzer_names)
     params = preflight.parse_sets(sets, names)
     layer_list = parse_indices(layers, "--layers", "layer")
@@ -161,7 +157,7 @@ def report(
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
             weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda,
         )
-        if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > CAPTURE_BUDGET):
+        if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > limits.capture_bytes):
             estimate = streamed_estimate(estimate, facts, len(names), fmt)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
@@ -183,11 +179,9 @@ def report(
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
-    compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
-    _run(_Run(plan, model, device, dtype, allow_pickle, inputs, given, params, target, contrast, continuations,
-              generate, decoder_texts, layer_list, head_list, max_length, seed, fmt, destination, byte_limit, quiet,
-              evidence, removal, streaming, compare, allow_missing_weights))
+    _run(_Run(model, device, dtype, allow_pickle, allow_missing_weights, inputs, given, params, subject,
+              evidence_options, limits, View(layer_list, head_list), seed, fmt, destination, byte_limit, quiet))
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -223,6 +217,8 @@ def _check_pairings(
     for option, value in (*(("--target", target) for target in targets), ("--contrast", contrast)):
         if value is not None:
             check_texts([value], option)
+    if decoder_texts and generate is not None:
+        raise usage_error("--generate writes the decoder's tokens itself; drop --decoder-text, or drop --generate.")
     if generate is not None and (continuations or targets):
         other = "--continuation" if continuations else "--target"
         raise usage_error(f"--generate explains the tokens it generates; drop {other}, or drop --generate.")
@@ -251,8 +247,6 @@ def _check_model_kind(
     if facts.kind == "encoder-decoder" and not decoder_texts and generate is None:
         raise usage_error(f"--model {name} is an encoder-decoder model; give its decoder input with --decoder-text"
                           " (one per text), e.g. the output being explained, or generate it with --generate N.")
-    if decoder_texts and generate is not None:
-        raise usage_error("--generate writes the decoder's tokens itself; drop --decoder-text, or drop --generate.")
     if facts.kind != "encoder-decoder" and decoder_texts:
         raise usage_error(f"--decoder-text is for encoder-decoder models; {plan.described()}, so drop it.")
     if (target is not None or contrast is not None) and facts.decision == "none":
@@ -300,12 +294,9 @@ def _run(run: _Run) -> None:
         loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle, run.allow_missing_weights)
         stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
         result = explain(
-            loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.target,
-            contrast=run.contrast, gold=inputs.gold, ids=inputs.ids, continuation=list(run.continuations) or None,
-            layers=run.layers, heads=run.heads, max_length=run.max_length,
-            decoder_inputs=list(run.decoder_texts) or None, head=loaded.head, seed=run.seed,
-            model_id=loaded.model_id, budget_bytes=CAPTURE_BUDGET, evidence=run.evidence, removal=run.removal,
-            streaming=run.streaming, compare=run.compare, generate=run.generate, progress=stage,
+            loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.subject,
+            head=loaded.head, evidence=run.evidence, limits=run.limits,
+            view=replace(run.view, model_id=loaded.model_id), seed=run.seed, progress=stage,
         )
     # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
     to_stdout = run.destination == "-"

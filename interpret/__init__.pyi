@@ -20,6 +20,10 @@ from .errors import UnsupportedModelError as UnsupportedModelError
 from .inputs import Encoded as Encoded
 from .inputs import encode as encode
 from .report import Report as Report
+from .request import EvidenceOptions as EvidenceOptions
+from .request import Limits as Limits
+from .request import Subject as Subject
+from .request import View as View
 from .target import Target as Target
 from .trace import Trace as Trace
 from .trace import TraceMeta as TraceMeta

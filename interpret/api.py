@@ -19,16 +19,16 @@ from interpret.analyze.run import resolve_name, run_context
 from interpret.collect import collect
 from interpret.decision import TargetRequest, decide, decision_head
 from interpret.default_model import load_default
-from interpret.estimate.memory import CAPTURE_BUDGET
-from interpret.errors import AnalyzerError, InputError, MemoryBudgetError, ModelLoadError, suggest
-from interpret.evidence import DEFAULT_SEEDS, REMOVALS, evidence_or_reason
+from interpret.errors import AnalyzerError, MemoryBudgetError, ModelLoadError, suggest
+from interpret.evidence import evidence_or_reason
 from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
 from interpret import loading
 from interpret.loading import load_notes
 from interpret.progress import Stage
 from interpret.report import Report, RunInfo, build_report
-from interpret.analyze.strategy import STREAMING_CHOICES, streamed_strategies
+from interpret.request import EvidenceOptions, Limits, Subject, View
+from interpret.analyze.strategy import streamed_strategies
 from interpret.versions import library_versions
 
 
@@ -57,66 +57,39 @@ def explain(
     analyzers: Sequence[str] = DEFAULT_ANALYZERS,
     *,
     params: Mapping[str, Mapping[str, Any]] | None = None,
-    target: int | str | None = None,
-    contrast: int | str | None = None,
-    gold: Sequence[str | None] | None = None,
-    explain_gold: bool = False,
-    ids: Sequence[str | None] | None = None,
-    continuation: str | Sequence[str] | None = None,
-    generate: int | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    max_length: int | None = None,
-    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
+    target: int | str | Subject | None = None,
     head: nn.Module | None = None,
+    evidence: bool | EvidenceOptions = True,
+    limits: Limits = Limits(),
+    view: View = View(),
     seed: int = 0,
-    model_id: str | None = None,
-    budget_bytes: int | None = CAPTURE_BUDGET,
-    notes: Sequence[tuple[str, str]] = (),
-    evidence: bool = True,
-    removal: str | None = None,
-    evidence_seeds: int = DEFAULT_SEEDS,
-    streaming: str = "auto",
-    compare: Sequence[int | str] | None = None,
     progress: Stage | None = None,
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
     params: per analyzer, its parameters ({"rollout": {"head_fusion": "max"}}).
-    target: a class index or label (classifiers) or a token (language models) explained for every example;
-        default: each example's own prediction.
-    contrast: explain "why target rather than contrast" (score = target − contrast).
-    gold / explain_gold: each example's gold label (shown beside the prediction), and whether to explain
-        that label instead of the prediction.
-    ids: each example's id (from an input file), shown in the report.
-    continuation: per text, a continuation of a language model's input whose tokens are explained, one
-        target per token.
-    generate: generate this many tokens greedily after each text (a decoder language model, or an
-        encoder-decoder's decoder after its start token; `interpret.generate`), then explain them as the
-        continuation, one target per generated token; fewer when the model ends the sequence.
-    layers / heads: what the attention views embed (analyzers still see every layer they need).
+    target: a class index or label (classifiers) or a token (language models) explained for every example
+        (default: each example's own prediction), or a `Subject` saying all of what to explain: a contrast, gold
+        labels, ids, continuations, generated tokens, an encoder-decoder's decoder inputs, classes compared.
     head: a module mapping the model's hidden states and mask to class logits (for a bare encoder); its
         `note` attribute, when it has one, is shown in the report.
-    notes: (label, text) facts every reader must see, shown at the top of the report (after the ones
-        `interpret.loading.load_notes` gives: tensors initialised at random, a pruned model read with every head).
-    evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs,
-        against `evidence_seeds` random rankings (`interpret.evidence`); the report shows it per method.
-    removal: how evidence removes a token: "delete", "mask" or "zero" (default: by the inputs,
-        `interpret.evidence.default_removal`).
-    streaming: "auto" (default) streams when the full capture of every pattern is over `budget_bytes`, "on"
-        always, "off" never: a streamed run captures no pattern and runs each analyzer's streamed computation
-        (`interpret.analyze.strategy`), refusing one that needs every pattern and has none (leaving it out, with a
-        note, when `analyzers` are the defaults); on a CUDA model its
-        trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back as it is used.
-    compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,
-        with `contrast`, the contrast class's and the contrast's), for every analyzer that runs the model and
-        declares a readout (`interpret.report.classes`); None: no such rows. Targets of several tokens
-        (continuations, generation) get none.
+    evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs
+        (`interpret.evidence`); the report shows it per method. An `EvidenceOptions` also says how a token is
+        removed and against how many random rankings.
+    limits: the longest text (`max_length`), the capture budget per example and `streaming` ("auto": stream
+        when the full capture of every pattern is over the budget; "on"; "off"): a streamed run captures no
+        pattern and runs each analyzer's streamed computation (`interpret.analyze.strategy`), refusing one that
+        needs every pattern and has none (leaving it out, with a note, when `analyzers` are the defaults); on a
+        CUDA model its trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back
+        as it is used.
+    view: the layers and heads the attention views embed, the model's name and notes shown at the top of the
+        report (`interpret.request.View`).
     progress: the progress hook (`interpret.progress`): the analyzers in examples (each analyzer over each
         example), then the evidence in examples.
     """
     started = time.perf_counter()
-    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
+    subject = target if isinstance(target, Subject) else Subject(target=target)
+    evidence = evidence if isinstance(evidence, EvidenceOptions) else EvidenceOptions(enabled=evidence)
     torch.manual_seed(seed)
     steps = [resolve_name(name) for name in analyzers]  # an old streaming analyzer's name: its twin, streamed
     renamed = {old: new for old, (new, _) in zip(analyzers, steps)}
@@ -128,16 +101,10 @@ def explain(
             f"params given for {unknown[0]!r}, which is not among the analyzers run ({', '.join(analyzers)});"
             f"{suggest(unknown[0], analyzers)} add it with -a/analyzers= or drop its params."
         )
-    if removal is not None and removal not in REMOVALS:
-        raise AnalyzerError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
-    if streaming not in STREAMING_CHOICES:
-        raise AnalyzerError(f"streaming={streaming!r} is unknown; use auto, on or off")
-    if generate is not None:
-        given = [name for name, value in (("continuation", continuation), ("decoder_inputs", decoder_inputs),
-                                          ("target", target)) if value is not None]
-        if given:
-            raise InputError(f"generate explains the tokens the model generates; drop {given[0]}, or drop generate.")
-        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, generate, max_length=max_length)
+    decoder_inputs = subject.decoder_inputs
+    if subject.generate is not None:
+        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate,
+                                                  max_length=limits.max_length)
     strategies = {name: forced or "full" for name, forced in steps}
     defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
     leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these
@@ -145,14 +112,15 @@ def explain(
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)]))
     why = "streaming=on"
     trace = None
-    if streaming != "on":
+    notes = tuple(view.notes)
+    if limits.streaming != "on":
         try:
             trace = collect(
-                model, tokenizer, inputs, names=names, max_length=max_length, decoder_inputs=decoder_inputs,
-                budget_bytes=budget_bytes, continuations=continuation,
+                model, tokenizer, inputs, names=names, max_length=limits.max_length, decoder_inputs=decoder_inputs,
+                budget_bytes=limits.capture_bytes, continuations=subject.continuation,
             )
         except MemoryBudgetError as err:
-            if streaming == "off":
+            if limits.streaming == "off":
                 raise
             why = f"their capture is over the budget ({str(err).split(';')[0]})"
     streamed = trace is None
@@ -163,33 +131,37 @@ def explain(
             strategies, left_out = streamed_strategies(strategies, why)
         notes = (*notes, *left_out)
         trace = collect(
-            model, tokenizer, inputs, names=required_names(strategies) or ["*attn.hook_z"], max_length=max_length,
-            decoder_inputs=decoder_inputs, budget_bytes=budget_bytes, continuations=continuation, offload=True,
+            model, tokenizer, inputs, names=required_names(strategies) or ["*attn.hook_z"],
+            max_length=limits.max_length, decoder_inputs=decoder_inputs, budget_bytes=limits.capture_bytes,
+            continuations=subject.continuation, offload=True,
         )
         notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
-    request = TargetRequest(target=target, contrast=contrast, gold=explain_gold, generated=generate is not None)
-    decided = decide(model, trace, tokenizer, request, head, gold)
+    request = TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
+                            generated=subject.generate is not None)
+    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
+    decided = decide(model, trace, tokenizer, request, head, subject.gold)
     context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
     results, skipped = run_analyzers(trace, strategies, params, context, (leads, refused) if defaults and not streamed else None,
                                       progress)
     classes: tuple[Any, ...] = ()
-    if compare is not None and all(len(d.target.ids) == 1 for d in decided):
+    if subject.compare is not None and all(len(d.target.ids) == 1 for d in decided):
         from interpret.report.classes import compare_classes
 
-        classes = compare_classes(trace, model, tokenizer, results, target=target, contrast=contrast, compare=compare,
-                                  params=params, head=head, gold=gold, explain_gold=explain_gold, seed=seed)
-    elif compare is not None:
+        classes = compare_classes(trace, model, tokenizer, results, target=subject.target, contrast=subject.contrast,
+                                  compare=subject.compare, params=params, head=head, gold=subject.gold,
+                                  explain_gold=subject.explain_gold, seed=seed)
+    elif subject.compare is not None:
         notes = (*notes, ("Classes side by side", "not shown: an example's target has several tokens (a continuation"
                           " or generated tokens), which the rows of single classes or tokens do not compare"))
     analyzers = [result.analyzer for result in results]
     found = None
-    if evidence:
-        found, no_evidence = evidence_or_reason(trace, results, context, removal, evidence_seeds, progress)
+    if evidence.enabled:
+        found, no_evidence = evidence_or_reason(trace, results, context, evidence.removal, evidence.seeds, progress)
         if no_evidence:
             notes = (*notes, ("Evidence", no_evidence))
     head_note = getattr(head, "note", None)
     run = RunInfo(
-        model_id=model_id or trace.meta.model_id,
+        model_id=view.model_id or trace.meta.model_id,
         revision=str(getattr(getattr(model, "config", None), "_commit_hash", None) or ""),
         attention="streamed" if streamed else trace.meta.attention,
         kind=trace.meta.kind,
@@ -204,7 +176,7 @@ def explain(
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    report = build_report(trace, results, run, layers=layers, heads=heads, ids=ids, evidence=found)
+    report = build_report(trace, results, run, layers=view.layers, heads=view.heads, ids=subject.ids, evidence=found)
     return replace(report, classes=classes) if classes else report
 
 

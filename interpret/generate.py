@@ -1,5 +1,6 @@
-"""Greedy generation for `explain(generate=N)`: the tokens a language model writes after each text become the
-continuation it explains (`Encoded.continuation`, one target per token), the same path a given continuation takes.
+"""Greedy generation for `explain(..., target=Subject(generate=N))`: the tokens a language model writes after
+each text become the continuation it explains (`Encoded.continuation`, one target per token), the same path a
+given continuation takes.
 
 Each example is generated alone (no padding) by transformers' own `generate` with do_sample=False and num_beams=1,
 so a token is the one `model.generate` picks greedily: the argmax of the model's logits after the checkpoint's

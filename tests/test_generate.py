@@ -14,6 +14,7 @@ from hf_tiny import tiny_model, word_tokenizer
 import interpret
 from interpret.errors import InputError
 from interpret.generate import generated_inputs
+from interpret.request import Limits, Subject
 
 TEXTS = ["the cat sat on", "a dog"]
 
@@ -42,7 +43,7 @@ def test_generated_tokens_follow_each_prompt_unchanged(side: str) -> None:
 
 def test_a_model_that_ends_its_sequence_generates_fewer() -> None:
     model, tokenizer = tiny_model("gpt2", "eager"), word_tokenizer()  # the tiny GPT-2 writes [SEP], its eos, first
-    report = interpret.explain(model, tokenizer, TEXTS, ["rollout"], generate=3, evidence=False)
+    report = interpret.explain(model, tokenizer, TEXTS, ["rollout"], target=Subject(generate=3), evidence=False)
     for decision, text in zip(report.run.decisions, TEXTS):
         assert list(decision.target.ids) == _alone(model, tokenizer, text, 3) == [tokenizer.sep_token_id]
         assert decision.target.source == "generated" and decision.continuation == "[SEP]"
@@ -50,23 +51,23 @@ def test_a_model_that_ends_its_sequence_generates_fewer() -> None:
 
 def test_an_encoder_decoder_generates_its_decoder_side() -> None:
     model, tokenizer = tiny_model("t5", "eager", seed=1), word_tokenizer()
-    report = interpret.explain(model, tokenizer, TEXTS, ["rollout"], generate=2, evidence=False)
+    report = interpret.explain(model, tokenizer, TEXTS, ["rollout"], target=Subject(generate=2), evidence=False)
     for decision, text in zip(report.run.decisions, TEXTS):
         expected = _alone(model, tokenizer, text, 2)  # the decoder start token, then the generated tokens
         assert list(decision.target.ids) == expected[1:] and list(decision.target.positions) == [0, 1]
     assert report.examples[0].decoder_tokens[0] == tokenizer.pad_token
 
 
-@pytest.mark.parametrize(("family", "extra", "message"), [
-    ("gpt2", {"continuation": ["x", "y"]}, "drop continuation"),
-    ("gpt2", {"target": "cat"}, "drop target"),
-    ("gpt2", {"generate": 0}, "1 or more"),
-    ("gpt2", {"max_length": 3}, "leave no room for the text within max_length=3"),
-    ("gpt2", {"generate": 70}, "76 tokens with 70 generated, over the model.s limit of 64"),
-    ("bert", {}, "drop generate"),
+@pytest.mark.parametrize(("family", "extra", "limits", "message"), [
+    ("gpt2", {"continuation": ["x", "y"]}, Limits(), "drop continuation"),
+    ("gpt2", {"target": "cat"}, Limits(), "drop target"),
+    ("gpt2", {"generate": 0}, Limits(), "1 or more"),
+    ("gpt2", {}, Limits(max_length=3), "leave no room for the text within max_length=3"),
+    ("gpt2", {"generate": 70}, Limits(), "76 tokens with 70 generated, over the model.s limit of 64"),
+    ("bert", {}, Limits(), "drop generate"),
 ])
-def test_what_cannot_generate_is_refused(family: str, extra: dict, message: str) -> None:
+def test_what_cannot_generate_is_refused(family: str, extra: dict, limits: Limits, message: str) -> None:
     model, tokenizer = tiny_model(family, "eager"), word_tokenizer()
     with pytest.raises(InputError, match=message) as err:
-        interpret.explain(model, tokenizer, TEXTS, ["rollout"], **{"generate": 3, **extra})
+        interpret.explain(model, tokenizer, TEXTS, ["rollout"], target=Subject(**{"generate": 3, **extra}), limits=limits)
     assert "\n" not in str(err.value)

@@ -14,8 +14,6 @@ from collections.abc import Iterable, Sequence
 from interpret.analyze import registry
 from interpret.errors import AnalyzerError
 
-STREAMING_CHOICES = ("auto", "on", "off")
-
 
 def needs_patterns(requires: Sequence[str]) -> bool:
     """Return whether hook-name globs `requires` take full [n, n] attention (patterns or scores)."""

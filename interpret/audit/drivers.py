@@ -62,7 +62,6 @@ from interpret.evidence.aggregate import RESAMPLES, mean_interval
 from interpret.evidence.removal import RemovalScorer, candidates, default_removal
 from interpret.text import marker_word_ids, token_scheme, word_spans, words
 
-DEFAULT_DRIVERS = 20
 MIN_ROWS = 3  # rows a unit occurs in before it is checked (or every row of a smaller audit)
 DRIVER_DTYPES: dict[str, str] = {
     "unit": "string", "token": "string", "method": "string", "rows": "int64", "occurrences": "int64",

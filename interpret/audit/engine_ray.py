@@ -2,12 +2,12 @@
 each hold one loaded model, and come back to this process, which stores them as the local engine does.
 
 `RayEngine(options, loader)` is a callable with the signature of the local engine's step
-(`interpret.audit.runner._compute_missing`): `run_audit(..., engine=RayEngine(...))` swaps it in and nothing
-else changes. The pending batches (batch i is always examples[i·batch_size : (i+1)·batch_size]) become a Ray
-dataset of one row per batch (`ray.data.from_items`); `map_batches` hands each row to a `_BatchWorker` actor
-(pool size `workers`, `num_gpus_per_worker` GPUs each: GPU actors when GPUs exist), which runs exactly the
-local engine's `run_batch` on its own copy of the model. Each finished batch is written here, at once, as a
-part of its own (`write_part`), so an audit killed midway resumes from every batch it finished and the
+(`interpret.audit.runner._compute_missing`): `run_audit(..., options=AuditOptions(engine=RayEngine(...)))` swaps
+it in and nothing else changes. The pending batches (batch i is always examples[i·batch_size : (i+1)·batch_size])
+become a Ray dataset of one row per batch (`ray.data.from_items`); `map_batches` hands each row to a
+`_BatchWorker` actor (pool size `workers`, `num_gpus_per_worker` GPUs each: GPU actors when GPUs exist), which
+runs exactly the local engine's `run_batch` on its own copy of the model. Each finished batch is written here, at
+once, as a part of its own (`write_part`), so an audit killed midway resumes from every batch it finished and the
 final tables are those of the local engine (the parts never change the tables).
 
 The model reaches the actors through `loader`, a picklable function returning (model, tokenizer): the CLI

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 from torch import nn
@@ -27,7 +27,7 @@ from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS, DEPRECATED_STREAMING
 from interpret.analyze.lead import audit_defaults, streamed_defaults
 from interpret.analyze.run import resolve_name
-from interpret.audit.drivers import DEFAULT_DRIVERS, DriverSettings, driver_tables
+from interpret.audit.drivers import DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
     check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
@@ -47,19 +47,18 @@ from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example, Skipped, read_column
 from interpret.decision import decision_head, reader_for
-from interpret.errors import ConfigError, InputError
+from interpret.errors import InputError
 from interpret.evidence.aggregate import lead_of, write_evidence_tables
-from interpret.evidence.removal import REMOVALS
 from interpret.inputs import model_limit
 from interpret.labels import resolve_labels
 from interpret.progress import Stage, begin
+from interpret.request import AuditOptions
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
 
 log = logging.getLogger("interpret")
 
-PART_EXAMPLES = 512  # a part is stored once it holds this many examples ...
-PART_SECONDS = 60.0  # ... or its batches took this long, whichever comes first
+PART_SECONDS = 60.0  # a part is stored once its batches took this long (or hold options.part_examples examples)
 _READ_ROUNDS = 3  # parts found changed while the audit ran are recomputed at most this many times
 
 
@@ -115,55 +114,21 @@ def run_audit(
     analyzers: Sequence[str] = DEFAULT_ANALYZERS,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     batch_size: int = 8,
-    max_length: int | None = None,
     head: nn.Module | None = None,
-    model_id: str = "",
-    seed: int = 0,
+    options: AuditOptions = AuditOptions(),
     progress: Stage | None = None,
-    fresh: bool = False,
-    target: Literal["prediction", "gold"] = "prediction",
-    model_dir: str | Path | None = None,
-    input_file: str | Path | None = None,
-    part_examples: int = PART_EXAMPLES,
-    evidence: bool = False,
-    engine: Callable[..., int] | None = None,
-    skipped: Sequence[Skipped] | None = None,
-    drivers: int = DEFAULT_DRIVERS,
-    removal: str | None = None,
-    slice_by: str | None = None,
-    streaming: str = "off",
 ) -> AuditResult:
     """Return the AuditResult of running `analyzers` on every example, resuming finished batches in `out_dir`.
 
     params: per analyzer, its parameters; analyzers offering rows="readout" compute only the readout rows
         unless `rows` is given, since the audit reads nothing else.
-    max_length: truncate texts to this many tokens; without it a text over the model's limit stops the
-        audit before any batch runs, naming its row.
     head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM; default:
         the default model's head when `model` came from `interpret.load()`, `interpret.decision.decision_head`).
-    model_id: names the model in the fingerprint and the summary (default: what the collector reports).
-    fresh: discard the parts of an earlier audit in `out_dir` instead of resuming or refusing.
-    target: explain each example's prediction, or its gold label ("gold"; every example needs a label).
-    model_dir: the directory the model was loaded from, unchanged since: its weight files are fingerprinted
-        (sha256 memoised by size, inode, mtime and ctime) instead of hashing the model's tensors in memory.
-    input_file: the file the examples were read from; its content joins the fingerprint.
-    part_examples: store finished batches as one part once they hold this many examples (or after
-        PART_SECONDS); the tables do not depend on it.
-    evidence: also measure each readout's faithfulness (interpret.evidence), stored in every part, and write
-        evidence_examples.csv and evidence.csv (per method, bootstrap 95% intervals, ranked).
-    engine: computes the missing batches, called as `_compute_missing` is (default: that, in this process);
-        `interpret.audit.engine_ray.RayEngine` spreads them over Ray actors. The tables do not depend on it.
-    skipped: the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
-        skip_empty=True)`): listed in skipped.csv (row, id, line), counted in the summary and the result, and
-        part of the fingerprint. None: the input was read without skipping, and no skipped.csv is written.
-    drivers: check the top `drivers` tokens of the lead method by re-running the model without them
-        (`interpret.audit.drivers`: drivers.parquet, drivers.csv, counterfactuals.csv); 0: no drivers.
-    removal: how evidence and drivers remove tokens ("delete", "mask", "zero"; None: `default_removal`).
-    slice_by: a column of `input_file`: accuracy and evidence per value of it (slices.csv).
-    streaming: "on" runs each analyzer's streamed computation and captures no pattern (an analyzer that needs
-        every pattern is refused, or left out of the default set with a warning); an old streaming analyzer's
-        name (`defaults.DEPRECATED_STREAMING`) runs its twin streamed. The fingerprint names a streamed analyzer
-        "rollout (streamed)", so an audit never resumes parts computed the other way (or by the old names).
+    options: everything else (`interpret.request.AuditOptions`: the target, max_length, streaming, evidence,
+        drivers, slices, seed, fresh, the fingerprint's model and input files, skipped rows, part size, engine).
+        With streaming "on", an old streaming analyzer's name (`defaults.DEPRECATED_STREAMING`) runs its twin
+        streamed. The fingerprint names a streamed analyzer "rollout (streamed)", so an audit never resumes parts
+        computed the other way (or by the old names).
     The drivers and slices are computed from the finished parts on every call (they are not stored in parts),
     so a resumed or repeated audit with other `drivers` or `slice_by` recomputes no batch.
     Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
@@ -179,14 +144,10 @@ def run_audit(
     params = {DEPRECATED_STREAMING.get(name, name): value for name, value in (params or {}).items()}
     names = checked_analyzers([name for name, _ in resolved], params)
     defaults = tuple(analyzers) == DEFAULT_ANALYZERS
-    if target not in ("prediction", "gold"):
-        raise ConfigError(f"target={target!r} is not known; the audit explains 'prediction' or 'gold'.")
-    if streaming not in ("on", "off"):  # checked here, not by the annotation: type checks are off outside tests
-        raise ConfigError(f"streaming={streaming!r} is not known; use 'on' (streamed computations) or 'off'.")
-    if isinstance(part_examples, bool) or not isinstance(part_examples, int) or part_examples < 1:
-        raise ConfigError(f"part_examples={part_examples!r} must be a positive number of examples; use e.g. 512.")
-    slices = checked_findings(drivers, removal, slice_by, input_file)
-    file_name = None if input_file is None else Path(input_file).name
+    target, max_length = options.target, options.max_length
+    removal, evidence = options.evidence.removal, options.evidence.enabled
+    slices = None if options.slice_by is None else read_column(options.input_file, options.slice_by)
+    file_name = None if options.input_file is None else Path(options.input_file).name
     if target == "gold":
         unlabelled = next((example for example in examples if example.label is None), None)
         if unlabelled is not None:
@@ -198,14 +159,14 @@ def run_audit(
             f"the audit reads one text per example, which a {capturable.kind} model cannot take alone;"
             " audit an encoder or decoder model, or explain single inputs with interpret.explain."
         )
-    model_id = model_id or capturable.model_id
+    model_id = options.model_id or capturable.model_id
     limit = model_limit(tokenizer, capturable.max_positions)
     if max_length is not None and limit is not None and max_length > limit:
         raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
     if max_length is None and capturable.prepare is None:
         check_lengths(examples, tokenizer, limit)
     strategies, refused = {name: forced or "full" for name, forced in resolved}, []
-    if streaming == "on":  # no pattern captured: what needs every pattern is refused, or left out of the defaults
+    if options.streaming == "on":  # no pattern captured: what needs every pattern is refused, or left out of the defaults
         strategies, refused = streamed_defaults("streaming='on'") if defaults else streamed_strategies(names, "streaming='on'")
     elif defaults:  # led by the first of defaults.LEADS that runs on the model
         chosen, refused = audit_defaults(model, tokenizer, examples[0].text, head, max_length)
@@ -223,30 +184,30 @@ def run_audit(
     patterns = needs_patterns(hook_names)
     components = fingerprint_parts(
         examples=examples, gold=gold, analyzers=names, params=effective, batch_size=batch_size, max_length=max_length,
-        model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=seed, target=target,
-        model_dir=model_dir, input_file=input_file, evidence=evidence, patterns=patterns, skipped=skipped,
-        removal=removal, streamed=streamed,
+        model_id=model_id, model=model, tokenizer=tokenizer, head=head, seed=options.seed, target=target,
+        model_dir=options.model_dir, input_file=options.input_file, evidence=evidence, patterns=patterns,
+        skipped=options.skipped, removal=removal, streamed=streamed,
     )
     settings = BatchSettings(
         analyzers=tuple(names), params=effective, hook_names=hook_names, streamed=streamed,
-        max_length=max_length, head=head, seed=seed, explain_gold=target == "gold",
+        max_length=max_length, head=head, seed=options.seed, explain_gold=target == "gold",
         evidence=evidence, attention=audit_implementation(model, patterns), removal=removal,
     )
     findings = Findings(
-        model, tokenizer, examples, slice_by, slices,
-        DriverSettings(drivers, removal, batch_size, max_length, head, settings.attention, seed),
+        model, tokenizer, examples, options.slice_by, slices,
+        DriverSettings(options.drivers, removal, batch_size, max_length, head, settings.attention, options.seed),
     )
-    if drivers:  # a log line: the CLI shows it unless -q, whether or not a bar is drawn
-        log.info(f"after the batches, the top {drivers} drivers are checked: 2 forward passes per row holding one")
+    if options.drivers:  # a log line: the CLI shows it unless -q, whether or not a bar is drawn
+        log.info(f"after the batches, the top {options.drivers} drivers are checked: 2 forward passes per row holding one")
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
-        store.open(components, n_batches, fresh=fresh)
+        store.open(components, n_batches, fresh=options.fresh)
         computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
             with audit_kernel(model, settings.attention):  # switched once for every batch (kernel.py)
-                computed |= (engine or _compute_missing)(
-                    model, tokenizer, store, batches, parts, settings, part_examples, progress
+                computed |= (options.engine or _compute_missing)(
+                    model, tokenizer, store, batches, parts, settings, options.part_examples, progress
                 )
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
@@ -255,9 +216,9 @@ def run_audit(
                 log.warning(f"an audit part changed while the audit ran ({err}); recomputing it")
         else:
             raise InputError(f"the parts in {store.parts} keep changing while the audit runs; is another program writing there?")
-        facts = _facts(model_id, names, effective, batch_size, max_length, seed, components)
+        facts = _facts(model_id, names, effective, batch_size, max_length, options.seed, components)
         accuracy, written, drivers_seconds = store.publish(
-            lambda folder: _finish(folder, tables, names, facts, seed, skipped, findings)
+            lambda folder: _finish(folder, tables, names, facts, options.seed, options.skipped, findings)
         )
     root = store.root
     return AuditResult(
@@ -274,8 +235,8 @@ def run_audit(
         n_resumed=len(examples) - sum(len(batches[index]) for index in computed),
         accuracy=accuracy,
         wall_seconds=time.perf_counter() - started,
-        n_skipped=len(skipped or ()),
-        skipped=None if skipped is None else root / SKIPPED,
+        n_skipped=len(options.skipped or ()),
+        skipped=None if options.skipped is None else root / SKIPPED,
         findings=tuple(root / name for name in written),
         drivers_seconds=drivers_seconds,
     )
@@ -395,22 +356,6 @@ class Findings:
     slice_by: str | None
     slices: Sequence[str | None] | None
     drivers: DriverSettings
-
-
-def checked_findings(
-    drivers: int, removal: str | None, slice_by: str | None, input_file: str | Path | None
-) -> list[str | None] | None:
-    """Return each input row's value of `slice_by` (None without it); ConfigError for a bad `drivers`,
-    `removal` or `slice_by` (InputError naming the file's columns when it has no such column)."""
-    if isinstance(drivers, bool) or not isinstance(drivers, int) or drivers < 0:
-        raise ConfigError(f"drivers={drivers!r} must be a number of tokens to check, 0 or more; use e.g. {DEFAULT_DRIVERS}.")
-    if removal is not None and removal not in REMOVALS:
-        raise ConfigError(f"removal={removal!r} is not one of {', '.join(REMOVALS)}.")
-    if slice_by is None:
-        return None
-    if input_file is None:
-        raise ConfigError(f"slice_by={slice_by!r} reads a column of the input file; pass input_file= too.")
-    return read_column(input_file, slice_by)
 
 
 def _finish(

@@ -30,10 +30,10 @@ from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
 from interpret.inputs import Encoded
 from interpret.progress import Stage, begin
+from interpret.request import DEFAULT_SEEDS
 from interpret.trace import Trace
 
 RANDOM = "random"
-DEFAULT_SEEDS = 5
 
 
 @dataclass(frozen=True)

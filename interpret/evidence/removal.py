@@ -35,11 +35,11 @@ from interpret.analyze.contract import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
+from interpret.request import REMOVALS
 from interpret.runner import Forward, ModelRunner
 from interpret.target import Target
 
 Removal = Literal["delete", "mask", "zero"]
-REMOVALS: tuple[str, ...] = ("delete", "mask", "zero")
 ROWS_PER_PASS = 64  # rows of one forward pass; all removals of an example go through ceil(rows / 64) passes
 PASS_BYTES = 1 << 30  # a pass's activations are kept under about this many bytes (long inputs: fewer rows)
 

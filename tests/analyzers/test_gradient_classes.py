@@ -22,6 +22,7 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 import interpret
 from interpret.api import explain
 from interpret.report.classes import ClassComparison, shown_rows
+from interpret.request import Subject
 
 STEPS = 20
 SUBWORD_TEXT = "An unbelievably heartwarming documentary."  # WordPiece splits two of its words
@@ -43,7 +44,7 @@ def _tiny_three_classes() -> tuple[Any, Any]:
 def three() -> tuple[Any, Any, Any]:
     model, tokenizer = _tiny_three_classes()
     report = explain(model, tokenizer, TEXTS, ["integrated_gradients"], params={"integrated_gradients": {"steps": STEPS}},
-                     target="green", contrast="blue", compare=["green", "blue"], evidence=False)
+                     target=Subject("green", contrast="blue", compare=["green", "blue"]), evidence=False)
     return model, tokenizer, report
 
 
@@ -175,7 +176,8 @@ def test_the_exports_hold_every_class_row(three, tmp_path: Path) -> None:
 def test_word_chips_state_their_aggregation_and_add_up_the_subwords(how: str) -> None:
     case = minilm()
     report = explain(case.model, case.tokenizer, [SUBWORD_TEXT], ["integrated_gradients"], head=case.head,
-                     params={"integrated_gradients": {"steps": 8, "words": how}}, compare=["negative"], evidence=False)
+                     params={"integrated_gradients": {"steps": 8, "words": how}}, target=Subject(compare=["negative"]),
+                     evidence=False)
     tokens = report.examples[0].tokens
     assert any(token.startswith("##") for token in tokens)
     readout = report.results[0].readout[0]
@@ -207,8 +209,9 @@ def test_targets_of_several_tokens_get_a_note_instead_of_class_rows() -> None:
     from gradient_cases import tiny_gpt2
 
     case = tiny_gpt2()
-    report = explain(case.model, case.tokenizer, ["the cat sat"], ["integrated_gradients"], continuation=["on the mat"],
-                     params={"integrated_gradients": {"steps": 4}}, compare=[], evidence=False)
+    report = explain(case.model, case.tokenizer, ["the cat sat"], ["integrated_gradients"],
+                     target=Subject(continuation=["on the mat"], compare=[]), params={"integrated_gradients": {"steps": 4}},
+                     evidence=False)
     assert report.classes == ()
     assert any(label == "Classes side by side" and "several tokens" in text for label, text in report.run.notes)
 
@@ -226,7 +229,7 @@ def test_an_asked_class_that_is_the_prediction_is_drawn_once() -> None:
 def test_a_class_asked_by_index_and_by_name_is_computed_once() -> None:
     model, tokenizer = _tiny_three_classes()
     report = explain(model, tokenizer, TEXTS[:1], ["integrated_gradients"], params={"integrated_gradients": {"steps": 4}},
-                     compare=["green", 1, "blue", 2], evidence=False)
+                     target=Subject(compare=["green", 1, "blue", 2]), evidence=False)
     (comparison,) = report.classes
     assert comparison.roles == ("prediction", "asked", "asked")
     assert comparison.labels[0][1:] == ("green", "blue")

@@ -17,6 +17,7 @@ from hf_tiny import tiny_model, word_tokenizer
 import interpret
 from interpret.analyze.run import run_context
 from interpret.errors import AnalyzerError
+from interpret.request import Limits, Subject
 
 TEXTS, CONTINUATIONS = ["the cat sat on", "a dog"], ["the mat", "saw red blue"]
 
@@ -52,7 +53,7 @@ def test_generate_explains_each_generated_token_as_captum_does() -> None:
     generated token's row of per_step is Captum's LayerIntegratedGradients of that token's logit at the
     position before it, on the whole sequence (prompt and the tokens generated before it)."""
     model, tokenizer = tiny_model("llama", "eager").double(), word_tokenizer()
-    report = interpret.explain(model, tokenizer, TEXTS, ["integrated_gradients"], generate=3, evidence=False)
+    report = interpret.explain(model, tokenizer, TEXTS, ["integrated_gradients"], target=Subject(generate=3), evidence=False)
     result = report.sections[0].result
     decisions = report.run.decisions
     trace = interpret.collect(model, tokenizer, TEXTS)  # the prompts, as explain encodes them
@@ -108,7 +109,7 @@ def test_attention_gradient_methods_give_each_continuation_token_the_row_it_gets
     """A given continuation on a tiny GPT-2 (eager, float64, a padded batch): each token's per_step row equals
     the analyzer run separately with that token as the target on the prefix before it, to 1e-12."""
     model, tokenizer = tiny_model("gpt2", "eager").double(), word_tokenizer()
-    report = interpret.explain(model, tokenizer, TEXTS, [analyzer], continuation=CONTINUATIONS, evidence=False)
+    report = interpret.explain(model, tokenizer, TEXTS, [analyzer], target=Subject(continuation=CONTINUATIONS), evidence=False)
     encoded = interpret.collect(model, tokenizer, TEXTS, continuations=CONTINUATIONS).encoded
     full = [encoded.input_ids[b][encoded.attention_mask[b].bool()].tolist() for b in range(len(TEXTS))]
     result = report.section(analyzer).result
@@ -128,7 +129,7 @@ def test_attention_gradient_methods_give_one_row_per_generated_token(analyzer: s
     eager attention takes its softmax in float32 (transformers' `softmax(dtype=torch.float32)`), so a pattern
     row over a shorter sequence rounds differently by about float32's epsilon (6e-8 measured)."""
     model, tokenizer = tiny_model("llama", "eager").double(), word_tokenizer()
-    report = interpret.explain(model, tokenizer, TEXTS, [analyzer], generate=3, evidence=False)
+    report = interpret.explain(model, tokenizer, TEXTS, [analyzer], target=Subject(generate=3), evidence=False)
     encoded = interpret.collect(model, tokenizer, TEXTS).encoded
     full = [encoded.input_ids[b][encoded.attention_mask[b].bool()].tolist() + list(d.target.ids)
             for b, d in enumerate(report.run.decisions)]
@@ -145,5 +146,5 @@ def test_a_streamed_run_refuses_per_token_rows_rather_than_giving_one(analyzer: 
     model, tokenizer = tiny_model("gpt2", "eager").double(), word_tokenizer()
     with pytest.raises(AnalyzerError, match=r"cannot give one row per target token \(2 target tokens\), only one for"
                                             rf" all of them; for per-token rows run {analyzer} on the full capture"):
-        interpret.explain(model, tokenizer, TEXTS[0], [analyzer], continuation=CONTINUATIONS[0], evidence=False,
-                          streaming="on")
+        interpret.explain(model, tokenizer, TEXTS[0], [analyzer], target=Subject(continuation=CONTINUATIONS[0]),
+                          evidence=False, limits=Limits(streaming="on"))

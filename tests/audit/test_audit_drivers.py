@@ -6,6 +6,7 @@ slices, and a resumed or repeated audit with other options."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -17,7 +18,8 @@ import torch
 
 import interpret.audit.drivers as drivers_mod
 import interpret.audit.failures as failures_mod
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
+from interpret.request import EvidenceOptions
 from interpret.audit.failures import misclassified
 from interpret.csv_io import read_csv
 from interpret.datasets import read_examples
@@ -57,7 +59,7 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
     model, tokenizer = marker
     path = _input(tmp_path)
     examples = read_examples(path)
-    result = run_audit(model, tokenizer, examples, tmp_path / "out", input_file=path, drivers=5)
+    result = run_audit(model, tokenizer, examples, tmp_path / "out", options=AuditOptions(input_file=path, drivers=5))
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] == MARKER and drivers.loc[0, "rank"] == 1
     assert drivers.loc[0, "method"] == "attention_x_gradient"  # the defaults' lead: decompx refuses the toy encoder
@@ -101,7 +103,7 @@ def test_a_control_model_without_the_shortcut_does_not_rank_the_marker_first(mar
     torch.manual_seed(0)
     control = EncoderClassifier(marker_config(len(tokenizer))).eval()
     path = _input(tmp_path)
-    run_audit(control, tokenizer, read_examples(path), tmp_path / "out", drivers=5)
+    run_audit(control, tokenizer, read_examples(path), tmp_path / "out", options=AuditOptions(drivers=5))
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] != MARKER
 
@@ -110,7 +112,7 @@ def test_misclassified_rows_are_listed_worst_first_with_the_lead_methods_tokens(
     model, tokenizer = marker
     path = _input(tmp_path)
     result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
-                       drivers=0)
+                       options=AuditOptions(drivers=0))
     examples = pd.read_parquet(result.examples)
     tokens = pd.read_parquet(result.tokens)
     listed = misclassified(examples, tokens, "integrated_gradients")
@@ -131,7 +133,8 @@ def test_slices_give_accuracy_and_the_lead_methods_evidence_per_value(marker, tm
     model, tokenizer = marker
     path = _input(tmp_path)
     result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout",
-                       "integrated_gradients"], input_file=path, evidence=True, slice_by="source", drivers=0)
+                       "integrated_gradients"],
+                       options=AuditOptions(evidence=EvidenceOptions(True), input_file=path, slice_by="source", drivers=0))
     slices = read_csv(tmp_path / "out" / "slices.csv")
     lead = read_csv(tmp_path / "out" / "evidence.csv").loc[0, "method"]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -155,11 +158,12 @@ def test_bad_options_are_refused_before_any_batch(marker, tmp_path: Path) -> Non
     path = _input(tmp_path)
     examples = read_examples(path)
     with pytest.raises(ConfigError, match="drivers=-1"):
-        run_audit(model, tokenizer, examples, tmp_path / "a", drivers=-1)
+        run_audit(model, tokenizer, examples, tmp_path / "a", options=AuditOptions(drivers=-1))
     with pytest.raises(ConfigError, match="removal='cut'"):
-        run_audit(model, tokenizer, examples, tmp_path / "b", removal="cut")
+        run_audit(model, tokenizer, examples, tmp_path / "b",
+                  options=AuditOptions(evidence=EvidenceOptions(False, removal="cut")))
     with pytest.raises(InputError, match="no column 'lang'; its columns: id, label, source, text"):
-        run_audit(model, tokenizer, examples, tmp_path / "c", slice_by="lang", input_file=path)
+        run_audit(model, tokenizer, examples, tmp_path / "c", options=AuditOptions(slice_by="lang", input_file=path))
     assert not any((tmp_path / name).exists() for name in "abc")
 
 
@@ -167,20 +171,21 @@ def test_a_resumed_audit_writes_the_same_findings_and_other_options_recompute_no
     model, tokenizer = marker
     path = _input(tmp_path)
     examples = read_examples(path)
-    options = dict(analyzers=["rollout"], batch_size=4, part_examples=4, input_file=path,
-                   slice_by="source", drivers=4)
-    whole = run_audit(model, tokenizer, examples, tmp_path / "whole", **options)
+    options = AuditOptions(part_examples=4, input_file=path, slice_by="source", drivers=4)
+    whole = run_audit(model, tokenizer, examples, tmp_path / "whole", analyzers=["rollout"], batch_size=4, options=options)
     resumed_dir = tmp_path / "resumed"
-    run_audit(model, tokenizer, examples, resumed_dir, **options)
+    run_audit(model, tokenizer, examples, resumed_dir, analyzers=["rollout"], batch_size=4, options=options)
     for record in sorted((resumed_dir / "parts").glob("part-*.json"))[3:]:
         record.unlink()  # as if the audit had stopped after its third part
-    resumed = run_audit(model, tokenizer, examples, resumed_dir, **options)
+    resumed = run_audit(model, tokenizer, examples, resumed_dir, analyzers=["rollout"], batch_size=4, options=options)
     assert 0 < resumed.n_computed < len(examples)
     for name in ("drivers.csv", "counterfactuals.csv", "slices.csv", "drivers.parquet"):
         assert (resumed_dir / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
-    fewer = run_audit(model, tokenizer, examples, resumed_dir, **{**options, "drivers": 2})
+    fewer = run_audit(model, tokenizer, examples, resumed_dir, analyzers=["rollout"], batch_size=4,
+                      options=dataclasses.replace(options, drivers=2))
     assert fewer.n_computed == 0 and int(read_csv(resumed_dir / "drivers.csv")["tested"].sum()) == 2
-    off = run_audit(model, tokenizer, examples, resumed_dir, **{**options, "drivers": 0, "slice_by": None})
+    off = run_audit(model, tokenizer, examples, resumed_dir, analyzers=["rollout"], batch_size=4,
+                    options=dataclasses.replace(options, drivers=0, slice_by=None))
     assert off.n_computed == 0 and off.findings == ()
     assert not any((resumed_dir / name).exists() for name in ("drivers.csv", "counterfactuals.csv", "slices.csv"))
     assert whole.findings == tuple(tmp_path / "whole" / name for name in
@@ -226,7 +231,8 @@ def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path
              "An unforgettable view."]  # each word in 3 rows: MIN_ROWS
     path = tmp_path / "input.jsonl"
     path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
-    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"], drivers=3)
+    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
+              options=AuditOptions(drivers=3))
     drivers = read_csv(tmp_path / "out" / "drivers.csv").set_index(["unit", "token"])
     head = decision_head(model)
     with torch.no_grad():

@@ -14,7 +14,7 @@ from hf_tiny import save_tiny_classifier, word_tokenizer
 
 import interpret
 import interpret.file_digest
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.identity import tensors_digest, weights_digest
 from interpret.audit.parts import fingerprint
 from interpret.cli.main import cli
@@ -144,11 +144,12 @@ def test_the_rows_skipped_are_part_of_the_fingerprint(tmp_path: Path) -> None:
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model", seed=0))
     examples = [Example(i, text) for i, text in enumerate(TEXTS)]
     first = run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"],
-                      skipped=(Skipped(4, 6, "gone"),))
+                      options=AuditOptions(skipped=(Skipped(4, 6, "gone"),)))
     assert (first.n_skipped, first.skipped) == (1, tmp_path / "out" / "skipped.csv")
     for other in (Skipped(4, 7, "gone"), Skipped(4, 6, None)):  # another line, or the same line without its id
         with pytest.raises(InputError, match=r"holds an audit of a different skipped \(1 rows, sha256 \w+ there"):
-            run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"], skipped=(other,))
+            run_audit(model, tokenizer, examples, tmp_path / "out", analyzers=["rollout"],
+                      options=AuditOptions(skipped=(other,)))
 
 
 def test_parts_of_the_table_layout_before_are_refused_in_one_line(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from hf_tiny import save_tiny_classifier
 import interpret
 import interpret.audit.runner as runner
 from interpret.analyze import required_names
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.checks import effective_params
 from interpret.audit.engine import BatchSettings, capture_batch, run_batch
 from interpret.audit.kernel import audit_implementation, audit_kernel, describe
@@ -81,7 +81,7 @@ def test_an_audit_runs_eager_and_restores_the_model_also_when_it_fails(model_dir
 
     with pytest.raises(RuntimeError, match="engine failed"):
         run_audit(sdpa, tokenizer, _examples(4), tmp_path / "failed", analyzers=ATTENTION, batch_size=2,
-                  engine=failing_engine)
+                  options=AuditOptions(engine=failing_engine))
     assert seen == ["eager"] and sdpa.config._attn_implementation == "sdpa"
     result = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "ok", analyzers=ATTENTION, batch_size=2)
     assert sdpa.config._attn_implementation == "sdpa"
@@ -103,8 +103,8 @@ def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_p
         return real(model, tokenizer_, store, batches, parts, settings, *args)
 
     monkeypatch.setattr(runner, "_compute_missing", recording)
-    streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2,
-                         analyzers=["rollout", "attention_entropy"], streaming="on")
+    streamed = run_audit(sdpa, tokenizer, _examples(4), tmp_path / "streamed", batch_size=2, analyzers=["rollout", "attention_entropy"],
+                         options=AuditOptions(streaming="on"))
     assert seen and all(kernel == "sdpa" for kernel, _ in seen)
     assert not any("hook_pattern" in name for _, names in seen for name in names)
     assert '"attention": "sdpa"' in streamed.manifest.read_text("utf-8")
@@ -119,7 +119,7 @@ def test_an_audit_of_streaming_analyzers_keeps_the_fused_kernel(model_dir, tmp_p
 
 def test_eager_and_sdpa_loaded_models_write_the_same_tables(model_dir, tmp_path) -> None:
     """Both run the eager kernel, so every file is byte-identical and either resumes the other."""
-    kwargs = dict(analyzers=ATTENTION, batch_size=3, part_examples=3)
+    kwargs = dict(analyzers=ATTENTION, batch_size=3, options=AuditOptions(part_examples=3))
     outputs = {}
     for implementation in ("sdpa", "eager"):
         model, tokenizer = interpret.load(model_dir, attn_implementation=implementation)
@@ -160,5 +160,5 @@ def test_a_resume_refuses_parts_computed_with_the_other_kernel(model_dir, tmp_pa
         run_audit(model, tokenizer, _examples(4), tmp_path / "out", **kwargs)
     with pytest.raises(InputError, match=r"attention \(sdpa there, eager now\)"):
         run_audit(model, tokenizer, _examples(4), tmp_path / "out", **kwargs)
-    resumed = run_audit(model, tokenizer, _examples(4), tmp_path / "out", fresh=True, **kwargs)
+    resumed = run_audit(model, tokenizer, _examples(4), tmp_path / "out", options=AuditOptions(fresh=True), **kwargs)
     assert resumed.n_computed == 4

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from pandas.testing import assert_frame_equal
 
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.lock import AuditLock, DirectoryLocked
 from interpret.cli.main import cli
 from interpret.datasets import Example
@@ -33,9 +33,9 @@ def _examples(n: int = N_EXAMPLES) -> list[Example]:
             for i in range(n)]
 
 
-def _audit(model, tokenizer, out: Path, **extra):
+def _audit(model, tokenizer, out: Path, fresh: bool = False):
     return run_audit(model, tokenizer, _examples(), out, batch_size=2, analyzers=["rollout", "attention_entropy"],
-                     part_examples=2, **extra)
+                     options=AuditOptions(part_examples=2, fresh=fresh))
 
 
 def _outputs(out: Path) -> dict[str, bytes]:
@@ -115,7 +115,7 @@ _RACE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import torch
-    from interpret.audit import run_audit
+    from interpret.audit import AuditOptions, run_audit
     from interpret.audit.lock import DirectoryLocked
     from interpret.datasets import Example
     from interpret.reference import EncoderClassifier, TransformerConfig
@@ -133,7 +133,7 @@ _RACE = textwrap.dedent("""
         time.sleep(0.001)
     try:
         result = run_audit(model, tokenizer, examples, sys.argv[1], batch_size=1, analyzers=["rollout"],
-                           part_examples=10)
+                           options=AuditOptions(part_examples=10))
         print(json.dumps({"computed": result.n_computed}), flush=True)
     except DirectoryLocked as err:
         print(json.dumps({"refused": str(err)}), flush=True)

@@ -23,16 +23,16 @@ N_BATCHES = -(-N_EXAMPLES // BATCH_SIZE)
 # Runs in a fresh interpreter so that it can be killed like a user's `interpret audit` would be.
 _SCRIPT = """
 import json, sys
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.datasets import read_examples
 from interpret.default_model import DEFAULT_MODEL_ID, load_default
 
 model, tokenizer, head = load_default("cpu")
 examples = read_examples(sys.argv[1])
 for out_dir in sys.argv[2:]:
-    result = run_audit(model, tokenizer, examples, out_dir, head=head, model_id=DEFAULT_MODEL_ID,
+    result = run_audit(model, tokenizer, examples, out_dir, head=head,
                        analyzers=["rollout", "flow", "attention_entropy"],  # resuming is what is tested here
-                       batch_size=%d, part_examples=%d)
+                       batch_size=%d, options=AuditOptions(model_id=DEFAULT_MODEL_ID, part_examples=%d))
     print(json.dumps({"computed": result.n_computed, "resumed": result.n_resumed, "accuracy": result.accuracy}),
           flush=True)
 """ % (BATCH_SIZE, BATCH_SIZE)

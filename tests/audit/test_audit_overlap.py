@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import interpret.audit.overlap as overlap
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.engine import BatchSettings, run_batch
 from interpret.datasets import Example
 
@@ -110,12 +110,12 @@ def test_overlapped_audit_files_are_byte_identical(model, tokenizer, tmp_path, m
     examples = _examples(13)
     caller = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
     with caller():
-        overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION,
-                               batch_size=batch_size, part_examples=5)
+        overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION, batch_size=batch_size,
+                               options=AuditOptions(part_examples=5))
     monkeypatch.setattr(overlap, "overlappable", lambda settings: False)
     with caller():
-        serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION,
-                           batch_size=batch_size, part_examples=5)
+        serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION, batch_size=batch_size,
+                           options=AuditOptions(part_examples=5))
     assert _outputs(overlapped.out_dir) == _outputs(serial.out_dir)
 
 
@@ -136,12 +136,14 @@ def test_an_error_in_a_later_batch_stops_the_audit_and_keeps_the_finished_parts(
     monkeypatch.setattr(overlap, "capture_batch", failing)
     with pytest.raises(RuntimeError, match="batch 3"):
         run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=ATTENTION, batch_size=2,
-                  part_examples=2)
+                  options=AuditOptions(part_examples=2))
     assert not any(thread.name.startswith("audit-analyzers") for thread in threading.enumerate())
     monkeypatch.setattr(overlap, "capture_batch", capture_batch)
-    resumed = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=ATTENTION, batch_size=2, part_examples=2)
+    resumed = run_audit(model, tokenizer, examples, tmp_path / "a", analyzers=ATTENTION, batch_size=2,
+                        options=AuditOptions(part_examples=2))
     assert resumed.n_resumed == 4 and resumed.n_computed == 6  # batches 0 and 1 were stored
-    whole = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=ATTENTION, batch_size=2, part_examples=2)
+    whole = run_audit(model, tokenizer, examples, tmp_path / "b", analyzers=ATTENTION, batch_size=2,
+                      options=AuditOptions(part_examples=2))
     assert _outputs(resumed.out_dir) == _outputs(whole.out_dir)
 
 
@@ -164,7 +166,7 @@ def test_overlapped_audit_of_a_hugging_face_model_is_byte_identical(tmp_path, mo
     words = "the cat sat on mat a dog saw red blue".split()
     examples = [Example(row=i, text=" ".join(words[(3 * i + j) % len(words)] for j in range(1 + i % 6)),
                         label="positive" if i % 2 else "negative") for i in range(10)]
-    kwargs = dict(analyzers=ATTENTION, batch_size=3, part_examples=4)
+    kwargs = dict(analyzers=ATTENTION, batch_size=3, options=AuditOptions(part_examples=4))
     overlapped = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "overlapped", **kwargs)
     monkeypatch.setattr(overlap, "ENABLED", False)
     serial = run_audit(hf_model, hf_tokenizer, examples, tmp_path / "serial", **kwargs)

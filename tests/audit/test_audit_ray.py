@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 
 ray = pytest.importorskip("ray")
 
@@ -71,12 +71,12 @@ def test_a_ray_audit_equals_the_local_engine(local_audit, tmp_path: Path) -> Non
     model, tokenizer, examples = _build()
     engine = RayEngine(RayOptions(workers=2, local_cpus=2))
     result = run_audit(model, tokenizer, examples, tmp_path / "ray", analyzers=ANALYZERS, batch_size=BATCH,
-                       engine=engine)
+                       options=AuditOptions(engine=engine))
     assert (result.n_computed, result.n_resumed) == (N_EXAMPLES, 0)
     assert len(_tables(result)[1]) == N_EXAMPLES
     _assert_equal(result, local_audit)
     again = run_audit(model, tokenizer, examples, tmp_path / "ray", analyzers=ANALYZERS, batch_size=BATCH,
-                      engine=engine)
+                      options=AuditOptions(engine=engine))
     assert (again.n_computed, again.n_resumed) == (0, N_EXAMPLES)
 
 
@@ -84,7 +84,7 @@ def test_a_killed_ray_audit_resumes_to_the_same_tables(local_audit, tmp_path: Pa
     out = tmp_path / "killed"
     child = textwrap.dedent(f'''
         import time
-        from interpret.audit import run_audit, parts
+        from interpret.audit import AuditOptions, run_audit, parts
         from interpret.audit.engine_ray import RayEngine, RayOptions
         {SETUP.strip().replace(chr(10), chr(10) + "        ")}
         model, tokenizer, examples = build()
@@ -94,7 +94,7 @@ def test_a_killed_ray_audit_resumes_to_the_same_tables(local_audit, tmp_path: Pa
             time.sleep(0.5)
         parts.AuditDir.write_part = slow_write
         run_audit(model, tokenizer, examples, {str(out)!r}, analyzers={ANALYZERS!r}, batch_size={BATCH},
-                  engine=RayEngine(RayOptions(workers=2, local_cpus=2)))
+                  options=AuditOptions(engine=RayEngine(RayOptions(workers=2, local_cpus=2))))
     ''')
     process = subprocess.Popen([sys.executable, "-c", child], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,7 +110,7 @@ def test_a_killed_ray_audit_resumes_to_the_same_tables(local_audit, tmp_path: Pa
     assert not (out / "tokens.parquet").exists(), "the run finished before it was killed"
     model, tokenizer, examples = _build()
     resumed = run_audit(model, tokenizer, examples, out, analyzers=ANALYZERS, batch_size=BATCH,
-                        engine=RayEngine(RayOptions(workers=2, local_cpus=2)))
+                        options=AuditOptions(engine=RayEngine(RayOptions(workers=2, local_cpus=2))))
     assert resumed.n_resumed > 0 and resumed.n_computed > 0
     _assert_equal(resumed, local_audit)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pytest
 import torch
 from pandas.testing import assert_frame_equal
 
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.parts import AuditDir
 from interpret.datasets import Example
 from interpret.default_model import CentroidHead
@@ -73,7 +74,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(model, tokenizer, tmp_path
 
     monkeypatch.setattr(AuditDir, "write_part", write_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, part_examples=3)
+        run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3, options=AuditOptions(part_examples=3))
     monkeypatch.setattr(AuditDir, "write_part", real_write)
     assert not (tmp_path / "resumed" / "tokens.parquet").exists()
     resumed = run_audit(model, tokenizer, examples, tmp_path / "resumed", batch_size=3)
@@ -84,7 +85,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(model, tokenizer, tmp_path
 
 def test_incomplete_parts_are_recomputed(model, tokenizer, tmp_path) -> None:
     examples = make_examples(10)
-    first = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, part_examples=1)
+    first = run_audit(model, tokenizer, examples, tmp_path, batch_size=4, options=AuditOptions(part_examples=1))
     expected = _tables(first)
     parts = tmp_path / "parts"
     (parts / "part-00001-00001.json").unlink()  # killed before the record: the batch counts as not done
@@ -105,8 +106,8 @@ def test_incomplete_parts_are_recomputed(model, tokenizer, tmp_path) -> None:
         ({"examples": make_examples(10, offset=1)}, "examples"),
         ({"analyzers": ["rollout"]}, "analyzers (rollout,flow there, rollout now)"),
         ({"params": {"rollout": {"head_fusion": "max"}}}, "params"),
-        ({"max_length": 6}, "max_length (None there, 6 now)"),
-        ({"model_id": "another"}, "model_id"),
+        ({"options": AuditOptions(max_length=6)}, "max_length (None there, 6 now)"),
+        ({"options": AuditOptions(model_id="another")}, "model_id"),
     ],
 )
 def test_a_different_audit_is_refused(model, tokenizer, tmp_path, change, named) -> None:
@@ -116,7 +117,9 @@ def test_a_different_audit_is_refused(model, tokenizer, tmp_path, change, named)
         run_audit(model, tokenizer, out_dir=tmp_path, **{**settings, **change})
     message = str(caught.value)
     assert "\n" not in message and named in message and "--output" in message and "--fresh" in message
-    fresh = run_audit(model, tokenizer, out_dir=tmp_path, fresh=True, **{**settings, **change})
+    changed = {**settings, **change}
+    changed["options"] = dataclasses.replace(changed.get("options", AuditOptions()), fresh=True)
+    fresh = run_audit(model, tokenizer, out_dir=tmp_path, **changed)
     assert fresh.n_resumed == 0 and fresh.n_computed == fresh.n_examples
 
 
@@ -169,25 +172,26 @@ def test_a_long_text_stops_the_audit_naming_its_row(model, tokenizer, tmp_path) 
     assert "example row 5 has 26 tokens" in message and "max_length=16" in message and "\n" not in message
     assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "parts").exists()  # stopped before any batch
 
-    truncated = run_audit(model, tokenizer, examples, tmp_path / "cut", batch_size=2, max_length=16)
+    truncated = run_audit(model, tokenizer, examples, tmp_path / "cut", batch_size=2,
+                          options=AuditOptions(max_length=16))
     table = pd.read_parquet(truncated.examples).set_index("row")
     assert bool(table.loc[5, "truncated"]) and table.loc[5, "n_tokens"] == 16
     assert not table.drop(index=5)["truncated"].any()
     with pytest.raises(InputError, match="max_length=17 exceeds the model's limit of 16"):
-        run_audit(model, tokenizer, examples, tmp_path / "over", max_length=17)
+        run_audit(model, tokenizer, examples, tmp_path / "over", options=AuditOptions(max_length=17))
 
 
 def test_a_label_naming_no_class_is_refused_before_any_batch_naming_its_line(model, tokenizer, tmp_path) -> None:
     examples = [Example(e.row, e.text, "class 1", line=e.row + 2) for e in make_examples(4)]
     examples[2] = Example(2, examples[2].text, "yes", line=9)
     with pytest.raises(InputError) as caught:
-        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], input_file=None)
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], options=AuditOptions(input_file=None))
     assert str(caught.value).startswith("example row 2: 'yes' is neither a class name nor a class index")
     assert not (tmp_path / "manifest.json").exists()
     data = tmp_path / "data.jsonl"
     data.write_text("")
     with pytest.raises(InputError, match=r"^data.jsonl line 9: 'yes' is neither"):
-        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], input_file=data)
+        run_audit(model, tokenizer, examples, tmp_path, analyzers=["rollout"], options=AuditOptions(input_file=data))
 
 
 def test_refusals(model, tokenizer, tmp_path) -> None:

@@ -23,6 +23,7 @@ from interpret.estimate.facts import count_tokens, model_facts
 from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes, round_up_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, estimate_report, page_base_bytes
 from interpret.report.views import section_data
+from interpret.request import View
 
 TEXTS = ["the cat sat on the mat !", "a dog saw red", "caf\u00e9 \u00fcber na\u00efve \u2014 \U0001f600 tokens"]
 
@@ -90,7 +91,7 @@ def test_the_estimate_is_the_page_s_attention_bytes(classifier_dir: Path, layers
                                                    heads: list[int] | None) -> None:
     model, tokenizer = interpret.load(classifier_dir, device="cpu")
     texts = [" ".join(["cat"] * 62), "the cat sat"]  # 64 and 5 tokens: padded to 64
-    report = interpret.explain(model, tokenizer, texts, ["rollout"], layers=layers, heads=heads)
+    report = interpret.explain(model, tokenizer, texts, ["rollout"], view=View(layers, heads))
     facts = model_facts(read_json(classifier_dir / "config.json"))
     lengths = count_tokens(classifier_dir, texts)
     estimate = estimate_report(facts, lengths, layers=None if layers is None else len(layers),
@@ -148,7 +149,7 @@ def test_constants_agree_with_the_modules_they_mirror() -> None:
 
     import interpret.estimate.report
 
-    assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == inspect.signature(explain).parameters["budget_bytes"].default
+    assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == inspect.signature(explain).parameters["limits"].default.capture_bytes
     assert interpret.estimate.report.PACK_THRESHOLD == PACK_THRESHOLD
     assert INDEX_GROUP == GROUP and default_analyzers() == tuple(DEFAULT_ANALYZERS)
 

@@ -30,7 +30,7 @@ def _streamed_rollout(text: str) -> bool:
 
 
 def _small_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("interpret.cli.report_cmd.CAPTURE_BUDGET", SMALL_BUDGET)
+    monkeypatch.setattr("interpret.cli.options.CAPTURE_BUDGET", SMALL_BUDGET)  # the run's Limits
     monkeypatch.setattr("interpret.cli.budget.CAPTURE_BUDGET", SMALL_BUDGET)
 
 

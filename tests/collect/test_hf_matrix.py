@@ -41,6 +41,7 @@ from interpret.analyze.run import run_context
 from interpret.errors import AnalyzerError, CaptureError, HookNameError
 from interpret.hooks import count_hooks
 from interpret.loading import load
+from interpret.request import Subject
 
 TIGHT = 1e-6  # every family's eager kernel agrees with the recorded pattern to this (float32 rounding)
 PADDING = 1e-5  # an example in a padded batch against the same example alone
@@ -352,7 +353,7 @@ def test_rollout_runs_and_a_report_is_written(zoo, family, tmp_path) -> None:
     assert np.isfinite(rollout["readout"]).all() and (rollout["readout"] >= 0).all()
     if isinstance(inputs, dict):  # explain takes an Encoded for inputs that are not text, ids or pixels
         inputs = prepare(capturable_for(model, processor), processor, inputs)
-    report = interpret.explain(model, processor, inputs, analyzers=["rollout"], **extra)
+    report = interpret.explain(model, processor, inputs, analyzers=["rollout"], target=Subject(**extra))
     path = tmp_path / f"{family}.html"
     report.render(path)
     assert path.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html>")

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
+from interpret.request import EvidenceOptions
 from interpret.csv_io import read_csv
 from interpret.datasets import Example
 from interpret.evidence.aggregate import aggregate_rows
@@ -50,7 +51,7 @@ def test_run_audit_with_evidence_writes_ranked_tables_and_resumes(tmp_path: obje
     examples = [Example(row=i + 1, text=text) for i, text in enumerate(data.texts)]
     out = tmp_path / "audit"
     run_audit(model, tokenizer, examples, out, analyzers=["rollout", "last_layer_attention"], batch_size=4,
-              evidence=True)
+              options=AuditOptions(evidence=EvidenceOptions(True)))
     summary = read_csv(out / "evidence.csv")
     per_example = read_csv(out / "evidence_examples.csv")
     assert set(summary["method"]) == {"rollout", "last_layer_attention", "random"}
@@ -59,6 +60,6 @@ def test_run_audit_with_evidence_writes_ranked_tables_and_resumes(tmp_path: obje
     assert (summary["comprehensiveness"] <= summary["comprehensiveness_high"]).all()
     assert len(per_example) == 6 * 3 and set(per_example["row"]) == set(range(1, 7))
     again = run_audit(model, tokenizer, examples, out, analyzers=["rollout", "last_layer_attention"], batch_size=4,
-                      evidence=True)
+                      options=AuditOptions(evidence=EvidenceOptions(True)))
     assert again.n_resumed == 6
     pd.testing.assert_frame_equal(read_csv(out / "evidence.csv"), summary)

@@ -16,9 +16,10 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 import interpret
 from interpret.analyze import AnalyzerResult, NamedArray, Readout
 from interpret.analyze.run import run_context
-from interpret.errors import AnalyzerError
+from interpret.errors import ConfigError
 from interpret.evidence import evaluate_evidence
 from interpret.reference.toy import marker_dataset, marker_task
+from interpret.request import EvidenceOptions
 
 METRICS = ("comprehensiveness", "sufficiency", "area", "comp_bins", "suff_bins", "morf", "lerf")
 
@@ -53,9 +54,9 @@ def test_explain_json_holds_every_metric_and_html_shows_the_section(tmp_path: ob
 def test_evidence_off_and_bad_removal() -> None:
     report = interpret.explain(_bert(), word_tokenizer(), TEXTS, ["rollout"], evidence=False)
     assert report.evidence is None and report.to_dict()["evidence"] is None and 'id="evidence"' not in report.page().decode()
-    with pytest.raises(AnalyzerError, match="removal='drop'"):
-        interpret.explain(_bert(), word_tokenizer(), TEXTS, ["rollout"], removal="drop")
-    masked = interpret.explain(_bert(), word_tokenizer(), TEXTS, ["rollout"], removal="mask")
+    with pytest.raises(ConfigError, match="removal='drop'"):
+        interpret.explain(_bert(), word_tokenizer(), TEXTS, ["rollout"], evidence=EvidenceOptions(removal="drop"))
+    masked = interpret.explain(_bert(), word_tokenizer(), TEXTS, ["rollout"], evidence=EvidenceOptions(removal="mask"))
     assert masked.evidence.removal == "mask"
 
 

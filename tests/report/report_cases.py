@@ -17,6 +17,7 @@ from interpret.decision import decide
 from interpret.reference import EncoderClassifier, EncoderDecoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 from interpret.report import Report, RunInfo, build_report
+from interpret.request import Subject
 from interpret.trace import Trace
 
 WORDS = "the cat sat on mat a dog saw big small ran".split()
@@ -177,10 +178,12 @@ class Page(HTMLParser):
 FIRST_LOOK_ANALYZERS = ("rollout", "flow", "attention_entropy")
 
 
-def explained(texts: list[str], analyzers: tuple[str, ...] = FIRST_LOOK_ANALYZERS, **kwargs: Any) -> Report:
+def explained(
+    texts: list[str], analyzers: tuple[str, ...] = FIRST_LOOK_ANALYZERS, ids: list[str] | None = None, evidence: bool = True,
+) -> Report:
     """Return `interpret.explain`'s report on the tiny model (with evidence: each readout against random)."""
     model, tokenizer = tiny_model()
-    return interpret.explain(model, tokenizer, texts, list(analyzers), **kwargs)
+    return interpret.explain(model, tokenizer, texts, list(analyzers), target=Subject(ids=ids), evidence=evidence)
 
 
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

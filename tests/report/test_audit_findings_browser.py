@@ -12,7 +12,7 @@ import pytest
 from report_chromium import Chromium
 from test_report_first_look_browser import keep
 
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.datasets import read_examples
 from interpret.reference.toy import MARKER, marker_dataset, marker_task
 
@@ -29,7 +29,7 @@ def test_the_audit_pages_findings_draw(browser: Chromium, tmp_path: Path) -> Non
         json.dumps({"id": f"<i>s{i}</i>", "text": text, "label": str(int("cat" in text.split())), "source": "ab"[i % 2]})
         + "\n" for i, text in enumerate(data.texts)), encoding="utf-8")
     result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout"],
-                       input_file=path, slice_by="source", drivers=4)
+                       options=AuditOptions(input_file=path, slice_by="source", drivers=4))
     page = browser.open_page(width=1280)
     page.call("Network.enable")
     page.navigate(result.summary.resolve().as_uri())

@@ -14,6 +14,7 @@ from report_chromium import Chromium
 
 from interpret.api import explain
 from interpret.report.classes import shown_rows
+from interpret.request import Subject
 
 pytestmark = pytest.mark.browser
 READY = "document.documentElement.getAttribute('data-report-ready') === '1'"
@@ -27,7 +28,7 @@ def test_the_picker_switches_word_blocks_and_class_rows_fit(browser: Chromium, t
     config.num_labels = 3
     model = transformers.BertForSequenceClassification(config).eval()
     report = explain(model, word_tokenizer(), TEXTS, ["integrated_gradients"], params={"integrated_gradients": {"steps": 4}},
-                     compare=["LABEL_2"], evidence=False)
+                     target=Subject(compare=["LABEL_2"]), evidence=False)
     page = browser.open_page()
     page.navigate(report.render(tmp_path / "classes.html").resolve().as_uri())
     page.wait_until(READY)

@@ -16,6 +16,7 @@ from interpret.report import RunInfo, build_report
 from interpret.report.model import ReportData
 from interpret.report.summary import top_tokens
 from interpret.report.views import section_data
+from interpret.request import Subject
 
 SCORES = (-0.2, 0.5, -0.3, -0.1, 0.3, -0.4, 0.0)  # two tokens for the decision, four against, one neither
 
@@ -49,8 +50,8 @@ def test_a_signed_readouts_views_are_drawn_diverging() -> None:
 
 def test_a_method_that_draws_every_class_alike_draws_one_row(tmp_path: Path) -> None:
     model, tokenizer = interpret.load()
-    report = interpret.explain(model, tokenizer, "The soup was cold.", evidence=False, target="negative",
-                               contrast="positive", compare=["negative"],
+    report = interpret.explain(model, tokenizer, "The soup was cold.", evidence=False,
+                               target=Subject("negative", contrast="positive", compare=["negative"]),
                                analyzers=["gradient_weighted_rollout", "integrated_gradients"])
     html = report.render(tmp_path / "classes.html").read_text(encoding="utf-8")
     tables = dict(re.findall(r'<table class="class-rows" data-analyzer="(\w+)">(.*?)</table>', html, re.S))

@@ -14,6 +14,7 @@ from hf_tiny import TEXTS, tiny_model, word_tokenizer
 
 import interpret
 from interpret.errors import HookNameError, ResultError
+from interpret.request import Limits
 from interpret.streaming.capture import REQUIRES, real_positions
 
 TOLERANCE = 1e-5
@@ -64,7 +65,7 @@ def test_a_sliding_window_is_refused_by_streaming_rollout() -> None:
     tokenizer = word_tokenizer()
     text = "the cat sat on the mat and the dog saw the red ball"
     with pytest.raises(ResultError, match="lse_error"):
-        interpret.explain(model, tokenizer, text, ["rollout"], streaming="on", evidence=False)
+        interpret.explain(model, tokenizer, text, ["rollout"], limits=Limits(streaming="on"), evidence=False)
 
 
 def test_the_reference_model_offers_the_lse_only_when_asked() -> None:

@@ -16,7 +16,7 @@ import interpret
 from interpret.analyze import AnalyzerResult, registry
 from interpret.analyze.defaults import DEPRECATED_STREAMING
 from interpret.analyzer_rules import validate
-from interpret.audit import run_audit
+from interpret.audit import AuditOptions, run_audit
 from interpret.audit.parts import fingerprint
 from interpret.datasets import Example
 from interpret.errors import AnalyzerError, ConfigError, InputError
@@ -96,7 +96,7 @@ def test_an_audit_never_resumes_parts_computed_by_the_other_strategy_or_an_old_n
     model, tokenizer = interpret.load(save_tiny_classifier(tmp_path / "model"))
     examples = [Example(row=i, text=" ".join(WORDS[(3 * i + j) % len(WORDS)] for j in range(2 + i))) for i in range(4)]
     out = tmp_path / "audit"
-    streamed = run_audit(model, tokenizer, examples, out, analyzers=["rollout"], streaming="on")
+    streamed = run_audit(model, tokenizer, examples, out, analyzers=["rollout"], options=AuditOptions(streaming="on"))
     manifest = json.loads(streamed.manifest.read_text(encoding="utf-8"))
     assert manifest["components"]["analyzers"] == "rollout (streamed)"
     with pytest.warns(DeprecationWarning):  # the old name is the same audit: it resumes every batch
@@ -106,7 +106,7 @@ def test_an_audit_never_resumes_parts_computed_by_the_other_strategy_or_an_old_n
         run_audit(model, tokenizer, examples, out, analyzers=["rollout"])
     # a misspelt choice is refused in one line, never read as "off"
     with pytest.raises(ConfigError, match=r"^streaming='yes' is not known; use 'on' \(streamed computations\) or 'off'\.$"):
-        run_audit(model, tokenizer, examples, out, analyzers=["rollout"], streaming="yes")
+        run_audit(model, tokenizer, examples, out, analyzers=["rollout"], options=AuditOptions(streaming="yes"))
     # An audit written by the old streaming_rollout plugin names it so: refused, never mixed with these parts.
     manifest["components"]["analyzers"] = "streaming_rollout"
     manifest["fingerprint"] = fingerprint(manifest["components"])

@@ -14,6 +14,7 @@ import torch
 from hf_tiny import TEXTS, tiny_model, word_tokenizer
 
 import interpret
+from interpret.request import Limits
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.entropy import row_statistics
 
@@ -63,7 +64,7 @@ def test_a_streamed_default_run_reports_entropy_from_the_streaming_version() -> 
     from interpret.analyze.defaults import DEFAULT_ANALYZERS
 
     model, tokenizer = tiny_model("llama"), word_tokenizer()
-    report = interpret.explain(model, tokenizer, list(TEXTS[:2]), streaming="on", evidence=False)
+    report = interpret.explain(model, tokenizer, list(TEXTS[:2]), limits=Limits(streaming="on"), evidence=False)
     ran = {section.result.analyzer: section.result.strategy for section in report.sections if section.kind == "analyzer"}
     assert ran["attention_entropy"] == "streamed"
     assert "attention_entropy" in DEFAULT_ANALYZERS

@@ -11,9 +11,10 @@ import pytest
 from hf_tiny import tiny_model, word_tokenizer
 
 import interpret
-from interpret.errors import AnalyzerError, MemoryBudgetError
+from interpret.errors import AnalyzerError, ConfigError, MemoryBudgetError
 from interpret.plugins import flow as flow_plugin
 from interpret.analyze.strategy import streamed_strategies
+from interpret.request import Limits
 
 WORDS = "the cat sat on mat a dog saw red blue".split()
 LONG = " ".join(WORDS[(7 * i) % len(WORDS)] for i in range(58))  # 60 tokens with [CLS] and [SEP]
@@ -31,8 +32,8 @@ def _strategies(report) -> dict:
 
 def test_streamed_run_equals_the_full_run_and_captures_no_pattern() -> None:
     model, tokenizer = tiny_model("llama"), word_tokenizer()
-    full = interpret.explain(model, tokenizer, [LONG], ["rollout"], streaming="off", budget_bytes=None)
-    streamed = interpret.explain(model, tokenizer, [LONG], ["rollout"], streaming="on")
+    full = interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(None, None, "off"))
+    streamed = interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(streaming="on"))
     assert _strategies(streamed) == {"rollout": "streamed"} and _strategies(full) == {"rollout": "full"}
     assert not [section for section in streamed.sections if section.kind == "attention"]
     assert np.abs(_results(streamed)["rollout"]["readout"] - _results(full)["rollout"]["readout"]).max() <= 1e-5
@@ -42,24 +43,24 @@ def test_streamed_run_equals_the_full_run_and_captures_no_pattern() -> None:
 
 def test_auto_streams_exactly_when_the_full_capture_is_over_the_budget() -> None:
     model, tokenizer = tiny_model("llama"), word_tokenizer()
-    streamed = interpret.explain(model, tokenizer, [LONG], ["rollout"], budget_bytes=BUDGET)
+    streamed = interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(capture_bytes=BUDGET))
     assert _strategies(streamed) == {"rollout": "streamed"}
-    plain = interpret.explain(model, tokenizer, [LONG], ["rollout"], budget_bytes=None)
+    plain = interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(capture_bytes=None))
     assert _strategies(plain) == {"rollout": "full"}
     with pytest.raises(MemoryBudgetError):
-        interpret.explain(model, tokenizer, [LONG], ["rollout"], budget_bytes=BUDGET, streaming="off")
+        interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(capture_bytes=BUDGET, streaming="off"))
 
 
 def test_an_analyzer_without_a_streaming_version_is_refused_naming_the_alternatives() -> None:
     model, tokenizer = tiny_model("llama"), word_tokenizer()
     with pytest.raises(AnalyzerError) as caught:
-        interpret.explain(model, tokenizer, [LONG], ["rollout", "flow"], budget_bytes=BUDGET)
+        interpret.explain(model, tokenizer, [LONG], ["rollout", "flow"], limits=Limits(capture_bytes=BUDGET))
     message = str(caught.value)
     assert "\n" not in message and message.startswith("flow needs every")
     assert "(attention_x_gradient, gradient_weighted_rollout, rollout)" in message
     assert "attention_entropy" not in message  # no readout: not an alternative to flow's
-    with pytest.raises(AnalyzerError, match="unknown; use auto, on or off"):
-        interpret.explain(model, tokenizer, [LONG], ["rollout"], streaming="sometimes")
+    with pytest.raises(ConfigError, match="unknown; use auto, on or off"):
+        interpret.explain(model, tokenizer, [LONG], ["rollout"], limits=Limits(streaming="sometimes"))
 
 
 def test_the_streamed_strategies_keep_each_analyzer_and_its_name() -> None:
@@ -73,7 +74,7 @@ def test_the_default_set_streams_leaving_out_what_needs_every_pattern_with_a_not
     from interpret.analyze.defaults import DEFAULT_ANALYZERS
 
     model, tokenizer = tiny_model("llama"), word_tokenizer()
-    report = interpret.explain(model, tokenizer, [LONG], budget_bytes=BUDGET, evidence=False)
+    report = interpret.explain(model, tokenizer, [LONG], limits=Limits(capture_bytes=BUDGET), evidence=False)
     ran = _strategies(report)
     assert ran["rollout"] == "streamed" and ran["attention_x_gradient"] == "streamed"  # the first lead that streams
     notes = dict(report.run.notes)
