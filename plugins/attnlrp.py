@@ -20,8 +20,8 @@ below, an input x's relevance is x ⊙ ∂'F/∂x, so one backward pass gives ev
 
 Each rule changes the backward pass only: an operation's output becomes out + (lin − lin.detach()), which is
 exactly out, with `lin` the rule's linear map of the input, so the score explained is the model's own. The
-relevance is read at the token embeddings (the embedding layer's output; Captum's InputXGradient on
-`ctx.score`: the target's logit, minus the contrast's) and summed over the embedding axis (signed; biases,
+relevance is read at the token embeddings (the embedding layer's output x, as x ⊙ ∂'F/∂x with F = `ctx.score`:
+the target's logit, minus the contrast's) and summed over the embedding axis (signed; biases,
 position embeddings and the softmax's linearisation absorb the rest, so the readout need not add up to the
 score). `tests/analyzers/test_attnlrp.py` checks it against the rules propagated one operation at a time.
 
@@ -29,9 +29,10 @@ Families: where every operation on the score's path has a rule (BERT and MiniLM 
 default model's heads, ELECTRA, DistilBERT, GPT-2, Llama, Qwen2, Mistral); other families and other decision
 heads are refused in one line (a nonlinearity written as a function, e.g. RoBERTa's classification head's
 tanh, cannot take a rule).
-Arrays (batch first; padding zero): readout [batch, key]. Check: `score_consistency` (the function Captum
-differentiates gives the decision's score); a run where a layer's attention did not take its rule is refused.
-Cost: one forward and one backward pass of the batch (about 3 forward passes; `benchmarks/gradients.py`).
+Arrays (batch first; padding zero): readout [batch, key]. Check: `score_consistency` (the score differentiated,
+from the embeddings, is the decision's, from the ids); a run where a layer's attention did not take its rule is
+refused. Cost: one forward and one backward pass of the batch, and the check's forward pass (about 4 forward
+passes; `benchmarks/gradients.py`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from functools import partial
 from typing import Any
 
 import torch
-from captum.attr import InputXGradient
 from torch import Tensor, nn
 
 from interpret.analyze import AnalyzerResult, RunContext
@@ -153,16 +153,15 @@ class AttnLRPAnalyzer:
             )
         batch = _captum.token_batch(trace, ctx, params, NAME)
         inputs = _captum.embeddings(ctx, batch)[0].requires_grad_()
-        with attnlrp_rules(ctx) as fired:
-            attr = InputXGradient(_captum.ScoreModule(ctx, batch.encoded)).attribute(
-                inputs, additional_forward_args=(batch.examples,)
-            )
+        with attnlrp_rules(ctx) as fired:  # x ⊙ ∂'F/∂x, with the score kept for the check (one pass fewer)
+            scores = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
+            (grad,) = torch.autograd.grad(scores.sum(), inputs)
         layers = ctx.gate_shape[0]
         if len(fired) != layers:
             raise AnalyzerError(
                 f"{NAME}: {len(fired)} of {type(ctx.model).__name__}'s {layers} attention layers went through"
                 " transformers' attention interface, where the attention rule is applied; use decompx or integrated_gradients."
             )
-        checks = {"score_consistency": _captum.score_check(ctx, batch, inputs)}
-        readout = _captum.per_token(attr, params.reduce, batch)
+        checks = {"score_consistency": _captum.score_check(ctx, batch, inputs.detach(), scores.detach())}
+        readout = _captum.per_token(inputs.detach() * grad, params.reduce, batch)
         return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "AttnLRP relevance per token", checks)
