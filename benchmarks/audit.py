@@ -4,7 +4,8 @@ Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 
                                   [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile] [--stages]
                                   [--texts synthetic|heldout] [--drivers K]
 Analyzers: the default audit's (`interpret.analyze.defaults`, its lead chosen on the model as `run_audit`
-chooses it) unless --analyzers names others. Model: the default model (MiniLM-L6 + sentiment head). Every text
+chooses it) unless --analyzers names others (the default list itself, in its order, means the defaults: to time
+the earlier decompx-led audit, name it in another order, `--analyzers decompx attention_entropy rollout`). Model: the default model (MiniLM-L6 + sentiment head). Every text
 is exactly --tokens tokens (longer texts cut with max_length). Two references, both loops a user would write:
 - plain: tokenize the batch (padding, truncation), run the encoder (as loaded: SDPA attention) and the head
   under torch.inference_mode, read the decisions on the host. No attention patterns: the issue's baseline.

@@ -83,6 +83,7 @@ def test_the_default_set_streams_leaving_out_what_needs_every_pattern_with_a_not
     for name in left_out:
         assert "needs every [layer, head, n, n] attention pattern" in notes[f"{name} left out"]
         assert "rollout" in notes[f"{name} left out"].split("streamed ones: ")[1]
+    assert "attnlrp" not in ran and "attnlrp has no streamed computation" in notes["attnlrp left out"]  # a lead in full
     assert "Streaming" in notes
 
 
