@@ -130,7 +130,7 @@ def attnlrp_rules(ctx: RunContext) -> Iterator[set[int]]:
 class AttnLRPAnalyzer:
     """AttnLRP's relevance of each token for each example's own target score."""
 
-    name = NAME
+    name = "attnlrp"
     summary = "AttnLRP (Achtibat et al. 2024): layer-wise relevance with attention-aware rules, one backward pass (signed)."
     version = "1.0"
     requires = ()
