@@ -62,6 +62,11 @@ def _swap(out: Tensor, lin: Tensor) -> Tensor:
     return out.detach() + (lin - lin.detach())
 
 
+def _out_over_x(out: Tensor, x: Tensor, near: Tensor, fill: float) -> Tensor:
+    """Return out/x elementwise, detached, and `fill` where `near` (x at or too close to 0 to divide by)."""
+    return torch.where(near, torch.full_like(x, fill), out / torch.where(near, torch.ones_like(x), x)).detach()
+
+
 def _layer_norm(module: nn.LayerNorm, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
     """LayerNorm with its divisor σ held constant: the affine map (x − mean x) · w/σ [..., d]."""
     x = args[0]
@@ -73,16 +78,13 @@ def _layer_norm(module: nn.LayerNorm, args: tuple[Tensor, ...], out: Tensor) -> 
 def _scale_by_ratio(module: nn.Module, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
     """A normalisation whose divisor is held constant: elementwise out/x (0 where x is exactly 0)."""
     x = args[0]
-    ratio = torch.where(x == 0, torch.zeros_like(out), out / torch.where(x == 0, torch.ones_like(x), x))
-    return _swap(out, x * ratio.detach())
+    return _swap(out, x * _out_over_x(out, x, x == 0, 0.0))
 
 
 def _identity_rule(at_zero: float, module: nn.Module, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
     """An elementwise nonlinearity under the identity rule: the gradient f(x)/x (`at_zero`, its slope at 0, near 0)."""
     x = args[0]
-    near = x.abs() < ZERO
-    ratio = torch.where(near, torch.full_like(x, at_zero), out / torch.where(near, torch.ones_like(x), x))
-    return _swap(out, x * ratio.detach())
+    return _swap(out, x * _out_over_x(out, x, x.abs() < ZERO, at_zero))
 
 
 def _half(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
