@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from interpret.atomic import atomic_path, write_atomically
+from interpret.atomic import write_atomically
 from interpret.audit.identity import FORMAT, difference
 from interpret.audit.stats import HeadSums
 from interpret.errors import InputError

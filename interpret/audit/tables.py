@@ -193,16 +193,6 @@ def example_frame(parts: Sequence[Columns]) -> pd.DataFrame:
     return conform(frame, example_dtypes(analyzers), ["row"])
 
 
-def example_table(
-    examples: Sequence[Example],
-    encoded: Encoded,
-    decided: Sequence[Decision],
-    results: Sequence[AnalyzerResult],
-) -> pd.DataFrame:
-    """Return the examples table (columns as the module docstring lists) of one batch."""
-    return example_frame([example_columns(examples, encoded, decided, results)])
-
-
 def _joined(pieces: Sequence[Any]) -> Any:
     """Return the pieces (lists or numpy arrays of one column) joined into one list or array."""
     if pieces and all(isinstance(piece, np.ndarray) for piece in pieces):

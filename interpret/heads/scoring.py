@@ -9,10 +9,9 @@ the input of each attention output projection.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -20,12 +19,11 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interpret.collect.gates import head_gates
+from interpret.collect.prepare import model_device
 from interpret.collect.sites import Capturable
 from interpret.decision import DecisionReader
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
-
-LossMode = Literal["labels", "predictions", "next_token"]
 
 
 @dataclass(frozen=True)
@@ -121,15 +119,3 @@ def _wide(logits: Tensor) -> Tensor:
 def real_tokens(batch: Encoded) -> int:
     """Return the number of real (non-padding) positions of `batch` (the normaliser of the importance)."""
     return int(batch.attention_mask.sum())
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Return the device of the model's first parameter (CPU for a parameterless model)."""
-    for param in model.parameters():
-        return param.device
-    return torch.device("cpu")
-
-
-def stack_labels(labels: Sequence[int]) -> Int[Tensor, " rows"]:
-    """Return labels as a long tensor [rows]."""
-    return torch.tensor(list(labels), dtype=torch.long)

@@ -23,7 +23,6 @@ from typing import Any
 from torch import nn
 
 from interpret.collect.sites import Capturable
-from interpret.errors import UnsupportedModelError
 
 GROUP = "interpret.adapters"
 
@@ -42,17 +41,3 @@ def base_model(model: nn.Module) -> nn.Module:
     """Return the bare transformer inside a model with a task head (`BertForMaskedLM.bert`), or the model."""
     inner = getattr(model, "base_model", None)
     return inner if isinstance(inner, nn.Module) else model
-
-
-def config_int(config: Any, *names: str, default: int | None = None) -> int:
-    """Return the first of `names` that the config sets to an int (configs name the same size differently)."""
-    for name in names:
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    if default is not None:
-        return default
-    raise UnsupportedModelError(
-        f"{type(config).__name__} sets none of {', '.join(names)}, so its tensors cannot be sized; register an"
-        " adapter that knows this config under the entry-point group 'interpret.adapters'."
-    )

@@ -41,7 +41,7 @@ from interpret.collect.hf.layout import StackLayout, assemble, recorder_for, sta
 from interpret.collect.hf.media import pair, prepare_images
 from interpret.collect.hf.probe import Probe
 from interpret.collect.hf.recompute import LOWEST
-from interpret.collect.hf.structure import AttentionCall, ModelLayout, find_stacks, probe_attentions
+from interpret.collect.hf.structure import ModelLayout, find_stacks, probe_attentions
 from interpret.collect.sites import Capturable, Site, Sink
 from interpret.errors import CaptureError, UnsupportedModelError
 
