@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from interpret.analyzer_rules import DEFERRED, GROUP, problem
+from interpret.analyzer_rules import DEFERRED, GROUP, problem, signature
 from interpret.entry_points import Entry, entry, sorted_entry_points
 
 def entry_point_names() -> list[str]:
@@ -100,9 +100,11 @@ def _class_attributes(name: str, classes: dict[str, ast.ClassDef], seen: set[str
         elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
             target, value = statement.target, statement.value
         elif isinstance(statement, ast.FunctionDef) and statement.name == "run":
-            arguments = statement.args
-            plain = not (arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs)
-            attributes["run"] = [arg.arg for arg in arguments.args] if plain else None
+            if statement.decorator_list:
+                return None  # a staticmethod, a classmethod or a wrapper: what the class holds takes an import
+            args = statement.args
+            attributes["run"] = signature([arg.arg for arg in args.posonlyargs + args.args], args.vararg and args.vararg.arg,
+                                          [arg.arg for arg in args.kwonlyargs], args.kwarg and args.kwarg.arg)
             continue
         else:
             continue
