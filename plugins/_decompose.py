@@ -321,13 +321,6 @@ def decomposed(
     return linear_part(mixed, part.attn_norm, scale[:, None]), layer.normalized[rows]
 
 
-def decomposition_error(layer: ExampleLayer, part: BlockParts) -> float:
-    """Return max |Σ_j y_ij + b_O − (x_i + attn_out_i)|: how exactly the split adds up to the real stream."""
-    values = transformed_values(layer, part)
-    summed = torch.einsum("hij,hjd->id", layer.pattern, values) + layer.resid_pre + part.out_bias
-    return float((summed - layer.resid_pre - layer.attn_out).abs().max())
-
-
 def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, "query key"]:
     """Return `matrix` with each row divided by its sum (a row of zeros raises: nothing would flow)."""
     sums = matrix.sum(-1, keepdims=True)
