@@ -93,6 +93,7 @@ BROKEN = {
     "no_run": "run = None", "renamed_run": "def run(self, trace, options, context): ...",
     "keyword_ctx": "def run(self, trace, params, *, ctx): ...", "star_args": "def run(self, *args): ...",
     "star_kwargs": "def run(self, trace, params, ctx, **extra): ...",
+    "method_summary": "def summary(self): ...",  # the source's literal (inherited) is not what the class holds
 }
 BROKEN_SOURCE = PLUGIN + "".join(
     f"\n\nclass {name.title().replace('_', '')}(Good):\n    name = {name!r}\n    {body}\n" for name, body in BROKEN.items()
@@ -182,5 +183,6 @@ def test_a_broken_plugin_is_worded_alike_from_its_source_and_once_imported(plugi
     for name, target in entries.items():
         cls = target.partition(":")[2]
         loaded = validate(getattr(module, cls), name)
-        assert loaded is not None and problem(_class_attributes(cls, classes, set()), name) == loaded, name
+        attributes = _class_attributes(cls, classes, set())  # None: only the import can tell (the registry words it)
+        assert loaded is not None and (attributes is None or problem(attributes, name) == loaded), name
         assert listed[name].error == registry.entries()[name].error == loaded, name
