@@ -82,19 +82,14 @@ def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer
     else:
         summed = summed + part.out_bias
         block_out = layer.resid_pre[rows] + layer.attn_out[rows] + layer.mlp_out[rows]
-    structure = 0.0 if block_out is None else relative(block_out, layer.resid_post[rows])
+    structure = 0.0 if block_out is None else _decompose.relative(block_out, layer.resid_post[rows])
     if structure > DECOMPOSITION_TOLERANCE:
         layout = "LN₂(LN₁-output + mlp_out)" if part.post_norm else "x + attn_out + mlp_out"
         raise AnalyzerError(
             f"block {part.layer}'s output is not {layout} (relative error {structure:.2g}): a norm inside a branch"
             " (sandwich norms) or another block layout, which this decomposition does not cover."
         )
-    return relative(summed, resultant)
-
-
-def relative(got: torch.Tensor, want: torch.Tensor) -> float:
-    """Return max |got − want| / max |want|."""
-    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+    return _decompose.relative(summed, resultant)
 
 
 DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)

@@ -321,6 +321,11 @@ def decomposed(
     return linear_part(mixed, part.attn_norm, scale[:, None]), layer.normalized[rows]
 
 
+def relative(got: Tensor, want: Tensor) -> float:
+    """Return max |got − want| / max |want|: how far a restated tensor is from the model's own."""
+    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+
+
 def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, "query key"]:
     """Return `matrix` with each row divided by its sum (a row of zeros raises: nothing would flow)."""
     sums = matrix.sum(-1, keepdims=True)

@@ -427,10 +427,6 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _relative(got: Tensor, want: Tensor) -> float:
-    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
-
-
 # ---- reading the model -----------------------------------------------------------------------------------
 
 
@@ -518,7 +514,7 @@ def _blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
 
 
 def _close(got: Tensor, want: Tensor) -> bool:
-    return _relative(got, want) <= IDENTIFY_TOLERANCE
+    return _decompose.relative(got, want) <= IDENTIFY_TOLERANCE
 
 
 def _value_projection(kernel: nn.Module, out_proj: nn.Module, x: Tensor, value: Tensor, layer: int) -> tuple[Tensor, Tensor]:

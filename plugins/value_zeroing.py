@@ -107,7 +107,7 @@ class ValueZeroing:
                     with torch.no_grad(), _zeroing(ctx, attention, zeroed.tolist(), rows):
                         result = block(*args, **kwargs)
                     output = (result[0] if isinstance(result, tuple) else result).detach().double().cpu()[:, positions]
-                    replay_error = max(replay_error, _contributions.relative(output[-1], original))
+                    replay_error = max(replay_error, _decompose.relative(output[-1], original))
                     cosine = torch.nn.functional.cosine_similarity(output[: len(zeroed)], original[None], dim=-1)  # [r, n]
                     distance[:, start : start + len(zeroed)] = (1.0 - cosine).T
                 matrices.append(_decompose.row_normalised(to_numpy(distance.clamp(min=0.0))))
