@@ -99,18 +99,13 @@ def _class_attributes(name: str, classes: dict[str, ast.ClassDef], seen: set[str
             args = statement.args
             attributes["run"] = signature([arg.arg for arg in args.posonlyargs + args.args], args.vararg and args.vararg.arg,
                                           [arg.arg for arg in args.kwonlyargs], args.kwarg and args.kwarg.arg)
-        elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(target := _target(statement), ast.Name):
-            attributes[target.id] = _literal(statement.value)
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            attributes[statement.targets[0].id] = _literal(statement.value)
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+            attributes[statement.target.id] = _literal(statement.value)
         elif _binds(statement) & {*ATTRIBUTES, "run"}:
             return None  # bound in a way only the import evaluates: a method, a nested class, an unpacking, a decorator
     return attributes
-
-
-def _target(statement: ast.Assign | ast.AnnAssign) -> ast.expr | None:
-    """Return the one target of `x = value` or `x: T = value`; None for several targets or no value."""
-    if isinstance(statement, ast.Assign):
-        return statement.targets[0] if len(statement.targets) == 1 else None
-    return statement.target if statement.value is not None else None
 
 
 def _binds(statement: ast.stmt) -> set[str]:

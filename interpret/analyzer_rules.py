@@ -33,18 +33,13 @@ def validate(cls: Any, name: str) -> str | None:
 def _run_signature(run: Any) -> tuple[str, ...] | None:
     """Return `signature` of an imported run method; None when there is none (or a builtin without a signature)."""
     try:
-        params = list(inspect.signature(run).parameters.values()) if callable(run) else None
-    except (TypeError, ValueError):
+        params = inspect.signature(run).parameters.values()
+    except (TypeError, ValueError):  # not callable, or no signature to read
         return None
-    if params is None:
-        return None
-
-    def named(*kinds: Any) -> list[str]:
-        return [param.name for param in params if param.kind in kinds]
-
     kind = inspect.Parameter
-    return signature(named(kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD), next(iter(named(kind.VAR_POSITIONAL)), None),
-                     named(kind.KEYWORD_ONLY), next(iter(named(kind.VAR_KEYWORD)), None))
+    named = [[p.name for p in params if p.kind in kinds] for kinds in (
+        (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD), (kind.VAR_POSITIONAL,), (kind.KEYWORD_ONLY,), (kind.VAR_KEYWORD,))]
+    return signature(named[0], next(iter(named[1]), None), named[2], next(iter(named[3]), None))
 
 
 def signature(positional: Sequence[str], var: str | None, keyword_only: Sequence[str], var_keyword: str | None) -> tuple[str, ...]:
