@@ -101,10 +101,10 @@ def scatter(values: Float[np.ndarray, "n n"], positions: np.ndarray, pos: int) -
     return out
 
 
-def scatter_row(values: Float[np.ndarray, " n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, " pos"]:
-    """Return a vector over the n real positions placed back on the padded axis [pos] (padding 0)."""
-    out = np.zeros(pos)
-    out[positions] = values
+def scatter_row(values: Float[np.ndarray, "*any n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, "*any pos"]:
+    """Return values over the n real positions [..., n] placed back on the padded axis [..., pos] (padding 0)."""
+    out = np.zeros((*values.shape[:-1], pos))
+    out[..., positions] = values
     return out
 
 

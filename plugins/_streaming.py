@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from interpret.analyze import Check
-from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
+from interpret.plugins._attention import ReadoutRows, readout_weights, target_of
 from interpret.plugins._per_step import refuse_steps
 from interpret.streaming.capture import gradient_pass, real_positions
 from interpret.streaming.pattern import StreamedLayer
@@ -61,15 +61,6 @@ def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[n
         (positions, readout_weights(readout, target_of(targets, b), positions))
         for b, positions in enumerate(real_positions(trace))
     ]
-
-
-def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:
-    """Return values over the real positions [..., n] placed on the padded axis [..., pos] (padding 0)."""
-    if values.ndim == 1:
-        return scatter_row(values, positions, pos)
-    out = np.zeros((*values.shape[:-1], pos))
-    out[..., positions] = values
-    return out
 
 
 # |restated lse − kept lse| / max(1, max |lse|): both float32 sums of the same products (half-precision inputs

@@ -29,12 +29,12 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.inputs import Encoded
 from interpret.plugins import gradient_math
-from interpret.plugins._attention import ReadoutRows
+from interpret.plugins._attention import ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
-    gradient_layers, place, streamed,
+    gradient_layers, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import grad_rollout_layer
@@ -105,7 +105,7 @@ class GradientWeightedRollout:
         _, check = gradient_layers(trace, ctx, self.name, params, step)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
-            readout[b] = place(to_numpy(vectors[b]), positions, trace.encoded.pos)
+            readout[b] = scatter_row(to_numpy(vectors[b]), positions, trace.encoded.pos)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},

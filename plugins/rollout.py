@@ -31,7 +31,7 @@ from interpret.plugins import rollout_math
 from interpret.plugins._attention import ReadoutRows
 from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
 from interpret.plugins._streaming import (
-    BLOCK_HELP, check_streamed, example_weights, full, lse_check, place, streamed,
+    BLOCK_HELP, check_streamed, example_weights, full, lse_check, streamed,
 )
 from interpret.streaming.capture import REQUIRES, layers_from_trace
 from interpret.streaming.readout import rollout_readout
@@ -213,7 +213,7 @@ class Rollout:
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
                 block_bytes=params.block_mib << 20, method=params.method,
             )
-            readout[b] = place(row, positions, trace.encoded.pos)
+            readout[b] = scatter_row(row, positions, trace.encoded.pos)
             worst = max(worst, error)
         # Each block's pattern is a float32 softmax whose rows sum to one only up to float32 rounding: about
         # sqrt(n)·2⁻²⁴ per row (random-walk accumulation over n keys), carried through every layer. The check
