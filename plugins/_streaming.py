@@ -36,7 +36,6 @@ def full(default: Any, help: str, streamed_as: Any = None) -> Any:
     return field(default=default, metadata={"help": help, "strategy": "full", "streamed_as": streamed_as})
 
 
-READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"
 BLOCK_HELP = "streamed: working memory of one block of recomputed pattern rows, in MiB (at least 1)"
 OFFLOAD_HELP = "streamed: keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"
 RECOMPUTE_HELP = ("streamed: recompute each block in the backward pass instead of keeping its activations: auto (CPU,"

@@ -29,11 +29,11 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.inputs import Encoded
 from interpret.plugins import gradient_math
-from interpret.plugins._attention import ReadoutRows, scatter_row
+from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
+    BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
