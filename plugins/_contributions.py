@@ -2,17 +2,11 @@
 their aggregation across layers: shared by GlobEnc and ALTI (and ALTI-Logit, which reads ALTI's rollout).
 
 For one example (n real positions) and layer l, with T_i(x_j) [query, key, d_model] and the resultant y_i
-[query, d_model] of `_decompose.decomposed`:
-
-    ALTI (Ferrando et al. 2022, §3):  c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row over its sum.
-    GlobEnc (Modarressi et al. 2022, N_Enc): g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, rows over
-        their sum, where γ₂ is the block's second (closing) LayerNorm and s₂(z_i) = sqrt(var(z_i) + ε₂) of its
-        real input z_i = LN₁-output_i + mlp_out_i (the MLP is not decomposed: it mixes no tokens). A pre-norm
-        block has no norm on its residual path: g_ij = ‖T_i(x_j)‖₂ (the paper's N_Res, attention and residual).
-
-Aggregation (both papers, Abnar & Zuidema's rollout without the added identity, since the residual is
-already inside each matrix): R = C_{L−1} · … · C_0 [query, key], and the readout w · R for the decision's
-pooling w over the top layer's rows.
+[query, d_model] of `_decompose.decomposed`: ALTI's c_ij (`alti`'s docstring, Ferrando et al. 2022, §3) or
+GlobEnc's g_ij (`globenc`'s, Modarressi et al. 2022, N_Enc, and ‖T_i(x_j)‖₂ in a pre-norm block), each row
+over its sum. Aggregation (both papers, Abnar & Zuidema's rollout without the added identity, since the
+residual is already inside each matrix): R = C_{L−1} · … · C_0 [query, key], and the readout w · R for the
+decision's pooling w over the top layer's rows.
 """
 
 from __future__ import annotations
