@@ -77,15 +77,6 @@ def lse_check(error: float, rows: str = "the first and last block of rows") -> C
     )
 
 
-def output_check(error: float, dtype: torch.dtype) -> Check:
-    """Return the invariant that the recomputed pattern reproduces the kernel's output z."""
-    return Check(
-        error, OUTPUT_TOLERANCE.get(dtype, 3e-2),
-        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
-        " for decoders, scale 1/√d_head) is the kernel's",
-    )
-
-
 def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
                     step: Callable[[int, int, StreamedLayer], float]) -> tuple[list[int], Check]:
     """Run the streamed gradient methods' one autograd pass (`interpret.streaming.capture.gradient_pass`) and
@@ -101,4 +92,8 @@ def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
             worst, dtype = max(worst, step(index, b, layer)), layer.q.dtype
 
     order = gradient_pass(trace, ctx, name, consume, params.offload, params.recompute)
-    return order, output_check(worst, dtype)
+    return order, Check(  # the recomputed pattern reproduces the kernel's output z
+        worst, OUTPUT_TOLERANCE.get(dtype, 3e-2),
+        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
+        " for decoders, scale 1/√d_head) is the kernel's",
+    )
