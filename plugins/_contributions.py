@@ -22,7 +22,7 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
-from interpret.plugins._attention import row_sum_error
+from interpret.plugins._attention import row_sum_error, target_of
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
@@ -91,8 +91,6 @@ DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misrea
 
 def aggregate(trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False) -> tuple[dict[str, np.ndarray], float]:
     """Return (the maps of `new_maps`, filled by `roll_out`, the largest decomposition error) for every example."""
-    from interpret.plugins._attention import target_of
-
     out = new_maps(trace.encoded.batch, trace.encoded.pos, len(parts) if per_layer else None)
     error = 0.0
     for b, positions, layers in _decompose.example_layers(trace, parts):
