@@ -22,7 +22,7 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
-from interpret.plugins._attention import row_sum_error, target_of
+from interpret.plugins._attention import readout_weights, row_sum_error, target_of
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
@@ -120,7 +120,7 @@ def roll_out(
     index = np.ix_(positions, positions)
     rolled = rollout_math.chain(np.stack(matrices))
     out["rollout"][b][index] = rolled
-    out["readout"][b, positions] = _decompose.pooled_rows(target, positions) @ rolled
+    out["readout"][b, positions] = readout_weights("auto", target, positions) @ rolled
     for layer, matrix in enumerate(matrices if "per_layer" in out else []):
         out["per_layer"][b, layer][index] = matrix
 

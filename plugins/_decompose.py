@@ -46,7 +46,6 @@ from torch import Tensor, nn
 from interpret.analyze import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
-from interpret.target import Target
 from interpret.trace import Trace
 
 BYTES_PER_FLOAT = 8
@@ -332,10 +331,3 @@ def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, 
     if np.any(sums <= 0.0):
         raise AnalyzerError("a row of the contribution matrix sums to zero, so it cannot be normalised; the input is degenerate.")
     return matrix / sums
-
-
-def pooled_rows(target: Target | None, positions: np.ndarray) -> Float[np.ndarray, " n"]:
-    """Return the decision's pooling weights over the example's n real positions (from `target.pooling`)."""
-    from interpret.plugins._attention import readout_weights
-
-    return readout_weights("auto", target, positions)
