@@ -2,13 +2,13 @@
 
 For each length n (real English text repeated and cut to n tokens) it prints median wall times of
 
-    full rollout    rollout_math.rollout(pattern): head mean, residual, row normalisation, all L products
+    full rollout    chain(augmented_attention(pattern)): head mean, residual, row normalisation, all L products
     bare statement  the paper in plain NumPy: pattern.mean(heads), 0.5·I + 0.5·A, rows divided, L − 1 products
                     (NumPy's BLAS on its default threads: on a busy machine far slower than the capped products)
     vs bare         full rollout / bare statement (target: within 2x)
     products only   the L − 1 matrix products alone on Â computed beforehand (a floor no rollout reaches: the
                     head mean alone reads 12x more memory than the products touch)
-    streaming       rollout_math.rollout(pattern, readout=0): one row propagated, O(L·n²)
+    streaming       chain(augmented_attention(pattern), [0], streaming=True): one row propagated, O(L·n²)
     analyzer        interpret.analyze(trace, "rollout") on the float32 patterns a collector stores: everything a
                     user waits for (stacking, head mean, residual, products, readout, checks)
     vs products     analyzer / products only
@@ -169,19 +169,19 @@ def main() -> None:
     rows = []
     for n, pattern in minilm_attention(args.lengths).items():
         augmented = rollout_math.augmented_attention(pattern)
-        full_s = median_seconds(lambda: rollout_math.rollout(pattern), repeat=args.repeat)
+        full_s = median_seconds(lambda: rollout_math.chain(rollout_math.augmented_attention(pattern)), repeat=args.repeat)
         bare_s = median_seconds(lambda: bare_statement(pattern), repeat=args.repeat)
         products_s = median_seconds(lambda: products_only(augmented), repeat=args.repeat)
-        stream_s = median_seconds(lambda: rollout_math.rollout(pattern, readout=0), repeat=args.repeat)
+        stream_s = median_seconds(lambda: rollout_math.chain(rollout_math.augmented_attention(pattern), [0], True), repeat=args.repeat)
         trace = as_trace(pattern)
         analyzer_s = median_seconds(lambda: interpret.analyze(trace, "rollout"), repeat=args.repeat)
-        full = rollout_math.rollout(pattern)
+        full = rollout_math.chain(rollout_math.augmented_attention(pattern))
         assert np.abs(full - bare_statement(pattern)).max() < 1e-12
-        delta = np.abs(rollout_math.rollout(pattern, readout=0)[0] - full[0]).max()
+        delta = np.abs(rollout_math.chain(rollout_math.augmented_attention(pattern), [0], True)[0] - full[0]).max()
         rows.append([
             n, f"{full_s * 1e3:.2f}", f"{bare_s * 1e3:.2f}", f"{full_s / bare_s:.2f}x", f"{products_s * 1e3:.2f}",
             f"{stream_s * 1e3:.2f}", f"{analyzer_s * 1e3:.2f}", f"{analyzer_s / products_s:.2f}x", f"{delta:.1e}",
-            mib(allocated_peak(lambda: rollout_math.rollout(pattern))),
+            mib(allocated_peak(lambda: rollout_math.chain(rollout_math.augmented_attention(pattern)))),
         ])
     print(f"MiniLM-L6 (6 layers, 12 heads) attention of real text, float64, mean fusion, residual 0.5;"
           f" load average {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}")

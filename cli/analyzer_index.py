@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from interpret.analyzer_rules import DEFERRED, GROUP, problem
+from interpret.analyzer_rules import ATTRIBUTES, DEFERRED, GROUP, problem, signature
 from interpret.entry_points import Entry, entry, sorted_entry_points
 
 def entry_point_names() -> list[str]:
@@ -78,8 +78,8 @@ def _module_source(module_name: str) -> str | None:
 
 
 def _class_attributes(name: str, classes: dict[str, ast.ClassDef], seen: set[str]) -> dict[str, Any] | None:
-    """Return the class's literal attributes ("run" → its parameter names), bases of this module first; None
-    when a base is not readable from the source."""
+    """Return the class's literal attributes ("run" → its `signature`), bases of this module first; None when a
+    base is not readable from the source or an attribute is bound by anything but a plain assignment or run's def."""
     node = classes.get(name)
     if node is None or name in seen:
         return None
@@ -95,20 +95,24 @@ def _class_attributes(name: str, classes: dict[str, ast.ClassDef], seen: set[str
     if node.keywords or node.decorator_list:
         return None  # a metaclass or decorator may change anything
     for statement in node.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target, value = statement.targets[0], statement.value
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            target, value = statement.target, statement.value
-        elif isinstance(statement, ast.FunctionDef) and statement.name == "run":
-            arguments = statement.args
-            plain = not (arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs)
-            attributes["run"] = [arg.arg for arg in arguments.args] if plain else None
-            continue
-        else:
-            continue
-        if isinstance(target, ast.Name):
-            attributes[target.id] = _literal(value)
+        if isinstance(statement, ast.FunctionDef) and statement.name == "run" and not statement.decorator_list:
+            args = statement.args
+            attributes["run"] = signature([arg.arg for arg in args.posonlyargs + args.args], args.vararg and args.vararg.arg,
+                                          [arg.arg for arg in args.kwonlyargs], args.kwarg and args.kwarg.arg)
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            attributes[statement.targets[0].id] = _literal(statement.value)
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+            attributes[statement.target.id] = _literal(statement.value)
+        elif _binds(statement) & {*ATTRIBUTES, "run"}:
+            return None  # bound in a way only the import evaluates: a method, a nested class, an unpacking, a decorator
     return attributes
+
+
+def _binds(statement: ast.stmt) -> set[str]:
+    """Return the names a class-body statement binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    return {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
 
 
 def _literal(node: ast.expr) -> Any:

@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 from interpret.cli import prerun
+from interpret.cli.options import which
 from interpret.cli.output import usage_error
 from interpret.cli.preflight import ModelPlan
 from interpret.estimate.facts import ModelFacts
@@ -34,12 +35,7 @@ class Source:
 
     def name(self, index: int, count: int) -> str:
         """Return how a message names text `index` of `count`."""
-        if self.rows:
-            return f"{self.option} example {self.rows[index]}"
-        if count == 1:
-            return self.option
-        suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
-        return f"{self.option} (the {index + 1}{suffix} one)"
+        return f"{self.option} example {self.rows[index]}" if self.rows else self.option + which(index, count)
 
 
 def check_lengths(

@@ -178,20 +178,18 @@ def check_texts(values: Sequence[str], option: str) -> list[str]:
     """Return the texts, or raise a usage error for an empty one or one holding bytes that are not UTF-8."""
     for i, text in enumerate(values):
         if not text.strip():
-            raise usage_error(f"{option} is empty{_which(i, values)}; give at least one word.")
+            raise usage_error(f"{option} is empty{which(i, len(values))}; give at least one word.")
         found = _SURROGATE.search(text)
         if found:
             raise usage_error(
-                f"{option}{_which(i, values)} holds a byte that is not UTF-8 (\\u{ord(found.group()):04x} at character"
+                f"{option}{which(i, len(values))} holds a byte that is not UTF-8 (\\u{ord(found.group()):04x} at character"
                 f" {found.start()}); pass the text as UTF-8."
             )
     return list(values)
 
 
-def _which(index: int, values: Sequence[str]) -> str:
-    return f" (the {_ordinal(index + 1)} one)" if len(values) > 1 else ""
-
-
-def _ordinal(n: int) -> str:
+def which(index: int, count: int) -> str:
+    """Return " (the 2nd one)" naming value `index` of the `count` an option was given, "" when given once."""
+    n = index + 1
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    return f" (the {n}{suffix} one)" if count > 1 else ""

@@ -9,7 +9,6 @@ import click
 VERBOSE_KEY = "interpret.verbose"  # in the click context's shared `meta`: whether -v was given
 
 EXIT_RUNTIME = 1
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
@@ -40,8 +39,8 @@ def failure_message(err: BaseException) -> tuple[str, int]:
     """Return the one-line message and the exit code for an exception that ended a command."""
     from interpret.errors import InterpretError
 
-    if isinstance(err, click.UsageError):
-        hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None and _from_click(err) else ""
+    if isinstance(err, click.UsageError):  # click's own (not the toolkit's checks): its --help is the pointer
+        hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None and not isinstance(err, CheckedUsageError) else ""
         return one_line(err.format_message()) + hint, err.exit_code
     if isinstance(err, click.ClickException):
         return one_line(err.format_message()), err.exit_code
@@ -69,11 +68,6 @@ class CheckedUsageError(click.UsageError):
 def usage_error(message: str) -> CheckedUsageError:
     """Return the usage error (exit code 2) to raise for `message`, made one line."""
     return CheckedUsageError(one_line(message))
-
-
-def _from_click(err: click.UsageError) -> bool:
-    """Whether click itself raised the error (then the command's --help is the right pointer)."""
-    return not isinstance(err, CheckedUsageError)
 
 
 def _os_message(err: OSError) -> str:

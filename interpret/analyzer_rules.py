@@ -26,16 +26,35 @@ def validate(cls: Any, name: str) -> str | None:
     """Return why the imported `cls` does not meet the contract under entry-point `name`, or None if it does."""
     if not inspect.isclass(cls):
         return f"entry point must name a class, got {type(cls).__name__}"
-    run = getattr(cls, "run", None)
     attributes = {attr: getattr(cls, attr) for attr in ATTRIBUTES if hasattr(cls, attr)}
-    return problem({**attributes, "run": tuple(inspect.signature(run).parameters) if callable(run) else None}, name)
+    return problem({**attributes, "run": _run_signature(getattr(cls, "run", None))}, name)
+
+
+def _run_signature(run: Any) -> tuple[str, ...] | None:
+    """Return `signature` of an imported run method; None when there is none (or a builtin without a signature)."""
+    try:
+        params = inspect.signature(run).parameters.values()
+    except (TypeError, ValueError):  # not callable, or no signature to read
+        return None
+    kind = inspect.Parameter
+    named = [[p.name for p in params if p.kind in kinds] for kinds in (
+        (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD), (kind.VAR_POSITIONAL,), (kind.KEYWORD_ONLY,), (kind.VAR_KEYWORD,))]
+    return signature(named[0], next(iter(named[1]), None), named[2], next(iter(named[3]), None))
+
+
+def signature(positional: Sequence[str], var: str | None, keyword_only: Sequence[str], var_keyword: str | None) -> tuple[str, ...]:
+    """Return run's parameters as `problem` compares them, built alike from an imported function and from its source:
+    the positional names, then `*var` (or a bare `*` before keyword-only names), keyword-only names, `**var_keyword`.
+    """
+    star = (f"*{var}",) if var else ("*",) if keyword_only else ()
+    return (*positional, *star, *keyword_only, *((f"**{var_keyword}",) if var_keyword else ()))
 
 
 def problem(attributes: Mapping[str, Any], name: str) -> str | None:
     """Return why a class with these attribute values breaks the contract under entry-point `name`, or None.
 
-    attributes: the values of ATTRIBUTES by name (absent: missing), and "run": the names of run's parameters
-    (None: no plain run method).
+    attributes: the values of ATTRIBUTES by name (absent: missing), and "run": run's parameters as `signature`
+    gives them (None: no run method). The registry and `interpret analyzers list` word a broken plugin alike.
     """
     value = attributes.get
     deferred = {attr for attr, given in attributes.items() if given is DEFERRED}

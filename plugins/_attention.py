@@ -4,8 +4,8 @@ weights, scattering back onto the padded axes."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 from jaxtyping import Float
@@ -16,6 +16,21 @@ from interpret.target import Target
 from interpret.trace import Trace
 
 ReadoutRows = Literal["auto"] | tuple[int, ...]
+READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"
+
+
+def residual_field() -> Any:
+    """Return the Params field of the residual weight w of rollout and flow (checked by `check_residual`)."""
+    return field(default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"})
+
+
+def check_residual(residual: float, result: str) -> None:
+    """Raise ValueError unless 0 ≤ residual < 1; `result` names what w = 1 would turn into the identity."""
+    if not 0.0 <= residual <= 1.0:
+        raise ValueError(f"residual={residual} is outside [0, 1]; use a weight in [0, 1) (the paper's 0.5)")
+    if residual == 1.0:
+        raise ValueError(f"residual=1 ignores the attention (every layer becomes the identity, so {result} is too);"
+                         " use a weight below 1 (the paper's 0.5)")
 
 
 @dataclass(frozen=True)
@@ -101,10 +116,10 @@ def scatter(values: Float[np.ndarray, "n n"], positions: np.ndarray, pos: int) -
     return out
 
 
-def scatter_row(values: Float[np.ndarray, " n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, " pos"]:
-    """Return a vector over the n real positions placed back on the padded axis [pos] (padding 0)."""
-    out = np.zeros(pos)
-    out[positions] = values
+def scatter_row(values: Float[np.ndarray, "*any n"], positions: np.ndarray, pos: int) -> Float[np.ndarray, "*any pos"]:
+    """Return values over the n real positions [..., n] placed back on the padded axis [..., pos] (padding 0)."""
+    out = np.zeros((*values.shape[:-1], pos))
+    out[..., positions] = values
     return out
 
 

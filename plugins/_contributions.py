@@ -2,30 +2,27 @@
 their aggregation across layers: shared by GlobEnc and ALTI (and ALTI-Logit, which reads ALTI's rollout).
 
 For one example (n real positions) and layer l, with T_i(x_j) [query, key, d_model] and the resultant y_i
-[query, d_model] of `_decompose.decomposed`:
-
-    ALTI (Ferrando et al. 2022, §3):  c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row over its sum.
-    GlobEnc (Modarressi et al. 2022, N_Enc): g_ij = ‖γ₂ ⊙ (T_i(x_j) − mean(T_i(x_j))) / s₂(z_i)‖₂, rows over
-        their sum, where γ₂ is the block's second (closing) LayerNorm and s₂(z_i) = sqrt(var(z_i) + ε₂) of its
-        real input z_i = LN₁-output_i + mlp_out_i (the MLP is not decomposed: it mixes no tokens). A pre-norm
-        block has no norm on its residual path: g_ij = ‖T_i(x_j)‖₂ (the paper's N_Res, attention and residual).
-
-Aggregation (both papers, Abnar & Zuidema's rollout without the added identity, since the residual is
-already inside each matrix): R = C_{L−1} · … · C_0 [query, key], and the readout w · R for the decision's
-pooling w over the top layer's rows.
+[query, d_model] of `_decompose.decomposed`: ALTI's c_ij (`alti`'s docstring, Ferrando et al. 2022, §3) or
+GlobEnc's g_ij (`globenc`'s, Modarressi et al. 2022, N_Enc, and ‖T_i(x_j)‖₂ in a pre-norm block), each row
+over its sum. Aggregation (both papers, Abnar & Zuidema's rollout without the added identity, since the
+residual is already inside each matrix): R = C_{L−1} · … · C_0 [query, key], and the readout w · R for the
+decision's pooling w over the top layer's rows.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from jaxtyping import Float
 
+from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, View
+from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
+from interpret.plugins._attention import readout_weights, row_sum_error, target_of
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
@@ -79,45 +76,67 @@ def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer
     else:
         summed = summed + part.out_bias
         block_out = layer.resid_pre[rows] + layer.attn_out[rows] + layer.mlp_out[rows]
-    structure = 0.0 if block_out is None else _relative(block_out, layer.resid_post[rows])
+    structure = 0.0 if block_out is None else _decompose.relative(block_out, layer.resid_post[rows])
     if structure > DECOMPOSITION_TOLERANCE:
         layout = "LN₂(LN₁-output + mlp_out)" if part.post_norm else "x + attn_out + mlp_out"
         raise AnalyzerError(
             f"block {part.layer}'s output is not {layout} (relative error {structure:.2g}): a norm inside a branch"
             " (sandwich norms) or another block layout, which this decomposition does not cover."
         )
-    return _relative(summed, resultant)
-
-
-def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
-    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+    return _decompose.relative(summed, resultant)
 
 
 DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)
 
 
-def aggregate(
-    trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False
-) -> tuple[dict[str, np.ndarray], float]:
-    """Return ({"rollout" [batch, query, key], "readout" [batch, key], "per_layer" [batch, layer, query, key]
-    when asked}, the largest decomposition error) for every example of the trace."""
-    from interpret.plugins._attention import target_of
-
-    batch, pos = trace.encoded.batch, trace.encoded.pos
-    out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
-    if per_layer:
-        out["per_layer"] = np.zeros((batch, len(parts), pos, pos))
+def aggregate(trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False) -> tuple[dict[str, np.ndarray], float]:
+    """Return (the maps of `new_maps`, filled by `roll_out`, the largest decomposition error) for every example."""
+    out = new_maps(trace.encoded.batch, trace.encoded.pos, len(parts) if per_layer else None)
     error = 0.0
     for b, positions, layers in _decompose.example_layers(trace, parts):
         matrices = []
-        for index, (layer, part) in enumerate(zip(layers, parts)):
+        for layer, part in zip(layers, parts):
             matrix, layer_error = layer_matrix(layer, part, method)
             error = max(error, layer_error)
             matrices.append(matrix)
-            if per_layer:
-                out["per_layer"][b, index][np.ix_(positions, positions)] = matrix
-        rolled = rollout_math.chain(np.stack(matrices))  # C_{L−1} · … · C_0
-        out["rollout"][b][np.ix_(positions, positions)] = rolled
-        weights = _decompose.pooled_rows(target_of(ctx.targets, b), positions)
-        out["readout"][b, positions] = weights @ rolled
+        roll_out(out, b, positions, matrices, target_of(ctx.targets, b))
     return out, error
+
+
+def new_maps(batch: int, pos: int, layers: int | None) -> dict[str, np.ndarray]:
+    """Return zeroed {"rollout" [batch, query, key], "readout" [batch, key], and "per_layer" [batch, layer,
+    query, key] when `layers` is given}: the arrays of a method aggregated by rollout."""
+    out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
+    if layers is not None:
+        out["per_layer"] = np.zeros((batch, layers, pos, pos))
+    return out
+
+
+def roll_out(
+    out: dict[str, np.ndarray], b: int, positions: np.ndarray, matrices: list[np.ndarray], target: Any
+) -> None:
+    """Write example b's rollout R = C_{L−1} · … · C_0 of its layer matrices C_l [n, n] over its real `positions`,
+    its readout w · R (w the decision's pooling, `target`) and, when `out` has them, the C_l into `out`."""
+    index = np.ix_(positions, positions)
+    rolled = rollout_math.chain(np.stack(matrices))
+    out["rollout"][b][index] = rolled
+    out["readout"][b, positions] = readout_weights("auto", target, positions) @ rolled
+    for layer, matrix in enumerate(matrices if "per_layer" in out else []):
+        out["per_layer"][b, layer][index] = matrix
+
+
+def result(analyzer: Any, trace: Any, params: Any, out: dict[str, np.ndarray], titles: tuple[str, str], checks: dict) -> AnalyzerResult:
+    """Return the AnalyzerResult of a method aggregated by rollout: the maps of `new_maps`, the heatmap and strip
+    `titles`, the method's own `checks` and the rows' sums."""
+    axes = {"rollout": ("batch", "query", "key"), "readout": ("batch", "key"), "per_layer": ("batch", "layer", "query", "key")}
+    return AnalyzerResult(
+        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
+        arrays={name: NamedArray(values, axes[name]) for name, values in out.items()},
+        checks={
+            **checks,
+            "row_sum_error": Check(row_sum_error(out["rollout"]), 1e-6, "largest |row sum − 1| of the rollout"),
+            "readout_sum_error": Check(row_sum_error(out["readout"]), 1e-6, "largest |Σ readout − 1|"),
+        },
+        views=(View("heatmap", "rollout", titles[0]), View("token_strip", "readout", titles[1])),
+        tokens=tuple(tuple(row) for row in trace.encoded.tokens), readout_of=Readout("readout", signed=False),
+    )

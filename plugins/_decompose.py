@@ -46,7 +46,6 @@ from torch import Tensor, nn
 from interpret.analyze import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
-from interpret.target import Target
 from interpret.trace import Trace
 
 BYTES_PER_FLOAT = 8
@@ -321,11 +320,9 @@ def decomposed(
     return linear_part(mixed, part.attn_norm, scale[:, None]), layer.normalized[rows]
 
 
-def decomposition_error(layer: ExampleLayer, part: BlockParts) -> float:
-    """Return max |Σ_j y_ij + b_O − (x_i + attn_out_i)|: how exactly the split adds up to the real stream."""
-    values = transformed_values(layer, part)
-    summed = torch.einsum("hij,hjd->id", layer.pattern, values) + layer.resid_pre + part.out_bias
-    return float((summed - layer.resid_pre - layer.attn_out).abs().max())
+def relative(got: Tensor, want: Tensor) -> float:
+    """Return max |got − want| / max |want|: how far a restated tensor is from the model's own."""
+    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
 
 
 def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, "query key"]:
@@ -334,10 +331,3 @@ def row_normalised(matrix: Float[np.ndarray, "query key"]) -> Float[np.ndarray, 
     if np.any(sums <= 0.0):
         raise AnalyzerError("a row of the contribution matrix sums to zero, so it cannot be normalised; the input is degenerate.")
     return matrix / sums
-
-
-def pooled_rows(target: Target | None, positions: np.ndarray) -> Float[np.ndarray, " n"]:
-    """Return the decision's pooling weights over the example's n real positions (from `target.pooling`)."""
-    from interpret.plugins._attention import readout_weights
-
-    return readout_weights("auto", target, positions)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from interpret.analyze import Check
-from interpret.plugins._attention import ReadoutRows, readout_weights, scatter_row, target_of
+from interpret.plugins._attention import ReadoutRows, readout_weights, target_of
 from interpret.plugins._per_step import refuse_steps
 from interpret.streaming.capture import gradient_pass, real_positions
 from interpret.streaming.pattern import StreamedLayer
@@ -36,7 +36,6 @@ def full(default: Any, help: str, streamed_as: Any = None) -> Any:
     return field(default=default, metadata={"help": help, "strategy": "full", "streamed_as": streamed_as})
 
 
-READOUT_HELP = "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"
 BLOCK_HELP = "streamed: working memory of one block of recomputed pattern rows, in MiB (at least 1)"
 OFFLOAD_HELP = "streamed: keep what the gradient pass saves in host memory (CUDA): auto (from 4,096 tokens on), on, off"
 RECOMPUTE_HELP = ("streamed: recompute each block in the backward pass instead of keeping its activations: auto (CPU,"
@@ -63,15 +62,6 @@ def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[n
     ]
 
 
-def place(values: np.ndarray, positions: np.ndarray, pos: int) -> np.ndarray:
-    """Return values over the real positions [..., n] placed on the padded axis [..., pos] (padding 0)."""
-    if values.ndim == 1:
-        return scatter_row(values, positions, pos)
-    out = np.zeros((*values.shape[:-1], pos))
-    out[..., positions] = values
-    return out
-
-
 # |restated lse − kept lse| / max(1, max |lse|): both float32 sums of the same products (half-precision inputs
 # multiply exactly in float32), measured ≤ 1e-6 on the tiny families; a wrong mask or scale moves it by ≥ 1e-2.
 LSE_TOLERANCE = 1e-5
@@ -84,15 +74,6 @@ def lse_check(error: float, rows: str = "the first and last block of rows") -> C
         error, LSE_TOLERANCE,
         f"largest |log Σ exp(restated scores) − captured lse| / max(1, max |lse|) on {rows} of each layer: the"
         " restated scores (causal mask for decoders, scale 1/√d_head) are the kernel's",
-    )
-
-
-def output_check(error: float, dtype: torch.dtype) -> Check:
-    """Return the invariant that the recomputed pattern reproduces the kernel's output z."""
-    return Check(
-        error, OUTPUT_TOLERANCE.get(dtype, 3e-2),
-        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
-        " for decoders, scale 1/√d_head) is the kernel's",
     )
 
 
@@ -111,4 +92,8 @@ def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
             worst, dtype = max(worst, step(index, b, layer)), layer.q.dtype
 
     order = gradient_pass(trace, ctx, name, consume, params.offload, params.recompute)
-    return order, output_check(worst, dtype)
+    return order, Check(  # the recomputed pattern reproduces the kernel's output z
+        worst, OUTPUT_TOLERANCE.get(dtype, 3e-2),
+        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
+        " for decoders, scale 1/√d_head) is the kernel's",
+    )

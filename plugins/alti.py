@@ -22,11 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analyze import AnalyzerResult, Check, RunContext
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _contributions, _decompose
-from interpret.plugins._attention import row_sum_error
 from interpret.trace import Trace
 
 STREAM = (
@@ -54,27 +52,13 @@ def contribution_result(
         analyzer.name, _decompose.estimate_bytes(pos, d_model, layers) + stored,
         f"[query, key, d_model] per chunk of queries and {batch}×{'L×' if params.per_layer else ''}n² maps at n={pos}",
     )
-    arrays, error = _contributions.aggregate(trace, ctx, parts, method, per_layer=params.per_layer)
-    named = {
-        "rollout": NamedArray(arrays["rollout"], ("batch", "query", "key")),
-        "readout": NamedArray(arrays["readout"], ("batch", "key")),
-    }
-    views = [View("heatmap", "rollout", f"{title} [query × key]"), View("token_strip", "readout", f"{title} from the decision's rows")]
-    if params.per_layer:
-        named["per_layer"] = NamedArray(arrays["per_layer"], ("batch", "layer", "query", "key"))
-    return AnalyzerResult(
-        analyzer=analyzer.name, version=analyzer.version, params=as_dict(params), arrays=named,
-        checks={
-            "decomposition_error": Check(
-                error, _contributions.DECOMPOSITION_TOLERANCE,
-                "largest relative |Σ_j T_i(x_j) + biases − the block's real output| (the split adds up to the model)",
-            ),
-            "row_sum_error": Check(row_sum_error(arrays["rollout"]), 1e-6, "largest |row sum − 1| of the rollout"),
-            "readout_sum_error": Check(row_sum_error(arrays["readout"]), 1e-6, "largest |Σ readout − 1|"),
-        },
-        views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-        readout_of=Readout("readout", signed=False),
-    )
+    out, error = _contributions.aggregate(trace, ctx, parts, method, per_layer=params.per_layer)
+    return _contributions.result(analyzer, trace, params, out, (f"{title} [query × key]", f"{title} from the decision's rows"), {
+        "decomposition_error": Check(
+            error, _contributions.DECOMPOSITION_TOLERANCE,
+            "largest relative |Σ_j T_i(x_j) + biases − the block's real output| (the split adds up to the model)",
+        ),
+    })
 
 
 class Alti:

@@ -32,7 +32,7 @@ import torch
 from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
-from interpret.plugins import _contributions, _decompose
+from interpret.plugins import _contributions, _decompose, rollout_math
 from interpret.plugins.alti import STREAM
 from interpret.trace import Trace
 
@@ -77,7 +77,7 @@ class AltiLogit:
                 matrix, error = _contributions.layer_matrix(layer, part, "alti")
                 split_error = max(split_error, error)
                 matrices.append(matrix)
-            reach = _reach(matrices)  # R^l [layer, n, n]
+            reach = rollout_math.cumulative(np.stack(matrices), 1)[:-1]  # R^l = C_{l−1} · … · C_0 [layer, n, n], R^0 = I
             for step, (position, token) in enumerate(zip(target.positions, target.ids)):
                 row = int(np.flatnonzero(positions == position)[0])
                 direction = weight[token] - (weight[target.contrast[step]] if target.contrast else 0.0)
@@ -112,15 +112,6 @@ class AltiLogit:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=True),
         )
-
-
-def _reach(matrices: list[np.ndarray]) -> np.ndarray:
-    """Return R^l = C_{l−1} · … · C_0 for every layer l [layer, n, n] (R^0 = I): inputs' share in x^l."""
-    n = matrices[0].shape[0]
-    reach = [np.eye(n)]
-    for matrix in matrices[:-1]:
-        reach.append(matrix @ reach[-1])
-    return np.stack(reach)
 
 
 def _logits(trace: Trace) -> torch.Tensor:

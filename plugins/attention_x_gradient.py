@@ -35,12 +35,12 @@ from interpret.analyze import AnalyzerResult, HeadMap, NamedArray, Readout, RunC
 from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins import gradient_math
-from interpret.plugins._attention import ReadoutRows
+from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step, sum_check
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
-    gradient_layers, place, streamed,
+    BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
+    gradient_layers, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import attention_gradient_layer
@@ -132,7 +132,7 @@ class AttentionGradient:
         batch, pos = trace.encoded.batch, trace.encoded.pos
         per_layer = np.zeros((batch, len(order), pos))
         for (b, index), row in sums.items():
-            per_layer[b, index] = place(row, examples[b][0], pos)
+            per_layer[b, index] = scatter_row(row, examples[b][0], pos)
         readout = per_layer[:, -1] if params.layers == "last" else per_layer.sum(1)
         for b in range(batch):
             if not np.any(readout[b]):

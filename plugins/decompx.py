@@ -52,6 +52,7 @@ from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose
 from interpret.plugins import decompx_math as dm
+from interpret.plugins._attention import readout_weights
 from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
@@ -254,7 +255,7 @@ def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | No
     """Return per scored step (row weights over the n real positions [n], target id, contrast id or None)."""
     contrast = list(target.contrast) or [None] * len(target.ids)
     if target.kind == "class":
-        return [(_decompose.pooled_rows(target, to_numpy(real)), target.ids[0], contrast[0])]
+        return [(readout_weights("auto", target, to_numpy(real)), target.ids[0], contrast[0])]
     row_of = {int(position): row for row, position in enumerate(real.tolist())}
     steps = []
     for position, token, versus in zip(target.positions, target.ids, contrast):
@@ -427,10 +428,6 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _relative(got: Tensor, want: Tensor) -> float:
-    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
-
-
 # ---- reading the model -----------------------------------------------------------------------------------
 
 
@@ -518,7 +515,7 @@ def _blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
 
 
 def _close(got: Tensor, want: Tensor) -> bool:
-    return _relative(got, want) <= IDENTIFY_TOLERANCE
+    return _decompose.relative(got, want) <= IDENTIFY_TOLERANCE
 
 
 def _value_projection(kernel: nn.Module, out_proj: nn.Module, x: Tensor, value: Tensor, layer: int) -> tuple[Tensor, Tensor]:

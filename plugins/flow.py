@@ -28,7 +28,8 @@ from interpret.analyze.params import as_dict
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import flow_math, rollout_math
 from interpret.plugins._attention import (
-    ExampleHeads, ReadoutRows, examples, readout_weights, row_sum_error, scatter, scatter_row, target_of,
+    READOUT_HELP, ExampleHeads, ReadoutRows, check_residual, examples, readout_weights, residual_field, row_sum_error,
+    scatter, scatter_row, target_of,
 )
 from interpret.target import Target
 from interpret.trace import Trace
@@ -45,13 +46,8 @@ PAIR_WORK = 0.4
 class FlowParams:
     """Parameters of attention flow."""
 
-    residual: float = field(
-        default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"}
-    )
-    readout: ReadoutRows = field(
-        default="auto",
-        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
-    )
+    residual: float = residual_field()
+    readout: ReadoutRows = field(default="auto", metadata={"help": READOUT_HELP})
     rows: Literal["all", "readout"] = field(
         default="readout", metadata={"help": "only the readout rows (n max-flows) or every query row (n² max-flows)"}
     )
@@ -68,13 +64,7 @@ class FlowParams:
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.residual <= 1.0:
-            raise ValueError(f"residual={self.residual} is outside [0, 1]; use a weight in [0, 1) (the paper's 0.5)")
-        if self.residual == 1.0:
-            raise ValueError(
-                "residual=1 ignores the attention (every capacity becomes the identity, so flow is too);"
-                " use a weight below 1 (the paper's 0.5)"
-            )
+        check_residual(self.residual, "the flow")
         if self.normalize not in ("row", "none"):
             raise ValueError(f"normalize={self.normalize!r} is unknown; use 'row' (the paper's) or 'none'")
 

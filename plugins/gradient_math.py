@@ -32,18 +32,11 @@ def attention_times_gradient(
     return np.asarray(pattern, dtype=np.float64) * np.asarray(grad, dtype=np.float64)
 
 
-def positive_head_mean(
-    weighted: Float[np.ndarray, "*batch layer head query key"],
-) -> Float[np.ndarray, "*batch layer query key"]:
-    """Return Ā = E_h[(∇A ⊙ A)⁺] [*batch, layer, query, key] (Chefer et al. 2021, eq. 5)."""
-    return np.clip(weighted, 0.0, None).mean(axis=-3)
-
-
 def gradient_weighted_rollout(
     weighted: Float[np.ndarray, "*batch layer head query key"],
 ) -> Float[np.ndarray, "*batch query key"]:
     """Return R [*batch, query, key] after every layer: R = I, then R ← R + Ā_l · R (eqs. 5–6)."""
-    fused = positive_head_mean(weighted)
+    fused = np.clip(weighted, 0.0, None).mean(axis=-3)  # Ā_l = E_h[(∇A ⊙ A)⁺] [*batch, layer, query, key] (eq. 5)
     n = fused.shape[-1]
     relevance = np.broadcast_to(np.eye(n), fused.shape[:-3] + (n, n)).copy()
     for layer in range(fused.shape[-3]):

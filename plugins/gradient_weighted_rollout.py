@@ -27,14 +27,13 @@ from jaxtyping import Float
 from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
-from interpret.inputs import Encoded
 from interpret.plugins import gradient_math
-from interpret.plugins._attention import ReadoutRows
+from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
-    BLOCK_HELP, OFFLOAD_HELP, READOUT_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
-    gradient_layers, place, streamed,
+    BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
+    gradient_layers, streamed,
 )
 from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.readout import grad_rollout_layer
@@ -105,7 +104,7 @@ class GradientWeightedRollout:
         _, check = gradient_layers(trace, ctx, self.name, params, step)
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
-            readout[b] = place(to_numpy(vectors[b]), positions, trace.encoded.pos)
+            readout[b] = scatter_row(to_numpy(vectors[b]), positions, trace.encoded.pos)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
             arrays={"readout": NamedArray(readout, ("batch", "key"))},
@@ -128,13 +127,9 @@ def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Flo
     else:
         relevance = gradient_math.gradient_weighted_rollout(main)
     side = trace.encoded.decoder if decoder and trace.encoded.decoder is not None else trace.encoded
-    queries, keys = (_mask(encoded)[to_numpy(rows)] for encoded in (side, trace.encoded))
+    queries, keys = (to_numpy(encoded.attention_mask).astype(np.float64)[to_numpy(rows)] for encoded in (side, trace.encoded))
     return relevance * queries[:, :, None] * keys[:, None, :]
 
 
 def _encoder_decoder(grads: PatternGradients) -> bool:
     return grads.decoder is not None and grads.cross is not None
-
-
-def _mask(encoded: Encoded) -> np.ndarray:
-    return to_numpy(encoded.attention_mask).astype(np.float64)

@@ -32,7 +32,7 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose
-from interpret.plugins._attention import row_sum_error, target_of
+from interpret.plugins._attention import readout_weights, row_sum_error, target_of
 from interpret.trace import Trace
 
 
@@ -90,7 +90,7 @@ class NormAttention:
             for h in range(heads):
                 norms[b, h][grid] = to_numpy(per_head[h])
             fused[b][grid] = to_numpy(combined)
-            weights = _decompose.pooled_rows(target_of(ctx.targets, b), positions)
+            weights = readout_weights("auto", target_of(ctx.targets, b), positions)
             readout[b, positions] = weights @ _decompose.row_normalised(to_numpy(combined))
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params),

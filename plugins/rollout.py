@@ -28,10 +28,12 @@ from interpret.analyze.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import rollout_math
-from interpret.plugins._attention import ReadoutRows
-from interpret.plugins._attention import examples, readout_weights, row_sum_error, scatter, scatter_row, target_of
+from interpret.plugins._attention import (
+    READOUT_HELP, ReadoutRows, check_residual, examples, readout_weights, residual_field, row_sum_error, scatter, scatter_row,
+    target_of,
+)
 from interpret.plugins._streaming import (
-    BLOCK_HELP, check_streamed, example_weights, full, lse_check, place, streamed,
+    BLOCK_HELP, check_streamed, example_weights, full, lse_check, streamed,
 )
 from interpret.streaming.capture import REQUIRES, layers_from_trace
 from interpret.streaming.readout import rollout_readout
@@ -44,18 +46,13 @@ ROW_SUM_TOLERANCE = 1e-6
 class RolloutParams:
     """Parameters of attention rollout."""
 
-    residual: float = field(
-        default=0.5, metadata={"help": "weight w of the identity: w·I + (1−w)·A, rows renormalised; in [0, 1)"}
-    )
+    residual: float = residual_field()
     head_fusion: Literal["mean", "max", "min"] = field(default="mean", metadata={"help": "how heads are combined"})
     discard_ratio: float = full(
         0.0, "fraction of the lowest entries dropped per layer (readout kept), in [0, 1); needs residual > 0"
     )
     start_layer: int = field(default=0, metadata={"help": "first layer multiplied in"})
-    readout: ReadoutRows = field(
-        default="auto",
-        metadata={"help": "rows read out: auto (the rows the decision reads, weighted as it pools) or positions, e.g. 0,5"},
-    )
+    readout: ReadoutRows = field(default="auto", metadata={"help": READOUT_HELP})
     rows: Literal["all", "readout"] = full(
         "all", "all query rows, or only the readout rows (O(L·n²); what a streamed run computes)", streamed_as="readout"
     )
@@ -68,13 +65,7 @@ class RolloutParams:
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.residual <= 1.0:
-            raise ValueError(f"residual={self.residual} is outside [0, 1]; use a weight in [0, 1) (the paper's 0.5)")
-        if self.residual == 1.0:
-            raise ValueError(
-                "residual=1 ignores the attention (every layer becomes the identity, so the rollout is too);"
-                " use a weight below 1 (the paper's 0.5)"
-            )
+        check_residual(self.residual, "the rollout")
         if not 0.0 <= self.discard_ratio < 1.0:
             raise ValueError(f"discard_ratio={self.discard_ratio} is outside [0, 1); use e.g. 0.9 to drop 90%")
         if self.discard_ratio > 0.0 and self.residual == 0.0:
@@ -213,7 +204,7 @@ class Rollout:
                 per_example[b][start:], weights, residual=params.residual, head_fusion=params.head_fusion,
                 block_bytes=params.block_mib << 20, method=params.method,
             )
-            readout[b] = place(row, positions, trace.encoded.pos)
+            readout[b] = scatter_row(row, positions, trace.encoded.pos)
             worst = max(worst, error)
         # Each block's pattern is a float32 softmax whose rows sum to one only up to float32 rounding: about
         # sqrt(n)·2⁻²⁴ per row (random-walk accumulation over n keys), carried through every layer. The check

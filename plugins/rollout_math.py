@@ -280,65 +280,6 @@ def readout_positions(readout: int | Sequence[int] | None, n_query: int) -> list
     return positions
 
 
-def _kept(keep: Sequence[int] | None, readout: int | Sequence[int] | None, rows: list[int], n: int) -> list[int]:
-    """Return the positions protected from discarding: `keep` if given, else the readout rows (none for all)."""
-    if keep is not None:
-        return readout_positions(list(keep), n) if len(keep) else []
-    return [] if readout is None else rows
-
-
-def _check_start(start_layer: int, n_layer: int) -> None:
-    """Raise ConfigError unless start_layer indexes one of the n_layer layers."""
-    if not 0 <= start_layer < n_layer:
-        raise ConfigError(f"start layer {start_layer} is outside the {n_layer} layers; use 0…{n_layer - 1}.")
-
-
-def rollout(
-    pattern: Float[np.ndarray, "*batch layer head query key"],
-    *,
-    head_fusion: str = "mean",
-    residual_weight: float = 0.5,
-    discard_ratio: float = 0.0,
-    start_layer: int = 0,
-    readout: int | Sequence[int] | None = None,
-    streaming: bool | None = None,
-    keep: Sequence[int] | None = None,
-) -> Float[np.ndarray, "*batch row key"]:
-    """Return the attention rollout [*batch, row, key]: row = query for readout None, else one per readout position.
-
-    rollout = Â_{L−1} · … · Â_{start}; with `readout`, only those rows (in the order given, an int giving one
-    row). `streaming` propagates just the readout rows, r ← r · Â_l from the last layer down, which costs
-    O(L·n²) per row instead of O(L·n³) and equals the full product's rows to rounding (1e-12); None streams
-    whenever readout rows are asked for. Discarding protects the diagonal entries of the positions `keep`
-    (default: the readout positions; none when all rows are read out); see `discard_lowest`.
-    """
-    augmented, rows = _prepared(pattern, head_fusion, residual_weight, discard_ratio, start_layer, readout, keep)
-    if streaming is None:
-        streaming = readout is not None
-    return chain(augmented, None if readout is None else rows, streaming)
-
-
-def rollout_per_layer(
-    pattern: Float[np.ndarray, "*batch layer head query key"],
-    *,
-    head_fusion: str = "mean",
-    residual_weight: float = 0.5,
-    discard_ratio: float = 0.0,
-    start_layer: int = 0,
-    readout: int | Sequence[int] | None = None,
-    keep: Sequence[int] | None = None,
-) -> Float[np.ndarray, "*batch layer row key"]:
-    """Return the cumulative rollout after every layer [*batch, layer, row, key]; the identity below `start_layer`.
-
-    Entry l is Â_l · … · Â_start, the rollout of a model cut after layer l, so the last entry equals `rollout`.
-    Rows are all queries for readout None, else the readout positions (the rows are selected from the full
-    product: the cumulative maps need every row of the lower layers anyway). `keep` as in `rollout`.
-    """
-    augmented, rows = _prepared(pattern, head_fusion, residual_weight, discard_ratio, start_layer, readout, keep)
-    products = cumulative(augmented, start_layer)
-    return products if readout is None else products[..., rows, :]
-
-
 def cumulative(
     augmented: Float[np.ndarray, "*batch layer query key"], start_layer: int = 0
 ) -> Float[np.ndarray, "*batch all_layer query key"]:
@@ -356,29 +297,6 @@ def cumulative(
             current = augmented[..., layer, :, :] @ current
             out[..., start_layer + layer, :, :] = current
     return out
-
-
-def _prepared(
-    pattern: Float[np.ndarray, "*batch layer head query key"],
-    head_fusion: str,
-    residual_weight: float,
-    discard_ratio: float,
-    start_layer: int,
-    readout: int | Sequence[int] | None,
-    keep: Sequence[int] | None,
-) -> tuple[Float[np.ndarray, "*batch used query key"], list[int]]:
-    """Return (Â of the layers from `start_layer` on, the readout rows): what rollout and its per-layer form share."""
-    n_layer, n_query = pattern.shape[-4], pattern.shape[-2]
-    _check_start(start_layer, n_layer)
-    rows = readout_positions(readout, n_query)
-    augmented = augmented_attention(
-        pattern[..., start_layer:, :, :, :],
-        head_fusion=head_fusion,
-        residual_weight=residual_weight,
-        discard_ratio=discard_ratio,
-        keep=_kept(keep, readout, rows, n_query),
-    )
-    return augmented, rows
 
 
 def _normalised_relevance(relevance: Float[np.ndarray, "*batch pos pos"]) -> Float[np.ndarray, "*batch pos pos"]:

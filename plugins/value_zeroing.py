@@ -31,17 +31,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analyze import AnalyzerResult, Check, RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
-from interpret.plugins import _decompose, rollout_math
-from interpret.plugins._attention import row_sum_error, target_of
+from interpret.plugins import _contributions, _decompose
+from interpret.plugins._attention import target_of
 from interpret.trace import Trace
 
 REPLAY_TOLERANCE = 1e-4  # relative; the replay runs the very kernels of the captured pass
@@ -89,8 +87,7 @@ class ValueZeroing:
         estimate = rows_max * pos * (len(layers) * d_model * item + heads * pos * 4 + 8 * d_model * item)
         estimate += batch * (2 + (len(layers) if params.per_layer else 0)) * pos * pos * 8
         check_memory(self.name, estimate, f"{rows_max} copies of each example at n={pos}; lower max_rows")
-        out = {"rollout": np.zeros((batch, pos, pos)), "readout": np.zeros((batch, pos))}
-        per_layer = np.zeros((batch, len(layers), pos, pos)) if params.per_layer else None
+        out = _contributions.new_maps(batch, pos, len(layers) if params.per_layer else None)
         replay_error = 0.0
         mask = trace.encoded.attention_mask.bool().cpu()
         for b in range(batch):
@@ -110,39 +107,15 @@ class ValueZeroing:
                     with torch.no_grad(), _zeroing(ctx, attention, zeroed.tolist(), rows):
                         result = block(*args, **kwargs)
                     output = (result[0] if isinstance(result, tuple) else result).detach().double().cpu()[:, positions]
-                    replay_error = max(replay_error, _relative(output[-1], original))
+                    replay_error = max(replay_error, _decompose.relative(output[-1], original))
                     cosine = torch.nn.functional.cosine_similarity(output[: len(zeroed)], original[None], dim=-1)  # [r, n]
                     distance[:, start : start + len(zeroed)] = (1.0 - cosine).T
-                matrix = _decompose.row_normalised(to_numpy(distance.clamp(min=0.0)))
-                matrices.append(matrix)
-                if per_layer is not None:
-                    per_layer[b, layer][np.ix_(to_numpy(positions), to_numpy(positions))] = matrix
-            rolled = rollout_math.chain(np.stack(matrices))
-            real = to_numpy(positions)
-            out["rollout"][b][np.ix_(real, real)] = rolled
-            out["readout"][b, real] = _decompose.pooled_rows(target_of(ctx.targets, b), real) @ rolled
-        arrays = {
-            "rollout": NamedArray(out["rollout"], ("batch", "query", "key")),
-            "readout": NamedArray(out["readout"], ("batch", "key")),
-        }
-        if per_layer is not None:
-            arrays["per_layer"] = NamedArray(per_layer, ("batch", "layer", "query", "key"))
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params), arrays=arrays,
-            checks={
-                "replay_error": Check(replay_error, REPLAY_TOLERANCE, "relative |replayed block output − the trace's| (no token zeroed)"),
-                "row_sum_error": Check(row_sum_error(out["rollout"]), 1e-6, "largest |row sum − 1| of the rollout"),
-                "readout_sum_error": Check(row_sum_error(out["readout"]), 1e-6, "largest |Σ readout − 1|"),
-            },
-            views=(View("heatmap", "rollout", "Value zeroing, rolled out [query × key]"),
-                   View("token_strip", "readout", "Value zeroing from the decision's rows")),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=False),
+                matrices.append(_decompose.row_normalised(to_numpy(distance.clamp(min=0.0))))
+            _contributions.roll_out(out, b, to_numpy(positions), matrices, target_of(ctx.targets, b))
+        return _contributions.result(
+            self, trace, params, out, ("Value zeroing, rolled out [query × key]", "Value zeroing from the decision's rows"),
+            {"replay_error": Check(replay_error, REPLAY_TOLERANCE, "relative |replayed block output − the trace's| (no token zeroed)")},
         )
-
-
-def _relative(got: Tensor, want: Tensor) -> float:
-    return float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
 
 
 class _Stop(Exception):

@@ -125,7 +125,7 @@ def test_per_layer_ends_in_the_rollout_and_starts_with_the_identity() -> None:
     np.testing.assert_array_equal(per_layer[:, -1], result["rollout"])
     np.testing.assert_array_equal(per_layer[:, 0], np.broadcast_to(np.eye(5), (2, 5, 5)))
     pattern = trace.stack("attn.hook_pattern").double().cpu().numpy()
-    np.testing.assert_allclose(per_layer, rollout_math.rollout_per_layer(pattern, start_layer=1), atol=1e-14)
+    np.testing.assert_allclose(per_layer, rollout_math.cumulative(rollout_math.augmented_attention(pattern[:, 1:]), 1), atol=1e-14)
 
 
 @pytest.mark.parametrize("rows", ["readout", "all"])

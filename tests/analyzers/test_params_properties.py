@@ -166,4 +166,4 @@ def test_degenerate_rows_in_the_maths_are_errors() -> None:
     # The maths refuse what the Params let through only when given directly: no NaN, no silent zero row.
     pattern = trace_of("fake-encoder").stack("attn.hook_pattern").double().cpu().numpy()
     with pytest.raises(interpret.errors.ConfigError, match="discard ratio 0.95 leaves query"):
-        rollout_math.rollout(pattern, residual_weight=0.0, discard_ratio=0.95)
+        rollout_math.augmented_attention(pattern, residual_weight=0.0, discard_ratio=0.95)

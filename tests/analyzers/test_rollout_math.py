@@ -32,10 +32,18 @@ def _paper_rollout(pattern: np.ndarray, residual: float, start: int = 0) -> np.n
     return joint
 
 
+def _rollout(pattern: np.ndarray, *, start_layer: int = 0, readout=None, streaming: bool | None = None, **augment) -> np.ndarray:
+    """What the rollout analyzer forms: Â of the layers from `start_layer` on (`augmented_attention`), chained,
+    all rows or the readout's (streamed unless told otherwise)."""
+    augmented = rollout_math.augmented_attention(pattern[..., start_layer:, :, :, :], **augment)
+    rows = None if readout is None else rollout_math.readout_positions(readout, pattern.shape[-1])
+    return rollout_math.chain(augmented, rows, readout is not None if streaming is None else streaming)
+
+
 def test_identity_attention_rolls_out_to_identity() -> None:
     pattern = np.broadcast_to(np.eye(5), (3, 2, 5, 5)).copy()
     for fusion in rollout_math.HEAD_FUSIONS:
-        np.testing.assert_array_equal(rollout_math.rollout(pattern, head_fusion=fusion), np.eye(5))
+        np.testing.assert_array_equal(_rollout(pattern, head_fusion=fusion), np.eye(5))
 
 
 def test_single_layer_is_the_residual_augmented_row_normalised_matrix() -> None:
@@ -44,7 +52,7 @@ def test_single_layer_is_the_residual_augmented_row_normalised_matrix() -> None:
     mean = pattern[0].mean(axis=0)
     expected = weight * np.eye(4) + (1 - weight) * mean
     expected /= expected.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(rollout_math.rollout(pattern, residual_weight=weight), expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(_rollout(pattern, residual_weight=weight), expected, rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -52,7 +60,7 @@ def test_single_layer_is_the_residual_augmented_row_normalised_matrix() -> None:
 @pytest.mark.parametrize("start", [0, 2])
 def test_equals_the_paper_statement(seed: int, residual: float, start: int) -> None:
     pattern = _softmax_pattern((4, 3, 7, 7), seed=seed)
-    got = rollout_math.rollout(pattern, residual_weight=residual, start_layer=start)
+    got = _rollout(pattern, residual_weight=residual, start_layer=start)
     np.testing.assert_allclose(got, _paper_rollout(pattern, residual, start), rtol=0, atol=1e-13)
 
 
@@ -60,7 +68,7 @@ def test_equals_the_paper_statement(seed: int, residual: float, start: int) -> N
 @pytest.mark.parametrize("discard", [0.0, 0.3, 0.9])
 def test_rows_sum_to_one(fusion: str, discard: float) -> None:
     pattern = _softmax_pattern((2, 4, 3, 9, 9), seed=3)
-    got = rollout_math.rollout(pattern, head_fusion=fusion, discard_ratio=discard)
+    got = _rollout(pattern, head_fusion=fusion, discard_ratio=discard)
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     assert got.min() >= 0.0
 
@@ -72,7 +80,7 @@ def test_max_and_min_fusion_are_the_elementwise_extremes() -> None:
         augmented = 0.5 * np.eye(5) + 0.5 * fused
         augmented /= augmented.sum(axis=-1, keepdims=True)
         expected = augmented[2] @ augmented[1] @ augmented[0]
-        np.testing.assert_allclose(rollout_math.rollout(pattern, head_fusion=fusion), expected, atol=1e-14)
+        np.testing.assert_allclose(_rollout(pattern, head_fusion=fusion), expected, atol=1e-14)
     with pytest.raises(ConfigError, match="median"):
         rollout_math.fuse_heads(pattern, "median")
 
@@ -100,39 +108,39 @@ def test_discard_keeps_rows_normalised_and_the_readout_row() -> None:
 
 def test_streaming_equals_the_full_rollout() -> None:
     pattern = _softmax_pattern((2, 5, 3, 11, 11), seed=7)
-    full = rollout_math.rollout(pattern, residual_weight=0.4, discard_ratio=0.2, readout=[0, -1, 4], streaming=False)
-    streamed = rollout_math.rollout(pattern, residual_weight=0.4, discard_ratio=0.2, readout=[0, -1, 4])
+    full = _rollout(pattern, residual_weight=0.4, discard_ratio=0.2, readout=[0, -1, 4], streaming=False, keep=[0, -1, 4])
+    streamed = _rollout(pattern, residual_weight=0.4, discard_ratio=0.2, readout=[0, -1, 4], keep=[0, -1, 4])
     assert streamed.shape == (2, 3, 11)
     np.testing.assert_allclose(streamed, full, rtol=0, atol=1e-12)
-    everything = rollout_math.rollout(pattern, residual_weight=0.4)
-    np.testing.assert_allclose(rollout_math.rollout(pattern, residual_weight=0.4, readout=3)[:, 0], everything[:, 3])
+    everything = _rollout(pattern, residual_weight=0.4)
+    np.testing.assert_allclose(_rollout(pattern, residual_weight=0.4, readout=3)[:, 0], everything[:, 3])
     # All rows with the readout's entries protected: row 4 is the streamed readout row 4.
-    kept = rollout_math.rollout(pattern, residual_weight=0.4, discard_ratio=0.2, keep=[0, -1, 4])
+    kept = _rollout(pattern, residual_weight=0.4, discard_ratio=0.2, keep=[0, -1, 4])
     np.testing.assert_allclose(kept[:, [0, 10, 4]], streamed, rtol=0, atol=1e-12)
 
 
 def test_causal_attention_rolls_out_lower_triangular() -> None:
     pattern = _softmax_pattern((4, 2, 6, 6), seed=8, causal=True)
-    got = rollout_math.rollout(pattern)
+    got = _rollout(pattern)
     np.testing.assert_array_equal(np.triu(got, 1), 0.0)
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, atol=1e-12)
 
 
 def test_batch_axis_matches_each_example() -> None:
     pattern = _softmax_pattern((3, 2, 2, 5, 5), seed=9)
-    batched = rollout_math.rollout(pattern)
+    batched = _rollout(pattern)
     assert batched.shape == (3, 5, 5)
     for b in range(3):
-        np.testing.assert_allclose(batched[b], rollout_math.rollout(pattern[b]), atol=1e-15)
+        np.testing.assert_allclose(batched[b], _rollout(pattern[b]), atol=1e-15)
 
 
 def test_per_layer_is_cumulative() -> None:
     pattern = _softmax_pattern((4, 2, 5, 5), seed=10)
-    cumulative = rollout_math.rollout_per_layer(pattern, start_layer=1, readout=[0, 2])
+    cumulative = rollout_math.cumulative(rollout_math.augmented_attention(pattern[1:]), 1)[:, [0, 2]]
     assert cumulative.shape == (4, 2, 5)
     np.testing.assert_array_equal(cumulative[0], np.eye(5)[[0, 2]])
     for layer in range(1, 4):
-        cut = rollout_math.rollout(pattern[: layer + 1], start_layer=1, streaming=False)
+        cut = _rollout(pattern[: layer + 1], start_layer=1, streaming=False)
         np.testing.assert_allclose(cumulative[layer], cut[[0, 2]], atol=1e-14)
 
 
@@ -141,7 +149,7 @@ def test_padded_queries_stay_zero() -> None:
     pattern[..., 3:, :] = 0.0  # positions 3 and 4 are padding: no attention from them, none to them
     pattern[..., :, 3:] = 0.0
     pattern /= np.where(pattern.sum(-1, keepdims=True) > 0, pattern.sum(-1, keepdims=True), 1.0)
-    got = rollout_math.rollout(pattern)
+    got = _rollout(pattern)
     assert np.all(np.isfinite(got))
     np.testing.assert_array_equal(got[3:], 0.0)
     np.testing.assert_array_equal(got[:, 3:], 0.0)
@@ -151,13 +159,11 @@ def test_padded_queries_stay_zero() -> None:
 def test_bad_parameters_name_the_value() -> None:
     pattern = _softmax_pattern((2, 1, 3, 3), seed=12)
     with pytest.raises(ConfigError, match="readout position 3"):
-        rollout_math.rollout(pattern, readout=3)
-    with pytest.raises(ConfigError, match="start layer 2"):
-        rollout_math.rollout(pattern, start_layer=2)
+        _rollout(pattern, readout=3)
     with pytest.raises(ConfigError, match="residual weight 1.5"):
-        rollout_math.rollout(pattern, residual_weight=1.5)
+        _rollout(pattern, residual_weight=1.5)
     with pytest.raises(ConfigError, match="discard ratio 1.0"):
-        rollout_math.rollout(pattern, discard_ratio=1.0)
+        _rollout(pattern, discard_ratio=1.0)
 
 
 def test_encoder_decoder_by_hand() -> None:
@@ -219,13 +225,13 @@ def test_a_row_left_without_attention_is_an_error_not_nan() -> None:
     pattern = _softmax_pattern((3, 2, 8, 8), seed=18)
     # Residual 0 and a heavy discard: some query keeps no attention at all; 0/0 used to give NaN silently.
     with pytest.raises(ConfigError, match=r"residual weight 0\.0 with discard ratio 0\.9 leaves query \d+ of layer \d+"):
-        rollout_math.rollout(pattern, residual_weight=0.0, discard_ratio=0.9)
+        _rollout(pattern, residual_weight=0.0, discard_ratio=0.9)
     # The same discard with a residual keeps every row: the emptied ones become identity rows.
-    kept = rollout_math.rollout(pattern, residual_weight=0.5, discard_ratio=0.9)
+    kept = _rollout(pattern, residual_weight=0.5, discard_ratio=0.9)
     assert np.all(np.isfinite(kept))
     np.testing.assert_allclose(kept.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     with pytest.raises(ConfigError, match="NaN or infinite"):
-        rollout_math.rollout(np.where(pattern > 0.5, np.nan, pattern))
+        _rollout(np.where(pattern > 0.5, np.nan, pattern))
 
 
 def test_min_fusion_of_heads_with_disjoint_support() -> None:

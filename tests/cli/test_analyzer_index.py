@@ -3,6 +3,8 @@ as the registry, broken plugins still marked, and what only an import shows foun
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ from cli_runner import run
 from plugin_install import install_plugin
 
 from interpret.analyze import registry
-from interpret.cli.analyzer_index import listings
+from interpret.analyzer_rules import problem, validate
+from interpret.cli.analyzer_index import _class_attributes, listings
 
 PLUGIN = '''
 from dataclasses import dataclass
@@ -81,6 +84,20 @@ class NeedsADependency:
     def run(self, trace, params, ctx):
         return None
 '''
+
+# Each class breaks one rule with literals alone; entry name = class name in snake case.
+BROKEN = {
+    "other_name": 'name = "not_other_name"', "two_lines": 'summary = "one\\ntwo"', "no_version": 'version = ""',
+    "bare_string": 'requires = "*attn.hook_pattern"', "unknown_provides": 'provides = ("logits",)',
+    "int_needs_model": "needs_model = 1", "bad_streamed": 'streamed_requires = ("a", 3)', "number_params": "Params = 3",
+    "no_run": "run = None", "renamed_run": "def run(self, trace, options, context): ...",
+    "keyword_ctx": "def run(self, trace, params, *, ctx): ...", "star_args": "def run(self, *args): ...",
+    "star_kwargs": "def run(self, trace, params, ctx, **extra): ...",
+    "method_summary": "def summary(self): ...",  # the source's literal (inherited) is not what the class holds
+}
+BROKEN_SOURCE = PLUGIN + "".join(
+    f"\n\nclass {name.title().replace('_', '')}(Good):\n    name = {name!r}\n    {body}\n" for name, body in BROKEN.items()
+)
 
 
 @pytest.fixture
@@ -155,3 +172,17 @@ def test_summaries_are_printed_without_escape_sequences(plugins: Path) -> None:
     install_plugin(plugins, "index-plugin", "indexplug", PLUGIN, {"good_one": "indexplug:Good"}, "interpret.analyzers")
     shown = run("analyzers", "list")
     assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\\x1b[31mred" in shown.stdout
+
+
+def test_a_broken_plugin_is_worded_alike_from_its_source_and_once_imported(plugins: Path) -> None:
+    entries = {name: f"indexplug:{name.title().replace('_', '')}" for name in BROKEN}
+    install_plugin(plugins, "index-plugin", "indexplug", BROKEN_SOURCE, entries, "interpret.analyzers")
+    classes = {node.name: node for node in ast.parse(BROKEN_SOURCE).body if isinstance(node, ast.ClassDef)}
+    listed = _by_name(listings())
+    module = importlib.import_module("indexplug")
+    for name, target in entries.items():
+        cls = target.partition(":")[2]
+        loaded = validate(getattr(module, cls), name)
+        attributes = _class_attributes(cls, classes, set())  # None: only the import can tell (the registry words it)
+        assert loaded is not None and (attributes is None or problem(attributes, name) == loaded), name
+        assert listed[name].error == registry.entries()[name].error == loaded, name
