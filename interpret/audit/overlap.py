@@ -63,11 +63,7 @@ def worker_core_free(model: nn.Module) -> bool:
 
 
 def computed(
-    model: nn.Module,
-    tokenizer: Any,
-    batches: Sequence[Sequence[Example]],
-    todo: Sequence[int],
-    plan: Plan,
+    model: nn.Module, tokenizer: Any, batches: Sequence[Sequence[Example]], todo: Sequence[int], plan: Plan
 ) -> Iterator[BatchOutput]:
     """Yield the BatchOutput of every batch index in `todo`, in order (overlapped when `overlappable` and, by
     default, `worker_core_free`)."""

@@ -254,13 +254,8 @@ def audit_defaults(
 
 
 def gold_classes(
-    model: nn.Module,
-    tokenizer: Any,
-    examples: Sequence[Example],
-    *,
-    head: nn.Module | None = None,
-    max_length: int | None = None,
-    file_name: str | None = None,
+    model: nn.Module, tokenizer: Any, examples: Sequence[Example], *, head: nn.Module | None = None,
+    max_length: int | None = None, file_name: str | None = None,
 ) -> tuple[tuple[int | None, ...], tuple[str, ...]]:
     """Return each example's gold class (`interpret.labels.resolve_labels` over the whole file, which refuses a
     label naming no class with the line it is on) and the model's class names; Nones and () when no example has
@@ -282,14 +277,8 @@ def gold_classes(
 
 
 def _compute_missing(
-    model: nn.Module,
-    tokenizer: Any,
-    store: AuditDir,
-    batches: Sequence[Sequence[Example]],
-    parts: Sequence[Part],
-    plan: Plan,
-    part_examples: int,
-    progress: Stage | None,
+    model: nn.Module, tokenizer: Any, store: AuditDir, batches: Sequence[Sequence[Example]], parts: Sequence[Part],
+    plan: Plan, part_examples: int, progress: Stage | None,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
     indices of the batches computed. `progress` counts the examples, resumed ones first; once the first batch
@@ -370,13 +359,8 @@ class Findings:
 
 
 def _finish(
-    folder: Path,
-    tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
-    analyzers: Sequence[str],
-    facts: Mapping[str, str],
-    seed: int,
-    skipped: Sequence[Skipped] | None,
-    findings: Findings,
+    folder: Path, tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]], analyzers: Sequence[str],
+    facts: Mapping[str, str], seed: int, skipped: Sequence[Skipped] | None, findings: Findings,
 ) -> tuple[float | None, list[str], float]:
     """Write the final tables, heads.csv, the evidence tables (when measured), skipped.csv (when rows were
     skipped), the drivers and slices (when asked) and summary.html from the parts' contents into `folder`;
@@ -432,13 +416,8 @@ def _finish(
 
 
 def _facts(
-    model_id: str,
-    analyzers: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-    batch_size: int,
-    max_length: int | None,
-    seed: int,
-    components: Mapping[str, str],
+    model_id: str, analyzers: Sequence[str], params: Mapping[str, Mapping[str, Any]], batch_size: int,
+    max_length: int | None, seed: int, components: Mapping[str, str],
 ) -> dict[str, str]:
     """Return what the summary page lists about the run, as label → text."""
     facts = {"model": model_id, "analyzers": ", ".join(analyzers)}
