@@ -54,15 +54,16 @@ from _bench import CpuWatch, mib, peak_bytes, table  # noqa: E402
 import interpret  # noqa: E402
 from interpret.analyze import required_names  # noqa: E402
 from interpret.analyze.defaults import DEFAULT_ANALYZERS  # noqa: E402
-from interpret.analyze.lead import audit_defaults  # noqa: E402
 from interpret.audit import AuditOptions, overlap, run_audit  # noqa: E402
 from interpret.request import DEFAULT_DRIVERS  # noqa: E402
 from interpret.audit.checks import effective_params  # noqa: E402
-from interpret.audit.engine import BatchSettings, analyze_batch, capture_batch  # noqa: E402
+from interpret.audit.engine import analyze_batch, capture_batch  # noqa: E402
 from interpret.audit.kernel import audit_implementation  # noqa: E402
+from interpret.audit.runner import audit_defaults  # noqa: E402
 from interpret.datasets import Example  # noqa: E402
 from interpret.default_model import DEFAULT_MODEL_ID, load_default  # noqa: E402
 from interpret.loading import load  # noqa: E402
+from interpret.pipeline import Plan  # noqa: E402
 
 WORDS = "the film was quietly brilliant although its ending felt rushed and a little dull to me".split()
 
@@ -139,10 +140,10 @@ def stage_shares(fn: Callable[[], object]) -> dict[str, float]:
 def stage_seconds(model, tokenizer, head, examples, batch_size, args, names, plain_cpu, audit_cpu) -> list[str]:
     """Return the CPU seconds of the capture and analysis stages of `names` over every batch (median of
     args.repeat after a warm-up), the rest of a whole audit, and the projected overlapped ratio to plain."""
-    settings = BatchSettings(
-        analyzers=names, params={name: effective_params(name, None) for name in names},
-        hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])), max_length=args.tokens,
-        head=head, seed=0, explain_gold=False, attention=audit_implementation(model),
+    settings = Plan(
+        strategies=dict.fromkeys(names, "full"), params={name: effective_params(name, None) for name in names},
+        hook_names=tuple(dict.fromkeys([*required_names(names), "*attn.hook_pattern"])), head=head,
+        max_length=args.tokens, attention=audit_implementation(model),
     )
     batches = [examples[start:start + batch_size] for start in range(0, len(examples), batch_size)]
     captured = [capture_batch(model, tokenizer, batch, index, settings) for index, batch in enumerate(batches)]
@@ -154,7 +155,7 @@ def stage_seconds(model, tokenizer, head, examples, batch_size, args, names, pla
     def analysis() -> None:
         for batch in captured:
             torch.manual_seed(settings.seed)
-            analyze_batch(batch, model, tokenizer, settings)
+            analyze_batch(batch, model, tokenizer)
 
     (_, capture_cpu), (_, analysis_cpu) = timings([capture, analysis], args.repeat, args.device)
     capture_s, analysis_s = statistics.median(capture_cpu), statistics.median(analysis_cpu)

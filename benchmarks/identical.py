@@ -2,7 +2,8 @@
 
 Three runs, each through the command line exactly as a user types it:
 
-- ``readme``: the README sentence on the built-in default model, as the HTML page and as JSON;
+- ``readme``: the README sentence on the built-in default model, as the HTML page and as JSON, and once more with
+  classes side by side (``--target positive --contrast negative``: the class comparison's re-runs);
 - ``audit``: a 50-row audit of the shipped held-out sentences with evidence (every table it writes);
 - ``long``: a 4,096-token report on a seeded tiny Llama-shaped model (4 layers, 4 heads), streamed, as JSON.
 
@@ -15,7 +16,8 @@ Usage, once in each checkout to compare (each with its own environment), then co
 ``compare`` prints one row per file (identical, differs, only on one side) and, for a text file that differs,
 its first differing line on each side; it exits 1 when anything differs. A report's creation time and wall time
 (the JSON's `run.created` and `run.wall_seconds`, the page's "Created" line) are blanked before comparing: they
-are the only things two identical runs write differently.
+are the only things two identical runs write differently. An audit's parts are left out: where one part ends
+depends on the wall time (`runner.PART_SECONDS`), never what the final tables hold.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def run(out: Path) -> None:
     readme.mkdir()
     _cli("report", "--text", README_SENTENCE, "-o", str(readme / "report.html"), "-q")
     _cli("report", "--text", README_SENTENCE, "--format", "json", "-o", str(readme / "report.json"), "-q")
+    _cli("report", "--text", README_SENTENCE, "--target", "positive", "--contrast", "negative", "-o",
+         str(readme / "classes.html"), "-q")
 
     rows = Path(__file__).resolve().parents[1] / "interpret" / "data" / "sentiment_heldout.jsonl"
     data = out / "audit-input.jsonl"
@@ -103,7 +107,7 @@ def _first_difference(a: bytes, b: bytes) -> str:
 def compare(before: Path, after: Path) -> int:
     """Print one row per file under either folder; return 1 when any compared file differs."""
     names = sorted({p.relative_to(root).as_posix() for root in (before, after) for p in root.rglob("*")
-                    if p.is_file() and "tiny-llama" not in p.parts})
+                    if p.is_file() and "tiny-llama" not in p.parts and "parts" not in p.parts})
     differs = 0
     for name in names:
         a, b = before / name, after / name

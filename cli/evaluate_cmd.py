@@ -124,18 +124,14 @@ def _on_texts(
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     data: dict[str, Any] = {"model": loaded.model_id}
     if "erasers" in chosen:
-        from interpret.analyze.lead import run_analyzers
-        from interpret.analyze.run import required_names, run_context
-        from interpret.collect import collect
-        from interpret.decision import TargetRequest, decide
-        from interpret.evidence import evaluate_evidence
+        from interpret.analyze.run import required_names
+        from interpret.pipeline import Plan, run_plan
+        from interpret.request import EvidenceOptions
 
-        hooks = list(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
-        trace = collect(loaded.model, loaded.tokenizer, texts, names=hooks, max_length=max_length)
-        targets = [d.target for d in decide(loaded.model, trace, loaded.tokenizer, TargetRequest(), loaded.head)]
-        context = run_context(trace, loaded.model, loaded.tokenizer, head=loaded.head, targets=targets, seed=seed)
-        results, _ = run_analyzers(trace, dict.fromkeys(names, "full"), {}, context, progress=stage)
-        data["erasers"] = evaluate_evidence(trace, results, context, removal=removal, progress=stage).to_dict()
+        hooks = tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
+        plan = Plan(dict.fromkeys(names, "full"), {}, hooks, head=loaded.head, seed=seed, max_length=max_length,
+                    evidence=EvidenceOptions(removal=removal))
+        data["erasers"] = run_plan(plan, loaded.model, loaded.tokenizer, texts, progress=stage).measured.to_dict()
     if "sanity" in chosen:
         from interpret.evidence.sanity import cascading_randomisation
 

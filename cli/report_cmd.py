@@ -8,7 +8,7 @@ the target against the model's labels or vocabulary, exact token counts). Only t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -37,29 +37,6 @@ class _Inputs:
     stem: str
     source: Source
     examples: list | None = None  # as read from --input (interpret.datasets.Example)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """Everything the run needs once every check has passed: the model to load and the request's parts."""
-
-    model: str | None
-    device: str
-    dtype: str | None
-    allow_pickle: bool
-    allow_missing_weights: bool
-    inputs: _Inputs
-    analyzers: list[str]
-    params: dict[str, dict[str, str]]
-    subject: Subject
-    evidence: EvidenceOptions
-    limits: Limits
-    view: View
-    seed: int
-    fmt: str
-    destination: str
-    max_bytes: int
-    quiet: bool
 
 
 @click.command()
@@ -108,7 +85,7 @@ def report(
     verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
-    from interpret.cli.common import setup_logging
+    from interpret.cli.common import default_output, setup_logging
 
     setup_logging(quiet, verbose)
     # ---- the command line alone ----
@@ -122,13 +99,14 @@ def report(
     compare = targets if (targets or contrast is not None) and not continuations and generate is None else None
     subject = built(Subject, target, contrast, inputs.gold, ids=inputs.ids, continuation=list(continuations) or None,
                     generate=generate, decoder_inputs=list(decoder_texts) or None, compare=compare)
-    names, streamed = _analyzer_names(analyzer_names)
+    names, streamed = streaming_names(analyzer_names or preflight.default_analyzers())  # an old name: its twin's
+    names = preflight.check_analyzer_names(names)
     params = preflight.parse_sets(sets, names)
     layer_list = parse_indices(layers, "--layers", "layer")
     head_list = parse_indices(heads, "--heads", "head")
     byte_limit = parse_size(max_bytes, "--max-bytes") or DEFAULT_MAX_BYTES
     memory_limit = parse_size(max_memory, "--max-memory") or default_memory()
-    destination = output or str(_default_destination(inputs.stem, fmt))
+    destination = output or str(default_output(inputs.stem, "." + fmt))
     preflight.check_output_file(destination, example=f"report.{fmt}")
     # ---- the model's config and the token counts, still without torch ----
     plan = preflight.plan_model(model, allow_pickle)
@@ -180,8 +158,32 @@ def report(
         checked_streamed(names, why, leave_out=not analyzer_names)
     _log_estimate(estimate, byte_limit, memory_limit)
     given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
-    _run(_Run(model, device, dtype, allow_pickle, allow_missing_weights, inputs, given, params, subject,
-              evidence_options, limits, View(layer_list, head_list), seed, fmt, destination, byte_limit, quiet))
+    # ---- every check passed: load the model, explain, print the decisions, check the real size, write ----
+    from interpret.api import explain
+    from interpret.cli.common import load_model, stages, write_json_stream, write_page
+    from interpret.cli.decisions import decision_lines
+
+    with stages(quiet) as stage:
+        stage("load model", 1, "model")
+        loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
+        stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
+        result = explain(
+            loaded.model, loaded.tokenizer, inputs.texts, given, params=params, target=subject, head=loaded.head,
+            evidence=evidence_options, limits=limits, view=View(layer_list, head_list, model_id=loaded.model_id),
+            seed=seed, progress=stage,
+        )
+    # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
+    to_stdout = destination == "-"
+    if not (to_stdout and quiet):
+        for line in decision_lines(result.run.decisions, inputs.ids, loaded.tokenizer):
+            say(line, err=to_stdout)
+    check_report_size(result, fmt, byte_limit)
+    if fmt == "json":
+        write_json_stream(result.to_dict(), destination, byte_limit)
+    else:
+        write_page(result, destination)
+    if not to_stdout:
+        say(f"wrote {destination}")
 
 
 def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
@@ -228,12 +230,6 @@ def _check_pairings(
         raise usage_error(f"--contrast {contrast!r} equals --target; contrast the target with another class or token.")
 
 
-def _analyzer_names(given: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Return (the analyzer names checked, an old streaming analyzer's name as its twin's; those twins)."""
-    names, streamed = streaming_names(given or preflight.default_analyzers())
-    return preflight.check_analyzer_names(names), streamed
-
-
 def _check_model_kind(
     plan: ModelPlan, decoder_texts: tuple[str, ...], continuations: tuple[str, ...], generate: int | None,
     target: str | None, contrast: str | None,
@@ -263,14 +259,6 @@ def _check_model_kind(
         raise usage_error(f"--continuation needs a decoder language model; {plan.described()}, so drop --continuation.")
 
 
-def _default_destination(stem: str, fmt: str) -> Path:
-    from interpret.cli.common import default_output
-
-    return default_output(stem, "." + fmt)
-
-
-
-
 def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:
     from interpret.cli.common import log
 
@@ -280,33 +268,3 @@ def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int |
         human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
         human_bytes(estimate.memory_bytes), bound,
     )
-
-
-def _run(run: _Run) -> None:
-    """Load the model, explain, print the decisions, check the report's real size and write it."""
-    from interpret.api import explain
-    from interpret.cli.common import load_model, stages, write_json_stream, write_page
-    from interpret.cli.decisions import decision_lines
-
-    inputs = run.inputs
-    with stages(run.quiet) as stage:
-        stage("load model", 1, "model")
-        loaded = load_model(run.model, run.device, run.dtype, run.allow_pickle, run.allow_missing_weights)
-        stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
-        result = explain(
-            loaded.model, loaded.tokenizer, inputs.texts, run.analyzers, params=run.params, target=run.subject,
-            head=loaded.head, evidence=run.evidence, limits=run.limits,
-            view=replace(run.view, model_id=loaded.model_id), seed=run.seed, progress=stage,
-        )
-    # The report itself may go to stdout ('-'): then stdout carries nothing else and these lines go to stderr.
-    to_stdout = run.destination == "-"
-    if not (to_stdout and run.quiet):
-        for line in decision_lines(result.run.decisions, inputs.ids, loaded.tokenizer):
-            say(line, err=to_stdout)
-    check_report_size(result, run.fmt, run.max_bytes)
-    if run.fmt == "json":
-        write_json_stream(result.to_dict(), run.destination, run.max_bytes)
-    else:
-        write_page(result, run.destination)
-    if not to_stdout:
-        say(f"wrote {run.destination}")

@@ -12,23 +12,19 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interpret.analyze import required_names
 from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.analyze.lead import capturable_leads, run_analyzers, streamed_defaults
-from interpret.analyze.run import resolve_name, run_context
-from interpret.collect import collect
-from interpret.decision import TargetRequest, decide, decision_head
+from interpret.decision import TargetRequest
 from interpret.default_model import load_default
-from interpret.errors import AnalyzerError, MemoryBudgetError, ModelLoadError, suggest
-from interpret.evidence import evidence_or_reason
+from interpret.errors import ModelLoadError
 from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
 from interpret import loading
 from interpret.loading import load_notes
+from interpret.pipeline import plan_for, run_plan
 from interpret.progress import Stage
 from interpret.report import Report, RunInfo, build_report
+from interpret.report.classes import compared
 from interpret.request import EvidenceOptions, Limits, Subject, View
-from interpret.analyze.strategy import streamed_strategies
 from interpret.versions import library_versions
 
 
@@ -76,12 +72,9 @@ def explain(
     evidence: re-run the model with tokens removed to measure how faithful each readout is on these inputs
         (`interpret.evidence`); the report shows it per method. An `EvidenceOptions` also says how a token is
         removed and against how many random rankings.
-    limits: the longest text (`max_length`), the capture budget per example and `streaming` ("auto": stream
-        when the full capture of every pattern is over the budget; "on"; "off"): a streamed run captures no
-        pattern and runs each analyzer's streamed computation (`interpret.analyze.strategy`), refusing one that
-        needs every pattern and has none (leaving it out, with a note, when `analyzers` are the defaults); on a
-        CUDA model its trace is kept in pinned host memory (`collect(offload=True)`) and each layer moved back
-        as it is used.
+    limits: the longest text, the capture budget per example and when to stream (`interpret.request.Limits`);
+        a streamed run refuses an analyzer with no streamed computation (the defaults leave it out, with a note)
+        and keeps a CUDA model's trace in pinned host memory (`collect(offload=True)`).
     view: the layers and heads the attention views embed, the model's name and notes shown at the top of the
         report (`interpret.request.View`).
     progress: the progress hook (`interpret.progress`): the analyzers in examples (each analyzer over each
@@ -91,103 +84,39 @@ def explain(
     subject = target if isinstance(target, Subject) else Subject(target=target)
     evidence = evidence if isinstance(evidence, EvidenceOptions) else EvidenceOptions(enabled=evidence)
     torch.manual_seed(seed)
-    steps = [resolve_name(name) for name in analyzers]  # an old streaming analyzer's name: its twin, streamed
-    renamed = {old: new for old, (new, _) in zip(analyzers, steps)}
-    analyzers = [name for name, _ in steps]
-    params = {renamed.get(name, name): value for name, value in (params or {}).items()}
-    unknown = [name for name in params if name not in analyzers]
-    if unknown:
-        raise AnalyzerError(
-            f"params given for {unknown[0]!r}, which is not among the analyzers run ({', '.join(analyzers)});"
-            f"{suggest(unknown[0], analyzers)} add it with -a/analyzers= or drop its params."
-        )
+    plan = plan_for(model, tokenizer, analyzers, params=params, subject=subject, evidence=evidence, limits=limits,
+                    head=head, seed=seed, notes=view.notes)
     decoder_inputs = subject.decoder_inputs
     if subject.generate is not None:
         inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate,
                                                   max_length=limits.max_length)
-    strategies = {name: forced or "full" for name, forced in steps}
-    defaults = tuple(analyzers) == tuple(DEFAULT_ANALYZERS)
-    leads, refused = capturable_leads(model, tokenizer) if defaults else ([], [])  # the defaults' lead: one of these
-    wanted = {**dict.fromkeys(leads, "full"), **strategies} if defaults else strategies
-    names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)]))
-    why = "streaming=on"
-    trace = None
-    notes = tuple(view.notes)
-    if limits.streaming != "on":
-        try:
-            trace = collect(
-                model, tokenizer, inputs, names=names, max_length=limits.max_length, decoder_inputs=decoder_inputs,
-                budget_bytes=limits.capture_bytes, continuations=subject.continuation,
-            )
-        except MemoryBudgetError as err:
-            if limits.streaming == "off":
-                raise
-            why = f"their capture is over the budget ({str(err).split(';')[0]})"
-    streamed = trace is None
-    if streamed:  # no pattern is captured: each analyzer that streams runs its streamed computation
-        if defaults:  # one that needs every pattern is left out
-            strategies, left_out = streamed_defaults(why)
-        else:
-            strategies, left_out = streamed_strategies(strategies, why)
-        notes = (*notes, *left_out)
-        trace = collect(
-            model, tokenizer, inputs, names=required_names(strategies) or ["*attn.hook_z"],
-            max_length=limits.max_length, decoder_inputs=decoder_inputs, budget_bytes=limits.capture_bytes,
-            continuations=subject.continuation, offload=True,
-        )
-        notes = (*notes, ("Streaming", f"no attention pattern was captured ({why}); streamed analyzers ran"))
-    request = TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
-                            generated=subject.generate is not None)
-    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
-    decided = decide(model, trace, tokenizer, request, head, subject.gold)
-    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed)
-    results, skipped = run_analyzers(trace, strategies, params, context, (leads, refused) if defaults and not streamed else None,
-                                      progress)
-    classes: tuple[Any, ...] = ()
-    if subject.compare is not None and all(len(d.target.ids) == 1 for d in decided):
-        from interpret.report.classes import compare_classes
-
-        classes = compare_classes(trace, model, tokenizer, results, target=subject.target, contrast=subject.contrast,
-                                  compare=subject.compare, params=params, head=head, gold=subject.gold,
-                                  explain_gold=subject.explain_gold, seed=seed)
-    elif subject.compare is not None:
-        notes = (*notes, ("Classes side by side", "not shown: an example's target has several tokens (a continuation"
-                          " or generated tokens), which the rows of single classes or tokens do not compare"))
-    analyzers = [result.analyzer for result in results]
-    found = None
-    if evidence.enabled:
-        found, no_evidence = evidence_or_reason(trace, results, context, evidence.removal, evidence.seeds, progress)
-        if no_evidence:
-            notes = (*notes, ("Evidence", no_evidence))
-    head_note = getattr(head, "note", None)
+    ran = run_plan(plan, model, tokenizer, inputs, gold=subject.gold, decoder=decoder_inputs,
+                   continuations=subject.continuation, progress=progress)
+    trace, plan = ran.captured.trace, ran.captured.plan
+    head_note = getattr(plan.head, "note", None)
     run = RunInfo(
         model_id=view.model_id or trace.meta.model_id,
         revision=str(getattr(getattr(model, "config", None), "_commit_hash", None) or ""),
-        attention="streamed" if streamed else trace.meta.attention,
+        attention="streamed" if plan.streaming == "on" else trace.meta.attention,
         kind=trace.meta.kind,
         inputs=tuple(trace.encoded.texts or ()),
-        request=describe_request(request),
-        decisions=tuple(decided),
-        analyzers=tuple(analyzers),
-        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *load_notes(model), *notes,
-               *skipped),
+        request=describe_request(plan.request),
+        decisions=ran.captured.decided,
+        analyzers=tuple(result.analyzer for result in ran.results),
+        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *load_notes(model),
+               *ran.notes, *ran.skipped),
         seed=seed,
         versions=dict(library_versions()),
         wall_seconds=time.perf_counter() - started,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    report = build_report(trace, results, run, layers=view.layers, heads=view.heads, ids=subject.ids, evidence=found)
-    return replace(report, classes=classes) if classes else report
+    report = build_report(trace, ran.results, run, layers=view.layers, heads=view.heads, ids=subject.ids,
+                          evidence=ran.evidence)
+    return replace(report, classes=compared(ran.classes)) if ran.classes else report
 
 
 def describe_request(request: TargetRequest) -> str:
     """Return what the user asked to explain, in words."""
-    if request.gold:
-        what = "each example's gold label"
-    elif request.generated:
-        what = "the tokens the model generated greedily"
-    elif request.target is not None:
-        what = str(request.target)
-    else:
-        what = "each example's prediction"
+    what = ("each example's gold label" if request.gold else "the tokens the model generated greedily"
+            if request.generated else "each example's prediction" if request.target is None else str(request.target))
     return what if request.contrast is None else f"{what} rather than {request.contrast}"

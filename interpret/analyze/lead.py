@@ -1,5 +1,5 @@
-"""The defaults' lead: the first of `defaults.LEADS` (the evidence's order; an audit's: `AUDIT_LEADS`) that runs
-on the model.
+"""The defaults' lead: the first of `defaults.LEADS` (the evidence's order; an audit's: `AUDIT_LEADS`, tried by
+`interpret.audit.runner.audit_defaults`) that runs on the model.
 
 A lead that refuses the model (an AnalyzerError: a head, block layout or kind it does not cover; no decision to
 score) gives way to the next, with a note saying why; a result that failed its checks is an error as always.
@@ -14,9 +14,9 @@ from torch import nn
 
 from interpret.analyze import registry
 from interpret.analyze.contract import RunContext
-from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, LEADS
+from interpret.analyze.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analyze.result import AnalyzerResult
-from interpret.analyze.run import analyze, required_names, run_context
+from interpret.analyze.run import analyze
 from interpret.analyze.strategy import streamed_strategies
 from interpret.errors import AnalyzerError, ResultError
 from interpret.progress import Stage, begin
@@ -64,22 +64,6 @@ def run_lead(
     return result, [(f"{name} skipped", f"{why.rstrip('.')}{then}.") for name, why in refused]
 
 
-def audit_defaults(model: nn.Module, tokenizer: Any, text: str, head: nn.Module | None, max_length: int | None) -> tuple[tuple[str, ...], list[Note]]:
-    """Return the default analyzers with the first of `AUDIT_LEADS` that runs on `model` (tried on one text: what
-    a lead refuses is the model's, not the text's) in the first place, or none, and the notes of the leads that
-    refused."""
-    from interpret.collect import collect
-    from interpret.decision import TargetRequest, decide
-
-    leads, refused = capturable_leads(model, tokenizer, AUDIT_LEADS)
-    trace = collect(model, tokenizer, [text], names=required_names(leads) or ["*attn.hook_pattern"], max_length=max_length)
-    decided = decide(model, trace, tokenizer, TargetRequest(), head)
-    context = run_context(trace, model, tokenizer, head=head, targets=[d.target for d in decided])
-    result, notes = run_lead(trace, context, None, leads, refused)
-    rest = tuple(name for name in DEFAULT_ANALYZERS if name not in LEADS)
-    return ((result.analyzer,) if result is not None else ()) + rest, notes
-
-
 def streamed_defaults(why: str) -> tuple[dict[str, str], list[Note]]:
     """Return `strategy.streamed_strategies` of the defaults, led by the first lead that streams (a lead with no
     streamed computation is left out with a note, as the defaults' other analyzers that need every pattern are)."""
@@ -95,14 +79,13 @@ def run_analyzers(
     trace: Trace, strategies: Mapping[str, str], params: Mapping[str, Any], context: RunContext,
     leads: tuple[list[str], list[Note]] | None = None, progress: Stage | None = None,
 ) -> tuple[list[AnalyzerResult], list[Note]]:
-    """Return (the results, a note per default analyzer skipped): the analysis stage of `explain` and
-    `interpret evaluate`, each analyzer run with its strategy (`strategies`: name -> "full" or "streamed").
+    """Return (the results, a note per default analyzer skipped): the analysis loop of `interpret.pipeline`, each
+    analyzer run with its strategy (`strategies`: name -> "full" or "streamed").
 
-    When the analyzers are the defaults (`leads`: the leads the model exposes every hook point of, and why each
-    other one is not), their lead is the first of those that runs on the model (`interpret.analyze.lead`), and
-    one that runs the model and cannot run on these inputs (a model with no decision to score, inputs that are
-    not token ids) is skipped with a note naming why; an analyzer the user named, or a result that failed its
-    checks, is an error as always.
+    With the defaults (`leads`: the leads the model exposes every hook point of, and why each other one is not),
+    the first of those that runs leads, and one that runs the model and cannot run on these inputs (no decision
+    to score, inputs that are not token ids) is skipped with a note; an analyzer the user named, or a result that
+    failed its checks, is an error as always.
     """
     results, skipped = [], []
     defaults = leads is not None

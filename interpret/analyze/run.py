@@ -136,6 +136,15 @@ def run_context(
     )
 
 
+def retargeted(context: RunContext, targets: Sequence[Target]) -> RunContext:
+    """Return `context` explaining `targets` instead: the same model, structure, decision reader and seed, nothing
+    read from the model again."""
+    runner = context.runner
+    if runner is not None:
+        runner = type(runner)(runner.capturable, runner.reader, targets, gate_prefix=runner.gate_prefix)
+    return replace(context, targets=tuple(targets), runner=runner)
+
+
 def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]) -> None:
     """Raise ResultError when `result` holds a non-finite value, an all-zero readout or a broken invariant."""
     where = f"{result.analyzer} with {_describe(params)}"

@@ -1,14 +1,14 @@
 """The audit engine's two reusable steps: compute one batch, store consecutive batches as one checked part.
 
-`run_batch(model, tokenizer, batch, index, settings) -> BatchOutput` depends on nothing but its arguments
-(it seeds torch itself), so any engine (this process's loop in `interpret.audit.runner`, or one that spreads
-batches over workers) computes the same rows; `write_part(store, outputs)` stores the outputs of consecutive
+`run_batch(model, tokenizer, batch, index, plan) -> BatchOutput` runs the audit's `interpret.pipeline.Plan` on
+one batch and depends on nothing but its arguments (it seeds torch itself), so any engine (this process's loop
+in `interpret.audit.runner`, or one that spreads batches over workers) computes the same rows; `write_part(store, outputs)` stores the outputs of consecutive
 batches, in index order, as one part of an `AuditDir` (the caller holds the directory's `AuditLock`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,36 +16,14 @@ import pandas as pd
 import torch
 from torch import nn
 
-from interpret.analyze import AnalyzerResult, analyze
-from interpret.analyze.run import run_context
 from interpret.audit.kernel import audit_kernel
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir
 from interpret.audit.stats import HeadSums, head_sums
 from interpret.audit.tables import Columns, example_columns, example_frame, token_columns, token_frame
-from interpret.collect import collect
 from interpret.datasets import Example
-from interpret.decision import Decision, TargetRequest, decide
 from interpret.errors import InputError
-from interpret.evidence import evaluate_evidence
 from interpret.evidence.aggregate import evidence_rows
-from interpret.trace import Trace
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """What every batch of one audit is computed with (picklable apart from `head`, which is a module)."""
-
-    analyzers: tuple[str, ...]
-    params: Mapping[str, Mapping[str, Any]]
-    hook_names: tuple[str, ...]
-    max_length: int | None
-    head: nn.Module | None
-    seed: int
-    explain_gold: bool
-    evidence: bool = False  # also measure each readout's faithfulness (interpret.evidence)
-    attention: str | None = None  # the attention implementation the model runs with (interpret.audit.kernel)
-    removal: str | None = None  # how the evidence removes tokens (None: interpret.evidence.removal.default_removal)
-    streamed: tuple[str, ...] = ()  # the analyzers run streamed (their strategy; the rest run full)
+from interpret.pipeline import Captured, Plan, analyzed, capture
 
 
 @dataclass(frozen=True)
@@ -61,66 +39,50 @@ class BatchOutput:
     evidence: pd.DataFrame | None = None  # one row per example × method when the audit measures evidence
 
 
-def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings) -> BatchOutput:
+def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, plan: Plan) -> BatchOutput:
     """Return batch `index`'s tokens rows, examples rows and head-map sums (depends on nothing but its inputs)."""
-    with audit_kernel(model, settings.attention):  # capture and model-running analyzers alike
+    with audit_kernel(model, plan.attention):  # capture and model-running analyzers alike
         # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
-        torch.manual_seed(settings.seed)
-        return analyze_batch(capture_batch(model, tokenizer, batch, index, settings), model, tokenizer, settings)
+        torch.manual_seed(plan.seed)
+        return analyze_batch(capture_batch(model, tokenizer, batch, index, plan), model, tokenizer)
 
 
 @dataclass(frozen=True)
 class CapturedBatch:
-    """A batch after the model ran on it: its examples, the trace and each example's decision."""
+    """A batch after the model ran on it: its index, its examples and their capture (`interpret.pipeline`)."""
 
     index: int
     batch: tuple[Example, ...]
-    trace: Trace
-    decided: tuple[Decision, ...]
+    captured: Captured
 
 
-def capture_batch(
-    model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, settings: BatchSettings
-) -> CapturedBatch:
-    """Return batch `index` captured: the model's forward pass with the audit's hook names recorded, and the
-    decisions read from it (the model's eval-mode forward draws no random numbers: `check_reproducible`), with
-    the attention implementation `settings.attention`."""
-    texts = [example.text for example in batch]
+def capture_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index: int, plan: Plan) -> CapturedBatch:
+    """Return batch `index` captured by `pipeline.capture`: the model's forward pass with the plan's hook names
+    recorded, and the decisions read from it (the model's eval-mode forward draws no random numbers:
+    `check_reproducible`), with the attention implementation `plan.attention`."""
     try:
-        with audit_kernel(model, settings.attention):
-            trace = collect(model, tokenizer, texts, names=list(settings.hook_names), max_length=settings.max_length)
+        with audit_kernel(model, plan.attention):
+            captured = capture(plan, model, tokenizer, [example.text for example in batch],
+                               gold=[example.label for example in batch])
     except InputError as err:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None
-    gold = [example.label for example in batch]
-    decided = decide(model, trace, tokenizer, TargetRequest(gold=settings.explain_gold), settings.head, gold)
-    return CapturedBatch(index=index, batch=tuple(batch), trace=trace, decided=tuple(decided))
+    return CapturedBatch(index=index, batch=tuple(batch), captured=captured)
 
 
-def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings) -> BatchOutput:
-    """Return the BatchOutput of running the audit's analyzers (and evidence, when asked) on a captured batch.
-
-    Called right after `capture_batch` and `torch.manual_seed(settings.seed)` (`run_batch`), or on the
-    overlap worker, which seeds torch itself first (`interpret.audit.overlap`). Analyzers that run the model
-    run it as it is: inside `run_batch` or `run_audit`, that is with `settings.attention` (switching it here
-    would race with a capture on another thread).
-    """
-    trace, decided, batch = captured.trace, captured.decided, captured.batch
-    context = run_context(
-        trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided], seed=settings.seed
-    )
-    results: list[AnalyzerResult] = [
-        analyze(trace, name, params=settings.params[name], context=context,
-                strategy="streamed" if name in settings.streamed else "full") for name in settings.analyzers
-    ]
+def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any) -> BatchOutput:
+    """Return the BatchOutput of `pipeline.analyzed` on a captured batch: after `torch.manual_seed(plan.seed)`
+    (`run_batch`, or the overlap worker), with the model's attention as it is (`run_batch` and `run_audit` switch
+    it to `plan.attention`; switching it here would race with a capture on another thread)."""
+    ran = analyzed(captured.captured, model, tokenizer)
+    batch, trace, results = captured.batch, ran.captured.trace, ran.results
     rows = [example.row for example in batch]
-    found = evidence_rows(evaluate_evidence(trace, results, context, removal=settings.removal), rows) if settings.evidence else None
     return BatchOutput(
         index=captured.index,
         rows=tuple(rows),
         tokens=token_columns(batch, trace.encoded, results),
-        examples=example_columns(batch, trace.encoded, decided, results),
+        examples=example_columns(batch, trace.encoded, ran.captured.decided, results),
         stats=head_sums(results),
-        evidence=found,
+        evidence=evidence_rows(ran.measured, rows) if ran.captured.plan.evidence.enabled else None,
     )
 
 

@@ -70,19 +70,19 @@ class RayOptions:
 class _BatchWorker:
     """A Ray actor: loads the model once, then computes the batches it is handed with the local `run_batch`."""
 
-    def __init__(self, loader: Loader, settings: Any, threads: int) -> None:
+    def __init__(self, loader: Loader, plan: Any, threads: int) -> None:
         import torch
 
         torch.set_num_threads(max(1, threads))
         self.model, self.tokenizer = loader()
-        self.settings = settings
+        self.plan = plan
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from interpret.audit.runner import run_batch
 
         indices, outputs = [], []
         for index, examples in zip(rows["index"], rows["examples"]):
-            output = run_batch(self.model, self.tokenizer, pickle.loads(examples), int(index), self.settings)
+            output = run_batch(self.model, self.tokenizer, pickle.loads(examples), int(index), self.plan)
             indices.append(int(index))
             outputs.append(pickle.dumps(output))
         return {"index": np.asarray(indices, dtype=np.int64), "output": np.asarray(outputs, dtype=object)}
@@ -103,7 +103,7 @@ class RayEngine:
         store: Any,
         batches: Sequence[Sequence[Any]],
         parts: Sequence[Any],
-        settings: Any,
+        plan: Any,
         part_examples: int,
         progress: Stage | None,
     ) -> set[int]:
@@ -117,7 +117,7 @@ class RayEngine:
         if not todo:
             return set()
         total = sum(len(batch) for batch in batches)
-        loader = self.loader or _given(model, tokenizer)
+        loader = self.loader or _Given(model, tokenizer)
         started_here = not ray.is_initialized()
         if started_here:
             ray.init(
@@ -135,7 +135,7 @@ class RayEngine:
             )
             results = dataset.map_batches(
                 _BatchWorker,
-                fn_constructor_args=(loader, settings, int(self.options.num_cpus_per_worker)),
+                fn_constructor_args=(loader, plan, int(self.options.num_cpus_per_worker)),
                 batch_size=1,
                 concurrency=self.options.workers,
                 num_cpus=self.options.num_cpus_per_worker,
@@ -152,13 +152,10 @@ class RayEngine:
         return set(todo)
 
 
-def _given(model: Any, tokenizer: Any) -> Loader:
-    """Return a loader handing every actor a copy of the model and tokenizer given to run_audit."""
-    return _Given(model, tokenizer)
-
-
 @dataclass(frozen=True)
 class _Given:
+    """A loader handing every actor a copy of the model and tokenizer given to run_audit."""
+
     model: Any
     tokenizer: Any
 

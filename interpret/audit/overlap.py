@@ -1,16 +1,14 @@
 """Compute an audit's batches in order, with the analyzers of batch k overlapping the forward pass of batch k+1.
 
-`computed(model, tokenizer, batches, todo, settings)` yields the BatchOutput of each batch index in `todo`,
+`computed(model, tokenizer, batches, todo, plan)` yields the BatchOutput of each batch index in `todo`,
 in that order. When the audit's analyzers read the trace alone (every one has `needs_model = False`) and no
 evidence is measured, one worker thread analyses batch k (`analyze_batch`: analyzers, head sums, table
 columns) while this thread runs the model on batch k+1 (`capture_batch`); the caller stores finished batches
 meanwhile. Torch, NumPy and the compiled kernels release the GIL, so the two run side by side.
 
 Only where the worker has a core (`worker_core_free`): the model runs on an accelerator (this thread mostly
-waits for it), or the cores that other processes leave free outnumber torch's intra-op threads. A CPU
-forward pass with torch's default threads already keeps every core busy, and a worker beside it only
-contends with it: on 2 idle cores, MiniLM at batch 1 took 1.79 s overlapped against 1.46 s batch by batch
-(benchmarks/audit.py), and never gained at batch 8 or 32.
+waits for it), or the cores that other processes leave free outnumber torch's intra-op threads (a CPU forward
+pass on torch's default threads keeps every core busy: docs/architecture.md, "Overlap", has the timings).
 
 Why the outputs are the very ones `run_batch` computes, bit for bit:
 - each stage is a function of its inputs alone: the worker gets the captured batch (its trace, decisions and
@@ -39,20 +37,21 @@ from torch import nn
 
 from interpret import threads
 from interpret.analyze import registry
-from interpret.audit.engine import BatchOutput, BatchSettings, CapturedBatch, analyze_batch, capture_batch, run_batch
+from interpret.audit.engine import BatchOutput, CapturedBatch, analyze_batch, capture_batch, run_batch
 from interpret.datasets import Example
+from interpret.pipeline import Plan
 
 # None overlaps where the worker has a core (`worker_core_free`); True wherever the analyzers allow it (tests,
 # benchmarks/audit.py); False never. The outputs are the same either way.
 ENABLED: bool | None = None
 
 
-def overlappable(settings: BatchSettings) -> bool:
+def overlappable(plan: Plan) -> bool:
     """Return whether the analyzers of one batch may run beside the next batch's forward pass: every analyzer
     reads the trace alone and no evidence (which runs the model) is measured."""
-    if ENABLED is False or settings.evidence:
+    if ENABLED is False or plan.evidence.enabled:
         return False
-    return not any(registry.get(name).needs_model for name in settings.analyzers)
+    return not any(registry.get(name).needs_model for name in plan.analyzers)
 
 
 def worker_core_free(model: nn.Module) -> bool:
@@ -64,27 +63,23 @@ def worker_core_free(model: nn.Module) -> bool:
 
 
 def computed(
-    model: nn.Module,
-    tokenizer: Any,
-    batches: Sequence[Sequence[Example]],
-    todo: Sequence[int],
-    settings: BatchSettings,
+    model: nn.Module, tokenizer: Any, batches: Sequence[Sequence[Example]], todo: Sequence[int], plan: Plan
 ) -> Iterator[BatchOutput]:
     """Yield the BatchOutput of every batch index in `todo`, in order (overlapped when `overlappable` and, by
     default, `worker_core_free`)."""
-    if len(todo) < 2 or not overlappable(settings) or (ENABLED is None and not worker_core_free(model)):
+    if len(todo) < 2 or not overlappable(plan) or (ENABLED is None and not worker_core_free(model)):
         for index in todo:
-            yield run_batch(model, tokenizer, batches[index], index, settings)
+            yield run_batch(model, tokenizer, batches[index], index, plan)
         return
     modes = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())  # thread-local: handed to the worker
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-analyzers") as worker:
         running: Future[BatchOutput] | None = None
         try:
             for index in todo:
-                captured = capture_batch(model, tokenizer, batches[index], index, settings)
+                captured = capture_batch(model, tokenizer, batches[index], index, plan)
                 if running is not None:
                     yield running.result()
-                running = worker.submit(_analyzed, captured, model, tokenizer, settings, modes)
+                running = worker.submit(_analyzed, captured, model, tokenizer, plan.seed, modes)
             if running is not None:
                 yield running.result()
                 running = None
@@ -94,11 +89,11 @@ def computed(
 
 
 def _analyzed(
-    captured: CapturedBatch, model: nn.Module, tokenizer: Any, settings: BatchSettings, modes: tuple[bool, bool]
+    captured: CapturedBatch, model: nn.Module, tokenizer: Any, seed: int, modes: tuple[bool, bool]
 ) -> BatchOutput:
     """Return `analyze_batch` of `captured` run as `run_batch` runs it: torch seeded, with the caller's grad and
     inference modes (`modes`)."""
     grad, inference = modes
     with torch.inference_mode(inference), torch.set_grad_enabled(grad):
-        torch.manual_seed(settings.seed)
-        return analyze_batch(captured, model, tokenizer, settings)
+        torch.manual_seed(seed)
+        return analyze_batch(captured, model, tokenizer)

@@ -4,18 +4,16 @@ Batch i always holds examples[i·batch_size : (i+1)·batch_size], so a resumed a
 exactly as an uninterrupted one would, and the final tables (concatenated from the parts, with fixed dtypes
 and sorted rows) are byte-identical whatever parts the batches were stored in.
 
-The engine's two steps live in `interpret.audit.engine`, for reuse by other engines (e.g. one that spreads
-batches over workers): `run_batch(model, tokenizer, batch, index, settings) -> BatchOutput` computes one
-batch's table rows and head statistics, and `write_part(store, outputs)` stores consecutive batches' outputs
-as one checked part (`interpret.audit.parts`). The output directory is locked for the whole run
-(`interpret.audit.lock`); argument checks are in `interpret.audit.checks`.
+Every batch runs one `interpret.pipeline.Plan` through the engine's steps (`interpret.audit.engine`: `run_batch`,
+`write_part`, for any engine). The directory is locked for the whole run (`interpret.audit.lock`); argument
+checks are in `interpret.audit.checks`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,15 +22,15 @@ import pandas as pd
 from torch import nn
 
 from interpret.analyze import required_names
-from interpret.analyze.defaults import DEFAULT_ANALYZERS, DEPRECATED_STREAMING
-from interpret.analyze.lead import audit_defaults, streamed_defaults
+from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, DEPRECATED_STREAMING, LEADS
+from interpret.analyze.lead import Note, capturable_leads, streamed_defaults
 from interpret.analyze.run import resolve_name
 from interpret.audit.drivers import DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
     check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
 )
-from interpret.audit.engine import BatchOutput, BatchSettings, run_batch, write_part
+from interpret.audit.engine import BatchOutput, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.kernel import audit_implementation, audit_kernel
 from interpret.analyze.strategy import needs_patterns, streamed_strategies
@@ -46,15 +44,16 @@ from interpret.collect import collect
 from interpret.collect.api import capturable_for
 from interpret.csv_io import write_csv
 from interpret.datasets import Example, Skipped, read_column
-from interpret.decision import decision_head, reader_for
+from interpret.decision import TargetRequest, decision_head, reader_for
 from interpret.errors import InputError
 from interpret.evidence.aggregate import lead_of, write_evidence_tables
 from interpret.inputs import model_limit
 from interpret.labels import resolve_labels
+from interpret.pipeline import Plan, run_plan
 from interpret.progress import Stage, begin
-from interpret.request import AuditOptions
+from interpret.request import AuditOptions, EvidenceOptions
 
-__all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "BatchSettings", "run_audit", "run_batch", "write_part"]
+__all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "Plan", "run_audit", "run_batch", "write_part"]
 
 log = logging.getLogger("interpret")
 
@@ -188,14 +187,14 @@ def run_audit(
         model_dir=options.model_dir, input_file=options.input_file, evidence=evidence, patterns=patterns,
         skipped=options.skipped, removal=removal, streamed=streamed,
     )
-    settings = BatchSettings(
-        analyzers=tuple(names), params=effective, hook_names=hook_names, streamed=streamed,
-        max_length=max_length, head=head, seed=options.seed, explain_gold=target == "gold",
-        evidence=evidence, attention=audit_implementation(model, patterns), removal=removal,
+    plan = Plan(
+        strategies=strategies, params=effective, hook_names=hook_names, request=TargetRequest(gold=target == "gold"),
+        head=head, seed=options.seed, max_length=max_length, evidence=EvidenceOptions(evidence, removal),
+        attention=audit_implementation(model, patterns),
     )
     findings = Findings(
         model, tokenizer, examples, options.slice_by, slices,
-        DriverSettings(options.drivers, removal, batch_size, max_length, head, settings.attention, options.seed),
+        DriverSettings(options.drivers, removal, batch_size, max_length, head, plan.attention, options.seed),
     )
     if options.drivers:  # a log line: the CLI shows it unless -q, whether or not a bar is drawn
         log.info(f"after the batches, the top {options.drivers} drivers are checked: 2 forward passes per row holding one")
@@ -205,9 +204,9 @@ def run_audit(
         computed: set[int] = set()  # batch indices computed by this call (a part found changed is computed again)
         for _ in range(_READ_ROUNDS):
             parts = store.checked_parts(batch_rows)
-            with audit_kernel(model, settings.attention):  # switched once for every batch (kernel.py)
+            with audit_kernel(model, plan.attention):  # switched once for every batch (kernel.py)
                 computed |= (options.engine or _compute_missing)(
-                    model, tokenizer, store, batches, parts, settings, options.part_examples, progress
+                    model, tokenizer, store, batches, parts, plan, options.part_examples, progress
                 )
             try:
                 tables = _read_parts(store, store.checked_parts(batch_rows), n_batches)
@@ -242,14 +241,21 @@ def run_audit(
     )
 
 
+def audit_defaults(
+    model: nn.Module, tokenizer: Any, text: str, head: nn.Module | None, max_length: int | None
+) -> tuple[tuple[str, ...], tuple[Note, ...]]:
+    """Return the default analyzers led by the first of `AUDIT_LEADS` that runs on `model` (tried on one text: what
+    a lead refuses is the model's, not the text's), or by none, and the notes of the leads that refused."""
+    leads = capturable_leads(model, tokenizer, AUDIT_LEADS)
+    plan = Plan({LEADS[0]: "full"}, {}, tuple(required_names(leads[0])) or ("*attn.hook_pattern",), head=head,
+                max_length=max_length, leads=leads)
+    ran = run_plan(plan, model, tokenizer, [text])
+    return (*(result.analyzer for result in ran.results), *DEFAULT_ANALYZERS[1:]), ran.skipped
+
+
 def gold_classes(
-    model: nn.Module,
-    tokenizer: Any,
-    examples: Sequence[Example],
-    *,
-    head: nn.Module | None = None,
-    max_length: int | None = None,
-    file_name: str | None = None,
+    model: nn.Module, tokenizer: Any, examples: Sequence[Example], *, head: nn.Module | None = None,
+    max_length: int | None = None, file_name: str | None = None,
 ) -> tuple[tuple[int | None, ...], tuple[str, ...]]:
     """Return each example's gold class (`interpret.labels.resolve_labels` over the whole file, which refuses a
     label naming no class with the line it is on) and the model's class names; Nones and () when no example has
@@ -271,14 +277,8 @@ def gold_classes(
 
 
 def _compute_missing(
-    model: nn.Module,
-    tokenizer: Any,
-    store: AuditDir,
-    batches: Sequence[Sequence[Example]],
-    parts: Sequence[Part],
-    settings: BatchSettings,
-    part_examples: int,
-    progress: Stage | None,
+    model: nn.Module, tokenizer: Any, store: AuditDir, batches: Sequence[Sequence[Example]], parts: Sequence[Part],
+    plan: Plan, part_examples: int, progress: Stage | None,
 ) -> set[int]:
     """Compute every batch no checked part holds, storing runs of consecutive batches as parts; return the
     indices of the batches computed. `progress` counts the examples, resumed ones first; once the first batch
@@ -295,14 +295,14 @@ def _compute_missing(
     pending: list[BatchOutput] = []
     part_started = started = time.perf_counter()
     try:
-        for position, output in enumerate(computed(model, tokenizer, batches, todo, settings)):
+        for position, output in enumerate(computed(model, tokenizer, batches, todo, plan)):
             index = output.index
             if not pending:
                 part_started = time.perf_counter()
             pending.append(output)
             advance(len(batches[index]))
             if position == 0:  # a log line, shown unless -q (not tied to the bar)
-                _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, settings.analyzers)
+                _estimate(time.perf_counter() - started, len(batches[index]), total - n_done, plan.analyzers)
             following = todo[position + 1] if position + 1 < len(todo) else None
             full = sum(len(output.rows) for output in pending) >= part_examples
             if following != index + 1 or full or time.perf_counter() - part_started >= PART_SECONDS:
@@ -359,13 +359,8 @@ class Findings:
 
 
 def _finish(
-    folder: Path,
-    tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]],
-    analyzers: Sequence[str],
-    facts: Mapping[str, str],
-    seed: int,
-    skipped: Sequence[Skipped] | None,
-    findings: Findings,
+    folder: Path, tables: tuple[dict[str, list[pd.DataFrame]], list[HeadSums]], analyzers: Sequence[str],
+    facts: Mapping[str, str], seed: int, skipped: Sequence[Skipped] | None, findings: Findings,
 ) -> tuple[float | None, list[str], float]:
     """Write the final tables, heads.csv, the evidence tables (when measured), skipped.csv (when rows were
     skipped), the drivers and slices (when asked) and summary.html from the parts' contents into `folder`;
@@ -421,13 +416,8 @@ def _finish(
 
 
 def _facts(
-    model_id: str,
-    analyzers: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-    batch_size: int,
-    max_length: int | None,
-    seed: int,
-    components: Mapping[str, str],
+    model_id: str, analyzers: Sequence[str], params: Mapping[str, Mapping[str, Any]], batch_size: int,
+    max_length: int | None, seed: int, components: Mapping[str, str],
 ) -> dict[str, str]:
     """Return what the summary page lists about the run, as label → text."""
     facts = {"model": model_id, "analyzers": ", ".join(analyzers)}

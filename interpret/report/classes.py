@@ -1,8 +1,9 @@
 """Class-specific attributions side by side: the prediction, each asked class and the contrast, one row each.
 
-`compare_classes` re-runs every class-specific analyzer of a report (one that runs the model and declares a
-readout: the gradient and perturbation methods) once per class, with each example's target set to that
-class, and keeps each run's readout [batch, key] and word-level readout [batch, word]. Rows, in order:
+The analysis stage (`interpret.pipeline`) re-runs every class-specific analyzer of a report (one that runs the
+model and declares a readout: the gradient and perturbation methods) once per class, with each example's target
+set to that class; `compared` keeps each run's readout [batch, key] and word-level readout [batch, word]. Rows,
+in order:
     prediction          each example's own prediction (what an unrequested report explains);
     asked               each class given with `compare` (`--target`), in the order given;
     contrast class      the contrast class alone (with `contrast`, unless it is among the asked classes);
@@ -21,97 +22,41 @@ export holds every row's scores (`classes` in the JSON, `classes.csv` in `Report
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from jaxtyping import Float
 
-from interpret.report.comparison import ClassComparison, RowRole
+from interpret.report.comparison import ClassComparison
 
 if TYPE_CHECKING:
-    from torch import nn
-
-    from interpret.analyze import AnalyzerResult
+    from interpret.pipeline import ClassRuns
     from interpret.report.model import ExampleTokens
-    from interpret.trace import Trace
 
 LEVELS = 5  # colour steps on each side of 0: classes n5..n1, z, p1..p5 in report.css
 
 
-def class_specific(results: Sequence[AnalyzerResult]) -> list[AnalyzerResult]:
-    """Return the results whose analyzer runs the model and declares a readout (their scores depend on the class)."""
-    from interpret.analyze import registry
-
-    return [r for r in results if r.readout_of is not None and registry.get(r.analyzer).needs_model]
-
-
-def compare_classes(
-    trace: Trace,
-    model: nn.Module,
-    tokenizer: Any,
-    results: Sequence[AnalyzerResult],
-    *,
-    target: int | str | None,
-    contrast: int | str | None,
-    compare: Sequence[int | str],
-    params: Mapping[str, Mapping[str, Any]],
-    head: nn.Module | None = None,
-    gold: Sequence[str | None] | None = None,
-    explain_gold: bool = False,
-    seed: int = 0,
-) -> tuple[ClassComparison, ...]:
-    """Return one ClassComparison per class-specific result (rows: module docstring), () when there is none.
-
-    target / contrast / explain_gold: the report's own request (`results` explain that); compare: the classes
-    asked for; gold: the examples' gold labels.
-    """
-    from interpret.analyze.run import analyze, run_context
-    from interpret.decision import TargetRequest, decide
-
-    chosen = class_specific(results)
-    if not chosen:
-        return ()
-    own = TargetRequest(target=target, contrast=contrast, gold=explain_gold)
-    requests: list[tuple[RowRole, TargetRequest]] = [("prediction", TargetRequest())]
-    requests += [("asked", TargetRequest(target=value)) for value in dict.fromkeys(compare)]
-    if contrast is not None:
-        if contrast not in compare:
-            requests.append(("contrast class", TargetRequest(target=contrast)))
-        requests.append(("contrast", own))
-    runs = []
-    seen: set[tuple[Any, ...]] = set()  # the ids each asked request resolved to: "1" and "positive" are one class
-    for role, request in requests:
-        decided = decide(model, trace, tokenizer, request, head, gold)
-        if role == "asked":
-            resolved = tuple((d.target.kind, d.target.ids, d.target.contrast) for d in decided)
-            if resolved in seen:
-                continue
-            seen.add(resolved)
-        context = None if request == own else run_context(
-            trace, model, tokenizer, head=head, targets=[d.target for d in decided], seed=seed
-        )
-        runs.append((role, [d.target.label for d in decided], context))
+def compared(runs: Sequence[ClassRuns]) -> tuple[ClassComparison, ...]:
+    """Return one ClassComparison per class-specific analyzer's runs (`interpret.pipeline.ClassRuns`: its result
+    per row, computed in the analysis stage): each row's readout [batch, key] and word-level readout [batch, word]
+    stacked along the row axis."""
     out = []
-    for result in chosen:
-        rows, words = [], []
-        for _, _, context in runs:
-            run = result if context is None else analyze(trace, result.analyzer, params=params.get(result.analyzer),
-                                                         context=context, strategy=result.strategy)
-            rows.append(np.asarray(run.readout, dtype=np.float64))
-            if "word_readout" in run.arrays:
-                words.append(np.asarray(run.arrays["word_readout"].values, dtype=np.float64))
-        labels = tuple(tuple(labels[b] for _, labels, _ in runs) for b in range(trace.encoded.batch))
+    for run in runs:
+        first = run.results[0]
+        rows = [np.asarray(result.readout, dtype=np.float64) for result in run.results]
+        words = [np.asarray(result.arrays["word_readout"].values, dtype=np.float64)
+                 for result in run.results if "word_readout" in result.arrays]
         has_words = len(words) == len(rows)
         out.append(ClassComparison(
-            analyzer=result.analyzer,
-            roles=tuple(role for role, _, _ in runs),
-            labels=labels,
+            analyzer=first.analyzer,
+            roles=run.roles,  # type: ignore[arg-type]
+            labels=run.labels,
             scores=np.stack(rows, axis=1),
             words=np.stack(words, axis=1) if has_words else None,
-            words_how=str(result.params.get("words", "sum")) if has_words else None,
-            word_start=result.arrays["word_start"].values if has_words else None,
-            word_stop=result.arrays["word_stop"].values if has_words else None,
+            words_how=str(first.params.get("words", "sum")) if has_words else None,
+            word_start=first.arrays["word_start"].values if has_words else None,
+            word_stop=first.arrays["word_stop"].values if has_words else None,
         ))
     return tuple(out)
 

@@ -1,5 +1,5 @@
 """`ClassComparison`: one analyzer's attributions for several classes of the same examples, as plain data
-(built by `interpret.report.classes.compare_classes`, held by `ReportData.classes`)."""
+(built by `interpret.report.classes.compared`, held by `ReportData.classes`)."""
 
 from __future__ import annotations
 

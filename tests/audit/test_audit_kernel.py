@@ -17,10 +17,11 @@ import interpret.audit.runner as runner
 from interpret.analyze import required_names
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.checks import effective_params
-from interpret.audit.engine import BatchSettings, capture_batch, run_batch
+from interpret.audit.engine import capture_batch, run_batch
 from interpret.audit.kernel import audit_implementation, audit_kernel, describe
 from interpret.datasets import Example
 from interpret.errors import InputError
+from interpret.pipeline import Plan
 
 ATTENTION = ["rollout", "flow", "attention_entropy"]
 WORDS = "the cat sat on mat a dog saw red blue".split()
@@ -36,11 +37,10 @@ def _examples(n: int = 10) -> list[Example]:
                     label="positive" if i % 2 else "negative") for i in range(n)]
 
 
-def _settings(model, attention: str | None) -> BatchSettings:
-    return BatchSettings(
-        analyzers=tuple(ATTENTION), params={name: effective_params(name, None) for name in ATTENTION},
-        hook_names=tuple(dict.fromkeys([*required_names(ATTENTION), "*attn.hook_pattern"])), max_length=None,
-        head=None, seed=0, explain_gold=False, attention=attention,
+def _settings(model, attention: str | None) -> Plan:
+    return Plan(
+        strategies=dict.fromkeys(ATTENTION, "full"), params={name: effective_params(name, None) for name in ATTENTION},
+        hook_names=tuple(dict.fromkeys([*required_names(ATTENTION), "*attn.hook_pattern"])), attention=attention,
     )
 
 
@@ -58,7 +58,7 @@ def test_the_kernel_is_switched_for_the_batch_and_back_after(model_dir) -> None:
     sdpa, tokenizer = interpret.load(model_dir, attn_implementation="sdpa")
     settings = _settings(sdpa, "eager")
     captured = capture_batch(sdpa, tokenizer, _examples(3), 0, settings)
-    assert captured.trace.meta.attention == "eager"  # the kernel's own weights, nothing recomputed
+    assert captured.captured.trace.meta.attention == "eager"  # the kernel's own weights, nothing recomputed
     assert sdpa.config._attn_implementation == "sdpa"
     run_batch(sdpa, tokenizer, _examples(3), 0, settings)  # what a Ray actor calls
     assert sdpa.config._attn_implementation == "sdpa"
@@ -68,7 +68,7 @@ def test_the_kernel_is_switched_for_the_batch_and_back_after(model_dir) -> None:
             raise RuntimeError("inside")
     assert sdpa.config._attn_implementation == "sdpa"
     recomputed = capture_batch(sdpa, tokenizer, _examples(3), 0, _settings(sdpa, None))
-    assert recomputed.trace.meta.attention == "recomputed"
+    assert recomputed.captured.trace.meta.attention == "recomputed"
 
 
 def test_an_audit_runs_eager_and_restores_the_model_also_when_it_fails(model_dir, tmp_path, monkeypatch) -> None:

@@ -10,8 +10,10 @@ import torch
 
 import interpret.audit.overlap as overlap
 from interpret.audit import AuditOptions, run_audit
-from interpret.audit.engine import BatchSettings, run_batch
+from interpret.audit.engine import run_batch
 from interpret.datasets import Example
+from interpret.pipeline import Plan
+from interpret.request import EvidenceOptions
 
 ATTENTION = ["rollout", "flow", "attention_entropy"]
 
@@ -23,14 +25,14 @@ def _examples(n: int) -> list[Example]:
                     label=f"class {i % 2}") for i in range(n)]
 
 
-def _settings(analyzers: list[str], evidence: bool = False) -> BatchSettings:
+def _settings(analyzers: list[str], evidence: bool = False) -> Plan:
     from interpret.analyze import required_names
     from interpret.audit.checks import effective_params
 
-    return BatchSettings(
-        analyzers=tuple(analyzers), params={name: effective_params(name, None) for name in analyzers},
-        hook_names=tuple(dict.fromkeys([*required_names(analyzers), "*attn.hook_pattern"])), max_length=None,
-        head=None, seed=3, explain_gold=False, evidence=evidence,
+    return Plan(
+        strategies=dict.fromkeys(analyzers, "full"), params={name: effective_params(name, None) for name in analyzers},
+        hook_names=tuple(dict.fromkeys([*required_names(analyzers), "*attn.hook_pattern"])), seed=3,
+        evidence=EvidenceOptions(enabled=evidence),
     )
 
 
@@ -112,7 +114,7 @@ def test_overlapped_audit_files_are_byte_identical(model, tokenizer, tmp_path, m
     with caller():
         overlapped = run_audit(model, tokenizer, examples, tmp_path / "overlapped", analyzers=ATTENTION, batch_size=batch_size,
                                options=AuditOptions(part_examples=5))
-    monkeypatch.setattr(overlap, "overlappable", lambda settings: False)
+    monkeypatch.setattr(overlap, "overlappable", lambda plan: False)
     with caller():
         serial = run_audit(model, tokenizer, examples, tmp_path / "serial", analyzers=ATTENTION, batch_size=batch_size,
                            options=AuditOptions(part_examples=5))

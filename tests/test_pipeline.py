@@ -1,0 +1,62 @@
+"""interpret.pipeline: a plan's capture falls back to its streamed form over the budget (or refuses, with streaming
+off), and a context retargeted to other classes runs exactly as one built afresh from the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from hf_tiny import TEXTS, tiny_config, word_tokenizer
+
+LONG = " ".join(["the cat sat"] * 20)  # 62 tokens: every pattern 120 KiB, the streamed capture (q, k, lse) 33 KiB
+
+from interpret.analyze.run import analyze, retargeted, run_context
+from interpret.collect import collect
+from interpret.decision import TargetRequest, decide
+from interpret.errors import MemoryBudgetError
+from interpret.pipeline import capture, plan_for, run_plan
+from interpret.request import EvidenceOptions, Limits, Subject
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    torch.manual_seed(0)
+    config = tiny_config("bert")
+    config.num_labels = 3
+    return transformers.BertForSequenceClassification(config).eval(), word_tokenizer()
+
+
+def _plan(model, tokenizer, analyzers, limits):
+    return plan_for(model, tokenizer, analyzers, params=None, subject=Subject(), evidence=EvidenceOptions(enabled=False),
+                    limits=limits, head=None, seed=0)
+
+
+def test_a_capture_over_the_budget_runs_the_streamed_plan(classifier) -> None:
+    model, tokenizer = classifier
+    plan = _plan(model, tokenizer, ["rollout", "attention_entropy"], Limits(capture_bytes=64 << 10, streaming="auto"))
+    assert plan.strategies == {"rollout": "full", "attention_entropy": "full"} and not plan.offload
+    assert capture(plan, model, tokenizer, TEXTS).plan == plan  # under the budget: the plan as made
+    captured = capture(plan, model, tokenizer, [LONG])
+    assert captured.plan.strategies == {"rollout": "streamed", "attention_entropy": "streamed"}
+    assert captured.plan.offload and not captured.trace.names("*attn.hook_pattern")
+    assert captured.plan.notes[-1][0] == "Streaming" and "over the budget" in captured.plan.notes[-1][1]
+    ran = run_plan(plan, model, tokenizer, [LONG])
+    assert [(r.analyzer, r.strategy) for r in ran.results] == [("rollout", "streamed"), ("attention_entropy", "streamed")]
+    with pytest.raises(MemoryBudgetError):
+        capture(_plan(model, tokenizer, ["rollout"], Limits(capture_bytes=64 << 10, streaming="off")), model, tokenizer, [LONG])
+
+
+def test_a_retargeted_context_runs_as_one_built_from_the_model(classifier) -> None:
+    model, tokenizer = classifier
+    trace = collect(model, tokenizer, TEXTS[:3])
+    predicted = [d.target for d in decide(model, trace, tokenizer, TargetRequest())]
+    other = [d.target for d in decide(model, trace, tokenizer, TargetRequest(target=2))]
+    moved = retargeted(run_context(trace, model, tokenizer, targets=predicted, seed=0), other)
+    fresh = run_context(trace, model, tokenizer, targets=other, seed=0)
+    assert moved.targets == fresh.targets != tuple(predicted)
+    for name in ("attention_x_gradient", "integrated_gradients"):
+        a, b = (analyze(trace, name, context=context) for context in (moved, fresh))
+        assert a.arrays.keys() == b.arrays.keys()
+        for key in a.arrays:
+            np.testing.assert_array_equal(a.arrays[key].values, b.arrays[key].values)
