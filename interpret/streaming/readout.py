@@ -162,24 +162,6 @@ def _blocks_layer(
     return carried, worst
 
 
-def attention_gradient_readout(
-    layers: Sequence[StreamedLayer],
-    weights: Float[np.ndarray, " n"],
-    *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
-    method: str = "auto",
-    device: torch.device | None = None,
-) -> tuple[Float[np.ndarray, "layer n"], float]:
-    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error): each layer by
-    `attention_gradient_layer`."""
-    out = np.zeros((len(layers), len(weights)))
-    worst = 0.0
-    for index, layer in enumerate(layers):
-        out[index], error = attention_gradient_layer(layer, weights, block_bytes=block_bytes, method=method, device=device)
-        worst = max(worst, error)
-    return out, worst
-
-
 def attention_gradient_layer(
     layer: StreamedLayer,
     weights: Float[np.ndarray, " n"],
@@ -219,23 +201,6 @@ def attention_gradient_layer(
         product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
         out[: product.shape[1]] += to_numpy((rows.float() @ product).double())
     return out, worst
-
-
-def grad_rollout_readout(
-    layers: Sequence[StreamedLayer],
-    weights: Float[np.ndarray, " n"],
-    *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
-    device: torch.device | None = None,
-) -> tuple[Float[np.ndarray, " n"], float]:
-    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺: the row
-    carried from the last layer down by `grad_rollout_layer`; device as `rollout_readout`'s."""
-    vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
-    worst = 0.0
-    for layer in reversed(layers):
-        vector, error = grad_rollout_layer(layer, vector, block_bytes=block_bytes, device=device)
-        worst = max(worst, error)
-    return to_numpy(vector), worst
 
 
 def grad_rollout_layer(
