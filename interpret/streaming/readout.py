@@ -1,10 +1,10 @@
 """Readout rows of rollout, attention × gradient and gradient-weighted rollout, streamed layer by layer.
 
-Each function takes one example's `StreamedLayer`s (layer order, first to last) and the readout weights w
-[n] (the decision's rows and pooling weights, summing to one) and returns w·M for the method's matrix M
-without forming M or any [head, n, n] pattern: the row vector is carried backwards through the layers and
-each layer's pattern is rebuilt one block of query rows at a time (`pattern_rows`). A block's product is
-float32 (heads fused, rows of a few hundred terms); the carried vector is float64.
+From one example's `StreamedLayer`s (rollout: all of them; the gradient methods: one layer at a time, as the
+gradient pass hands it over) and the readout weights w [n] (the decision's rows and pooling weights, summing
+to one), w·M for the method's matrix M, without forming M or any [head, n, n] pattern: the row vector is
+carried backwards through the layers and each layer's pattern is rebuilt one block of query rows at a time
+(`pattern_rows`). A block's product is float32 (heads fused, rows of a few hundred terms), the carried row float64.
 
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
