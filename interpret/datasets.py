@@ -76,11 +76,6 @@ class Dataset:
     skipped: tuple[Skipped, ...] = ()
 
 
-def read_examples(path: str | Path, *, label_column: str = "label") -> list[Example]:
-    """Return the examples of a .jsonl or .csv file (`read_dataset`); every row needs a non-empty text."""
-    return read_dataset(path, label_column=label_column).examples
-
-
 def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: bool = False) -> Dataset:
     """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable.
 

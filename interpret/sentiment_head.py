@@ -45,11 +45,6 @@ class HeadCard:
         return self.heldout_correct / self.n_heldout
 
     @property
-    def plain_accuracy(self) -> float:
-        """Return the fraction of plain test sentences classified correctly."""
-        return self.plain_correct / self.n_plain
-
-    @property
     def note(self) -> str:
         """Return the one-sentence demonstration note shown by every report made with this head."""
         return (

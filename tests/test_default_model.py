@@ -358,7 +358,7 @@ def test_shipped_head_scores_what_its_card_says_and_beats_the_old_centroid_head(
         assert (probability - 0.5).abs().min() > 1e-3
         assert int(((probability > 0.5) == torch.tensor([e["label"] == "positive" for e in examples])).sum()) == correct
     old = dm.fit_centroid_head(*minilm)
-    assert card.plain_accuracy > dm.accuracy(*minilm, old, dm.plain_examples())
+    assert card.plain_correct / card.n_plain > dm.accuracy(*minilm, old, dm.plain_examples())
     assert card.heldout_accuracy > dm.accuracy(*minilm, old, dm.heldout_examples())
 
 

@@ -33,24 +33,9 @@ HEAD_NOTES = {
 }
 
 
-def render_summary(
-    path: Path,
-    *,
-    tokens: pd.DataFrame,
-    examples: pd.DataFrame,
-    heads: pd.DataFrame,
-    analyzers: Sequence[str],
-    accuracy: float | None,
-    run: Mapping[str, str],
-    findings: Mapping[str, Any] | None = None,
-) -> Path:
-    """Return `path` after writing the summary page there atomically.
-
-    tokens / examples: the audit's tables (columns as interpret.audit.tables lists); heads: heads.csv's table.
-    run: what to list about the run (label → text), shown at the top of the page.
-    findings: the drivers, counterfactuals, misclassified rows and slices as `page_findings` gives them.
-    """
-    write_atomically(path, summary_html(tokens, examples, heads, analyzers, accuracy, run, findings))
+def render_summary(path: Path, **page: Any) -> Path:
+    """Return `path` after writing the summary page (`summary_html` of the keywords `page`) there atomically."""
+    write_atomically(path, summary_html(**page))
     return path
 
 
@@ -98,7 +83,12 @@ def summary_html(
     findings: Mapping[str, Any] | None = None,
 ) -> str:
     """Return the summary page as an HTML string: what it shows, as plain values (the template escapes each
-    one), rendered with the report's audit template."""
+    one), rendered with the report's audit template.
+
+    tokens / examples: the audit's tables (columns as interpret.audit.tables lists); heads: heads.csv's table.
+    run: what to list about the run (label → text), shown at the top of the page.
+    findings: the drivers, counterfactuals, misclassified rows and slices as `page_findings` gives them.
+    """
     correct = examples["correct"].dropna().astype(bool)
     return render_audit_page({
         "model_id": run.get("model", ""),

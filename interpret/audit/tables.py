@@ -147,11 +147,6 @@ def token_frame(parts: Sequence[Columns]) -> pd.DataFrame:
     return conform(frame, TOKEN_DTYPES, ["row", "analyzer", "position"])
 
 
-def token_table(examples: Sequence[Example], encoded: Encoded, results: Sequence[AnalyzerResult]) -> pd.DataFrame:
-    """Return the tokens table (columns as the module docstring lists) of one batch."""
-    return token_frame([token_columns(examples, encoded, results)])
-
-
 def example_columns(
     examples: Sequence[Example],
     encoded: Encoded,

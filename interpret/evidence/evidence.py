@@ -98,7 +98,7 @@ class Evidence:
 
     def ranked(self) -> list[MethodEvidence]:
         """Return the methods ordered by faithfulness: mean comp − suff over examples, highest first."""
-        return sorted(self.methods, key=lambda method: -_nanmean(method.gap))
+        return sorted(self.methods, key=lambda method: -finite_mean(method.gap, float("-inf")))
 
     def better_than_random(self, method: str) -> Bool[np.ndarray, " batch"]:
         """Return [batch] bool: the method's comp − suff exceeds random's mean by more than random's spread."""
@@ -262,9 +262,11 @@ def _mean_of(runs: list[MethodEvidence]) -> MethodEvidence:
     return MethodEvidence(method=RANDOM, **{key: stacked[key].mean(0) for key in keys}, spread=spread)
 
 
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("-inf")
+def finite_mean(values: np.ndarray, empty: Any = float("nan")) -> Any:
+    """Return the mean of the finite entries of `values` (any shape) as a float; `empty` when there are none."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(finite.mean()) if finite.size else empty
 
 
 def _plain(values: Any) -> Any:

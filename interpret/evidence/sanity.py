@@ -114,14 +114,8 @@ RANDOM = "random"
 
 
 @torch.no_grad()
-def randomise(module: nn.Module, generator: torch.Generator) -> None:
-    """Replace every parameter p of `module` by Gaussian noise with p's mean and standard deviation."""
-    for parameter in module.parameters():
-        _noise(parameter, generator)
-
-
-@torch.no_grad()
 def _noise(parameter: nn.Parameter, generator: torch.Generator) -> None:
+    """Replace `parameter` by Gaussian noise with its mean and standard deviation."""
     mean = parameter.detach().double().mean()
     std = parameter.detach().double().std() if parameter.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
     noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float64)

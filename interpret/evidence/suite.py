@@ -18,7 +18,7 @@ from interpret.analyze.run import required_names, run_context
 from interpret.collect import collect
 from interpret.data.shipped import write_weights
 from interpret.errors import AnalyzerError
-from interpret.evidence.evidence import evaluate_evidence
+from interpret.evidence.evidence import evaluate_evidence, finite_mean
 from interpret.evidence.removal import candidates
 from interpret.evidence.tasks import TASKS, evidence_recovery, task_accuracy, task_dataset, task_model, weights_name
 from interpret.progress import Stage, begin
@@ -112,12 +112,12 @@ def score_task(
     for result, metrics in zip(results, found.methods):
         rows.append(TaskRow(
             task, result.analyzer, evidence_recovery(result.readout, positions, evidence),
-            _mean(metrics.comprehensiveness), _mean(metrics.sufficiency), _mean(metrics.area),
+            finite_mean(metrics.comprehensiveness), finite_mean(metrics.sufficiency), finite_mean(metrics.area),
             seconds.get(result.analyzer, 0.0), accuracy,
         ))
     rows.append(TaskRow(
-        task, "random", _random_recovery(positions, evidence, seed), _mean(found.random.comprehensiveness),
-        _mean(found.random.sufficiency), _mean(found.random.area), 0.0, accuracy,
+        task, "random", _random_recovery(positions, evidence, seed), finite_mean(found.random.comprehensiveness),
+        finite_mean(found.random.sufficiency), finite_mean(found.random.area), 0.0, accuracy,
     ))
     failure = planted_check(rows).failure
     if failure:  # the methods' numbers would describe a model that does not decide by the evidence
@@ -170,8 +170,3 @@ def _random_recovery(positions: Sequence[np.ndarray], evidence: Sequence[Sequenc
             top = rng.permutation(candidates_b)[: len(found)]
             scores.append(len(set(top.tolist()) & set(found)) / len(found))
     return float(np.mean(scores))
-
-
-def _mean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")

@@ -38,15 +38,10 @@ class LayerParts:
     fused: str | None = None
 
 
-def module_paths(model: nn.Module) -> dict[int, str]:
-    """Return {id(module): path} of every module of `model`."""
-    return {id(module): path for path, module in model.named_modules()}
-
-
 def layer_parts(model: nn.Module, out_modules: list[nn.Module]) -> list[LayerParts]:
     """Return each layer's parts, given its output projection module (one per layer, in order)."""
-    paths = module_paths(model)
     modules = dict(model.named_modules())
+    paths = {id(module): path for path, module in modules.items()}
     parts = []
     for out_module in out_modules:
         out = paths[id(out_module)]
@@ -59,8 +54,8 @@ def _find(out: str, modules: dict[str, nn.Module], model_name: str) -> LayerPart
     for _ in range(3):  # the attention module, or at most two levels above it: never another layer's weights
         found: dict[str, str] = {}
         prefix = scope + "." if scope else ""
-        for path, module in modules.items():
-            if not path.startswith(prefix) or path == out or not is_linear(module):
+        for path, module in modules.items():  # projections: nn.Linear or GPT-2's Conv1D (weight [in, out])
+            if not path.startswith(prefix) or path == out or not isinstance(module, (nn.Linear, Conv1D)):
                 continue
             leaf = path.rsplit(".", 1)[-1].lower()
             for role, names in (("query", _QUERY), ("key", _KEY), ("value", _VALUE), ("fused", _FUSED)):
@@ -77,11 +72,6 @@ def _find(out: str, modules: dict[str, nn.Module], model_name: str) -> LayerPart
         f"no query, key and value projections of a layout this can slice were found near {out!r} in"
         f" {model_name}; its heads can be removed by zeroing only."
     )
-
-
-def is_linear(module: nn.Module) -> bool:
-    """Whether `module` is an nn.Linear or GPT-2's Conv1D (weight [in, out])."""
-    return isinstance(module, (nn.Linear, Conv1D))
 
 
 def out_axis(module: nn.Module) -> int:

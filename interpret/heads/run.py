@@ -15,7 +15,7 @@ from interpret.heads.curve import PruningCurve, pruning_curve
 from interpret.heads.dataset import Mode, dataset_importance, dataset_metric, head_data, metric_name
 from interpret.heads.importance import normalized
 from interpret.heads.scoring import GatedModel
-from interpret.inputs import Encoded, encode
+from interpret.inputs import encode
 from interpret.progress import Stage, begin
 
 
@@ -39,11 +39,6 @@ class HeadStudy:
     examples: int
 
 
-def encode_batches(tokenizer: Any, texts: Sequence[str], batch_size: int, max_length: int | None) -> list[Encoded]:
-    """Return the texts encoded in batches of `batch_size`."""
-    return [encode(tokenizer, list(texts[i:i + batch_size]), max_length=max_length) for i in range(0, len(texts), batch_size)]
-
-
 def study_heads(
     model: nn.Module,
     tokenizer: Any,
@@ -59,7 +54,8 @@ def study_heads(
 ) -> HeadStudy:
     """Return the head study of `texts` (labels: class indices, or None for the label-free mode); `stage`: the
     progress hook (`interpret.progress`), in examples through the model (a pruning step passes them twice)."""
-    batches = encode_batches(tokenizer, texts, batch_size, max_length)
+    starts = range(0, len(texts), batch_size)
+    batches = [encode(tokenizer, list(texts[i:i + batch_size]), max_length=max_length) for i in starts]
     gated = GatedModel.of(model, tokenizer, batches[0], head)
     data = head_data(gated, batches, labels)
     advance = begin(stage, "head importance", data.examples)

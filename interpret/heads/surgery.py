@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interpret.collect.prepare import model_device
 from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
 from interpret.heads.parts import LayerParts, layer_parts, out_axis
 
@@ -149,7 +150,7 @@ def prune_heads(
             " size from the model width",
         )
     smaller.load_state_dict(state, strict=True)
-    smaller = smaller.to(_device(model)).eval()
+    smaller = smaller.to(model_device(model)).eval()
     return Pruned(
         smaller, True, width_q, width_kv, tuple(tuple(k) for k in kept), before, count_parameters(smaller),
         f"removed: {width_q} of {n_heads} query heads and {width_kv} of {n_kv} key/value heads stored per layer"
@@ -315,7 +316,7 @@ def _differs_from_gated(model: nn.Module, swapped: nn.Module, mask: Tensor, pref
     inputs = getattr(model, "dummy_inputs", None)
     if not inputs:
         return "no dummy inputs to check it on"
-    device = _device(model)
+    device = model_device(model)
     inputs = {name: value.to(device) for name, value in inputs.items()}
     try:
         with torch.no_grad():
@@ -349,9 +350,3 @@ def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int,
         f"zeroed in place, not removed: {why}; the pruned heads' output-projection columns are 0 (outputs equal"
         " the gated model's, parameter count unchanged)",
     )
-
-
-def _device(model: nn.Module) -> torch.device:
-    for param in model.parameters():
-        return param.device
-    return torch.device("cpu")

@@ -12,6 +12,9 @@ dropout) before it is added to the stream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
@@ -49,8 +52,11 @@ def _norm(config: TransformerConfig) -> nn.LayerNorm:
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention then MLP, each with a residual connection; returns [batch, pos, d_model]."""
+class _Block(nn.Module):
+    """The sub-blocks of a layer (cross-attention when `cross`), built in forward order, and `_step`, one
+    sub-block with its residual connection."""
+
+    cross = False
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -62,49 +68,49 @@ class EncoderLayer(nn.Module):
         self.dropout_attn = nn.Dropout(config.dropout)
         self.hook_attn_out = HookPoint("batch pos d_model")
         self.hook_resid_mid = HookPoint("batch pos d_model")
+        if self.cross:
+            self.ln_cross = _norm(config)
+            self.cross_attn = MultiHeadAttention(config)
+            self.dropout_cross = nn.Dropout(config.dropout)
+            self.hook_cross_attn_out = HookPoint("batch pos d_model")
+            self.hook_resid_mid2 = HookPoint("batch pos d_model")
         self.ln_mlp = _norm(config)
         self.mlp = MLP(config)
         self.dropout_mlp = nn.Dropout(config.dropout)
         self.hook_mlp_out = HookPoint("batch pos d_model")
         self.hook_resid_post = HookPoint("batch pos d_model")
+
+    def _step(
+        self, resid: Residual, norm: nn.Module, sublayer: Callable[[Residual], Residual], dropout: nn.Module,
+        hook_out: HookPoint, hook_resid: HookPoint,
+    ) -> Residual:
+        """Return the stream [batch, pos, d_model] after `sublayer`: normed before it (pre-norm) or after the sum."""
+        if self.norm_first:
+            return hook_resid(resid + hook_out(dropout(sublayer(norm(resid)))))
+        return hook_resid(norm(resid + hook_out(dropout(sublayer(resid)))))
+
+    def _self_attention(self, x: Residual, allowed: SelfMask | None) -> Residual:
+        attend = partial(self.attn, allowed=allowed)
+        return self._step(
+            self.hook_resid_pre(x), self.ln_attn, attend, self.dropout_attn, self.hook_attn_out, self.hook_resid_mid
+        )
+
+    def _mlp(self, resid: Residual) -> Residual:
+        return self._step(resid, self.ln_mlp, self.mlp, self.dropout_mlp, self.hook_mlp_out, self.hook_resid_post)
+
+
+class EncoderLayer(_Block):
+    """Self-attention then MLP, each with a residual connection; returns [batch, pos, d_model]."""
 
     def forward(self, x: Residual, allowed: SelfMask | None = None) -> Residual:
         """Return [batch, pos, d_model]; `allowed` is the self-attention mask [batch or 1, 1, pos, pos]."""
-        resid = self.hook_resid_pre(x)
-        if self.norm_first:
-            attn_out = self.hook_attn_out(self.dropout_attn(self.attn(self.ln_attn(resid), allowed=allowed)))
-            resid = self.hook_resid_mid(resid + attn_out)
-            mlp_out = self.hook_mlp_out(self.dropout_mlp(self.mlp(self.ln_mlp(resid))))
-            return self.hook_resid_post(resid + mlp_out)
-        attn_out = self.hook_attn_out(self.dropout_attn(self.attn(resid, allowed=allowed)))
-        resid = self.hook_resid_mid(self.ln_attn(resid + attn_out))
-        mlp_out = self.hook_mlp_out(self.dropout_mlp(self.mlp(resid)))
-        return self.hook_resid_post(self.ln_mlp(resid + mlp_out))
+        return self._mlp(self._self_attention(x, allowed))
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Block):
     """Masked self-attention, cross-attention to the memory, then MLP; returns [batch, pos, d_model]."""
 
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.norm_first = config.norm_first
-        self.hook_resid_pre = HookPoint("batch pos d_model")
-        self.ln_attn = _norm(config)
-        self.attn = MultiHeadAttention(config)
-        self.dropout_attn = nn.Dropout(config.dropout)
-        self.hook_attn_out = HookPoint("batch pos d_model")
-        self.hook_resid_mid = HookPoint("batch pos d_model")
-        self.ln_cross = _norm(config)
-        self.cross_attn = MultiHeadAttention(config)
-        self.dropout_cross = nn.Dropout(config.dropout)
-        self.hook_cross_attn_out = HookPoint("batch pos d_model")
-        self.hook_resid_mid2 = HookPoint("batch pos d_model")
-        self.ln_mlp = _norm(config)
-        self.mlp = MLP(config)
-        self.dropout_mlp = nn.Dropout(config.dropout)
-        self.hook_mlp_out = HookPoint("batch pos d_model")
-        self.hook_resid_post = HookPoint("batch pos d_model")
+    cross = True
 
     def forward(
         self,
@@ -118,21 +124,9 @@ class DecoderLayer(nn.Module):
         allowed: bool self-attention mask [batch or 1, 1, pos, pos]; memory_allowed: bool cross-attention
         mask [batch or 1, 1, 1, key] (False at padded memory positions).
         """
-        resid = self.hook_resid_pre(x)
-        if self.norm_first:
-            attn_out = self.hook_attn_out(self.dropout_attn(self.attn(self.ln_attn(resid), allowed=allowed)))
-            resid = self.hook_resid_mid(resid + attn_out)
-            cross_out = self.dropout_cross(
-                self.cross_attn(self.ln_cross(resid), memory, allowed=memory_allowed)
-            )
-            cross_out = self.hook_cross_attn_out(cross_out)
-            resid = self.hook_resid_mid2(resid + cross_out)
-            mlp_out = self.hook_mlp_out(self.dropout_mlp(self.mlp(self.ln_mlp(resid))))
-            return self.hook_resid_post(resid + mlp_out)
-        attn_out = self.hook_attn_out(self.dropout_attn(self.attn(resid, allowed=allowed)))
-        resid = self.hook_resid_mid(self.ln_attn(resid + attn_out))
-        cross_out = self.dropout_cross(self.cross_attn(resid, memory, allowed=memory_allowed))
-        cross_out = self.hook_cross_attn_out(cross_out)
-        resid = self.hook_resid_mid2(self.ln_cross(resid + cross_out))
-        mlp_out = self.hook_mlp_out(self.dropout_mlp(self.mlp(resid)))
-        return self.hook_resid_post(self.ln_mlp(resid + mlp_out))
+        resid = self._self_attention(x, allowed)
+        resid = self._step(
+            resid, self.ln_cross, lambda h: self.cross_attn(h, memory, allowed=memory_allowed), self.dropout_cross,
+            self.hook_cross_attn_out, self.hook_resid_mid2,
+        )
+        return self._mlp(resid)

@@ -99,6 +99,10 @@ class _SelfAttentionStack(_Stack):
         """Whether a query may only attend to itself and earlier positions."""
         return False
 
+    def forward_encoded(self, encoded: Encoded) -> Tensor:
+        """Return the model's output (as `forward` gives it) for the ids or embeddings and mask of `encoded`."""
+        return self(encoded.input_ids, encoded.attention_mask, encoded.inputs_embeds)
+
     def hidden(
         self, input_ids: TokenIds | None, attention_mask: Tensor | None, inputs_embeds: Residual | None
     ) -> Residual:
@@ -123,10 +127,6 @@ class Encoder(_SelfAttentionStack):
     ) -> Residual:
         """Return [batch, pos, d_model]; attention_mask [batch, pos] has 1 at real positions, 0 at padding."""
         return self.hidden(input_ids, attention_mask, inputs_embeds)
-
-    def forward_encoded(self, encoded: Encoded) -> Residual:
-        """Return [batch, pos, d_model] for the ids or embeddings of `encoded`."""
-        return self(encoded.input_ids, encoded.attention_mask, encoded.inputs_embeds)
 
 
 class EncoderClassifier(_SelfAttentionStack):
@@ -157,10 +157,6 @@ class EncoderClassifier(_SelfAttentionStack):
             pooled = (resid * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
         return self.classifier(self.hook_pooled(pooled))
 
-    def forward_encoded(self, encoded: Encoded) -> Float[Tensor, "batch n_classes"]:
-        """Return class logits [batch, n_classes] for `encoded`."""
-        return self(encoded.input_ids, encoded.attention_mask, encoded.inputs_embeds)
-
 
 class DecoderLM(_SelfAttentionStack):
     """Decoder-only language model (causal self-attention, no cross-attention): logits [batch, pos, vocab]."""
@@ -188,10 +184,6 @@ class DecoderLM(_SelfAttentionStack):
     ) -> Float[Tensor, "batch pos vocab"]:
         """Return next-token logits [batch, pos, vocab]."""
         return self.unembed(self.hidden(input_ids, attention_mask, inputs_embeds))
-
-    def forward_encoded(self, encoded: Encoded) -> Float[Tensor, "batch pos vocab"]:
-        """Return next-token logits [batch, pos, vocab] for `encoded`."""
-        return self(encoded.input_ids, encoded.attention_mask, encoded.inputs_embeds)
 
 
 class Decoder(_Stack):

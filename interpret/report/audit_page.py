@@ -20,21 +20,14 @@ from interpret.versions import package_version
 TEMPLATE = "audit.html.j2"
 
 
-def audit_style() -> str:
-    """Return the audit page's stylesheet: the report's, then the audit's own rules."""
-    return assets.style() + "\n" + assets.checked("audit.css", assets._read(assets.STATIC / "audit.css"))
-
-
-def audit_policy(style: str) -> str:
-    """Return the page's Content-Security-Policy: this one stylesheet by hash; no script, no network."""
-    return (
+def render_audit_page(context: Mapping[str, Any]) -> str:
+    """Return the audit summary page for `context` (the names `audit.html.j2` reads; see interpret.audit.summary).
+    Its stylesheet is the report's, then the audit's own rules; its Content-Security-Policy allows that one
+    stylesheet by hash: no script, no network."""
+    style = assets.style() + "\n" + assets.checked("audit.css", assets._read(assets.STATIC / "audit.css"))
+    csp = (
         f"default-src 'none'; script-src 'none'; style-src {assets.csp_hash(style)}; img-src 'none'; font-src 'none';"
         " connect-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
     )
-
-
-def render_audit_page(context: Mapping[str, Any]) -> str:
-    """Return the audit summary page for `context` (the names `audit.html.j2` reads; see interpret.audit.summary)."""
-    style = audit_style()
-    page = {**context, "csp": audit_policy(style), "style": Markup(style), "version": package_version()}
+    page = {**context, "csp": csp, "style": Markup(style), "version": package_version()}
     return _environment().get_template(TEMPLATE).render(**page)

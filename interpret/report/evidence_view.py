@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from interpret.evidence.evidence import Evidence, MethodEvidence
+from interpret.evidence.evidence import Evidence, MethodEvidence, finite_mean
 
 PLOT_WIDTH, PLOT_HEIGHT, PLOT_PAD = 320, 180, 28
 # colour-blind-safe palette (Okabe & Ito); the random baseline is drawn grey and dashed
@@ -89,22 +89,14 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
 
 
 def _row(method: MethodEvidence, better: int | None) -> MetricRow:
-    spread = {key: _mean(value) for key, value in method.spread.items()}
-    return MetricRow(
-        method.method, _mean(method.comprehensiveness), _mean(method.sufficiency), _mean(method.area),
-        _mean(method.gap), better, spread,
-    )
-
-
-def _mean(values: np.ndarray) -> float | None:
-    finite = np.asarray(values, dtype=float)
-    finite = finite[np.isfinite(finite)]
-    return float(finite.mean()) if finite.size else None
+    spread = {key: finite_mean(value, None) for key, value in method.spread.items()}
+    means = [finite_mean(values, None) for values in (method.comprehensiveness, method.sufficiency, method.area, method.gap)]
+    return MetricRow(method.method, *means, better, spread)
 
 
 def _mean_matrix(values: np.ndarray) -> list[list[float | None]]:
     count = values.shape[-1]
-    return [[_mean(values[:, i, j]) for j in range(count)] for i in range(count)]
+    return [[finite_mean(values[:, i, j], None) for j in range(count)] for i in range(count)]
 
 
 def _points(curve: np.ndarray, fractions: tuple[float, ...]) -> str:

@@ -14,6 +14,7 @@ axis holds plain indices. NaN is written as null in JSON and empty in CSV.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -142,14 +143,8 @@ def tokens_table(report: ReportData) -> pd.DataFrame:
 
 def checks_table(report: ReportData) -> pd.DataFrame:
     """Return one row per check: section, analyzer, name, value, tolerance, ok, description."""
-    rows = [
-        {
-            "section": row.section, "analyzer": row.analyzer, "name": row.name, "value": row.value,
-            "tolerance": row.tolerance, "ok": row.ok, "description": row.description,
-        }
-        for row in check_rows(report)
-    ]
-    return pd.DataFrame(rows, columns=["section", "analyzer", "name", "value", "tolerance", "ok", "description"])
+    columns = ["section", "analyzer", "name", "value", "tolerance", "ok", "description"]
+    return pd.DataFrame([dataclasses.asdict(row) for row in check_rows(report)], columns=columns)
 
 
 def scalars_table(report: ReportData) -> pd.DataFrame:

@@ -185,23 +185,6 @@ def gradient_pass(
     return order
 
 
-def layers_with_gradients(
-    trace: Trace, ctx: Any, what: str, offload: str = "auto", recompute: str = "auto"
-) -> list[list[StreamedLayer]]:
-    """Return, per example, every layer's StreamedLayer (layer order) with z and ∂score/∂z from one
-    `gradient_pass` (which see), all of them kept at once: for tests and for callers that need every layer;
-    the streamed analyzers consume each layer as the pass reaches it instead."""
-    kept: dict[int, list[StreamedLayer]] = {}
-
-    def keep(index: int, layers: list[StreamedLayer] | None) -> None:
-        if layers is None:
-            raise AnalyzerError(f"{what}: layer {index} was never reached by the backward pass; nothing was kept of it.")
-        kept[index] = layers
-
-    order = gradient_pass(trace, ctx, what, keep, offload, recompute)
-    return [[kept[index][b] for index in range(len(order))] for b in range(trace.encoded.batch)]
-
-
 def _example_layers(trace: Trace, tensors: dict[str, Tensor]) -> list[StreamedLayer]:
     """Return one layer's StreamedLayer per example, over its real positions, from the pass's tensors (`KEPT`)."""
     q, k, v = (tensors[suffix] for suffix in QKV)

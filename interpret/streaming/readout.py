@@ -1,10 +1,10 @@
 """Readout rows of rollout, attention × gradient and gradient-weighted rollout, streamed layer by layer.
 
-Each function takes one example's `StreamedLayer`s (layer order, first to last) and the readout weights w
-[n] (the decision's rows and pooling weights, summing to one) and returns w·M for the method's matrix M
-without forming M or any [head, n, n] pattern: the row vector is carried backwards through the layers and
-each layer's pattern is rebuilt one block of query rows at a time (`pattern_rows`). A block's product is
-float32 (heads fused, rows of a few hundred terms); the carried vector is float64.
+From one example's `StreamedLayer`s (rollout: all of them; the gradient methods: one layer at a time, as the
+gradient pass hands it over) and the readout weights w [n] (the decision's rows and pooling weights, summing
+to one), w·M for the method's matrix M, without forming M or any [head, n, n] pattern: the row vector is
+carried backwards through the layers and each layer's pattern is rebuilt one block of query rows at a time
+(`pattern_rows`). A block's product is float32 (heads fused, rows of a few hundred terms), the carried row float64.
 
 - Rollout (Abnar & Zuidema 2020, eq. of §3; this toolkit's `rollout_math.add_residual`):
   Â_l = rownorm(r·I + (1 − r)·fuse_h A_l), rollout = Â_{L−1} ⋯ Â_start, readout w·rollout:
@@ -162,24 +162,6 @@ def _blocks_layer(
     return carried, worst
 
 
-def attention_gradient_readout(
-    layers: Sequence[StreamedLayer],
-    weights: Float[np.ndarray, " n"],
-    *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
-    method: str = "auto",
-    device: torch.device | None = None,
-) -> tuple[Float[np.ndarray, "layer n"], float]:
-    """Return (per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error): each layer by
-    `attention_gradient_layer`."""
-    out = np.zeros((len(layers), len(weights)))
-    worst = 0.0
-    for index, layer in enumerate(layers):
-        out[index], error = attention_gradient_layer(layer, weights, block_bytes=block_bytes, method=method, device=device)
-        worst = max(worst, error)
-    return out, worst
-
-
 def attention_gradient_layer(
     layer: StreamedLayer,
     weights: Float[np.ndarray, " n"],
@@ -219,23 +201,6 @@ def attention_gradient_layer(
         product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
         out[: product.shape[1]] += to_numpy((rows.float() @ product).double())
     return out, worst
-
-
-def grad_rollout_readout(
-    layers: Sequence[StreamedLayer],
-    weights: Float[np.ndarray, " n"],
-    *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
-    device: torch.device | None = None,
-) -> tuple[Float[np.ndarray, " n"], float]:
-    """Return (w·(I + Ā_{L−1})⋯(I + Ā_0) [n], largest output error), Ā_l = mean_h (∂score/∂A_l ⊙ A_l)⁺: the row
-    carried from the last layer down by `grad_rollout_layer`; device as `rollout_readout`'s."""
-    vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
-    worst = 0.0
-    for layer in reversed(layers):
-        vector, error = grad_rollout_layer(layer, vector, block_bytes=block_bytes, device=device)
-        worst = max(worst, error)
-    return to_numpy(vector), worst
 
 
 def grad_rollout_layer(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import interpret
-from interpret.audit.tables import token_table
+from interpret.audit.tables import token_columns, token_frame
 from interpret.datasets import Example
 from interpret.default_model import load_default
 from interpret.evidence.agreement import rank_agreement
@@ -103,7 +103,7 @@ def test_an_examples_evidence_is_the_same_alone_and_in_any_batch() -> None:
     def run(texts: list[str]) -> tuple[object, object]:
         report = interpret.explain(model, tokenizer, texts, methods, head=head)
         examples = [Example(row=i, text=text) for i, text in enumerate(texts)]
-        tokens = token_table(examples, interpret.encode(tokenizer, texts), [s.result for s in report.sections])
+        tokens = token_frame([token_columns(examples, interpret.encode(tokenizer, texts), [s.result for s in report.sections])])
         return report, tokens
 
     alone = {text: run([text]) for text in (jumper, long_, theatre)}

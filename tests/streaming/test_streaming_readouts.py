@@ -18,13 +18,41 @@ from interpret.errors import AnalyzerError, ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.pattern import StreamedLayer
-from interpret.streaming.readout import attention_gradient_readout, grad_rollout_readout, rollout_readout
-from interpret.streaming.capture import REQUIRES, gradient_pass, layers_from_trace, layers_with_gradients, real_positions
+from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer, rollout_readout
+from interpret.streaming.capture import REQUIRES, gradient_pass, layers_from_trace, real_positions
 from interpret.streaming.pattern import lse_error, output_error, pattern_rows
 
 FAMILIES = ("gpt2", "llama", "bert")
 TOLERANCE = 1e-5
 ONE_ROW = 1  # block_bytes so small that every block is a single query row
+
+
+def layers_with_gradients(trace, ctx, what: str) -> list[list[StreamedLayer]]:
+    """Per example, every layer's StreamedLayer (layer order) with z and ∂score/∂z from one `gradient_pass`,
+    all kept at once (the streamed analyzers consume each layer as the pass reaches it instead)."""
+    kept: dict[int, list[StreamedLayer]] = {}
+
+    def keep(index: int, layers: list[StreamedLayer] | None) -> None:
+        assert layers is not None, f"layer {index} was never reached by the backward pass"
+        kept[index] = layers
+
+    order = gradient_pass(trace, ctx, what, keep)
+    return [[kept[index][b] for index in range(len(order))] for b in range(trace.encoded.batch)]
+
+
+def grad_rollout_row(layers: list[StreamedLayer], weights: np.ndarray) -> np.ndarray:
+    """w·(I + Ā_{L−1})⋯(I + Ā_0) [n]: the row carried from the last layer down by `grad_rollout_layer`."""
+    vector = torch.as_tensor(np.asarray(weights, dtype=np.float64))
+    for layer in reversed(layers):
+        vector, _ = grad_rollout_layer(layer, vector, block_bytes=ONE_ROW)
+    return vector.numpy()
+
+
+def attention_gradient_sums(layers: list[StreamedLayer], weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """(per layer Σ_i w_i Σ_h (A ⊙ ∂score/∂A)[h, i, :] [layer, n], largest output error) by
+    `attention_gradient_layer`."""
+    parts = [attention_gradient_layer(layer, weights, block_bytes=ONE_ROW) for layer in layers]
+    return np.stack([sums for sums, _ in parts]), max(error for _, error in parts)
 
 
 def _trace(family: str, implementation: str = "sdpa", texts=TEXTS):
@@ -114,9 +142,9 @@ def test_streaming_gradients_equal_the_full_statement(family: str) -> None:
     layers = layers_with_gradients(trace, ctx, "test")
     for b, positions in enumerate(real_positions(trace)):
         weights = readout_weights("auto", ctx.targets[b], positions)
-        row, _ = grad_rollout_readout(layers[b], weights, block_bytes=ONE_ROW)
+        row = grad_rollout_row(layers[b], weights)
         assert np.abs(row - rollout[b, positions]).max() <= TOLERANCE
-        sums, error = attention_gradient_readout(layers[b], np.ones(len(positions)), block_bytes=ONE_ROW)
+        sums, error = attention_gradient_sums(layers[b], np.ones(len(positions)))
         assert np.abs(sums - every_row[b][:, positions]).max() <= TOLERANCE * np.abs(every_row).max()
         assert error <= 1e-6  # A·V of every row against the kernel's z
 

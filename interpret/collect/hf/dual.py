@@ -21,7 +21,7 @@ from torch import nn
 
 from interpret.collect.hf import generic
 from interpret.collect.hf.adapter import HFAdapter
-from interpret.collect.hf.media import patch_names, pixels, text_side
+from interpret.collect.hf.media import image_side, patch_names, pixels, text_side
 from interpret.collect.hf.probe import Probe
 from interpret.collect.hf.structure import (
     AttentionCall, ModelLayout, find_stacks, max_positions, position_offset, probe_attentions,
@@ -117,15 +117,7 @@ def prepare_pair(
     batch = int(pixel_values.shape[0])
     if batch != text.batch:
         raise InputError(f"{text.batch} texts but {batch} images were given; give one image per text.")
-    special = torch.zeros(batch, len(names), dtype=torch.bool)
-    special[:, :specials] = True
-    image = Encoded(
-        attention_mask=torch.ones(batch, len(names), dtype=torch.long),
-        tokens=[list(names) for _ in range(batch)],
-        special=special,
-        pixel_values=pixel_values,
-    )
-    return replace(text, image=image)
+    return replace(text, image=image_side(pixel_values, names, specials))
 
 
 ADAPTER = HFAdapter(

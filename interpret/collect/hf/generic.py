@@ -26,6 +26,7 @@ from interpret.collect.hf.layout import build_capturable, run_model
 from interpret.collect.hf.media import pair, prepare_images
 from interpret.collect.hf.probe import Probe, observe
 from interpret.collect.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
+from interpret.collect.prepare import model_device
 from interpret.collect.sites import Capturable
 from interpret.errors import InterpretError, UnsupportedModelError
 
@@ -67,7 +68,7 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
 def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]]) -> Probe:
     """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
-    attempts = (False, True) if _device(model).type == "meta" else (False,)
+    attempts = (False, True) if model_device(model).type == "meta" else (False,)
     failure: Exception | None = None
     for with_mask in attempts:
         try:
@@ -86,7 +87,7 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
 
 def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's inputs: 3 token ids (2 more on a decoder side), or one image at the config's size."""
-    device = _device(model)
+    device = model_device(model)
     config = model.config
     main = _main_input(model)
     if main == "pixel_values":
@@ -111,7 +112,7 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
 def cache_off(model: nn.Module) -> dict[str, Any]:
     """Return {"use_cache": False} for a probe of a model that takes it, except on the meta device: there a
     cache keeps transformers from inspecting position ids for packed sequences (which reads values)."""
-    if "use_cache" not in _parameters(model) or _device(model).type == "meta":
+    if "use_cache" not in _parameters(model) or model_device(model).type == "meta":
         return {}
     return {"use_cache": False}
 
@@ -184,12 +185,6 @@ def _parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
         return inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return {}
-
-
-def _device(model: nn.Module) -> torch.device:
-    for param in model.parameters():
-        return param.device
-    return torch.device("cpu")
 
 
 def _dtype(model: nn.Module) -> torch.dtype:

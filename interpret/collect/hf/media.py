@@ -50,9 +50,15 @@ def prepare_images(
         return inputs
     pixel_values = pixels(processor, inputs, image_size=image_size, channels=channels)
     names = patch_names((image_size[0] // patch_size[0], image_size[1] // patch_size[1]), specials)
+    return image_side(pixel_values, names, len(specials))
+
+
+def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Encoded:
+    """Return the Encoded of images `pixel_values` [batch, channel, height, width] whose positions are `names`
+    (the same for every image), the first `specials` of them special."""
     batch = int(pixel_values.shape[0])
     special = torch.zeros(batch, len(names), dtype=torch.bool)
-    special[:, : len(specials)] = True
+    special[:, :specials] = True
     return Encoded(
         attention_mask=torch.ones(batch, len(names), dtype=torch.long),
         tokens=[list(names) for _ in range(batch)],

@@ -89,7 +89,6 @@ def model_layout(
     if not calls:
         raise UnsupportedModelError(_no_attention_reason(model, probe))
     stacks = find_stacks(model, probe, calls)
-    config = model.config
     if len(stacks) == 2 and any(a.name == "cross_attn" for a in stacks[1].attentions):
         encoder, decoder = stacks
         stacks = [replace(encoder, prefix="encoder.", side="main"), replace(decoder, prefix="decoder.", side="decoder")]
