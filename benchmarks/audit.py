@@ -3,7 +3,7 @@
 Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 64] [--batches 1 8 32]
                                   [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile] [--stages]
                                   [--texts synthetic|heldout] [--drivers K]
-Analyzers: the default audit's (`interpret.analyze.defaults`, its lead chosen on the model as `run_audit`
+Analyzers: the default audit's (`interpret.analysis.defaults`, its lead chosen on the model as `run_audit`
 chooses it) unless --analyzers names others (the default list itself, in its order, means the defaults: to time
 the earlier decompx-led audit, name it in another order, `--analyzers decompx attention_entropy rollout`). Model: the default model (MiniLM-L6 + sentiment head). Every text
 is exactly --tokens tokens (longer texts cut with max_length). Two references, both loops a user would write:
@@ -52,18 +52,18 @@ import torch  # noqa: E402
 from _bench import CpuWatch, mib, peak_bytes, table  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret.analyze import required_names  # noqa: E402
-from interpret.analyze.defaults import DEFAULT_ANALYZERS  # noqa: E402
+from interpret.analysis import required_names  # noqa: E402
+from interpret.analysis.defaults import DEFAULT_ANALYZERS  # noqa: E402
 from interpret.audit import AuditOptions, overlap, run_audit  # noqa: E402
-from interpret.request import DEFAULT_DRIVERS  # noqa: E402
 from interpret.audit.checks import effective_params  # noqa: E402
 from interpret.audit.engine import analyze_batch, capture_batch  # noqa: E402
 from interpret.audit.kernel import audit_implementation  # noqa: E402
 from interpret.audit.runner import audit_defaults  # noqa: E402
-from interpret.datasets import Example  # noqa: E402
-from interpret.default_model import DEFAULT_MODEL_ID, load_default  # noqa: E402
-from interpret.loading import load  # noqa: E402
+from interpret.models.default_model import DEFAULT_MODEL_ID, load_default  # noqa: E402
+from interpret.models.loading import load  # noqa: E402
 from interpret.pipeline import Plan  # noqa: E402
+from interpret.reading.datasets import Example  # noqa: E402
+from interpret.request import DEFAULT_DRIVERS  # noqa: E402
 
 WORDS = "the film was quietly brilliant although its ending felt rushed and a little dull to me".split()
 
@@ -108,9 +108,9 @@ def timings(fns: list[Callable[[], object]], repeat: int, device: str) -> list[t
 
 
 STAGES = {  # stage → (module path suffix, function): cumulative profile time of these calls
-    "capture (collect: forward + hooks)": ("interpret/collect/api.py", "collect"),
-    "decision": ("interpret/decision.py", "decide"),
-    "analyzers": ("interpret/analyze/run.py", "analyze"),
+    "capture (collect: forward + hooks)": ("interpret/capture/api.py", "collect"),
+    "decision": ("interpret/decision/decide.py", "decide"),
+    "analyzers": ("interpret/analysis/run.py", "analyze"),
     "tables (columns)": ("interpret/audit/tables.py", ("token_columns", "example_columns")),
     "parts (write + check + read)": ("interpret/audit/", ("write_part", "checked_parts", "_read_parts")),
     "fingerprint": ("interpret/audit/identity.py", "fingerprint_parts"),

@@ -47,7 +47,7 @@ import torch  # noqa: E402
 
 import interpret  # noqa: E402
 from interpret.inputs import Encoded, from_ids  # noqa: E402
-from interpret.loading import load  # noqa: E402
+from interpret.models.loading import load  # noqa: E402
 
 CONFIGS = ("sdpa forward", "eager + attentions", "capture all (sdpa)", "capture 2 (sdpa)", "capture all (eager)")
 
@@ -64,7 +64,7 @@ def llama_model() -> str:
     the toolkit's cache so the per-configuration subprocesses load the same weights."""
     import transformers
 
-    from interpret.cache import cache_dir
+    from interpret.files.cache import cache_dir
 
     directory = cache_dir() / "benchmarks" / "llama-random-384x6"
     if not (directory / "config.json").is_file():
@@ -224,7 +224,7 @@ def bench(args: argparse.Namespace) -> None:
     sdpa, tokenizer = load(args.model, device=args.device)
     eager, _ = load(args.model, device=args.device, attn_implementation="eager")
     device = next(sdpa.parameters()).device
-    from interpret.collect.hf.registry import adapter_for
+    from interpret.capture.hf.registry import adapter_for
 
     print(f"model {args.model} ({type(sdpa).__name__}, adapter: {adapter_for(sdpa).name})")
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}),"

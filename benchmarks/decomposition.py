@@ -37,7 +37,7 @@ from _bench import mib, peak_bytes, peak_in_fresh_process, table, timings  # noq
 from flow import TEXT  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret.default_model import load_default  # noqa: E402
+from interpret.models.default_model import load_default  # noqa: E402
 from interpret.plugins.alti import STREAM  # noqa: E402
 
 METHODS = ("norm_attention", "globenc", "alti", "value_zeroing")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import peak_bytes, peak_in_fresh_process, table, timings  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret.analyze.run import required_names, run_context  # noqa: E402
+from interpret.analysis.run import required_names, run_context  # noqa: E402
 
 DATA = Path(interpret.__file__).parent / "data" / "sentiment_heldout.jsonl"
 GROUPS = ((8, 12), (13, 16), (17, 20), (21, 64))  # token counts ([CLS] and [SEP] included) of the shipped sentences
@@ -86,7 +86,7 @@ def measure(model, tokenizer, head, text: str, repeat: int, with_ig: bool) -> di
 
 def child(method: str, dtype_name: str, text: str) -> None:
     """Print the peak bytes of one `method` run on `text` in this (fresh) process, after the model and trace."""
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     model, head = model.to(getattr(torch, dtype_name)), head.to(getattr(torch, dtype_name))
@@ -116,7 +116,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     long = [int(n) for n in args.long.split(",") if n]

@@ -4,7 +4,7 @@ python benchmarks/default_head.py [--device cpu] [--threads N] [--write]
 
 Prints one row per head: what it was fitted on, the C chosen by cross-validation, held-out and plain
 accuracy, the wall time of the fit (embedding the sentences included) and the peak memory it added. With
---write, the logistic head is shipped as the default model's (`interpret.default_model.write_head`:
+--write, the logistic head is shipped as the default model's (`interpret.models.default_model.write_head`:
 interpret/data/models/sentiment-head.safetensors and its sha256), unless its held-out accuracy is under
 MIN_HELDOUT_ACCURACY (then exit 1, nothing written); the README states the shipped head's numbers.
 """
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import peak_bytes  # noqa: E402
 
-from interpret import default_model as dm  # noqa: E402
 from interpret.errors import ConfigError  # noqa: E402
-from interpret.loading import load  # noqa: E402
+from interpret.models import default_model as dm  # noqa: E402
+from interpret.models.loading import load  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import table, timings  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret.analyze import registry  # noqa: E402
-from interpret.analyze.run import required_names, run_context  # noqa: E402
-from interpret.decision import TargetRequest, decide  # noqa: E402
+from interpret.analysis import registry  # noqa: E402
+from interpret.analysis.run import required_names, run_context  # noqa: E402
+from interpret.decision.decide import TargetRequest, decide  # noqa: E402
 from interpret.evidence import evaluate_evidence  # noqa: E402
 from interpret.evidence.suite import run_suite  # noqa: E402
 
@@ -57,7 +57,7 @@ def default_model_rows(
     """Return (per method the mean metrics over the held-out sentences done, the analyzers that failed on the
     default model with their one-line reason, how many sentences were done). With `progress`, the table so far
     is written there (JSON) after every batch, so an interrupted run still leaves its numbers."""
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
     from interpret.errors import InterpretError
 
     model, tokenizer, head = load_default("cpu")
@@ -125,7 +125,7 @@ def _summarise(per: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, fl
 def evidence_overhead(sentences: int, repeat: int) -> tuple[list[float], list[float]]:
     """Return the wall times of a default `explain` (the default analyzers) on `sentences` sentences, without
     and with evidence, `repeat` times each (after one warm-up of each)."""
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     texts = [json.loads(line)["text"] for line in DATA.read_text(encoding="utf-8").splitlines()[:sentences]]

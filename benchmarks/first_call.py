@@ -10,7 +10,7 @@ A second table times each compiled kernel alone in a fresh process with an empty
 write the cache) against loading it from that cache in another fresh process, after numba's own start-up
 (a trivial compiled function), so it shows what a first call is made of. The specialised flow kernel and
 the bounds kernel compile only for long inputs; rollout's augmentation only for layers above
-`interpret.threads.SERIAL_WORK` head entries.
+`interpret.runtime.threads.SERIAL_WORK` head entries.
 
     python benchmarks/first_call.py [--text TEXT] [--repeat 3]
 """

@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT.parent / "tests" / "analyzers"))
 from _bench import mib, table  # noqa: E402
 from flow_reference import layered_graph, residual_augmented  # noqa: E402
 
-from interpret import threads  # noqa: E402
 from interpret.plugins import flow_math  # noqa: E402
+from interpret.runtime import threads  # noqa: E402
 
 # Public domain (Dickens, A Tale of Two Cities, 1859).
 TEXT = (
@@ -224,7 +224,7 @@ def fresh_peak_matrix(augmented: np.ndarray) -> int | None:
 def busy_table(lengths: list[int], repeat: int) -> str:
     """Return one readout row's time on idle cores and beside a busy loop per core: the thread policy vs one thread.
 
-    "policy" is flow_math's default (interpret.threads: every core for jobs above SERIAL_WORK, one below);
+    "policy" is flow_math's default (interpret.runtime.threads: every core for jobs above SERIAL_WORK, one below);
     "1 thread" passes workers=1. Wall seconds, median of `repeat`.
     """
     rows = []

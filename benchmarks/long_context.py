@@ -12,7 +12,7 @@ the child's peak resident set is its own):
                every layer. Skipped (with its estimate) above --eager-bound bytes of patterns.
     s_rollout  interpret.collect of hook_q, hook_k, hook_lse (the SDPA kernel's own lse, through the recorder;
                offload=True on CUDA) + `rollout`, streamed: what `explain(limits=Limits(streaming=...))` runs.
-    s_rollout_k one forward inside `interpret.collect.kernel.kernel_records` (SDPA served by the fused kernel,
+    s_rollout_k one forward inside `interpret.capture.kernel.kernel_records` (SDPA served by the fused kernel,
                which keeps q, k and its own lse) + `rollout_readout` over `KernelLayers` (the streaming API one
                level down: no trace, no decision step; --offload keeps q, k in pinned host memory on CUDA).
     s_attgrad  interpret.collect of one small hook + `attention_x_gradient`, streamed, with
@@ -110,7 +110,7 @@ def _child(args: argparse.Namespace) -> None:
     import interpret
     from interpret.reference import vocab
     from interpret.streaming.capture import REQUIRES
-    from interpret.collect.kernel import kernel_records
+    from interpret.capture.kernel import kernel_records
     from interpret.streaming.kernel import KernelLayers
     from interpret.streaming.readout import rollout_readout
 

@@ -18,7 +18,7 @@ For each length n (real English text repeated and cut to n tokens) it prints med
 The products use NumPy's BLAS threads: on a machine shared with other jobs their times scatter widely, so
 each is the median of --repeat runs.
 
-Two more tables show the thread policy (interpret/threads.py), each on idle cores and beside a busy loop on
+Two more tables show the thread policy (interpret/runtime/threads.py), each on idle cores and beside a busy loop on
 every core (another process spinning, as on a shared machine):
 
     threshold       the compiled augmentation pass of one layer (12 heads) on 1 thread and on every core
@@ -54,9 +54,9 @@ from flow import busy_cores, minilm_attention  # noqa: E402
 import torch  # noqa: E402
 
 import interpret  # noqa: E402
-from interpret import threads  # noqa: E402
 from interpret.inputs import from_ids  # noqa: E402
 from interpret.plugins import rollout_math  # noqa: E402
+from interpret.runtime import threads  # noqa: E402
 from interpret.trace import Trace, TraceMeta  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 Importing an analyzer imports torch, most of a second before any line is printed. This module parses the
 plugin's module with `ast` (nothing executes), reads the class attributes as literals (following bases of
-the same module) and checks them with the contract's one statement of rules (`interpret.analyzer_rules`).
+the same module) and checks them with the contract's one statement of rules (`interpret.registration.analyzer_rules`).
 An entry whose source cannot vouch for it (a computed attribute, a base from another module, no .py file,
 a failed rule) is loaded by the registry instead, which gives its exact error. What only running the import
 shows (a failing import, `Params` that cannot be built) is found by `list --check`; `checked` says which
@@ -18,8 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from interpret.analyzer_rules import ATTRIBUTES, DEFERRED, GROUP, problem, signature
-from interpret.entry_points import Entry, entry, sorted_entry_points
+from interpret.registration.analyzer_rules import ATTRIBUTES, DEFERRED, GROUP, problem, signature
+from interpret.registration.entry_points import Entry, entry, sorted_entry_points
 
 def entry_point_names() -> list[str]:
     """Return the names of every registered analyzer entry point (broken or not), sorted."""
@@ -37,7 +37,7 @@ def listings(check: bool = False) -> list[Entry]:
             found[ep.name] = listed
         else:
             return list(found.values())
-    from interpret.analyze import registry
+    from interpret.analysis import registry
 
     return list(registry.entries().values())
 

@@ -46,7 +46,7 @@ def list_analyzers(fmt: str, check: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format.")
 def show(name: str, fmt: str) -> None:
     """Show one analyzer: summary, what it reads from the trace, and its parameters."""
-    from interpret.analyze import describe, registry
+    from interpret.analysis import describe, registry
     from interpret.cli.common import json_text
     from interpret.errors import AnalyzerError
 

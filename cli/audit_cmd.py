@@ -2,7 +2,7 @@
 
 This module owns the command's options and their checks, all made before the model loads (the input file,
 the output directory, analyzers and their parameters, the model's kind, gold labels against the model's
-classes by `interpret.labels`' rule, every example's length); `interpret.audit.run_audit` does the audit. A
+classes by `interpret.decision.labels`' rule, every example's length); `interpret.audit.run_audit` does the audit. A
 SIGTERM stops it as Ctrl-C does: the finished batches are stored, the command exits 130 with one line, and
 running it again resumes.
 """
@@ -172,7 +172,7 @@ def audit_table(outcome: Any, input_name: str) -> list[str]:
 
 def _check_column(input_file: Path, column: str) -> None:
     """Refuse (exit 2) a --slice-by column no row of the input has, naming the columns it has."""
-    from interpret.datasets import read_column
+    from interpret.reading.datasets import read_column
     from interpret.errors import InterpretError
 
     try:
@@ -205,8 +205,8 @@ def _captures_patterns(names: list[str], streamed: list[str]) -> bool:
     """Return whether the audit of these analyzers (those in `streamed` run streamed) captures every [layer, head,
     n, n] pattern: when one reads them, or when none reads anything (the audit then captures the patterns, as
     `run_audit` does)."""
-    from interpret.analyze import required_names
-    from interpret.analyze.strategy import needs_patterns
+    from interpret.analysis import required_names
+    from interpret.analysis.strategy import needs_patterns
 
     requires = required_names({name: "streamed" if name in streamed else "full" for name in names})
     return not requires or needs_patterns(requires)

@@ -93,8 +93,8 @@ def collect(
     lengths = check_lengths(prerun.exact_counts(tokenizer, checked), limit, max_length, Source("--text"))
     _check_capture(plan, lengths, globs, layer_list, head_list, reduce)
 
-    from interpret.collect import collect as run_collect
-    from interpret.trace_io import save_trace
+    from interpret.capture import collect as run_collect
+    from interpret.files.trace_io import save_trace
 
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     trace = run_collect(

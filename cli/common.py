@@ -18,7 +18,7 @@ import click
 
 from interpret.cli.options import PROGRESS_KEY
 from interpret.cli.output import safe
-from interpret.progress import Advance, Stage
+from interpret.runtime.progress import Advance, Stage
 
 log = logging.getLogger("interpret")
 _WARNINGS = logging.getLogger("py.warnings")
@@ -96,8 +96,8 @@ def progress(total: int, description: str, quiet: bool, unit: str = "it") -> Ite
 
 @contextmanager
 def stages(quiet: bool) -> Iterator[Stage]:
-    """Yield the library's progress hook (`interpret.progress.Stage`): each stage draws a bar of its own on stderr
-    (total 0: a count without a total) and closes the one before, so one line shows where a long run is."""
+    """Yield the library's progress hook (`interpret.runtime.progress.Stage`): each stage draws a bar of its own on
+    stderr (total 0: a count without a total) and closes the one before, so one line shows where a long run is."""
     shown: list[Any] = []
 
     def stage(description: str, total: int, unit: str) -> Advance:
@@ -139,11 +139,11 @@ def load_model(
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()  # our own bar covers loading; two bars on stderr interleave badly
     if name is None:
-        from interpret.default_model import DEFAULT_MODEL_ID, load_default
+        from interpret.models.default_model import DEFAULT_MODEL_ID, load_default
 
         model, tokenizer, head = load_default(device)
         return Loaded(model, tokenizer, head, DEFAULT_MODEL_ID)
-    from interpret.loading import load
+    from interpret.models.loading import load
 
     model, tokenizer = load(name, device=device, dtype=dtype, allow_pickle=allow_pickle,
                             allow_missing_weights=allow_missing_weights)
@@ -173,7 +173,7 @@ def write_json_stream(data: Any, destination: str, max_bytes: int | None) -> int
     The text is encoded in chunks into a temporary file, so that no second copy of a large report is held in
     memory, and refused (ReportError, nothing written) as soon as it passes `max_bytes`.
     """
-    from interpret.atomic import atomic_path
+    from interpret.files.atomic import atomic_path
 
     encoder = json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=str)
     if destination == "-":

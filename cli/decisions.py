@@ -7,7 +7,7 @@ from typing import Any
 
 
 def decision_lines(decisions: Sequence[Any], ids: Sequence[str | None] | None, tokenizer: Any) -> list[str]:
-    """Return one line per example's `interpret.decision.Decision`, e.g.
+    """Return one line per example's `interpret.decision.decide.Decision`, e.g.
 
     `example 0 (id 17): prediction positive (p=0.93); explaining positive [prediction]; gold negative (wrong)`, or
     with a contrast `explaining negative (p=0.189) rather than positive (p=0.811) [given]`.
@@ -52,7 +52,7 @@ def _probability(value: float | None) -> str:
 
 def _token_display(tokenizer: Any) -> Any:
     """Return a function showing a raw token as its text, quoted (`'Paris'`, `' the'` keeps its space)."""
-    from interpret.text import display_tokens, token_scheme
+    from interpret.reading.text import display_tokens, token_scheme
 
     scheme = token_scheme(tokenizer)
 

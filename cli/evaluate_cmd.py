@@ -85,7 +85,7 @@ def evaluate(
     if output == "-":
         say(text)
     else:
-        from interpret.atomic import write_atomically
+        from interpret.files.atomic import write_atomically
 
         write_atomically(Path(output), text + "\n")
         say(f"wrote {output}")
@@ -124,7 +124,7 @@ def _on_texts(
     loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
     data: dict[str, Any] = {"model": loaded.model_id}
     if "erasers" in chosen:
-        from interpret.analyze.run import required_names
+        from interpret.analysis.run import required_names
         from interpret.pipeline import Plan, run_plan
         from interpret.request import EvidenceOptions
 

@@ -209,7 +209,7 @@ def _label_indices(plan: ModelPlan, examples: list, path: Path, default_head: bo
 
 
 def _default_labels() -> tuple[str, ...]:
-    from interpret.default_model import LABELS
+    from interpret.models.default_model import LABELS
 
     return tuple(LABELS)
 

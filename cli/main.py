@@ -112,7 +112,7 @@ def _settle_stdout() -> None:
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        from interpret.versions import library_versions
+        from interpret.runtime.versions import library_versions
 
         versions = library_versions()
         names = ("transformer-audit", "torch", "transformers")

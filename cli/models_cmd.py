@@ -10,7 +10,7 @@ import click
 from interpret.cli.common import json_text
 
 if TYPE_CHECKING:
-    from interpret.collect.hf.catalog import TypeSupport
+    from interpret.capture.hf.catalog import TypeSupport
 
 
 @click.command(short_help="List the model types transformers knows: supported or not, by which adapter, with which hook points.")
@@ -28,7 +28,7 @@ def models(model_types: tuple[str, ...], statuses: tuple[str, ...], probe: bool,
     Without names it lists at once what is known without building a model: the cached outcome of each type
     probed before (by name, by --probe, or by a command that used it) and, for the rest, `unprobed` with the
     adapter that would serve it. Naming model types probes them and shows each one's hook points in full."""
-    from interpret.collect.hf import catalog
+    from interpret.capture.hf import catalog
     from interpret.errors import suggest
 
     known = catalog.model_types()

@@ -91,7 +91,7 @@ def checked_streamed(names: Sequence[str], why: str, *, leave_out: bool) -> list
     line) one that needs every pattern and has no streamed computation, unless `leave_out` (the default set:
     `explain` and the audit leave it out with a note)."""
     from interpret.errors import AnalyzerError
-    from interpret.analyze.strategy import streamed_strategies
+    from interpret.analysis.strategy import streamed_strategies
 
     try:
         chosen, _ = streamed_strategies(names, why, leave_out=leave_out)

@@ -13,14 +13,14 @@ EXIT_INTERRUPTED = 130
 
 
 def safe(text: str) -> str:
-    """Return `text` with what a terminal would act on escaped (`interpret.text.printable`), line by line."""
+    """Return `text` with what a terminal would act on escaped (`interpret.reading.text.printable`), line by line."""
     lines = text.split("\n")
     if all(line.isprintable() for line in lines):
         # str.isprintable() is False for every control, surrogate, separator and format character (the bidi
         # controls are format characters), so such lines hold nothing to escape; only other text pays for
-        # importing interpret.text, which imports numpy.
+        # importing interpret.reading.text, which imports numpy.
         return text
-    from interpret.text import printable
+    from interpret.reading.text import printable
 
     return "\n".join(printable(line) for line in lines)
 

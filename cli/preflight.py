@@ -1,7 +1,7 @@
 """The checks every command makes before a model loads: the model's files and config, inputs, outputs, analyzers.
 
 Each check raises a usage error (exit 2) that names the bad value and says what to do. The model is known
-here only by its directory and config.json (`interpret.checkpoint`, `interpret.estimate.facts`): nothing
+here only by its directory and config.json (`interpret.estimate.checkpoint`, `interpret.estimate.facts`): nothing
 imports torch, so a command line that cannot work is refused in a fraction of a second.
 """
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interpret.checkpoint import Checkpoint, locate
 from interpret.cli.analyzer_index import entry_point_names
 from interpret.cli.output import usage_error
 from interpret.errors import InterpretError, suggest
+from interpret.estimate.checkpoint import Checkpoint, locate
 from interpret.estimate.facts import ModelFacts, model_facts, token_limit, tokenizer_limit
-from interpret.text_size import check_text_bytes
+from interpret.reading.text_size import check_text_bytes
 
 if TYPE_CHECKING:
     from interpret.cli.budget import Source
@@ -50,7 +50,7 @@ class ModelPlan:
     def labels(self) -> tuple[str, ...]:
         """Return the class names the decision can target (importing the default head's labels if needed)."""
         if self.default:
-            from interpret.default_model import LABELS
+            from interpret.models.default_model import LABELS
 
             return tuple(LABELS)
         return self.facts.labels
@@ -163,9 +163,9 @@ def check_input_file(path: Path, option: str = "--input") -> list:
 def check_dataset(
     path: Path, option: str = "--input", *, label_column: str = "label", skip_empty: bool = False, empty_hint: str = ""
 ) -> Any:
-    """Return the `interpret.datasets.Dataset` of an input file (read_dataset with these options); usage error
+    """Return the `interpret.reading.datasets.Dataset` of an input file (read_dataset with these options); usage error
     for anything unusable (ending with `empty_hint` for a row without text)."""
-    from interpret.datasets import EmptyText, read_dataset
+    from interpret.reading.datasets import EmptyText, read_dataset
 
     try:
         return read_dataset(path, label_column=label_column, skip_empty=skip_empty)
@@ -175,9 +175,9 @@ def check_dataset(
 
 
 def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, option: str = "--input") -> list[int | None]:
-    """Return the class each example's label names (`interpret.labels.resolve_labels`, the rule every reader of
+    """Return the class each example's label names (`interpret.decision.labels.resolve_labels`, the rule every reader of
     labels uses); usage error naming the file's line of the first label that names no class of `classes`."""
-    from interpret.labels import resolve_labels
+    from interpret.decision.labels import resolve_labels
 
     try:
         return resolve_labels([example.label for example in examples], classes, lambda i: examples[i].place(path.name))
@@ -186,7 +186,7 @@ def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, op
 
 
 def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source) -> None:
-    """Refuse the first text of more bytes than the model's token limit could hold (`interpret.text_size`),
+    """Refuse the first text of more bytes than the model's token limit could hold (`interpret.reading.text_size`),
     before any tokenizer reads it: every command that tokenizes texts calls this first."""
     limit = token_limit(plan.facts, tokenizer_limit(plan.checkpoint.directory))
     try:
@@ -230,7 +230,7 @@ def parse_sets(values: Sequence[str], analyzers: Sequence[str]) -> dict[str, dic
 
 
 def default_analyzers(constant: str = "DEFAULT_ANALYZERS") -> Any:
-    """Return interpret.analyze.defaults.DEFAULT_ANALYZERS (or another `constant` of it) without importing the
+    """Return interpret.analysis.defaults.DEFAULT_ANALYZERS (or another `constant` of it) without importing the
     `interpret.analyze` package.
 
     The defaults module has no imports by design, but importing it runs its package's __init__, which
@@ -240,13 +240,13 @@ def default_analyzers(constant: str = "DEFAULT_ANALYZERS") -> Any:
 
     package = importlib.util.find_spec("interpret")
     for location in (package.submodule_search_locations or []) if package is not None else []:
-        path = Path(location) / "analyze" / "defaults.py"
-        spec = importlib.util.spec_from_file_location("_interpret_analyze_defaults", path)
+        path = Path(location) / "analysis" / "defaults.py"
+        spec = importlib.util.spec_from_file_location("_interpret_analysis_defaults", path)
         if spec is None or spec.loader is None or not path.is_file():
             continue
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return getattr(module, constant)
-    from interpret.analyze import defaults
+    from interpret.analysis import defaults
 
     return getattr(defaults, constant)

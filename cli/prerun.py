@@ -17,8 +17,8 @@ from interpret.errors import InterpretError, suggest
 
 def check_analyzers_load(names: Sequence[str], params: dict[str, dict[str, str]]) -> list[Any]:
     """Return the analyzer classes; usage error for a broken analyzer or a bad parameter value."""
-    from interpret.analyze import registry
-    from interpret.analyze.params import build
+    from interpret.analysis import registry
+    from interpret.analysis.params import build
 
     classes = []
     for name in names:
@@ -45,11 +45,11 @@ def check_device(device: str) -> None:
 
 def on_cuda(device: str) -> bool:
     """Return whether `--device` (auto, cpu or cuda, already checked by `check_device`) runs the model on a CUDA
-    device on this machine: the loader's own rule (`interpret.loading.resolve_device`), torch left unimported
+    device on this machine: the loader's own rule (`interpret.models.loading.resolve_device`), torch left unimported
     for cpu."""
     if device == "cpu":
         return False
-    from interpret.loading import resolve_device
+    from interpret.models.loading import resolve_device
 
     return resolve_device(device).type == "cuda"
 
@@ -59,9 +59,9 @@ def check_adapter(plan: ModelPlan) -> None:
     or one whose base model the catalog (`interpret models`, cached per version) found unsupported."""
     if plan.default:
         return
-    from interpret.collect.hf.catalog import catalog
-    from interpret.collect.hf.catalog import model_types as known_types
-    from interpret.collect.hf.registry import model_types
+    from interpret.capture.hf.catalog import catalog
+    from interpret.capture.hf.catalog import model_types as known_types
+    from interpret.capture.hf.registry import model_types
 
     model_type = plan.facts.model_type
     if model_type in model_types():
@@ -80,7 +80,7 @@ def check_adapter(plan: ModelPlan) -> None:
 
 def load_tokenizer(plan: ModelPlan) -> Any:
     """Return the tokenizer the run will use (read offline, no remote code); usage error when there is none."""
-    from interpret.loading import load_preprocessor
+    from interpret.models.loading import load_preprocessor
 
     location = plan.checkpoint.name if plan.checkpoint.hub else str(plan.checkpoint.directory)
     try:
@@ -112,17 +112,17 @@ def check_targets(plan: ModelPlan, tokenizer: Any, *, target: str | None, contra
             continue
         try:
             if decision == "class":
-                from interpret.decision import resolve_class
+                from interpret.decision.decide import resolve_class
 
                 resolve_class(value, plan.labels())
             elif decision == "token" and plan.facts.vocab_size:
-                from interpret.decision import resolve_token
+                from interpret.decision.decide import resolve_token
 
                 resolve_token(value, tokenizer, plan.facts.vocab_size)
         except InterpretError as err:
             raise usage_error(f"{option}: {err}") from None
     if decision == "class" and target is not None and contrast is not None:
-        from interpret.decision import resolve_class
+        from interpret.decision.decide import resolve_class
 
         if resolve_class(target, plan.labels()) == resolve_class(contrast, plan.labels()):
             raise usage_error(f"--contrast {contrast!r} names the same class as --target {target!r}; contrast it with another.")

@@ -36,7 +36,7 @@ class _Inputs:
     gold: list[str | None] | None
     stem: str
     source: Source
-    examples: list | None = None  # as read from --input (interpret.datasets.Example)
+    examples: list | None = None  # as read from --input (interpret.reading.datasets.Example)
 
 
 @click.command()

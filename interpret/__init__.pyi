@@ -1,11 +1,11 @@
 # The public API of `interpret`, written once: type checkers read these imports, and `interpret/__init__.py`
 # hands them to lazy_loader, which imports each name's module on first use.
-from .analyze import AnalyzerResult as AnalyzerResult
-from .analyze import analyze as analyze
-from .analyze import analyzers as analyzers
+from .analysis import AnalyzerResult as AnalyzerResult
+from .analysis import analyze as analyze
+from .analysis import analyzers as analyzers
 from .api import explain as explain
 from .api import load as load
-from .collect import collect as collect
+from .capture import collect as collect
 from .errors import AnalyzerError as AnalyzerError
 from .errors import CaptureError as CaptureError
 from .errors import ConfigError as ConfigError

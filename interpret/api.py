@@ -12,30 +12,30 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.decision import TargetRequest
-from interpret.default_model import load_default
+from interpret.analysis.defaults import DEFAULT_ANALYZERS
+from interpret.decision.decide import TargetRequest
+from interpret.decision.generate import generated_inputs
 from interpret.errors import ModelLoadError
-from interpret.generate import generated_inputs
 from interpret.inputs import Encoded
-from interpret import loading
-from interpret.loading import load_notes
+from interpret.models import loading
+from interpret.models.default_model import load_default
+from interpret.models.loading import load_notes
 from interpret.pipeline import plan_for, run_plan
-from interpret.progress import Stage
 from interpret.report import Report, RunInfo, build_report
 from interpret.report.classes import compared
 from interpret.request import EvidenceOptions, Limits, Subject, View
-from interpret.versions import library_versions
+from interpret.runtime.progress import Stage
+from interpret.runtime.versions import library_versions
 
 
 def load(
     path_or_name: str | os.PathLike[str] | None = None, device: str | torch.device = "auto", dtype: Any = None,
     **options: Any,
 ) -> tuple[nn.Module, Any | None]:
-    """Return (model in eval mode on `device`, its tokenizer or image processor): `interpret.loading.load` for a
+    """Return (model in eval mode on `device`, its tokenizer or image processor): `interpret.models.loading.load` for a
     directory or a cached hub name (`options`: its keywords); with no name, the built-in default model
-    (MiniLM-L6, `interpret.default_model.load_default`), whose shipped sentiment head `explain`, `analyze` and the
-    audit then use without `head=` (recorded against the model object: `decision_head`)."""
+    (MiniLM-L6, `interpret.models.default_model.load_default`), whose shipped sentiment head `explain`, `analyze` and
+    the audit then use without `head=` (recorded against the model object: `decision_head`)."""
     if path_or_name is not None:
         return loading.load(path_or_name, device, dtype, **options)
     revision = options.pop("revision", None)
@@ -77,7 +77,7 @@ def explain(
         and keeps a CUDA model's trace in pinned host memory (`collect(offload=True)`).
     view: the layers and heads the attention views embed, the model's name and notes shown at the top of the
         report (`interpret.request.View`).
-    progress: the progress hook (`interpret.progress`): the analyzers in examples (each analyzer over each
+    progress: the progress hook (`interpret.runtime.progress`): the analyzers in examples (each analyzer over each
         example), then the evidence in examples.
     """
     started = time.perf_counter()

@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 
 from interpret.errors import InputError
-from interpret.text import marker_word_ids, token_scheme
-from interpret.text_size import check_text_bytes
+from interpret.reading.text import marker_word_ids, token_scheme
+from interpret.reading.text_size import check_text_bytes
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a real limit.
 _NO_LIMIT = 1_000_000
@@ -37,7 +37,7 @@ class Encoded:
         word_ids: per example, the word each position belongs to (None for special tokens and padding), as
             the tokenizer groups subwords; () when the tokenizer cannot tell.
         scheme: how the tokens mark subwords ("byte_bpe", "sentencepiece", "wordpiece" or "plain";
-            `interpret.text.token_scheme`), so that they can be shown as the words a person reads.
+            `interpret.reading.text.token_scheme`), so that they can be shown as the words a person reads.
     """
 
     attention_mask: Tensor
@@ -185,7 +185,7 @@ def encode(
 
     A text longer than `limit` raises InputError unless `max_length` asks for truncation; `max_length`
     above `limit` is refused too, and so is a text of more bytes than `limit` tokens could hold
-    (`interpret.text_size`), before it is tokenized. A truncated text is cut by the tokenizer itself
+    (`interpret.reading.text_size`), before it is tokenized. A truncated text is cut by the tokenizer itself
     (`truncation=True`: on its truncation side, its special tokens kept), a continuation staying whole after
     it. A batch of one is never padded. A tokenizer without a pad token (GPT-2, Llama) is padded with its
     end-of-sequence token (else its beginning-of-sequence or unknown token), which the attention mask hides;
@@ -334,8 +334,8 @@ def continued(tokenizer: Any, encoded: Encoded, continuations: Sequence[Sequence
     """Return `encoded` with `continuations[b]` (token ids) after example b's real tokens, re-padded on the
     tokenizer's padding side and counted in `Encoded.continuation`: the tokens a language model's explanation
     targets, one per token, as a text continuation's are (`encode`). This is how generated tokens
-    (`interpret.generate`) join the prompt they were generated from, unchanged (no decoding and re-tokenizing).
-    Their words are read from the tokens' markers (`interpret.text.marker_word_ids`), numbered after the prompt's.
+    (`interpret.decision.generate`) join the prompt they were generated from, unchanged (no decoding and re-tokenizing).
+    Their words are read from the tokens' markers (`interpret.reading.text.marker_word_ids`), numbered after the prompt's.
     """
     if encoded.input_ids is None or encoded.continuation or len(continuations) != encoded.batch:
         raise InputError("continued() takes token ids without a continuation, and one continuation per example.")

@@ -13,18 +13,18 @@ from typing import Any
 
 from torch import nn
 
-from interpret.analyze import AnalyzerResult, registry, required_names
-from interpret.analyze.defaults import DEFAULT_ANALYZERS
-from interpret.analyze.lead import Note, capturable_leads, run_analyzers, streamed_defaults
-from interpret.analyze.contract import RunContext
-from interpret.analyze.run import analyze, resolve_name, retargeted, run_context
-from interpret.analyze.strategy import streamed_strategies
-from interpret.collect import collect
-from interpret.decision import Decision, TargetRequest, decide, decision_head
+from interpret.analysis import AnalyzerResult, registry, required_names
+from interpret.analysis.contract import RunContext
+from interpret.analysis.defaults import DEFAULT_ANALYZERS
+from interpret.analysis.lead import Note, capturable_leads, run_analyzers, streamed_defaults
+from interpret.analysis.run import analyze, resolve_name, retargeted, run_context
+from interpret.analysis.strategy import streamed_strategies
+from interpret.capture import collect
+from interpret.decision.decide import Decision, TargetRequest, decide, decision_head
 from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
 from interpret.evidence import Evidence, evidence_or_reason
-from interpret.progress import Stage
 from interpret.request import EvidenceOptions, Limits, Subject
+from interpret.runtime.progress import Stage
 from interpret.trace import Trace
 
 

@@ -35,7 +35,7 @@ class Subject:
     continuation: per text, a continuation of a language model's input whose tokens are explained, one
         target per token.
     generate: generate this many tokens greedily after each text (a decoder language model, or an
-        encoder-decoder's decoder after its start token; `interpret.generate`), then explain them as the
+        encoder-decoder's decoder after its start token; `interpret.decision.generate`), then explain them as the
         continuation, one target per generated token; fewer when the model ends the sequence.
     decoder_inputs: an encoder-decoder model's decoder input, one per text.
     compare: classes (or tokens) whose attributions the report shows side by side with the prediction's (and,
@@ -84,7 +84,7 @@ class Limits:
     capture_bytes: the largest capture per example (None: no limit).
     streaming: "auto" streams when the full capture of every pattern is over `capture_bytes`, "on" always,
         "off" never: a streamed run captures no pattern and runs each analyzer's streamed computation
-        (`interpret.analyze.strategy`).
+        (`interpret.analysis.strategy`).
     """
 
     max_length: int | None = None
@@ -100,7 +100,7 @@ class Limits:
 class View:
     """What the report shows besides the numbers: the layers and heads its attention views embed (analyzers
     still see every layer they need; None: all), the model's name (None: the collector's), and (label, text)
-    facts every reader must see, shown at the top (after those `interpret.loading.load_notes` gives)."""
+    facts every reader must see, shown at the top (after those `interpret.models.loading.load_notes` gives)."""
 
     layers: Sequence[int] | None = None
     heads: Sequence[int] | None = None
@@ -133,7 +133,7 @@ class AuditOptions:
     model_dir: the directory the model was loaded from, unchanged since: its weight files are fingerprinted
         (sha256 memoised by size, inode, mtime and ctime) instead of hashing the model's tensors in memory.
     input_file: the file the examples were read from; its content joins the fingerprint.
-    skipped: the input's rows skipped for an empty text (`interpret.datasets.read_dataset(...,
+    skipped: the input's rows skipped for an empty text (`interpret.reading.datasets.read_dataset(...,
         skip_empty=True)`): listed in skipped.csv (row, id, line), counted in the summary and the result, and
         part of the fingerprint. None: the input was read without skipping, and no skipped.csv is written.
     part_examples: store finished batches as one part once they hold this many examples (or after
@@ -154,7 +154,7 @@ class AuditOptions:
     model_id: str = ""
     model_dir: Any = None  # str | os.PathLike
     input_file: Any = None  # str | os.PathLike
-    skipped: Sequence[Any] | None = None  # interpret.datasets.Skipped
+    skipped: Sequence[Any] | None = None  # interpret.reading.datasets.Skipped
     part_examples: int = PART_EXAMPLES
     engine: Callable[..., set[int]] | None = None
 

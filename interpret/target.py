@@ -35,7 +35,7 @@ class Target:
     contrast / contrast_labels: the alternative's ids (same length as ids) for "why this rather than that"
         (score = logit(id) − logit(contrast)); () when the explanation is not contrastive.
     source: "prediction" (the model's own top choice), "given" (named by the user), "gold" (the example's
-        gold label from the input file), "generated" (tokens the model generated greedily, `interpret.generate`).
+        gold label from the input file), "generated" (tokens the model generated greedily, `interpret.decision.generate`).
     pooling: the positions the decision reads and their weights (summing to one), on the side the readout
         of attention analyzers starts from (the decoder for an encoder-decoder): (0, 1.0) for a [CLS]-pooled
         classifier, the last real token for a decoder, every real position (1/n each) for a mean-pooled head.

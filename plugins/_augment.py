@@ -6,7 +6,7 @@ the rest by 1 − w and divide each row by its sum. At 512 tokens the heads are 
 them once is what keeps rollout close to the cost of its matrix products.
 
 The kernel is serial over a range of rows: `rollout_math.augmented_layers` hands row ranges to the threads
-of `interpret.threads` (the kernel releases the GIL), and runs small inputs on NumPy without compiling it.
+of `interpret.runtime.threads` (the kernel releases the GIL), and runs small inputs on NumPy without compiling it.
 A numba `parallel=True` loop would compile several times slower and keep a thread pool of its own.
 """
 

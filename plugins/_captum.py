@@ -31,12 +31,12 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
-from interpret.text import Aggregation, aggregate, word_spans
+from interpret.reading.text import Aggregation, aggregate, word_spans
 from interpret.trace import Trace
 
 Baseline = Literal["pad", "mask", "zero", "text"]
@@ -265,7 +265,7 @@ def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedA
     """Return the word-level scores beside the token-level readout, or {} when the tokens carry no word ids.
 
     word_readout [batch, word]: each word's score, `how` (sum or max) over its subword tokens
-        (`interpret.text.aggregate` over `word_spans` of the example's word ids); 0 past an example's words.
+        (`interpret.reading.text.aggregate` over `word_spans` of the example's word ids); 0 past an example's words.
     word_start / word_stop [batch, word] (int): the [start, stop) token positions of each word; −1 past them.
     """
     word_ids = trace.encoded.word_ids

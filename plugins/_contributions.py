@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math

@@ -43,7 +43,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interpret.analyze import RunContext
+from interpret.analysis import RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.analyze import Check, RunContext
+from interpret.analysis import Check, RunContext
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from interpret.analyze import Check
+from interpret.analysis import Check
 from interpret.plugins._attention import ReadoutRows, readout_weights, target_of
 from interpret.plugins._per_step import refuse_steps
 from interpret.streaming.capture import gradient_pass, real_positions
@@ -26,13 +26,13 @@ METHODS = ("auto", "fused", "blocks")
 
 
 def streamed(default: Any, help: str) -> Any:
-    """Return a Params field that only the streamed strategy reads (`interpret.analyze.params.STRATEGY`)."""
+    """Return a Params field that only the streamed strategy reads (`interpret.analysis.params.STRATEGY`)."""
     return field(default=default, metadata={"help": help, "strategy": "streamed"})
 
 
 def full(default: Any, help: str, streamed_as: Any = None) -> Any:
     """Return a Params field that only the full strategy (every pattern captured) reads; `streamed_as`: the value
-    the streamed computation stands for, which a streamed run accepts (`interpret.analyze.params.check_strategy`)."""
+    the streamed computation stands for, which a streamed run accepts (`interpret.analysis.params.check_strategy`)."""
     return field(default=default, metadata={"help": help, "strategy": "full", "streamed_as": streamed_as})
 
 

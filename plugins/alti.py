@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from interpret.analyze import AnalyzerResult, Check, RunContext
+from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _contributions, _decompose
 from interpret.trace import Trace

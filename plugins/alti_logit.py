@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _contributions, _decompose, rollout_math

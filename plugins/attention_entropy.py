@@ -23,8 +23,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.plugins._streaming import check_streamed, full, lse_check, streamed
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions

@@ -31,8 +31,8 @@ from typing import Literal
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, HeadMap, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, HeadMap, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins import gradient_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row

@@ -45,10 +45,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interpret.analyze import AnalyzerResult, RunContext
+from interpret.analysis import AnalyzerResult, RunContext
 from interpret.errors import AnalyzerError
+from interpret.models.sentiment_head import CentroidHead, L2Normalize, SentimentHead
 from interpret.plugins import _captum
-from interpret.sentiment_head import CentroidHead, L2Normalize, SentimentHead
 from interpret.trace import Trace
 
 NAME = "attnlrp"

@@ -46,7 +46,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
@@ -576,7 +576,7 @@ def _is_activation(module: nn.Module) -> bool:
 
 def _head(ctx: RunContext, reader: Any, kind: str) -> Head:
     """Return the decision head as stages and a last linear layer, or refuse a head this does not decompose."""
-    from interpret.sentiment_head import TEMPERATURE, CentroidHead, SentimentHead
+    from interpret.models.sentiment_head import TEMPERATURE, CentroidHead, SentimentHead
 
     model = ctx.model
     name = type(model).__name__

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from captum.attr import DeepLift, LayerDeepLift
 
-from interpret.analyze import AnalyzerResult, Check, RunContext
+from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _captum

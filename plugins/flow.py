@@ -22,11 +22,11 @@ from typing import Literal
 
 import numpy as np
 
-from interpret import threads
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import flow_math, rollout_math
+from interpret.runtime import threads
 from interpret.plugins._attention import (
     READOUT_HELP, ExampleHeads, ReadoutRows, check_residual, examples, readout_weights, residual_field, row_sum_error,
     scatter, scatter_row, target_of,

@@ -17,7 +17,7 @@ without one, and one or two layers have closed forms (Â_1 itself; Σ_i min(Â_2
     SMALL_FLOW_WORK (pairs × layers × n²) a compact textbook Dinic (`_small_flow.py`, about 4 s to compile on
     a busy 2-core machine), above it the kernel specialised to the layered graph (`_dinic.py`, about 20 s to
     compile there, several times faster per pair: benchmarks/flow.py, benchmarks/first_call.py), over the
-    pairs on `interpret.threads`. Both compile once and load from numba's cache afterwards, so a first report
+    pairs on `interpret.runtime.threads`. Both compile once and load from numba's cache afterwards, so a first report
     on a short text never pays the long compile.
   * method "scipy": `scipy.sparse.csgraph.maximum_flow` on integer capacities, one graph for all pairs: each
     capacity is scaled by S = 2**30 / (the largest row sum, 1 for attention) and rounded down, so the flow is
@@ -35,8 +35,8 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from jaxtyping import Float
 
-from interpret import threads
 from interpret.errors import ConfigError
+from interpret.runtime import threads
 
 from .rollout_math import add_residual, fuse_heads, readout_positions
 

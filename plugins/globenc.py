@@ -17,7 +17,7 @@ key] with per_layer=True. Reads ALTI's hook points.
 
 from __future__ import annotations
 
-from interpret.analyze import AnalyzerResult, RunContext
+from interpret.analysis import AnalyzerResult, RunContext
 from interpret.plugins.alti import STREAM, ContributionParams, contribution_result
 from interpret.trace import Trace
 

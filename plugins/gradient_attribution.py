@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from captum.attr import GradientShap, InputXGradient, Saliency
 
-from interpret.analyze import AnalyzerResult, RunContext
+from interpret.analysis import AnalyzerResult, RunContext
 from interpret.plugins import _captum
 from interpret.trace import Trace
 

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.analyze import AnalyzerResult, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.plugins import gradient_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row

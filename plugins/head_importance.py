@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from interpret.analyze import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, HeadMap, NamedArray, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.heads.importance import batch_gradients, normalized
 from interpret.plugins.attention_entropy import attention_entropy

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from captum.attr import IntegratedGradients, LayerIntegratedGradients
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace

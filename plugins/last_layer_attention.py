@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 
 

@@ -27,8 +27,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose

@@ -27,7 +27,7 @@ import torch
 from captum._utils.models.linear_model import SkLearnLasso
 from captum.attr import FeatureAblation, KernelShap, Lime
 
-from interpret.analyze import AnalyzerResult, RunContext
+from interpret.analysis import AnalyzerResult, RunContext
 from interpret.plugins import _captum
 from interpret.trace import Trace
 

@@ -23,8 +23,8 @@ from typing import Literal
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analyze.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
+from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ConfigError
 from interpret.plugins import rollout_math

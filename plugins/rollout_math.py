@@ -25,8 +25,8 @@ from functools import partial
 import numpy as np
 from jaxtyping import Bool, Float
 
-from interpret import threads
 from interpret.errors import ConfigError
+from interpret.runtime import threads
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -174,7 +174,7 @@ def augmented_layers(
     """Return Â [layer, query, key] from per-layer heads, as `augmented_attention` with no discard computes it.
 
     The layers may be separate arrays (views into a trace's tensors): nothing is stacked. Large layers are
-    read once by a compiled pass (`_augment.augment_rows`) whose row ranges run on `interpret.threads`
+    read once by a compiled pass (`_augment.augment_rows`) whose row ranges run on `interpret.runtime.threads`
     (`workers`: a limit, None for every core); layers under `threads.SERIAL_WORK` head entries take the NumPy
     path, which is as fast there and needs no compiling. Both agree to rounding.
     """

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interpret.analyze import AnalyzerResult, Check, RunContext
+from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from interpret.analyze import registry
+from interpret.analysis import registry
 
 
 def install_plugin(root: Path, dist: str, module: str, source: str, entries: dict[str, str], group: str) -> None:

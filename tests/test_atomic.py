@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from interpret.atomic import atomic_path, write_atomically
+from interpret.files.atomic import atomic_path, write_atomically
 
 
 def test_failure_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:

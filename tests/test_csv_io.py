@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpret.csv_io import FORMULA_STARTS, neutralise, read_csv, restore, write_csv
 from interpret.errors import InputError
+from interpret.files.csv_io import FORMULA_STARTS, neutralise, read_csv, restore, write_csv
 
 
 def csv_rows(path: Path) -> list[list[str]]:

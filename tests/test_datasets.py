@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interpret.datasets import Example, Skipped, read_dataset
 from interpret.errors import InputError
+from interpret.reading.datasets import Example, Skipped, read_dataset
 
 # Texts that str.splitlines() would break or that need CSV quoting; every one must come back unchanged.
 AWKWARD = (

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import interpret
-from interpret.decision import TargetRequest, decide, resolve_class
+from interpret.decision.decide import TargetRequest, decide, resolve_class
 from interpret.errors import InputError
 from interpret.reference import DecoderLM, EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer

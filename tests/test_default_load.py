@@ -1,5 +1,5 @@
 """`interpret.load()` with no name: the built-in default model, whose shipped head explain, analyze and the audit
-use without `head=` (the record `interpret.decision.decision_head` reads); a copy carries no head."""
+use without `head=` (the record `interpret.decision.decide.decision_head` reads); a copy carries no head."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import interpret
-from interpret import decision
-from interpret import default_model as dm
 from interpret.audit.runner import run_audit
-from interpret.datasets import Example
+from interpret.decision import decide as decision
 from interpret.errors import ModelLoadError
+from interpret.models import default_model as dm
+from interpret.reading.datasets import Example
 
 TEXTS = ["The soup was cold and the waiter was rude.", "A lovely, quiet hotel with friendly staff."]
 

@@ -21,12 +21,12 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-from interpret import default_model as dm
-from interpret import file_digest
 from interpret.data import SPLITS, read_split, shipped
 from interpret.data.shipped import read_weights
 from interpret.errors import ConfigError, InputError, ModelLoadError
-from interpret.sentiment_head import HeadCard, SentimentHead, embed_sentences
+from interpret.files import file_digest
+from interpret.models import default_model as dm
+from interpret.models.sentiment_head import HeadCard, SentimentHead, embed_sentences
 
 NEAR_DUPLICATE = 0.7  # char 3-5-gram TF-IDF cosine; a one-word edit of a ten-word sentence scores about 0.8
 
@@ -84,7 +84,7 @@ def test_an_unknown_split_is_a_one_line_config_error() -> None:
 
 
 def test_data_licence_is_stated() -> None:
-    licence = (Path(dm.__file__).parent / "data" / "LICENSE-data.md").read_text(encoding="utf-8")
+    licence = (Path(dm.__file__).parents[1] / "data" / "LICENSE-data.md").read_text(encoding="utf-8")
     assert "Apache License, Version 2.0" in licence and "written by the transformer-audit contributors" in licence
 
 
@@ -265,7 +265,7 @@ def test_file_digest_rehashes_after_a_change_and_survives_a_corrupt_memo(
 
 @pytest.fixture(scope="module")
 def minilm() -> tuple[torch.nn.Module, object]:
-    from interpret.loading import load
+    from interpret.models.loading import load
 
     return load(str(dm.model_path()), device="cpu")
 

@@ -13,11 +13,11 @@ import torch
 from plugin_install import install_plugin, plugin_site
 
 import interpret
-from interpret.analyze import registry
-from interpret.analyze.contract import Analyzer
-from interpret.analyzer_rules import RUN_PARAMETERS
+from interpret.analysis import registry
+from interpret.analysis.contract import Analyzer
 from interpret.reference import EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
+from interpret.registration.analyzer_rules import RUN_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
-"""`explain(generate=N)` / `interpret.generate`: the tokens are transformers' own greedy `generate` (called here
-directly), joined to the prompt as its continuation unchanged (ids, not re-tokenized text), on either padding side
+"""`explain(generate=N)` / `interpret.decision.generate`: the tokens are transformers' own greedy `generate` (called
+here directly), joined to the prompt as its continuation unchanged (ids, not re-tokenized text), on either padding side
 and on an encoder-decoder's decoder side; a model that ends its sequence generates fewer; what cannot generate is
 refused in one line. Integrated Gradients per generated token against Captum: tests/analyzers/test_gradient_generation.py."""
 
@@ -12,8 +12,8 @@ import torch
 from hf_tiny import tiny_model, word_tokenizer
 
 import interpret
+from interpret.decision.generate import generated_inputs
 from interpret.errors import InputError
-from interpret.generate import generated_inputs
 from interpret.request import Limits, Subject
 
 TEXTS = ["the cat sat on", "a dog"]

@@ -1,12 +1,12 @@
-"""interpret.labels: one rule reads every label (a class name, else a whole number that is a class index), over a
-whole file; what cannot be resolved is refused naming the line."""
+"""interpret.decision.labels: one rule reads every label (a class name, else a whole number that is a class index), over
+a whole file; what cannot be resolved is refused naming the line."""
 
 from __future__ import annotations
 
 import pytest
 
+from interpret.decision.labels import resolve_class, resolve_labels
 from interpret.errors import InputError
-from interpret.labels import resolve_class, resolve_labels
 
 SENTIMENT = ("negative", "positive")
 
@@ -16,7 +16,7 @@ def _where(i: int) -> str:
 
 
 def test_names_indices_and_numbers_name_the_same_class() -> None:
-    # A JSON number reaches the rule as its decimal text (interpret.datasets), so 0 and "0" are one label.
+    # A JSON number reaches the rule as its decimal text (interpret.reading.datasets), so 0 and "0" are one label.
     labels = ["0", "negative", "1", "positive", None, "0"]
     assert resolve_labels(labels, SENTIMENT, _where) == [0, 0, 1, 1, None, 0]
     assert resolve_class(1, SENTIMENT) == 1 and resolve_class("positive", SENTIMENT) == 1

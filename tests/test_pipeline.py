@@ -11,9 +11,9 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 
 LONG = " ".join(["the cat sat"] * 20)  # 62 tokens: every pattern 120 KiB, the streamed capture (q, k, lse) 33 KiB
 
-from interpret.analyze.run import analyze, retargeted, run_context
-from interpret.collect import collect
-from interpret.decision import TargetRequest, decide
+from interpret.analysis.run import analyze, retargeted, run_context
+from interpret.capture import collect
+from interpret.decision.decide import TargetRequest, decide
 from interpret.errors import MemoryBudgetError
 from interpret.pipeline import capture, plan_for, run_plan
 from interpret.request import EvidenceOptions, Limits, Subject

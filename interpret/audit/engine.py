@@ -20,10 +20,10 @@ from interpret.audit.kernel import audit_kernel
 from interpret.audit.parts import EVIDENCE_TABLE, AuditDir
 from interpret.audit.stats import HeadSums, head_sums
 from interpret.audit.tables import Columns, example_columns, example_frame, token_columns, token_frame
-from interpret.datasets import Example
 from interpret.errors import InputError
 from interpret.evidence.aggregate import evidence_rows
 from interpret.pipeline import Captured, Plan, analyzed, capture
+from interpret.reading.datasets import Example
 
 
 @dataclass(frozen=True)

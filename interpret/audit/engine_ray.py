@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from interpret.errors import ConfigError
-from interpret.progress import Stage, begin
+from interpret.runtime.progress import Stage, begin
 
 INSTALL_HINT = 'the ray engine needs Ray: pip install "transformer-audit[ray]" (or pip install "ray[data]")'
 Loader = Callable[[], tuple[Any, Any]]

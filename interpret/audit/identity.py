@@ -7,11 +7,11 @@ head, the analyzers with their versions and parameters, the target mode, the bat
 examples as read with the class each label names, and, when known, the input file's bytes). A component that differs is named in the refusal.
 
 Weights are hashed either from the files the model was loaded from (`model_dir`: config.json and the weight
-files the loader reads, `interpret.checkpoint.weight_files`: the single file, or the index and every shard it
-names; each file's sha256 is memoised by path, size, inode, mtime and ctime in `interpret.file_digest`, so an
+files the loader reads, `interpret.estimate.checkpoint.weight_files`: the single file, or the index and every shard it
+names; each file's sha256 is memoised by path, size, inode, mtime and ctime in `interpret.files.file_digest`, so an
 unchanged checkpoint is not read again) or, without a directory, from the model's tensors in memory (names,
 dtypes, shapes and bytes: exact even for a model changed after loading). A model loaded with tensors the
-checkpoint lacks (`interpret.loading.random_weights`) is hashed from its tensors, and the component names them.
+checkpoint lacks (`interpret.models.loading.random_weights`) is hashed from its tensors, and the component names them.
 The tokenizer is hashed from what it loaded (`tokenizer_digest`), not from its files.
 """
 
@@ -26,13 +26,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from interpret.analyze import registry
+from interpret.analysis import registry
 from interpret.arrays import to_numpy
 from interpret.audit.kernel import describe
-from interpret.checkpoint import weight_files
-from interpret.datasets import Example, Skipped
-from interpret.file_digest import content_digest, file_sha256
-from interpret.loading import random_weights
+from interpret.estimate.checkpoint import weight_files
+from interpret.files.file_digest import content_digest, file_sha256
+from interpret.models.loading import random_weights
+from interpret.reading.datasets import Example, Skipped
 
 FORMAT = 5  # bump when the layout or the tables change, so old parts are never mixed with new ones
 _DIGEST = 16  # hex digits shown per digest: 64 bits, enough to tell versions apart in a message

@@ -18,11 +18,11 @@ Why the outputs are the very ones `run_batch` computes, bit for bit:
   before each batch's analyzers, and this thread's forward passes draw nothing meanwhile;
 - the model runs on this thread only: analyzers that run it (gradients, perturbations, head gates) and the
   evidence measures would run it on the worker too, while the collector's attention interception is
-  process-wide during a recorded forward pass (`interpret.collect.hf.attention`), so with any of them every
+  process-wide during a recorded forward pass (`interpret.capture.hf.attention`), so with any of them every
   batch runs on this thread alone;
 - the worker runs with the caller's grad and inference modes, and the thread counts are the process's
   (a reduction split over another number of threads could round differently); NumPy's BLAS is capped per
-  job by `interpret.threads`.
+  job by `interpret.runtime.threads`.
 At most two batches are in flight (one analysed, one captured), so memory holds two traces instead of one.
 """
 
@@ -35,11 +35,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from interpret import threads
-from interpret.analyze import registry
+from interpret.analysis import registry
 from interpret.audit.engine import BatchOutput, CapturedBatch, analyze_batch, capture_batch, run_batch
-from interpret.datasets import Example
 from interpret.pipeline import Plan
+from interpret.reading.datasets import Example
+from interpret.runtime import threads
 
 # None overlaps where the worker has a core (`worker_core_free`); True wherever the analyzers allow it (tests,
 # benchmarks/audit.py); False never. The outputs are the same either way.
@@ -56,7 +56,7 @@ def overlappable(plan: Plan) -> bool:
 
 def worker_core_free(model: nn.Module) -> bool:
     """Return whether a worker thread beside `model`'s forward passes gets a core of its own: the model runs
-    on an accelerator, or the free cores (`interpret.threads.free_cores`) outnumber torch's threads."""
+    on an accelerator, or the free cores (`interpret.runtime.threads.free_cores`) outnumber torch's threads."""
     if any(parameter.device.type != "cpu" for parameter in model.parameters()):
         return True
     return threads.free_cores() > torch.get_num_threads()

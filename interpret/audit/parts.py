@@ -34,10 +34,10 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from interpret.atomic import write_atomically
 from interpret.audit.identity import FORMAT, difference
 from interpret.audit.stats import HeadSums
 from interpret.errors import InputError
+from interpret.files.atomic import write_atomically
 
 log = logging.getLogger("interpret")
 

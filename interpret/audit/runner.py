@@ -21,37 +21,37 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
-from interpret.analyze import required_names
-from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, DEPRECATED_STREAMING, LEADS
-from interpret.analyze.lead import Note, capturable_leads, streamed_defaults
-from interpret.analyze.run import resolve_name
+from interpret.analysis import required_names
+from interpret.analysis.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, DEPRECATED_STREAMING, LEADS
+from interpret.analysis.lead import Note, capturable_leads, streamed_defaults
+from interpret.analysis.run import resolve_name
 from interpret.audit.drivers import DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
 from interpret.audit.checks import (
     check_lengths, check_reproducible, checked_analyzers, checked_examples, effective_params, readout_analyzers,
 )
+from interpret.analysis.strategy import needs_patterns, streamed_strategies
 from interpret.audit.engine import BatchOutput, run_batch, write_part
 from interpret.audit.identity import fingerprint_parts
 from interpret.audit.kernel import audit_implementation, audit_kernel
-from interpret.analyze.strategy import needs_patterns, streamed_strategies
 from interpret.audit.lock import AuditLock
 from interpret.audit.overlap import computed
 from interpret.audit.parts import EVIDENCE_TABLE, SKIPPED, AuditDir, Part, PartCheckError
 from interpret.audit.stats import HeadSums, head_table, merge
 from interpret.audit.summary import page_findings, render_summary
 from interpret.audit.tables import SKIPPED_DTYPES, TOKEN_DTYPES, conform, example_dtypes
-from interpret.collect import collect
-from interpret.collect.api import capturable_for
-from interpret.csv_io import write_csv
-from interpret.datasets import Example, Skipped, read_column
-from interpret.decision import TargetRequest, decision_head, reader_for
+from interpret.capture import collect
+from interpret.capture.api import capturable_for
+from interpret.decision.decide import TargetRequest, decision_head, reader_for
+from interpret.decision.labels import resolve_labels
 from interpret.errors import InputError
 from interpret.evidence.aggregate import lead_of, write_evidence_tables
+from interpret.files.csv_io import write_csv
 from interpret.inputs import model_limit
-from interpret.labels import resolve_labels
 from interpret.pipeline import Plan, run_plan
-from interpret.progress import Stage, begin
+from interpret.reading.datasets import Example, Skipped, read_column
 from interpret.request import AuditOptions, EvidenceOptions
+from interpret.runtime.progress import Stage, begin
 
 __all__ = ["DEFAULT_ANALYZERS", "AuditResult", "BatchOutput", "Plan", "run_audit", "run_batch", "write_part"]
 
@@ -122,7 +122,7 @@ def run_audit(
     params: per analyzer, its parameters; analyzers offering rows="readout" compute only the readout rows
         unless `rows` is given, since the audit reads nothing else.
     head: a module mapping hidden states and mask to class logits (for a bare encoder such as MiniLM; default:
-        the default model's head when `model` came from `interpret.load()`, `interpret.decision.decision_head`).
+        the default model's head when `model` came from `interpret.load()`, `interpret.decision.decide.decision_head`).
     options: everything else (`interpret.request.AuditOptions`: the target, max_length, streaming, evidence,
         drivers, slices, seed, fresh, the fingerprint's model and input files, skipped rows, part size, engine).
         With streaming "on", an old streaming analyzer's name (`defaults.DEPRECATED_STREAMING`) runs its twin
@@ -130,7 +130,7 @@ def run_audit(
         computed the other way (or by the old names).
     The drivers and slices are computed from the finished parts on every call (they are not stored in parts),
     so a resumed or repeated audit with other `drivers` or `slice_by` recomputes no batch.
-    Labels are read by `interpret.labels` once, over the whole input, before any batch runs (`gold_classes`).
+    Labels are read by `interpret.decision.labels` once, over the whole input, before any batch runs (`gold_classes`).
     The final tables appear together: written into a hidden folder, then renamed into place
     (`AuditDir.publish`), so a failure while writing them leaves the earlier ones whole.
     Raises DirectoryLocked (another audit holds `out_dir`) and InputError naming every fingerprint component
@@ -257,11 +257,11 @@ def gold_classes(
     model: nn.Module, tokenizer: Any, examples: Sequence[Example], *, head: nn.Module | None = None,
     max_length: int | None = None, file_name: str | None = None,
 ) -> tuple[tuple[int | None, ...], tuple[str, ...]]:
-    """Return each example's gold class (`interpret.labels.resolve_labels` over the whole file, which refuses a
+    """Return each example's gold class (`interpret.decision.labels.resolve_labels` over the whole file, which refuses a
     label naming no class with the line it is on) and the model's class names; Nones and () when no example has
     a label or the model makes no class decision (its labels are kept as given, and score nothing).
 
-    The class names are the decision's (`interpret.decision.reader_for`), read from one forward pass on the
+    The class names are the decision's (`interpret.decision.decide.reader_for`), read from one forward pass on the
     first example, so every batch's decisions read the labels exactly so.
     """
     unresolved: tuple[tuple[int | None, ...], tuple[str, ...]] = ((None,) * len(examples), ())

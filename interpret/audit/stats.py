@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interpret.analyze import AnalyzerResult
+from interpret.analysis import AnalyzerResult
 
 HEAD_AXES = ("batch", "layer", "head")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from interpret.atomic import write_atomically
+from interpret.files.atomic import write_atomically
 from interpret.report.audit_page import render_audit_page
 from interpret.report.heat import heat_grid
 

@@ -15,7 +15,7 @@ examples — one row per example:
     row         int64     the example's row id
     id          string    the input's `id` for the example; null when the input has none
     text        string    the input text
-    label       string    the gold label: the name of the class it names (`interpret.labels`: "0" and
+    label       string    the gold label: the name of the class it names (`interpret.decision.labels`: "0" and
                           "negative" are both written "negative"), or as given for a model without classes;
                           null when the input has none
     prediction  string    the model's predicted label (or token); null for a model without a decision
@@ -49,13 +49,13 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
-from interpret.analyze import AnalyzerResult
+from interpret.analysis import AnalyzerResult
 from interpret.arrays import to_numpy
-from interpret.datasets import Example
-from interpret.decision import Decision
+from interpret.decision.decide import Decision
 from interpret.errors import AnalyzerError
 from interpret.evidence.ranking import order_of, tie_groups
 from interpret.inputs import Encoded
+from interpret.reading.datasets import Example
 
 TOKEN_DTYPES: dict[str, str] = {
     "row": "int64",

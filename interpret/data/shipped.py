@@ -17,8 +17,8 @@ from pathlib import Path
 from safetensors.torch import load, save
 from torch import Tensor
 
-from interpret.atomic import write_atomically
 from interpret.errors import ModelLoadError
+from interpret.files.atomic import write_atomically
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 SUMS = "SHA256SUMS"

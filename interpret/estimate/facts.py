@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interpret.checkpoint import PRUNED_TYPES
+from interpret.estimate.checkpoint import PRUNED_TYPES
 
 # Configs name the same size differently; the first key a config sets wins (transformers' attribute_map
 # aliases, written out because reading them through transformers would import torch).

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from interpret.csv_io import write_csv
 from interpret.evidence.evidence import RANDOM, Evidence
+from interpret.files.csv_io import write_csv
 
 METRICS = ("comprehensiveness", "sufficiency", "area", "gap")
 RESAMPLES = 1000

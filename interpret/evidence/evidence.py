@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from jaxtyping import Bool, Float
 
-from interpret.analyze.contract import RunContext
-from interpret.analyze.result import AnalyzerResult
+from interpret.analysis.contract import RunContext
+from interpret.analysis.result import AnalyzerResult
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
@@ -29,8 +29,8 @@ from interpret.evidence.metrics import BINS, FRACTIONS, RankingScores, score_ran
 from interpret.evidence.ranking import order_of
 from interpret.evidence.removal import REMOVALS, RemovalScorer, candidates, decoder_side, default_removal
 from interpret.inputs import Encoded
-from interpret.progress import Stage, begin
 from interpret.request import DEFAULT_SEEDS
+from interpret.runtime.progress import Stage, begin
 from interpret.trace import Trace
 
 RANDOM = "random"
@@ -147,7 +147,7 @@ def evaluate_evidence(
     """Return the Evidence of every result's readout on `trace`'s examples (ctx: the run context with the model).
 
     removal: "delete", "mask" or "zero"; None: `default_removal`. seeds: random rankings (≥ 2 for a spread).
-    progress: the progress hook (`interpret.progress`), one unit per example scored.
+    progress: the progress hook (`interpret.runtime.progress`), one unit per example scored.
     """
     encoded = trace.encoded
     chosen = removal or default_removal(encoded)

@@ -31,12 +31,12 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interpret.analyze.contract import RunContext
+from interpret.analysis.contract import RunContext
+from interpret.analysis.runner import Forward, ModelRunner
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded, pad_token_id
 from interpret.request import REMOVALS
-from interpret.runner import Forward, ModelRunner
 from interpret.target import Target
 
 Removal = Literal["delete", "mask", "zero"]

@@ -33,15 +33,15 @@ import torch
 from jaxtyping import Float
 from torch import nn
 
-from interpret.analyze import analyze
-from interpret.analyze.run import required_names, run_context
-from interpret.collect import collect
-from interpret.collect.api import capturable_for
-from interpret.decision import TargetRequest, decide
+from interpret.analysis import analyze
+from interpret.analysis.run import required_names, run_context
+from interpret.capture import collect
+from interpret.capture.api import capturable_for
+from interpret.decision.decide import TargetRequest, decide
 from interpret.errors import AnalyzerError
 from interpret.evidence.agreement import rank_agreement
 from interpret.evidence.removal import candidates
-from interpret.progress import Stage, begin
+from interpret.runtime.progress import Stage, begin
 
 
 # A readout that keeps half or more of its rank correlation with every block re-initialised is mostly not
@@ -171,7 +171,7 @@ def cascading_randomisation(
     progress: Stage | None = None,
 ) -> SanityResult:
     """Return the SanityResult of `analyzers` (each must declare a readout) on `texts`, top block first;
-    `progress`: the progress hook (`interpret.progress`), each analyzer over each example at each step."""
+    `progress`: the progress hook (`interpret.runtime.progress`), each analyzer over each example at each step."""
     names = list(dict.fromkeys(["*attn.hook_pattern", *required_names(analyzers)]))
     trace = collect(model, tokenizer, list(texts), names=names, max_length=max_length)
     targets = [d.target for d in decide(model, trace, tokenizer, TargetRequest(), head)]

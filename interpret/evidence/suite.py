@@ -12,16 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from interpret.analyze import analyze
-from interpret.analyze.result import AnalyzerResult, NamedArray, Readout
-from interpret.analyze.run import required_names, run_context
-from interpret.collect import collect
+from interpret.analysis import analyze
+from interpret.analysis.result import AnalyzerResult, NamedArray, Readout
+from interpret.analysis.run import required_names, run_context
+from interpret.capture import collect
 from interpret.data.shipped import write_weights
 from interpret.errors import AnalyzerError
 from interpret.evidence.evidence import evaluate_evidence, finite_mean
 from interpret.evidence.removal import candidates
 from interpret.evidence.tasks import TASKS, evidence_recovery, task_accuracy, task_dataset, task_model, weights_name
-from interpret.progress import Stage, begin
+from interpret.runtime.progress import Stage, begin
 
 PLANTED = "planted"
 MIN_ACCURACY = 0.95  # on 400 held-out examples
@@ -71,7 +71,7 @@ def run_suite(
     progress: Stage | None = None,
 ) -> list[TaskRow]:
     """Return a TaskRow per task × (each analyzer, "random", "planted"), on `n` examples that hold evidence,
-    each task on its shipped model (`task_model`); `progress`: the progress hook (`interpret.progress`), in tasks."""
+    each task on its shipped model (`task_model`); `progress`: the progress hook (`interpret.runtime.progress`), in tasks."""
     advance, rows = begin(progress, f"known-answer tasks ({len(analyzers)} analyzers × {n} examples each)",
                           len(tasks), "task"), []
     for task in tasks:

@@ -19,7 +19,7 @@ from torch import Tensor
 from interpret.heads.importance import Importance, accumulate
 from interpret.heads.scoring import GatedModel, real_tokens
 from interpret.inputs import Encoded
-from interpret.progress import Advance
+from interpret.runtime.progress import Advance
 
 Mode = Literal["labels", "label-free", "language-model"]
 

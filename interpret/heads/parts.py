@@ -1,7 +1,7 @@
 """Where each layer's heads live in the weights: the query, key and value projections (separate, or one fused
 [q | k | v] projection) and the output projection, found from the module structure.
 
-The output projection is the module the head gates act on (`interpret.collect.gates`: the input of the
+The output projection is the module the head gates act on (`interpret.capture.gates`: the input of the
 attention output projection). The query, key and value projections are found in the smallest module above it
 that holds projections named for them (q_proj / query / q_lin / query_proj / q, ...; fused: c_attn, qkv_proj,
 Wqkv, in_proj). Layouts this cannot read (GPT-NeoX's per-head interleaved query_key_value) raise

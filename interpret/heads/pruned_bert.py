@@ -18,7 +18,7 @@ DIR as `modeling_bert_pruned.py` and names its classes in config.json's `auto_ma
 
 loads the smaller model in any process, with or without this package installed. In a process that has called
 `register()`, the Auto classes know both model types and `trust_remote_code` is not needed; `interpret.load`
-registers them and never runs the copy in a checkpoint (which must equal this file, `interpret.checkpoint`).
+registers them and never runs the copy in a checkpoint (which must equal this file, `interpret.estimate.checkpoint`).
 """
 
 from __future__ import annotations

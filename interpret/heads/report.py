@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interpret.atomic import write_atomically
+from interpret.files.atomic import write_atomically
 from interpret.heads.importance import ranked
 from interpret.heads.run import HeadStudy, describe_mode
 from interpret.report.render import _environment  # the report's: autoescape, bidi controls escaped (`shown`)

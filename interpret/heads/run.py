@@ -16,7 +16,7 @@ from interpret.heads.dataset import Mode, dataset_importance, dataset_metric, he
 from interpret.heads.importance import normalized
 from interpret.heads.scoring import GatedModel
 from interpret.inputs import encode
-from interpret.progress import Stage, begin
+from interpret.runtime.progress import Stage, begin
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def study_heads(
     stage: Stage | None = None,
 ) -> HeadStudy:
     """Return the head study of `texts` (labels: class indices, or None for the label-free mode); `stage`: the
-    progress hook (`interpret.progress`), in examples through the model (a pruning step passes them twice)."""
+    progress hook (`interpret.runtime.progress`), in examples through the model (a pruning step passes them twice)."""
     starts = range(0, len(texts), batch_size)
     batches = [encode(tokenizer, list(texts[i:i + batch_size]), max_length=max_length) for i in starts]
     gated = GatedModel.of(model, tokenizer, batches[0], head)
@@ -82,7 +82,7 @@ def _entropy(
     model: nn.Module, tokenizer: Any, texts: Sequence[str], batch_size: int, max_length: int | None, stage: Stage | None
 ) -> Float[Tensor, "layer head"]:
     """Return the mean attention entropy [layer, head] over examples (interpret.plugins.attention_entropy)."""
-    from interpret.collect.api import collect
+    from interpret.capture.api import collect
     from interpret.plugins.attention_entropy import attention_entropy
 
     advance = begin(stage, "attention entropy", len(texts))

@@ -3,7 +3,7 @@ differentiates (Michel et al. 2019, "Are Sixteen Heads Really Better than One?",
 
 It serves the reference models, every Hugging Face model the collector captures and a decision head on a
 bare encoder (the default model) alike: rows go through the Capturable's own forward and the logits are read
-by the same `DecisionReader` the decision step uses, with the gates of `interpret.collect.gates` applied at
+by the same `DecisionReader` the decision step uses, with the gates of `interpret.capture.gates` applied at
 the input of each attention output projection.
 """
 
@@ -18,10 +18,10 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interpret.collect.gates import head_gates
-from interpret.collect.prepare import model_device
-from interpret.collect.sites import Capturable
-from interpret.decision import DecisionReader
+from interpret.capture.gates import head_gates
+from interpret.capture.prepare import model_device
+from interpret.capture.sites import Capturable
+from interpret.decision.decide import DecisionReader
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 
@@ -37,8 +37,8 @@ class GatedModel:
     @classmethod
     def of(cls, model: nn.Module, tokenizer: Any, probe: Encoded, head: nn.Module | None = None) -> GatedModel:
         """Return the GatedModel of `model`; `probe` (a small batch) tells a classifier from a language model."""
-        from interpret.collect.api import capturable_for
-        from interpret.decision import reader_for
+        from interpret.capture.api import capturable_for
+        from interpret.decision.decide import reader_for
 
         capturable = capturable_for(model, tokenizer)
         with torch.no_grad():

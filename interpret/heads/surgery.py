@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interpret.collect.prepare import model_device
+from interpret.capture.prepare import model_device
 from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
 from interpret.heads.parts import LayerParts, layer_parts, out_axis
 
@@ -103,7 +103,7 @@ def prune_heads(
         faster, but save_pretrained would write weights its config cannot load. Without it, and where the
         probe fails (GPT-2, OPT read the head count from the config), such families get the zeroed copy.
     """
-    from interpret.collect.api import capturable_for
+    from interpret.capture.api import capturable_for
 
     capturable = capturable_for(model)
     n_layers, n_heads = capturable.n_layers, capturable.n_heads
@@ -311,7 +311,7 @@ def _differs_from_gated(model: nn.Module, swapped: nn.Module, mask: Tensor, pref
     """Return '' when `swapped` gives the gated model's output on the model's dummy inputs (1e-4), else why not.
 
     A family whose attention reads its head count from the config fails here (a shape error or other numbers)."""
-    from interpret.collect.gates import head_gates
+    from interpret.capture.gates import head_gates
 
     inputs = getattr(model, "dummy_inputs", None)
     if not inputs:

@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 import interpret.report.assets as assets
 from interpret.report.render import _environment  # the report's environment: one loader, one set of filters
-from interpret.versions import package_version
+from interpret.runtime.versions import package_version
 
 TEMPLATE = "audit.html.j2"
 

@@ -7,15 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from interpret.analyze.result import AnalyzerResult, Check, NamedArray, View
+from interpret.analysis.result import AnalyzerResult, Check, NamedArray, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ReportError
+from interpret.evidence.evidence import Evidence
 from interpret.inputs import Encoded
+from interpret.reading.text import display_tokens
 from interpret.report.model import ExampleTokens, RunInfo, Section, section_keys
 from interpret.report.report import Report
-from interpret.text import display_tokens
 from interpret.trace import Trace
-from interpret.evidence.evidence import Evidence
 
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4
@@ -129,7 +129,7 @@ def _check_batch(result: AnalyzerResult, batch: int) -> None:
 
 def _summary(result: AnalyzerResult) -> str:
     """Return the analyzer's one-line summary from the registry ('' when it is not registered)."""
-    from interpret.analyze import registry
+    from interpret.analysis import registry
 
     try:
         return str(registry.get(result.analyzer).summary)

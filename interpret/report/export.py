@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interpret.analyze.result import NamedArray
-from interpret.atomic import atomic_path
-from interpret.csv_io import write_csv
+from interpret.analysis.result import NamedArray
 from interpret.errors import ReportError
+from interpret.files.atomic import atomic_path
+from interpret.files.csv_io import write_csv
 from interpret.report.model import ReportData, Section
 from interpret.report.summary import check_rows
 

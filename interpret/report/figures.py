@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from interpret.atomic import atomic_path
+from interpret.files.atomic import atomic_path
 from interpret.report.model import ReportData, Section
 
 MAX_EXAMPLES = 20

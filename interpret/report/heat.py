@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from interpret.analyze.result import NamedArray, View
+from interpret.analysis.result import NamedArray, View
 
 HEAT_LEVELS = 10  # colour classes h0 (the grid's minimum) .. h10 (its maximum)
 HEAT_AXES = ("batch", "layer", "head")

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from interpret.analyze.result import AnalyzerResult
-from interpret.decision import Decision
-from interpret.trace import Trace
+from interpret.analysis.result import AnalyzerResult
+from interpret.decision.decide import Decision
 from interpret.evidence.evidence import Evidence
 from interpret.report.comparison import ClassComparison
+from interpret.trace import Trace
 
 DEFAULT_MAX_BYTES = 20_000_000
 

@@ -3,7 +3,7 @@
 Every value a template prints is user-controlled text at heart (texts, ids, labels, tokens, model and file
 names), so the environment's `finalize` escapes the bidirectional controls in it (`shown`): a right-to-left
 override in a label would otherwise reverse the rest of its line, or of an `<option>`, where no `<bdi>` can
-isolate it. They are shown as `\\u202e`, as the terminal shows them (`interpret.text.printable`) and as the
+isolate it. They are shown as `\\u202e`, as the terminal shows them (`interpret.reading.text.printable`) and as the
 page's scripts do (`visible` in report_draw.js), so the reader sees that the text holds one; markup a filter
 built (`join`) is escaped alike, and the JSON block stays the same data (`\\u202e` is a JSON escape). Only
 `Kept` markup passes unchanged: the inline assets (their CSP hashes are of these texts) and the `data-*`
@@ -26,19 +26,19 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from interpret.atomic import atomic_path
-from interpret.decision import Decision
+from interpret.decision.decide import Decision
 from interpret.errors import ReportError
+from interpret.files.atomic import atomic_path
 import interpret.report.assets as assets
 from interpret.report.evidence_view import evidence_view
 from interpret.report.model import ReportData
 from interpret.report.summary import (
     check_rows, failed_checks, lead_method, overview_rows, report_title, summary_tops, top_tokens,
 )
+from interpret.reading.text import BIDI_CONTROLS
 from interpret.report.classes import comparison_view, section_word_blocks
 from interpret.report.views import heat_maps, page_data
-from interpret.text import BIDI_CONTROLS
-from interpret.versions import package_version
+from interpret.runtime.versions import package_version
 
 log = logging.getLogger("interpret")
 

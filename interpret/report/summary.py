@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from interpret.decision import Decision
+from interpret.decision.decide import Decision
 from interpret.evidence.aggregate import lead_of
 from interpret.evidence.ranking import tie_groups
 from interpret.report.model import ReportData, Section

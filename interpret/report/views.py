@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from interpret.analyze.result import VIEW_KINDS, NamedArray, View
+from interpret.analysis.result import VIEW_KINDS, NamedArray, View
 from interpret.errors import ReportError
 from interpret.report.heat import heat_grid, is_heat_view
 from interpret.report.model import ExampleTokens, ReportData, Section

@@ -2,7 +2,7 @@
 pattern) or by running the model once with autograd for ∂score/∂z.
 
 Nothing here is quadratic in the length: per layer, q and k are [batch, pos, head, d_head], the log-sum-exps
-[batch, head, pos] (the kernel's own when a fused SDPA kernel served the call, `interpret.collect.hf.attention`),
+[batch, head, pos] (the kernel's own when a fused SDPA kernel served the call, `interpret.capture.hf.attention`),
 and the gradient pass keeps what autograd keeps for a plain backward pass through the model, and hands each
 layer to its consumer as the backward pass reaches it (`gradient_pass`).
 
@@ -24,10 +24,10 @@ import torch
 from torch import Tensor
 
 from interpret.arrays import to_numpy
-from interpret.collect.sites import on_its_call
+from interpret.capture.kernel import to_host
+from interpret.capture.sites import on_its_call
 from interpret.errors import AnalyzerError
 from interpret.hooks import hook_session
-from interpret.collect.kernel import to_host
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
 

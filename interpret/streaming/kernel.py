@@ -1,11 +1,11 @@
-"""The SDPA kernel records of one forward pass (`interpret.collect.kernel.kernel_records`) read as streamed
+"""The SDPA kernel records of one forward pass (`interpret.capture.kernel.kernel_records`) read as streamed
 layers: q, k and the kernel's log-sum-exp of each call, moved to the device one layer at a time."""
 
 from __future__ import annotations
 
 import torch
 
-from interpret.collect.kernel import KernelRecords
+from interpret.capture.kernel import KernelRecords
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 
 

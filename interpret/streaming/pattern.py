@@ -10,7 +10,7 @@ the values, and optionally the kernel's output z (the input of the output projec
 from those tensors, a block of rows at a time, so no [head, n, n] tensor ever exists: the model's dtype is
 cast to float32 per block (the products of half-precision numbers are exact in float32, so this is a float32
 accumulation of the model's numbers), as the collector recomputes a fused kernel's pattern
-(`interpret.collect.hf.recompute`). The mask is the causal one of a decoder (key j ≤ query i) or none; the
+(`interpret.capture.hf.recompute`). The mask is the causal one of a decoder (key j ≤ query i) or none; the
 scale is 1/√d_head (or the kernel's own, when it was kept). Whether that restates the model's attention is
 checked, not assumed: `output_error` compares A·V with the kernel's own output z on the blocks it is given,
 and `lse_error` the restated rows' log-sum-exps with the ones the kernel kept.
@@ -40,7 +40,7 @@ class StreamedLayer:
     grad_z: [head, n, d_head] ∂score/∂z in the model's dtype (cast to float32 per block), or None.
     causal: a decoder's mask.
     lse: [head, n] float32, the kernel's own log Σ_j exp(score_ij) of each row when it was kept
-        (`interpret.collect.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
+        (`interpret.capture.kernel`), else None. kernel_scale: the kernel's softmax scale, None for 1/√d_head.
     """
 
     q: Float[Tensor, "head n d_head"]

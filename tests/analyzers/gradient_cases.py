@@ -86,7 +86,7 @@ def tiny_gpt2(implementation: str = "sdpa") -> Case:
 
 @cache
 def _default() -> tuple[Any, Any, Any]:
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     return model.double(), tokenizer, head.double()

@@ -131,7 +131,7 @@ def test_per_layer_ends_in_the_rollout_and_starts_with_the_identity() -> None:
 @pytest.mark.parametrize("rows", ["readout", "all"])
 def test_flow_over_examples_on_several_threads_is_bit_identical(padded_trace, monkeypatch, rows) -> None:
     """Examples solved on two threads (each on one) give every digit the one-thread run gives."""
-    from interpret import threads
+    from interpret.runtime import threads
 
     batch, _ = padded_trace
     trace = random_pattern_trace(batch=5, layers=3, heads=2, pos=7)

@@ -12,7 +12,7 @@ import transformers
 from hf_tiny import collect_args, model_inputs, tiny_config, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.hooks import count_hooks
 
 FAMILIES = ["bert", "gpt2", "t5", "vit"]
@@ -132,7 +132,7 @@ def test_equal_to_a_plain_statement_of_the_formulas(family: str, implementation:
 def test_no_hook_survives_a_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     model, tokenizer, trace = _setup("bert", "sdpa")
     hooks = count_hooks(model)
-    from interpret.runner import ModelRunner
+    from interpret.analysis.runner import ModelRunner
 
     def fail(*args, **kwargs):
         raise RuntimeError("the score fails on purpose")

@@ -21,7 +21,7 @@ from torch import Tensor
 
 import interpret
 from interpret.errors import AnalyzerError
-from interpret.sentiment_head import SentimentHead
+from interpret.models.sentiment_head import SentimentHead
 
 ALL = {"include_special": True}
 

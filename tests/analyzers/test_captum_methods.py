@@ -123,7 +123,7 @@ GRADIENT_ANALYZERS = ["integrated_gradients", "saliency", "input_x_gradient", "g
 
 @pytest.mark.parametrize("name", GRADIENT_ANALYZERS)
 def test_no_hook_survives_any_gradient_analyzer_also_when_it_raises(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from interpret.runner import ModelRunner
+    from interpret.analysis.runner import ModelRunner
 
     case = tiny_bert()
     trace = case.trace()

@@ -12,7 +12,7 @@ import torch
 from hf_tiny import TEXTS, model_inputs, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.errors import AnalyzerError
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
@@ -34,7 +34,7 @@ def test_no_plugin_imports_the_collector() -> None:
         path.name: name
         for path in sorted(PLUGINS.glob("*.py"))
         for name in _imports(path)
-        if name == "interpret.collect" or name.startswith("interpret.collect.")
+        if name == "interpret.capture" or name.startswith("interpret.capture.")
     }
     assert not reaching, f"plugins reach the collector instead of the run context: {reaching}"
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import interpret
-from interpret.analyze import AnalyzerResult, describe, registry, required_names
+from interpret.analysis import AnalyzerResult, describe, registry, required_names
 from interpret.errors import AnalyzerError, HookNameError
 from interpret.hooks import count_hooks
 from interpret.reference import DecoderLM, EncoderClassifier, TransformerConfig
@@ -79,7 +79,7 @@ from typing import Literal
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, Readout
+from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from hf_tiny import DECODER_TEXTS, TEXTS, tiny_config, word_tokenizer
 from torch import nn
 
 import interpret
-from interpret.analyze import RunContext
+from interpret.analysis import RunContext
+from interpret.analysis.runner import Forward
 from interpret.errors import AnalyzerError
 from interpret.inputs import encode
-from interpret.runner import Forward
 from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 
@@ -117,7 +117,7 @@ def test_refuses_every_transformer_family_in_one_line(family: str, cls: str, tex
 
 
 def test_refuses_the_default_model() -> None:
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     trace = interpret.collect(model, tokenizer, ["The soup was cold and the waiter rude."], names=["*attn.hook_pattern"])

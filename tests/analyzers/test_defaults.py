@@ -14,10 +14,10 @@ from hf_tiny import TEXTS, tiny_config, word_tokenizer
 from torch import nn
 
 import interpret
-from interpret.analyze.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, LEADS
+from interpret.analysis.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, LEADS
 from interpret.audit import run_audit
-from interpret.datasets import Example
 from interpret.errors import AnalyzerError
+from interpret.reading.datasets import Example
 
 
 class MaxPoolHead(nn.Module):
@@ -85,7 +85,7 @@ def test_a_model_without_a_decision_has_no_lead_and_says_why() -> None:
 
 
 def test_the_default_audit_leads_with_attnlrp_and_the_report_with_decompx(tmp_path) -> None:
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     examples = [Example(row=0, text="The soup was cold and the waiter rude.")]

@@ -26,11 +26,11 @@ from hf_tiny import TEXTS, tiny_config, tiny_model, word_tokenizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interpret.analyze import analyze, registry, required_names
-from interpret.analyze.params import build
-from interpret.analyze.run import run_context
-from interpret.collect import collect
-from interpret.decision import TargetRequest, decide
+from interpret.analysis import analyze, registry, required_names
+from interpret.analysis.params import build
+from interpret.analysis.run import run_context
+from interpret.capture import collect
+from interpret.decision.decide import TargetRequest, decide
 from interpret.errors import AnalyzerError, InterpretError, ResultError
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

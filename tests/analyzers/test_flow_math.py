@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from flow_reference import paper_flow, reference_flow, reference_flow_from, residual_augmented
 
-from interpret import threads
 from interpret.errors import ConfigError
 from interpret.plugins import flow_math
+from interpret.runtime import threads
 
 
 @pytest.fixture(params=["compact", "specialised"])

@@ -15,7 +15,7 @@ from gradient_cases import baseline_ids, tiny_gpt2
 from hf_tiny import tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.errors import AnalyzerError
 from interpret.request import Limits, Subject
 

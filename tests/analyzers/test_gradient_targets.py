@@ -9,7 +9,7 @@ import pytest
 from gradient_cases import minilm
 
 import interpret
-from interpret.decision import TargetRequest, decide
+from interpret.decision.decide import TargetRequest, decide
 
 
 def _run(case, trace, name: str, request: TargetRequest, **params):

@@ -12,11 +12,11 @@ import torch
 from captum.attr import LayerIntegratedGradients
 from gradient_cases import CASES, baseline_ids, tiny_bert
 
-from interpret.analyze import RunContext
+from interpret.analysis import RunContext
+from interpret.analysis.runner import Forward
 from interpret.hooks import count_hooks
 from interpret.inputs import Encoded
 from interpret.plugins.integrated_gradients import IntegratedGradientsAnalyzer, IntegratedGradientsParams
-from interpret.runner import Forward
 from interpret.target import Target
 from interpret.trace import Trace, TraceMeta
 
@@ -151,7 +151,7 @@ def test_no_hook_survives_a_run_or_a_raise(monkeypatch: pytest.MonkeyPatch) -> N
     case.analyze(trace, "integrated_gradients", steps=4)
     assert count_hooks(case.model) == before
 
-    from interpret.runner import ModelRunner
+    from interpret.analysis.runner import ModelRunner
 
     def fail(*args, **kwargs):
         raise RuntimeError("the score fails on purpose")
@@ -173,7 +173,7 @@ def test_a_small_memory_budget_chunks_the_path_to_the_same_result() -> None:
 def test_the_default_path_budget_is_sized_from_the_device() -> None:
     """memory_mb=0 (the default): half the free memory of a CUDA device, 1024 MiB on the CPU; the steps of every
     example share the passes."""
-    from interpret.analyze.run import run_context
+    from interpret.analysis.run import run_context
     from interpret.plugins._captum import CPU_PATH_MB, path_rows, token_batch
 
     case = tiny_bert()

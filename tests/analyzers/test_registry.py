@@ -10,7 +10,7 @@ from fake_traces import random_pattern_trace
 from plugin_install import install_plugin, plugin_site
 
 import interpret
-from interpret.analyze import AnalyzerResult, registry
+from interpret.analysis import AnalyzerResult, registry
 from interpret.errors import AnalyzerError
 
 PLUGIN = '''
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray, View
+from interpret.analysis import AnalyzerResult, Check, NamedArray, View
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def test_missing_requirement_says_what_to_collect() -> None:
 
 
 def test_required_names_is_the_union() -> None:
-    from interpret.analyze import required_names
+    from interpret.analysis import required_names
 
     globs = required_names(["rollout", "flow"])
     assert globs == sorted(set(globs), key=globs.index)

@@ -16,8 +16,8 @@ from hf_tiny import collect_args, tiny_model, word_tokenizer
 from plugin_install import install_plugin, plugin_site
 
 import interpret
-from interpret.analyze.run import run_context
-from interpret.collect.api import capturable_for
+from interpret.analysis.run import run_context
+from interpret.capture.api import capturable_for
 from interpret.errors import AnalyzerError
 from interpret.hooks import count_hooks, hook_session
 from interpret.reference import EncoderClassifier, TransformerConfig
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from interpret.analyze import AnalyzerResult, Check, NamedArray
+from interpret.analysis import AnalyzerResult, Check, NamedArray
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _reference_case() -> Case:
 
 
 def _default_case() -> Case:
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     return Case(model.double(), tokenizer, ["A calm, honest and moving film.", "The soup was cold."], {},

@@ -1,4 +1,4 @@
-"""The thread policy (interpret/threads.py) and the compiled kernels it runs: same numbers on any thread count."""
+"""The thread policy (interpret/runtime/threads.py) and the compiled kernels it runs: same numbers on any thread count."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from fake_traces import random_pattern_trace
 
-from interpret import threads
 from interpret.errors import ConfigError
 from interpret.plugins import rollout_math
+from interpret.runtime import threads
 
 
 def test_cores_are_the_affinity_mask() -> None:

@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from interpret.audit import run_audit
-from interpret.csv_io import FORMULA_STARTS, neutralise, read_csv
-from interpret.datasets import Example
-from interpret.default_model import CentroidHead
+from interpret.files.csv_io import FORMULA_STARTS, neutralise, read_csv
+from interpret.models.default_model import CentroidHead
+from interpret.reading.datasets import Example
 from interpret.reference import Encoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 
 # Punctuation is a token of its own for the word tokenizer, so "=", "+", "-" and "@" become tokens.
 WORDS = "= + - @ SUM cmd calc the cat sat".split()
 TEXTS = ("=SUM(1) the cat", "+cmd sat\rthe cat", "-calc @ the", "@SUM - cat\r\n= sat", "the cat\rsat\x00 NUL")
-LABELS = ("=1+1", "-neg", None, "@pos", "+")  # the head's class names (a label names a class: interpret.labels)
+LABELS = ("=1+1", "-neg", None, "@pos", "+")  # the head's class names (a label names a class: interpret.decision.labels)
 IDS = ("=id", "+id", None, "@\x00id", "'id")
 
 
@@ -68,7 +68,7 @@ def test_formula_like_inputs_reach_the_tables(audit_dir: Path) -> None:
     assert examples["text"].tolist() == list(TEXTS)
     assert [None if pd.isna(v) else v for v in examples["label"]] == list(LABELS)
     assert [None if pd.isna(v) else v for v in examples["id"]] == list(IDS)
-    assert b"\x00" not in (audit_dir / "examples.csv").read_bytes()  # escaped (interpret.csv_io), read back exactly
+    assert b"\x00" not in (audit_dir / "examples.csv").read_bytes()  # escaped (interpret.files.csv_io), read back exactly
     tokens = pd.read_parquet(audit_dir / "tokens.parquet")
     assert {"=", "+", "-", "@"} <= set(tokens["token"])
 

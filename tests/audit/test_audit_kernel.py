@@ -13,15 +13,15 @@ import torch
 from hf_tiny import save_tiny_classifier
 
 import interpret
-import interpret.audit.runner as runner
-from interpret.analyze import required_names
+from interpret.analysis import required_names
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.checks import effective_params
 from interpret.audit.engine import capture_batch, run_batch
 from interpret.audit.kernel import audit_implementation, audit_kernel, describe
-from interpret.datasets import Example
+import interpret.audit.runner as runner
 from interpret.errors import InputError
 from interpret.pipeline import Plan
+from interpret.reading.datasets import Example
 
 ATTENTION = ["rollout", "flow", "attention_entropy"]
 WORDS = "the cat sat on mat a dog saw red blue".split()

@@ -21,7 +21,7 @@ from pandas.testing import assert_frame_equal
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.lock import AuditLock, DirectoryLocked
 from interpret.cli.main import cli
-from interpret.datasets import Example
+from interpret.reading.datasets import Example
 
 N_EXAMPLES = 12
 
@@ -117,7 +117,7 @@ _RACE = textwrap.dedent("""
     import torch
     from interpret.audit import AuditOptions, run_audit
     from interpret.audit.lock import DirectoryLocked
-    from interpret.datasets import Example
+    from interpret.reading.datasets import Example
     from interpret.reference import EncoderClassifier, TransformerConfig
     from interpret.reference.vocab import word_tokenizer
     words = "the cat sat on mat a dog saw good bad red blue".split()

@@ -24,8 +24,8 @@ N_BATCHES = -(-N_EXAMPLES // BATCH_SIZE)
 _SCRIPT = """
 import json, sys
 from interpret.audit import AuditOptions, run_audit
-from interpret.datasets import read_examples
-from interpret.default_model import DEFAULT_MODEL_ID, load_default
+from interpret.models.default_model import DEFAULT_MODEL_ID, load_default
+from interpret.reading.datasets import read_examples
 
 model, tokenizer, head = load_default("cpu")
 examples = read_examples(sys.argv[1])

@@ -8,11 +8,11 @@ import threading
 import pytest
 import torch
 
-import interpret.audit.overlap as overlap
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.engine import run_batch
-from interpret.datasets import Example
+import interpret.audit.overlap as overlap
 from interpret.pipeline import Plan
+from interpret.reading.datasets import Example
 from interpret.request import EvidenceOptions
 
 ATTENTION = ["rollout", "flow", "attention_entropy"]
@@ -26,7 +26,7 @@ def _examples(n: int) -> list[Example]:
 
 
 def _settings(analyzers: list[str], evidence: bool = False) -> Plan:
-    from interpret.analyze import required_names
+    from interpret.analysis import required_names
     from interpret.audit.checks import effective_params
 
     return Plan(

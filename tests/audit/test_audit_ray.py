@@ -27,7 +27,7 @@ ANALYZERS = ["rollout", "attention_entropy"]
 # Builds the same tiny model and examples in a child process (for the killed run).
 SETUP = textwrap.dedent('''
     import torch
-    from interpret.datasets import Example
+    from interpret.reading.datasets import Example
     from interpret.reference import EncoderClassifier, TransformerConfig
     from interpret.reference.vocab import word_tokenizer
 

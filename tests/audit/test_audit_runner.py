@@ -12,9 +12,9 @@ from pandas.testing import assert_frame_equal
 
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.parts import AuditDir
-from interpret.datasets import Example
-from interpret.default_model import CentroidHead
 from interpret.errors import AnalyzerError, ConfigError, InputError
+from interpret.models.default_model import CentroidHead
+from interpret.reading.datasets import Example
 from interpret.reference import Encoder, EncoderClassifier, EncoderDecoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 

@@ -16,10 +16,10 @@ import interpret
 from interpret.audit import AuditResult, run_audit
 from interpret.audit import tables as tables_mod
 from interpret.audit.stats import head_sums
-from interpret.plugins.attention_entropy import attention_entropy
 from interpret.audit.summary import summary_html
-from interpret.datasets import Example
-from interpret.default_model import CentroidHead
+from interpret.models.default_model import CentroidHead
+from interpret.plugins.attention_entropy import attention_entropy
+from interpret.reading.datasets import Example
 from interpret.reference import Encoder, EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 
@@ -193,7 +193,7 @@ def test_heads_csv_and_summary_page(audited) -> None:
 
 
 def test_summary_escapes_labels_and_tokens_and_loads_nothing(tokenizer, tmp_path) -> None:
-    # A label is a class name of the model (interpret.labels), so the hostile label is a class of the head.
+    # A label is a class name of the model (interpret.decision.labels), so the hostile label is a class of the head.
     torch.manual_seed(0)
     encoder = Encoder(TransformerConfig(d_model=32, n_heads=4, n_layers=2, d_mlp=64, vocab_size=len(tokenizer),
                                         max_positions=32, n_classes=2)).eval()

@@ -1,4 +1,4 @@
-"""The weight-digest memo (interpret.file_digest) sees a file replaced with the old size and mtime (`cp -p`)."""
+"""The weight-digest memo (interpret.files.file_digest) sees a file replaced with the old size and mtime (`cp -p`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from interpret import file_digest
+from interpret.files import file_digest
 
 # File timestamps come from the kernel's coarse clock (one tick, at most 10 ms): a replacement made within
 # the tick of the first hash could carry the same ctime, so the tests wait out a tick as any real

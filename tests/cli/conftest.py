@@ -93,12 +93,12 @@ def odd_dirs(tmp_path_factory: pytest.TempPathFactory, classifier_dir: Path) -> 
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every model load (interpret.loading.load, interpret.default_model.load_default), letting it run."""
-    import interpret.default_model
-    import interpret.loading
+    """Record every model load (interpret.models.loading.load, interpret.models.default_model.load_default), letting it run."""
+    import interpret.models.default_model
+    import interpret.models.loading
 
     calls: list[str] = []
-    real_load, real_default = interpret.loading.load, interpret.default_model.load_default
+    real_load, real_default = interpret.models.loading.load, interpret.models.default_model.load_default
 
     def load(*args: object, **kwargs: object) -> object:
         calls.append(f"load {args[0] if args else ''}")
@@ -108,8 +108,8 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("load_default")
         return real_default(*args, **kwargs)
 
-    monkeypatch.setattr(interpret.loading, "load", load)
-    monkeypatch.setattr(interpret.default_model, "load_default", load_default)
+    monkeypatch.setattr(interpret.models.loading, "load", load)
+    monkeypatch.setattr(interpret.models.default_model, "load_default", load_default)
     return calls
 
 

@@ -13,14 +13,14 @@ import pytest
 from cli_runner import run
 from plugin_install import install_plugin
 
-from interpret.analyze import registry
-from interpret.analyzer_rules import problem, validate
+from interpret.analysis import registry
 from interpret.cli.analyzer_index import _class_attributes, listings
+from interpret.registration.analyzer_rules import problem, validate
 
 PLUGIN = '''
 from dataclasses import dataclass
 
-from interpret.analyze import AnalyzerResult
+from interpret.analysis import AnalyzerResult
 
 
 @dataclass(frozen=True)

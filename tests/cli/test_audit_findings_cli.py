@@ -12,7 +12,7 @@ import pytest
 from cli_runner import run
 from pandas.testing import assert_frame_equal
 
-from interpret.csv_io import read_csv
+from interpret.files.csv_io import read_csv
 
 
 def _data(tmp_path: Path, n: int = 12) -> Path:

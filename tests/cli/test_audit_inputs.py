@@ -16,7 +16,7 @@ import pandas as pd
 from cli_runner import run
 from hf_tiny import WORDS
 
-from interpret.csv_io import read_csv
+from interpret.files.csv_io import read_csv
 
 NAMES = ("negative", "positive")  # classifier_dir's classes
 
@@ -168,7 +168,7 @@ def test_sigterm_stops_the_audit_like_ctrl_c_and_it_resumes(classifier_dir: Path
 _RESUME = """
 import resource, signal, sys
 from interpret.audit import run_audit
-from interpret.datasets import Example
+from interpret.reading.datasets import Example
 from interpret.reference import EncoderClassifier, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 import torch

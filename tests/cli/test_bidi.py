@@ -16,7 +16,7 @@ import transformers
 from cli_runner import run
 from hf_tiny import tiny_config, word_tokenizer
 
-from interpret.text import BIDI_CONTROLS
+from interpret.reading.text import BIDI_CONTROLS
 
 RLO, LRI = "\u202e", "\u2066"  # right-to-left override; left-to-right isolate
 NEGATIVE, POSITIVE = f"neg{RLO}ative", f"pos{LRI}itive"

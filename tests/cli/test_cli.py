@@ -11,7 +11,7 @@ import torch
 from cli_runner import run
 from hf_tiny import WORDS
 
-from interpret.trace_io import load_trace
+from interpret.files.trace_io import load_trace
 
 TEXT = "the cat sat on the mat"
 
@@ -291,7 +291,7 @@ def test_verbose_shows_the_traceback(classifier_dir: Path, monkeypatch: pytest.M
 def test_a_report_bigger_than_its_estimate_is_refused_before_writing(classifier_dir: Path, tmp_path: Path) -> None:
     # The estimate counts the attention views and the page's scripts; rollout's [query, key] map and the page's
     # data come on top, so a limit just above the estimate passes the check and the real page is refused.
-    from interpret.checkpoint import read_json
+    from interpret.estimate.checkpoint import read_json
     from interpret.estimate.facts import model_facts
     from interpret.estimate.report import estimate_report
 

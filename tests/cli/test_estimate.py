@@ -16,9 +16,9 @@ import transformers
 from hf_tiny import FAMILIES, VISION, collect_args, save_tiny, tiny_model
 
 import interpret
-from interpret.checkpoint import read_json
-from interpret.collect.api import capturable_for
-from interpret.decision import reader_for
+from interpret.capture.api import capturable_for
+from interpret.decision.decide import reader_for
+from interpret.estimate.checkpoint import read_json
 from interpret.estimate.facts import count_tokens, model_facts
 from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes, round_up_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, estimate_report, page_base_bytes
@@ -139,8 +139,8 @@ def test_a_cuda_run_adds_the_runtime_s_host_memory(family_dirs: dict[str, Path])
 
 
 def test_constants_agree_with_the_modules_they_mirror() -> None:
-    from interpret.analyze import GROUP
-    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+    from interpret.analysis import GROUP
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS
     from interpret.cli.analyzer_index import GROUP as INDEX_GROUP
     from interpret.cli.preflight import default_analyzers
     from interpret.api import explain

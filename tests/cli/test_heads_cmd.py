@@ -15,7 +15,7 @@ import transformers
 from cli_runner import run
 
 import interpret
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.data import heldout_examples
 from interpret.heads.surgery import count_parameters
 

@@ -68,9 +68,9 @@ def test_import_interpret_is_lazy_and_complete() -> None:
     for name in interpret.__all__:
         assert getattr(interpret, name) is not None
     assert set(interpret.__all__) <= set(dir(interpret))
-    importlib.import_module("interpret.collect.engine")  # importing the subpackage must not hide the function
+    importlib.import_module("interpret.capture.engine")  # importing the subpackage must not hide the function
 
-    assert callable(interpret.collect) and interpret.collect.__module__ == "interpret.collect.api"
+    assert callable(interpret.collect) and interpret.collect.__module__ == "interpret.capture.api"
     assert callable(interpret.analyze) and interpret.analyze.__name__ == "analyze"
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         interpret.nonexistent  # noqa: B018

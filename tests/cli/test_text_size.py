@@ -1,4 +1,4 @@
-"""A text far longer than the model can read is refused before any tokenizer sees it (`interpret.text_size`):
+"""A text far longer than the model can read is refused before any tokenizer sees it (`interpret.reading.text_size`):
 a real 20 MB one-line input through every command that tokenizes texts, exit 2 and one line in under 2 s, with
 neither tokenizers, transformers nor torch imported; the bound is 256 bytes for each token the model reads."""
 
@@ -17,7 +17,7 @@ from hf_tiny import word_tokenizer
 
 from interpret.errors import InputError
 from interpret.inputs import encode
-from interpret.text_size import BYTES_PER_TOKEN, NO_LIMIT_TOKENS, byte_bound, check_text_bytes
+from interpret.reading.text_size import BYTES_PER_TOKEN, NO_LIMIT_TOKENS, byte_bound, check_text_bytes
 
 BIG = 20_000_000
 MINILM_BOUND = BYTES_PER_TOKEN * 512  # the default model reads at most 512 tokens

@@ -37,8 +37,8 @@ def family_row(family: str, model: Any, processor: Any) -> list[str]:
     """Return the row's cells that describe the family (all but the test results), from the model itself."""
     from hf_tiny import MATRIX
 
-    from interpret.collect.api import capturable_for
-    from interpret.collect.hf.registry import adapter_for
+    from interpret.capture.api import capturable_for
+    from interpret.capture.hf.registry import adapter_for
 
     spec = MATRIX[family]
     capturable = capturable_for(model, processor)
@@ -114,7 +114,7 @@ def main() -> int:
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "collect")]
     from hf_tiny import MATRIX, tiny_model, word_tokenizer
 
-    from interpret.atomic import write_atomically
+    from interpret.files.atomic import write_atomically
 
     with tempfile.TemporaryDirectory() as directory:
         junit = Path(directory) / "matrix.xml"

@@ -8,7 +8,7 @@ from hf_tiny import model_inputs, tiny_model
 from transformers.pytorch_utils import Conv1D
 
 import interpret
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.errors import ConfigError, HookNameError
 from interpret.hooks import count_hooks
 from interpret.inputs import from_ids

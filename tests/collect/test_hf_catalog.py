@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from hf_tiny import tiny_model
 from transformers.modeling_utils import AttentionInterface
 
+from interpret.capture.hf import catalog, generic
 from interpret.cli.main import cli
-from interpret.collect.hf import catalog, generic
 from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
@@ -73,7 +73,7 @@ def test_the_table_is_cached_per_version(table, monkeypatch) -> None:
 
 def test_the_cache_is_keyed_by_the_adapter_code_too(table, monkeypatch) -> None:
     """A table written by other adapter code (an older checkout of the same version) is never read: its file
-    name carries a digest of every module of interpret.collect.hf."""
+    name carries a digest of every module of interpret.capture.hf."""
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
     sources = b"".join(path.read_bytes() for path in sorted(Path(catalog.__file__).parent.glob("*.py")))
     path = catalog.cache_path()

@@ -13,7 +13,7 @@ from transformers.modeling_utils import AttentionInterface
 import interpret
 from interpret.errors import HookNameError, MemoryBudgetError
 from interpret.hooks import count_hooks
-from interpret.loading import load
+from interpret.models.loading import load
 
 
 @pytest.fixture(scope="module")

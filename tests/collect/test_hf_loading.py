@@ -1,4 +1,4 @@
-"""`interpret.loading.load`: offline local directories, safetensors only unless opted out, no remote code."""
+"""`interpret.models.loading.load`: offline local directories, safetensors only unless opted out, no remote code."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from hf_tiny import save_tiny, tiny_model
 
 from interpret.errors import ModelLoadError
-from interpret.loading import load
+from interpret.models.loading import load
 
 
 def test_loads_model_and_tokenizer_from_a_local_directory(tmp_path) -> None:

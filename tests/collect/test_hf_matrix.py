@@ -33,14 +33,14 @@ from transformers.modeling_utils import AttentionInterface
 from transformers.pytorch_utils import Conv1D
 
 import interpret
+from interpret.analysis.run import run_context
+from interpret.capture.api import capturable_for
+from interpret.capture.gates import head_gates
+from interpret.capture.prepare import prepare
 from interpret.cli.main import cli
-from interpret.collect.api import capturable_for
-from interpret.collect.gates import head_gates
-from interpret.collect.prepare import prepare
-from interpret.analyze.run import run_context
 from interpret.errors import AnalyzerError, CaptureError, HookNameError
 from interpret.hooks import count_hooks
-from interpret.loading import load
+from interpret.models.loading import load
 from interpret.request import Subject
 
 TIGHT = 1e-6  # every family's eager kernel agrees with the recorded pattern to this (float32 rounding)

@@ -10,7 +10,7 @@ from hf_tiny import eager_patterns, model_inputs
 
 import interpret
 from interpret.hooks import count_hooks
-from interpret.loading import load
+from interpret.models.loading import load
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Attention is not explanation."]
 

@@ -13,15 +13,15 @@ import transformers
 from hf_tiny import FAMILIES, word_tokenizer
 
 import interpret
-from interpret import entry_points
-from interpret.collect.hf import registry
-from interpret.collect.hf.adapter import GROUP
+from interpret.capture.hf import registry
+from interpret.capture.hf.adapter import GROUP
 from interpret.errors import UnsupportedModelError
-from interpret.versions import DISTRIBUTION
+from interpret.registration import entry_points
+from interpret.runtime.versions import DISTRIBUTION
 
 PLUGIN = '''
-from interpret.collect.hf import generic
-from interpret.collect.hf.adapter import HFAdapter
+from interpret.capture.hf import generic
+from interpret.capture.hf.adapter import HFAdapter
 
 ELECTRA = HFAdapter(model_types=("electra",), build=generic.build)
 CLAIMS_CLIP = HFAdapter(model_types=("clip",), build=generic.build)

@@ -27,12 +27,12 @@ from hf_tiny import TEXTS, model_inputs, word_tokenizer
 from transformers.modeling_utils import AttentionInterface
 
 import interpret
+from interpret.capture.api import capturable_for
+from interpret.capture.engine import capture, select_sites
+from interpret.capture.gates import head_gates
+from interpret.capture.hf.own_code import OwnAttention
+from interpret.capture.prepare import prepare
 from interpret.cli.main import cli
-from interpret.collect.api import capturable_for
-from interpret.collect.engine import capture, select_sites
-from interpret.collect.gates import head_gates
-from interpret.collect.hf.own_code import OwnAttention
-from interpret.collect.prepare import prepare
 from interpret.errors import CaptureError
 from interpret.hooks import count_hooks
 

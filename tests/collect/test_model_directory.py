@@ -18,14 +18,14 @@ from hf_tiny import TEXTS, save_tiny, save_tiny_classifier, word_tokenizer
 from safetensors.torch import load_file, save_file
 
 import interpret
-import interpret.loading as loading
 from interpret.audit.identity import weights_digest
-from interpret.checkpoint import locate
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.errors import ModelLoadError
+from interpret.estimate.checkpoint import locate
 from interpret.heads import pruned_bert
 from interpret.heads.store import removed_model, save_removed
-from interpret.loading import load
+from interpret.models.loading import load
+import interpret.models.loading as loading
 
 
 def _without(directory: Path, prefix: str) -> Path:
@@ -220,7 +220,7 @@ def test_a_pruned_checkpoint_with_another_modeling_file_is_refused_and_never_run
 
 
 def test_the_checkpoint_module_names_the_pruned_modeling_file() -> None:
-    from interpret.checkpoint import PRUNED_MODULE, PRUNED_TYPES
+    from interpret.estimate.checkpoint import PRUNED_MODULE, PRUNED_TYPES
 
     assert PRUNED_MODULE == pruned_bert.MODULE_FILE.removesuffix(".py")
     assert {config.model_type: stock for stock, config in pruned_bert.PRUNED_CONFIGS.items()} == {

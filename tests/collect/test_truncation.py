@@ -14,8 +14,8 @@ import transformers
 from hf_tiny import DECODER_TEXTS, MATRIX, WORDS, collect_args, tiny_model, word_tokenizer
 from shipped_tokenizers import SHIPPED
 
-from interpret.collect.api import capturable_for
-from interpret.collect.prepare import prepare
+from interpret.capture.api import capturable_for
+from interpret.capture.prepare import prepare
 from interpret.errors import InputError
 from interpret.inputs import Encoded, encode
 

@@ -12,11 +12,11 @@ from decompx_statement import bert_classifier, language_model, mean_l2_head
 from hf_tiny import DECODER_TEXTS, TEXTS, tiny_config, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
-from interpret.decision import TargetRequest, decide
+from interpret.analysis.run import run_context
+from interpret.decision.decide import TargetRequest, decide
 from interpret.errors import AnalyzerError
+from interpret.models.sentiment_head import SentimentHead
 from interpret.plugins.decompx import DecompX
-from interpret.sentiment_head import SentimentHead
 
 NAMES = list(DecompX.requires)
 CLASSIFIERS = {
@@ -135,7 +135,7 @@ def test_a_continuation_adds_up_over_its_steps() -> None:
 
 @pytest.fixture(scope="module")
 def minilm():
-    from interpret.default_model import load_default
+    from interpret.models.default_model import load_default
 
     model, tokenizer, head = load_default("cpu")
     return model.double(), tokenizer, head.double()

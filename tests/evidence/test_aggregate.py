@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from interpret.audit import AuditOptions, run_audit
-from interpret.request import EvidenceOptions
-from interpret.csv_io import read_csv
-from interpret.datasets import Example
 from interpret.evidence.aggregate import aggregate_rows
+from interpret.files.csv_io import read_csv
+from interpret.reading.datasets import Example
 from interpret.reference.toy import marker_dataset, marker_task
+from interpret.request import EvidenceOptions
 
 
 def _frame() -> pd.DataFrame:

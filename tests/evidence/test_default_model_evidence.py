@@ -9,7 +9,7 @@ import json
 import pytest
 
 import interpret
-from interpret.default_model import load_default
+from interpret.models.default_model import load_default
 
 
 @pytest.mark.slow

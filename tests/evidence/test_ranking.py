@@ -11,10 +11,10 @@ import pytest
 
 import interpret
 from interpret.audit.tables import token_columns, token_frame
-from interpret.datasets import Example
-from interpret.default_model import load_default
 from interpret.evidence.agreement import rank_agreement
 from interpret.evidence.ranking import TIE_TOLERANCE, order_of, tie_groups
+from interpret.models.default_model import load_default
+from interpret.reading.datasets import Example
 from interpret.report.summary import top_tokens
 
 

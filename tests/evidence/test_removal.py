@@ -11,7 +11,7 @@ import transformers
 from hf_tiny import TEXTS, tiny_config, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.errors import AnalyzerError
 from interpret.evidence import RemovalScorer, candidates, default_removal
 

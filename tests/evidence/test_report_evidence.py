@@ -14,8 +14,8 @@ import transformers
 from hf_tiny import TEXTS, tiny_config, word_tokenizer
 
 import interpret
-from interpret.analyze import AnalyzerResult, NamedArray, Readout
-from interpret.analyze.run import run_context
+from interpret.analysis import AnalyzerResult, NamedArray, Readout
+from interpret.analysis.run import run_context
 from interpret.errors import ConfigError
 from interpret.evidence import evaluate_evidence
 from interpret.reference.toy import marker_dataset, marker_task

@@ -16,7 +16,7 @@ from hf_tiny import save_tiny, tiny_model, word_tokenizer
 from scipy import stats
 
 import interpret
-from interpret.decision import decide
+from interpret.decision.decide import decide
 from interpret.evidence.removal import candidates
 from interpret.evidence.sanity import (
     MODEL_INIT, NOISE, PASS_BELOW, RANDOM, RESET, SanityResult, block_modules, cascading_randomisation, _noise,

@@ -9,7 +9,7 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.estimate.facts import ModelFacts
 from interpret.estimate.heads import estimate_heads, passes, removal_schedule
 from interpret.estimate.memory import round_up

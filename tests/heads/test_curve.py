@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.errors import AnalyzerError
 from interpret.heads.curve import pruning_curve
 from interpret.heads.dataset import dataset_importance, dataset_metric, head_data

@@ -12,7 +12,7 @@ import transformers
 from hf_tiny import TEXTS, tiny_config, word_tokenizer
 
 import interpret
-from interpret.collect.gates import head_gates
+from interpret.capture.gates import head_gates
 from interpret.heads.importance import accumulate, batch_gradients, normalize_by_layer, normalize_global, ranked
 from interpret.heads.scoring import GatedModel
 from interpret.inputs import encode

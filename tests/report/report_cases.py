@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 import interpret
-from interpret.analyze.result import AnalyzerResult, Check, NamedArray, Readout, View
-from interpret.decision import decide
+from interpret.analysis.result import AnalyzerResult, Check, NamedArray, Readout, View
+from interpret.decision.decide import decide
 from interpret.reference import EncoderClassifier, EncoderDecoder, TransformerConfig
 from interpret.reference.vocab import word_tokenizer
 from interpret.report import Report, RunInfo, build_report

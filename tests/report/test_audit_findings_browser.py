@@ -13,7 +13,7 @@ from report_chromium import Chromium
 from test_report_first_look_browser import keep
 
 from interpret.audit import AuditOptions, run_audit
-from interpret.datasets import read_examples
+from interpret.reading.datasets import read_examples
 from interpret.reference.toy import MARKER, marker_dataset, marker_task
 
 pytestmark = pytest.mark.browser

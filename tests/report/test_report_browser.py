@@ -9,7 +9,7 @@ import pytest
 from report_cases import PAYLOADS, payload_report
 from report_chromium import Chromium, Page
 
-from interpret.text import printable
+from interpret.reading.text import printable
 
 pytestmark = pytest.mark.browser
 

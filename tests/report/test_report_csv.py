@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from report_cases import WORDS, report_of, trace_of
 
-from interpret.csv_io import FORMULA_STARTS, neutralise, read_csv
+from interpret.files.csv_io import FORMULA_STARTS, neutralise, read_csv
 
 # Tokens a spreadsheet would evaluate, or that split a row when a bare "\r" is left unquoted.
 FORMULAS = ('=HYPERLINK("http://x","y")', "+1", "-", "@SUM(A1)", "\tx", "a\rb", "'q")

@@ -13,8 +13,8 @@ import pytest
 from report_cases import Page, encoder_decoder_trace, payload_report, report_of, trace_of
 
 import interpret
-from interpret.csv_io import read_csv
 from interpret.errors import ReportError
+from interpret.files.csv_io import read_csv
 from interpret.report import RunInfo, build_report, render
 from interpret.report.views import decode, pack, round_significant_array
 

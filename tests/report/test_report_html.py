@@ -120,7 +120,7 @@ def test_summary_lists_decision_top_tokens_and_checks(page: Page) -> None:
 def test_failed_check_shows_a_warning(tmp_path: Path) -> None:
     import dataclasses
 
-    from interpret.analyze.result import Check
+    from interpret.analysis.result import Check
 
     report = payload_report()
     rollout = report.sections[0]
@@ -143,7 +143,7 @@ def test_examples_get_a_picker_and_one_summary_each(page: Page) -> None:
 def test_each_example_shows_its_own_decision_target_and_gold_as_plain_text() -> None:
     import dataclasses
 
-    from interpret.decision import Decision
+    from interpret.decision.decide import Decision
     from interpret.target import Target
 
     report = payload_report()

@@ -11,7 +11,7 @@ import numpy as np
 from report_cases import WORDS, trace_of
 
 import interpret
-from interpret.analyze.result import AnalyzerResult, NamedArray, Readout, View
+from interpret.analysis.result import AnalyzerResult, NamedArray, Readout, View
 from interpret.report import RunInfo, build_report
 from interpret.report.model import ReportData
 from interpret.report.summary import top_tokens

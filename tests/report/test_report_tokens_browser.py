@@ -13,10 +13,10 @@ import pytest
 from report_cases import WORDS, trace_of
 from report_chromium import Chromium, Page
 
-from interpret.analyze.result import AnalyzerResult, NamedArray, View
-from interpret.analyze.result import Readout
+from interpret.analysis.result import AnalyzerResult, NamedArray, View
+from interpret.analysis.result import Readout
+from interpret.reading.text import display_tokens, printable
 from interpret.report import Report, RunInfo, build_report
-from interpret.text import display_tokens, printable
 
 pytestmark = pytest.mark.browser
 
@@ -239,7 +239,7 @@ def test_ordinals_and_escapes_match_python(browser: Chromium, tmp_path: Path) ->
     expected = [f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}" for n in numbers]
     assert page.evaluate(f"{json.dumps(numbers)}.map(AuditDraw.ordinal)") == expected
     assert expected[:4] == ["1st", "2nd", "3rd", "4th"] and "every 2nd" == f"every {expected[1]}"
-    # The page's escaping (visible) is interpret.text.printable, character for character.
+    # The page's escaping (visible) is interpret.reading.text.printable, character for character.
     samples = ["".join(chr(c) for c in range(start, start + 256)) for start in range(0, 0x3000, 256)]
     samples += ["a\ud800b", "\udfffz", "😀\u200d👍", "\u202e\u2066x\u2069\u202c", "tab\tnl\ncr\r"]
     assert page.evaluate(f"{json.dumps(samples)}.map(AuditDraw.visible)") == [printable(s) for s in samples]

@@ -35,7 +35,7 @@ def test_the_captured_lse_equals_the_log_sum_exp_of_the_scores(family: str, case
     if case.startswith("one"):  # the fused kernel serves every call: nothing is restated
         def restated(*args, **kwargs):
             raise AssertionError("the lse was restated although the fused kernel returned it")
-        monkeypatch.setattr(importlib.import_module("interpret.collect.hf.attention"), "restated_lse", restated)
+        monkeypatch.setattr(importlib.import_module("interpret.capture.hf.attention"), "restated_lse", restated)
     trace = interpret.collect(model, word_tokenizer(), texts, names=["*attn.hook_attn_scores", *REQUIRES])
     names = [name for name in trace.names() if name.endswith("hook_lse")]
     assert len(names) == trace.meta.n_layers
@@ -110,10 +110,10 @@ def test_an_offloaded_trace_is_on_the_host_and_streams_to_the_same_readout() -> 
 
 
 def test_a_capture_with_gradients_refuses_offload_in_one_line() -> None:
-    from interpret.collect.api import capturable_for
-    from interpret.collect.engine import capture, select_sites
+    from interpret.capture.api import capturable_for
+    from interpret.capture.engine import capture, select_sites
     from interpret.errors import CaptureError
-    from interpret.collect.prepare import prepare
+    from interpret.capture.prepare import prepare
 
     model = tiny_model("llama")
     tokenizer = word_tokenizer()

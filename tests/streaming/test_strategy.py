@@ -13,13 +13,13 @@ import pytest
 from hf_tiny import save_tiny_classifier, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze import AnalyzerResult, registry
-from interpret.analyze.defaults import DEPRECATED_STREAMING
-from interpret.analyzer_rules import validate
+from interpret.analysis import AnalyzerResult, registry
+from interpret.analysis.defaults import DEPRECATED_STREAMING
 from interpret.audit import AuditOptions, run_audit
 from interpret.audit.parts import fingerprint
-from interpret.datasets import Example
 from interpret.errors import AnalyzerError, ConfigError, InputError
+from interpret.reading.datasets import Example
+from interpret.registration.analyzer_rules import validate
 from interpret.streaming.capture import REQUIRES
 
 TEXTS = ["the cat sat on the mat", "a dog saw red"]

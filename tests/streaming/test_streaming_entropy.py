@@ -61,7 +61,7 @@ def test_row_entropies_equal_the_plain_statement_and_a_wrong_mask_is_caught() ->
 
 
 def test_a_streamed_default_run_reports_entropy_from_the_streaming_version() -> None:
-    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS
 
     model, tokenizer = tiny_model("llama"), word_tokenizer()
     report = interpret.explain(model, tokenizer, list(TEXTS[:2]), limits=Limits(streaming="on"), evidence=False)

@@ -13,14 +13,14 @@ import torch
 from hf_tiny import MATRIX, TEXTS, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.errors import AnalyzerError, ResultError
 from interpret.hooks import count_hooks
 from interpret.plugins._attention import readout_weights
-from interpret.streaming.pattern import StreamedLayer
-from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer, rollout_readout
 from interpret.streaming.capture import REQUIRES, gradient_pass, layers_from_trace, real_positions
+from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.pattern import lse_error, output_error, pattern_rows
+from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer, rollout_readout
 
 FAMILIES = ("gpt2", "llama", "bert")
 TOLERANCE = 1e-5

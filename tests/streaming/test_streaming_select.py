@@ -11,9 +11,9 @@ import pytest
 from hf_tiny import tiny_model, word_tokenizer
 
 import interpret
+from interpret.analysis.strategy import streamed_strategies
 from interpret.errors import AnalyzerError, ConfigError, MemoryBudgetError
 from interpret.plugins import flow as flow_plugin
-from interpret.analyze.strategy import streamed_strategies
 from interpret.request import Limits
 
 WORDS = "the cat sat on mat a dog saw red blue".split()
@@ -71,7 +71,7 @@ def test_the_streamed_strategies_keep_each_analyzer_and_its_name() -> None:
 
 def test_the_default_set_streams_leaving_out_what_needs_every_pattern_with_a_note() -> None:
     """A user who named no analyzers gets a streamed report on a long input, not a refusal of a default."""
-    from interpret.analyze.defaults import DEFAULT_ANALYZERS
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS
 
     model, tokenizer = tiny_model("llama"), word_tokenizer()
     report = interpret.explain(model, tokenizer, [LONG], limits=Limits(capture_bytes=BUDGET), evidence=False)

@@ -12,7 +12,7 @@ import torch
 from hf_tiny import TEXTS, tiny_model, word_tokenizer
 
 import interpret
-from interpret.analyze.run import run_context
+from interpret.analysis.run import run_context
 from interpret.plugins._attention import readout_weights
 from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positions
 from interpret.streaming.readout import rollout_readout
@@ -144,7 +144,7 @@ def test_an_unknown_method_is_refused() -> None:
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_kernel_records_keep_the_model_output_and_give_the_full_rollout(family: str) -> None:
-    from interpret.collect.kernel import kernel_records
+    from interpret.capture.kernel import kernel_records
     from interpret.streaming.kernel import KernelLayers
 
     model = tiny_model(family)
@@ -170,7 +170,7 @@ def test_kernel_records_keep_the_model_output_and_give_the_full_rollout(family: 
 
 
 def test_kernel_records_fall_back_on_a_mask_and_restore_sdpa_when_the_forward_raises() -> None:
-    from interpret.collect.kernel import kernel_records
+    from interpret.capture.kernel import kernel_records
     from interpret.streaming.kernel import KernelLayers
 
     model = tiny_model("llama")

@@ -53,7 +53,7 @@
   function shorten(text) { return truncate(String(text), LABEL_LIMIT); }
 
   /* Control characters, the bidi embeddings/overrides/isolates/marks, line and paragraph separators and lone
-   * surrogates written as \xNN / \uNNNN, as interpret.text.printable does: a token can then neither
+   * surrogates written as \xNN / \uNNNN, as interpret.reading.text.printable does: a token can then neither
    * reorder the labels around it nor hide itself. */
   var UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]/;
 

@@ -2,7 +2,7 @@
  * Each view function draws one View an analyzer asked for into view.body, with pickers in view.controls.
  *
  * Tokens are labelled by their display form when the data has one — examples[b].display_tokens and
- * examples[b].decoder_display_tokens, [pos] strings as interpret.text.display_tokens writes them — else by the
+ * examples[b].decoder_display_tokens, [pos] strings as interpret.reading.text.display_tokens writes them — else by the
  * raw token; either way with control and bidi characters escaped, cut to LABEL_LIMIT characters, and the raw
  * token on hover. */
 (function () {

@@ -1,0 +1,228 @@
+"""What every model type the installed transformers knows offers for capture, found without building one.
+
+For each model type, its base model class (transformers' AutoModel mapping) is built from the type's default
+config on the `meta` device (shapes only: no memory, no weights, whatever the model's size) and handed to the
+adapter that serves the type, whose probe pass runs there too. The outcome per type is a `TypeSupport`:
+`supported` (with the adapter, the kind and the hook points offered and not offered, with reasons),
+`unsupported` (the adapter's one-line reason: no attention, attention computed outside transformers'
+interface, a hybrid, ...) or `unknown` (the meta-device probe itself could not run, e.g. an input the probe
+cannot make; such a model is probed again, on its own weights, when it is captured). Probing all ~800 types
+takes minutes, so a type is probed only when it is asked for (`catalog`) or used; `listing` says what is known
+without building a model: the cached outcome, else `unprobed` with the adapter that claims the type and the
+class transformers maps it to. The table is cached
+per toolkit, transformers and torch version and per content of the adapters' code (this package's modules,
+so a table written by other adapter code is never read) under `interpret.files.cache.cache_dir()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import re
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from interpret.capture.sites import Capturable
+from interpret.errors import InterpretError, UnsupportedModelError
+from interpret.files.atomic import write_atomically
+from interpret.files.cache import cache_dir
+from interpret.runtime.versions import library_versions
+
+Status = Literal["supported", "unsupported", "unknown", "unprobed"]
+_LAYER = re.compile(r"blocks\.\d+\.")
+
+
+@dataclass(frozen=True)
+class TypeSupport:
+    """What one model type offers: status, adapter, kind, hook points (folded: `blocks.{i}.attn.hook_pattern`)
+    offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
+    (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty."""
+
+    model_type: str
+    status: Status
+    adapter: str = ""
+    kind: str = ""
+    model_class: str = ""
+    offered: tuple[str, ...] = ()
+    missing: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+    shared: str = ""
+
+
+def model_types() -> list[str]:
+    """Return every model type the installed transformers knows, sorted."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
+
+
+def describe(model_type: str) -> TypeSupport:
+    """Return what `model_type` offers, from its base model built with the default config on the meta device."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    from interpret.capture.hf.registry import adapter_for, hf_capturable
+
+    try:
+        with _quiet():
+            config = CONFIG_MAPPING[model_type]()
+            name = _model_class_name(model_type, type(config).__name__, MODEL_MAPPING_NAMES)
+            if name is None:
+                return TypeSupport(model_type, "unknown", reason="transformers has no model class for this model type")
+            model_class = getattr(transformers, name)
+            # Eager attention and batched experts: on the meta device fused kernels have nothing to dispatch
+            # to and a per-expert loop reads the routing's values; the structure the probe reads is the same
+            # under every kernel.
+            config._attn_implementation = "eager"
+            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+                config._experts_implementation = "batched_mm"
+            with torch.device("meta"):
+                model = model_class(config).eval()
+    except Exception as err:  # a default config that transformers itself cannot build on meta
+        return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
+    adapter = adapter_for(model).name
+    try:
+        with _quiet():
+            capturable = hf_capturable(model, None)
+    except UnsupportedModelError as err:
+        status: Status = "unknown" if "probe forward pass" in str(err) else "unsupported"
+        return TypeSupport(model_type, status, adapter=adapter, model_class=name, reason=str(err))
+    except InterpretError as err:
+        return TypeSupport(model_type, "unknown", adapter=adapter, model_class=name, reason=str(err))
+    except Exception as err:  # an adapter that fails on shapes alone
+        return TypeSupport(model_type, "unknown", adapter=adapter, model_class=name, reason=_short(err))
+    offered = tuple(dict.fromkeys(_fold(site.name) for site in capturable.sites))
+    missing: dict[str, str] = {}
+    for hook, why in capturable.unsupported.items():
+        missing.setdefault(_fold(hook), why)
+    return TypeSupport(model_type, "supported", adapter, capturable.kind, name, offered, missing,
+                       shared=sharing(capturable))
+
+
+def sharing(capturable: Capturable) -> str:
+    """Return how the layers share block modules (ALBERT runs one for all its layers), or "" when each has its own."""
+    runs = [site for site in capturable.sites if site.name.endswith(".hook_resid_pre") and site.calls > 1]
+    if not runs:
+        return ""
+    blocks = len({id(site.module) for site in runs})
+    return (f"{len(runs)} layers run {blocks} block module{'s' if blocks > 1 else ''} in turn (weights shared across"
+            " layers); each layer is captured from its own call")
+
+
+def _model_class_name(model_type: str, config_name: str, base: dict[str, Any]) -> str | None:
+    """Return the base model class of a model type: transformers' AutoModel mapping, else the model class
+    named after the config (`AlignTextConfig` -> `AlignTextModel`, for the towers of composite models), else
+    the first task model any other Auto mapping gives."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = base.get(model_type)
+    if name is None and hasattr(transformers, config_name.removesuffix("Config") + "Model"):
+        name = config_name.removesuffix("Config") + "Model"
+    if name is None:
+        for mapping in sorted(attr for attr in dir(modeling_auto) if attr.endswith("_MAPPING_NAMES")):
+            value = getattr(modeling_auto, mapping)
+            if isinstance(value, dict) and model_type in value and mapping != "MODEL_MAPPING_NAMES":
+                name = value[model_type]
+                break
+    if isinstance(name, (tuple, list)):
+        name = name[0]
+    return name if isinstance(name, str) and hasattr(transformers, name) else None
+
+
+def catalog(
+    types: Iterable[str] | None = None,
+    *,
+    refresh: bool = False,
+    progress: Callable[[Iterable[str]], Iterator[str]] | None = None,
+) -> list[TypeSupport]:
+    """Return the support of `types` (default: every known model type), from the cache where it has them."""
+    wanted = list(types) if types is not None else model_types()
+    path = cache_path()
+    cached = {} if refresh else _read(path)
+    todo = [model_type for model_type in wanted if model_type not in cached]
+    for model_type in (progress or iter)(todo):
+        cached[model_type] = describe(model_type)
+    if todo:
+        write_atomically(path, json.dumps({key: asdict(value) for key, value in sorted(cached.items())}, indent=1))
+    return [cached[model_type] for model_type in wanted]
+
+
+def listing(types: Iterable[str] | None = None) -> list[TypeSupport]:
+    """Return the support of `types` (default: every known model type) without probing any: the cached row, else
+    an `unprobed` one naming the adapter that claims the type (the generic one when none does) and the base class
+    transformers' AutoModel mapping gives (a tuple's first; empty when it has none)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    from interpret.capture.hf.registry import model_types as claimed
+
+    cached, adapters = _read(cache_path()), claimed()
+
+    def unprobed(model_type: str) -> TypeSupport:
+        name = MODEL_MAPPING_NAMES.get(model_type, "")
+        return TypeSupport(model_type, "unprobed", adapters.get(model_type, "generic"),
+                           model_class=name[0] if isinstance(name, (tuple, list)) else name)
+
+    return [cached.get(model_type) or unprobed(model_type) for model_type in (model_types() if types is None else types)]
+
+
+def cache_path() -> Path:
+    """Return the cache file of this toolkit, transformers and torch version and this adapter code."""
+    versions = library_versions()
+    key = "-".join(f"{name}{versions.get(name, '0')}" for name in ("transformer-audit", "transformers", "torch"))
+    return cache_dir() / "model-types" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}-{_code_digest()}.json"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Return a short digest of the adapters' code (every module of this package)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _read(path: Path) -> dict[str, TypeSupport]:
+    """Return the cached table, or nothing when it is missing or unreadable (it is then rebuilt)."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+        return {key: TypeSupport(**{**value, "offered": tuple(value["offered"])}) for key, value in content.items()}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+
+
+def _fold(name: str) -> str:
+    return _LAYER.sub("blocks.{i}.", name)
+
+
+def _short(err: BaseException, limit: int = 160) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Yield with transformers' and Python's warnings silenced (default configs warn about themselves)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def as_dicts(rows: Iterable[TypeSupport]) -> list[dict[str, Any]]:
+    """Return the rows as plain dicts (for JSON output)."""
+    return [asdict(row) for row in rows]

@@ -1,0 +1,197 @@
+"""The generic adapter: any transformers model whose attention goes through transformers' attention
+interface, made capturable from the model itself, with no per-family code.
+
+It runs one probe forward pass of three token positions (or one image) on the model (`probe.observe`),
+derives the stacks, attentions, projections, MLPs and norms from what the pass did (`structure`), and builds
+the canonical sites over them (`layout`). The layout is kept per model object, so the probe runs once per
+model. A model on the `meta` device is probed there (no memory, no values): that is how `interpret models`
+describes every model type transformers ships without building one.
+
+Family adapters build on this one and declare only what they add (`interpret models` shows it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.layout import build_capturable, run_model
+from interpret.capture.hf.media import pair, prepare_images
+from interpret.capture.hf.probe import Probe, observe
+from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
+from interpret.capture.prepare import model_device
+from interpret.capture.sites import Capturable
+from interpret.errors import InterpretError, UnsupportedModelError
+
+NAME = "generic"
+PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
+PROBE_DECODER_TOKENS = 2
+
+# Per model object (weakly held): {(probe inputs, discovery): layout}, so each adapter probes a model once.
+_LAYOUTS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, Any], ModelLayout]] = weakref.WeakKeyDictionary()
+
+
+def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
+    """Return the Capturable of `model` from its own structure (sites as in `layout`)."""
+    layout = layout_of(model)
+    return capturable(model, layout)
+
+
+def layout_of(
+    model: nn.Module,
+    inputs: Callable[[nn.Module, bool], dict[str, Any]] | None = None,
+    discover: Callable[[nn.Module, Probe], ModelLayout] | None = None,
+) -> ModelLayout:
+    """Return the layout of `model`, probing it on its first use (kept while the model lives).
+
+    inputs: builds the probe's inputs (model, with_mask) when the family needs its own; discover: turns the
+    probe into a layout when the family needs its own (default `structure.model_layout`).
+    """
+    key = (inputs or probe_inputs, discover or _discover)
+    known = _LAYOUTS.setdefault(model, {})
+    if key not in known:
+        known[key] = key[1](model, run_probe(model, key[0]))
+    return known[key]
+
+
+def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
+    return model_layout(model, probe, vision=_main_input(model) == "pixel_values")
+
+
+def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]]) -> Probe:
+    """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
+    pass reads values (a few models inspect the ids for padding when no mask is given)."""
+    attempts = (False, True) if model_device(model).type == "meta" else (False,)
+    failure: Exception | None = None
+    for with_mask in attempts:
+        try:
+            return observe(model, inputs(model, with_mask))
+        except InterpretError:
+            raise
+        except Exception as err:  # a model's own error on the probe input: reported below in one line
+            failure = err
+    assert failure is not None
+    message = " ".join(str(failure).split())[:160]
+    raise UnsupportedModelError(
+        f"a probe forward pass of {type(model).__name__} on {PROBE_TOKENS} positions failed"
+        f" ({type(failure).__name__}: {message}); {ADAPTERS_HINT} that feeds it valid inputs."
+    ) from None
+
+
+def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
+    """Return the probe's inputs: 3 token ids (2 more on a decoder side), or one image at the config's size."""
+    device = model_device(model)
+    config = model.config
+    main = _main_input(model)
+    if main == "pixel_values":
+        size, _, channels = vision_sizes(model)
+        return {"pixel_values": torch.zeros(1, channels, *size, device=device, dtype=_dtype(model))}
+    if main != "input_ids":
+        raise UnsupportedModelError(
+            f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"
+            f" pixel values); {ADAPTERS_HINT} that prepares this input."
+        )
+    vocab = int(getattr(config.get_text_config(), "vocab_size", 0) or PROBE_TOKENS + 1)
+    ids = (torch.arange(1, PROBE_TOKENS + 1, device=device) % vocab)[None]
+    inputs: dict[str, Any] = {"input_ids": ids}
+    if with_mask:
+        inputs["attention_mask"] = torch.ones_like(ids)
+    if getattr(config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = ids[:, :PROBE_DECODER_TOKENS]
+    inputs.update(cache_off(model))
+    return inputs
+
+
+def cache_off(model: nn.Module) -> dict[str, Any]:
+    """Return {"use_cache": False} for a probe of a model that takes it, except on the meta device: there a
+    cache keeps transformers from inspecting position ids for packed sequences (which reads values)."""
+    if "use_cache" not in _parameters(model) or model_device(model).type == "meta":
+        return {}
+    return {"use_cache": False}
+
+
+def capturable(
+    model: nn.Module,
+    layout: ModelLayout,
+    *,
+    adapter: str = NAME,
+    prepare: Callable[..., Any] | None = None,
+    unsupported: Mapping[str, str] | None = None,
+) -> Capturable:
+    """Return the Capturable of `model` laid out as `layout` (prepare: the family's own input preparation)."""
+    if prepare is None and layout.kind == "vision":
+        prepare = vision_prepare(model, layout)
+    return build_capturable(
+        model,
+        model,
+        layout.stacks,
+        kind=layout.kind,
+        run=runner(model, layout),
+        max_positions=layout.max_positions,
+        adapter=adapter,
+        prepare=prepare,
+        unsupported=unsupported,
+    )
+
+
+def runner(model: nn.Module, layout: ModelLayout) -> Callable[[Any], Any]:
+    """Return how the collector runs `model` on an Encoded: no key/value cache, position ids that follow a
+    left padding."""
+    return partial(run_model, model, disable_cache="use_cache" in _parameters(model), position_offset=layout.position_offset)
+
+
+def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """Return (image size, patch size, channels) from the (vision) config."""
+    config = model.config
+    vision = getattr(config, "vision_config", None) or config
+    image_size, patch_size = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    if image_size is None or patch_size is None:
+        raise UnsupportedModelError(
+            f"{type(config).__name__} sets no image_size and patch_size, so the image input cannot be sized;"
+            f" {ADAPTERS_HINT}."
+        )
+    return pair(image_size), pair(patch_size), int(getattr(vision, "num_channels", 3) or 3)
+
+
+def vision_prepare(model: nn.Module, layout: ModelLayout) -> Callable[..., Any]:
+    """Return the input preparation of a vision model: its special tokens (those the probe saw beyond the
+    patches: the class token, a distillation token, registers) then the patches."""
+    image_size, patch_size, channels = vision_sizes(model)
+    patches = (image_size[0] // patch_size[0]) * (image_size[1] // patch_size[1])
+    positions = layout.positions
+    extra = positions - patches
+    if extra < 0:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} attends over {positions} positions, fewer than its {patches} patches (pooled"
+            f" or windowed attention); {ADAPTERS_HINT} that maps its positions to the image."
+        )
+    specials = ["[CLS]", *(f"[SPECIAL_{i}]" for i in range(1, extra))][:extra]
+    return partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=specials)
+
+
+def _main_input(model: nn.Module) -> str:
+    return str(getattr(model, "main_input_name", "input_ids"))
+
+
+def _parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _dtype(model: nn.Module) -> torch.dtype:
+    for param in model.parameters():
+        if param.is_floating_point():
+            return param.dtype
+    return torch.float32
+
+
+ADAPTER = HFAdapter(model_types=(), build=build, adds="")

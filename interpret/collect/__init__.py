@@ -1,5 +1,0 @@
-"""Collectors: capture named intermediates of the reference model and of Hugging Face models."""
-
-from interpret.collect.api import collect
-
-__all__ = ["collect"]

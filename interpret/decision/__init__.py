@@ -1,0 +1,1 @@
+"""The decision step: which output is explained (`decide`), labels as classes, generation."""

@@ -1,0 +1,1 @@
+"""I/O: atomic writes, CSV, content digests, the cache folder and saved traces."""

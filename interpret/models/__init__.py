@@ -1,0 +1,1 @@
+"""Model loading: `load`, the built-in default model and its sentiment head."""

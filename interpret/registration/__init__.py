@@ -1,0 +1,1 @@
+"""Plugin entry points and the analyzer contract's rules, read without torch."""

@@ -1,0 +1,1 @@
+"""The process around a run: thread policy, progress hooks and library versions (torch-free)."""
