@@ -26,7 +26,7 @@ METHODS = ("auto", "fused", "blocks")
 
 
 def streamed(default: Any, help: str) -> Any:
-    """Return a Params field that only the streamed strategy reads (`interpret.analysis.params.STRATEGY`)."""
+    """Return a Params field that only the streamed strategy reads (`interpret.analysis.params.for_strategy`)."""
     return field(default=default, metadata={"help": help, "strategy": "streamed"})
 
 
