@@ -22,7 +22,7 @@ from interpret.audit.failures import misclassified
 import interpret.audit.failures as failures_mod
 from interpret.errors import ConfigError, InputError
 from interpret.files.csv_io import read_csv
-from interpret.reading.datasets import read_examples
+from interpret.reading.datasets import read_dataset
 from interpret.reference import EncoderClassifier
 from interpret.reference.toy import MARKER, marker_config, marker_dataset, marker_task
 from interpret.request import EvidenceOptions
@@ -58,7 +58,7 @@ def _predict(model: EncoderClassifier, tokenizer, texts: list[str]) -> np.ndarra
 def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_that_flip(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    examples = read_examples(path)
+    examples = read_dataset(path).examples
     result = run_audit(model, tokenizer, examples, tmp_path / "out", options=AuditOptions(input_file=path, drivers=5))
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] == MARKER and drivers.loc[0, "rank"] == 1
@@ -103,7 +103,7 @@ def test_a_control_model_without_the_shortcut_does_not_rank_the_marker_first(mar
     torch.manual_seed(0)
     control = EncoderClassifier(marker_config(len(tokenizer))).eval()
     path = _input(tmp_path)
-    run_audit(control, tokenizer, read_examples(path), tmp_path / "out", options=AuditOptions(drivers=5))
+    run_audit(control, tokenizer, read_dataset(path).examples, tmp_path / "out", options=AuditOptions(drivers=5))
     drivers = read_csv(tmp_path / "out" / "drivers.csv")
     assert drivers.loc[0, "token"] != MARKER
 
@@ -111,7 +111,7 @@ def test_a_control_model_without_the_shortcut_does_not_rank_the_marker_first(mar
 def test_misclassified_rows_are_listed_worst_first_with_the_lead_methods_tokens(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
+    result = run_audit(model, tokenizer, read_dataset(path).examples, tmp_path / "out", analyzers=["integrated_gradients"],
                        options=AuditOptions(drivers=0))
     examples = pd.read_parquet(result.examples)
     tokens = pd.read_parquet(result.tokens)
@@ -132,7 +132,7 @@ def test_misclassified_rows_are_listed_worst_first_with_the_lead_methods_tokens(
 def test_slices_give_accuracy_and_the_lead_methods_evidence_per_value(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout",
+    result = run_audit(model, tokenizer, read_dataset(path).examples, tmp_path / "out", analyzers=["rollout",
                        "integrated_gradients"],
                        options=AuditOptions(evidence=EvidenceOptions(True), input_file=path, slice_by="source", drivers=0))
     slices = read_csv(tmp_path / "out" / "slices.csv")
@@ -156,7 +156,7 @@ def test_slices_give_accuracy_and_the_lead_methods_evidence_per_value(marker, tm
 def test_bad_options_are_refused_before_any_batch(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    examples = read_examples(path)
+    examples = read_dataset(path).examples
     with pytest.raises(ConfigError, match="drivers=-1"):
         run_audit(model, tokenizer, examples, tmp_path / "a", options=AuditOptions(drivers=-1))
     with pytest.raises(ConfigError, match="removal='cut'"):
@@ -170,7 +170,7 @@ def test_bad_options_are_refused_before_any_batch(marker, tmp_path: Path) -> Non
 def test_a_resumed_audit_writes_the_same_findings_and_other_options_recompute_no_batch(marker, tmp_path: Path) -> None:
     model, tokenizer = marker
     path = _input(tmp_path)
-    examples = read_examples(path)
+    examples = read_dataset(path).examples
     options = AuditOptions(part_examples=4, input_file=path, slice_by="source", drivers=4)
     whole = run_audit(model, tokenizer, examples, tmp_path / "whole", analyzers=["rollout"], batch_size=4, options=options)
     resumed_dir = tmp_path / "resumed"
@@ -231,7 +231,7 @@ def test_a_word_of_several_tokens_is_removed_whole_on_the_default_model(tmp_path
              "An unforgettable view."]  # each word in 3 rows: MIN_ROWS
     path = tmp_path / "input.jsonl"
     path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
-    run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["integrated_gradients"],
+    run_audit(model, tokenizer, read_dataset(path).examples, tmp_path / "out", analyzers=["integrated_gradients"],
               options=AuditOptions(drivers=3))
     drivers = read_csv(tmp_path / "out" / "drivers.csv").set_index(["unit", "token"])
     head = decision_head(model)

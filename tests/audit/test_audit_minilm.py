@@ -25,10 +25,10 @@ _SCRIPT = """
 import json, sys
 from interpret.audit import AuditOptions, run_audit
 from interpret.models.default_model import DEFAULT_MODEL_ID, load_default
-from interpret.reading.datasets import read_examples
+from interpret.reading.datasets import read_dataset
 
 model, tokenizer, head = load_default("cpu")
-examples = read_examples(sys.argv[1])
+examples = read_dataset(sys.argv[1]).examples
 for out_dir in sys.argv[2:]:
     result = run_audit(model, tokenizer, examples, out_dir, head=head,
                        analyzers=["rollout", "flow", "attention_entropy"],  # resuming is what is tested here

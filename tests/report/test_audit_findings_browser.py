@@ -13,7 +13,7 @@ from report_chromium import Chromium
 from test_report_first_look_browser import keep
 
 from interpret.audit import AuditOptions, run_audit
-from interpret.reading.datasets import read_examples
+from interpret.reading.datasets import read_dataset
 from interpret.reference.toy import MARKER, marker_dataset, marker_task
 
 pytestmark = pytest.mark.browser
@@ -28,7 +28,7 @@ def test_the_audit_pages_findings_draw(browser: Chromium, tmp_path: Path) -> Non
     path.write_text("".join(
         json.dumps({"id": f"<i>s{i}</i>", "text": text, "label": str(int("cat" in text.split())), "source": "ab"[i % 2]})
         + "\n" for i, text in enumerate(data.texts)), encoding="utf-8")
-    result = run_audit(model, tokenizer, read_examples(path), tmp_path / "out", analyzers=["rollout"],
+    result = run_audit(model, tokenizer, read_dataset(path).examples, tmp_path / "out", analyzers=["rollout"],
                        options=AuditOptions(input_file=path, slice_by="source", drivers=4))
     page = browser.open_page(width=1280)
     page.call("Network.enable")
