@@ -35,7 +35,7 @@ class Plan:
     strategies: analyzer → "full" or "streamed", in run order; streaming: what a capture over `budget_bytes`
     does ("auto": runs `streamed`; else refused); offload: a streamed trace in pinned host memory (CUDA);
     attention: the audit's attention implementation (`interpret.audit.kernel`; the caller switches it);
-    leads: the defaults' lead rule (the leads the model exposes, (lead, why) of the others; `analyze.lead`), None
+    leads: the defaults' lead rule (the leads the model exposes, (lead, why) of the others; `analysis.lead`), None
     when the analyzers are not the defaults; compare: the classes side by side; notes: the report's notes so far.
     """
 
