@@ -117,6 +117,12 @@ def explain(
 
 def describe_request(request: TargetRequest) -> str:
     """Return what the user asked to explain, in words."""
-    what = ("each example's gold label" if request.gold else "the tokens the model generated greedily"
-            if request.generated else "each example's prediction" if request.target is None else str(request.target))
+    if request.gold:
+        what = "each example's gold label"
+    elif request.generated:
+        what = "the tokens the model generated greedily"
+    elif request.target is not None:
+        what = str(request.target)
+    else:
+        what = "each example's prediction"
     return what if request.contrast is None else f"{what} rather than {request.contrast}"

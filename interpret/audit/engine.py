@@ -2,8 +2,9 @@
 
 `run_batch(model, tokenizer, batch, index, plan) -> BatchOutput` runs the audit's `interpret.pipeline.Plan` on
 one batch and depends on nothing but its arguments (it seeds torch itself), so any engine (this process's loop
-in `interpret.audit.runner`, or one that spreads batches over workers) computes the same rows; `write_part(store, outputs)` stores the outputs of consecutive
-batches, in index order, as one part of an `AuditDir` (the caller holds the directory's `AuditLock`).
+in `interpret.audit.runner`, or one that spreads batches over workers) computes the same rows;
+`write_part(store, outputs)` stores the outputs of consecutive batches, in index order, as one part of an
+`AuditDir` (the caller holds the directory's `AuditLock`).
 """
 
 from __future__ import annotations
