@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -172,6 +173,62 @@ def model_limit(tokenizer: Any | None, model_max_positions: int | None) -> int |
     return min(limits) if limits else None
 
 
+def as_encoded(
+    tokenizer: Any | None,
+    inputs: Any,
+    *,
+    kind: str,
+    max_positions: int | None,
+    max_length: int | None = None,
+    decoder_inputs: Any = None,
+    continuations: str | Sequence[str] | None = None,
+) -> Encoded:
+    """Return the Encoded of `inputs` for a text model of `kind` ("encoder", "decoder", "encoder-decoder")
+    reading at most `max_positions` positions (None: no limit of its own), checked against `model_limit`.
+
+    inputs, decoder_inputs (an encoder-decoder's decoder side: required there, refused elsewhere): a text or
+        texts (`encode`), token ids [batch, pos] or embeddings [batch, pos, d_model] (cut to `max_length`), an Encoded.
+    continuations: per text, a continuation appended after it (on the decoder side of an encoder-decoder).
+    """
+    pair = kind == "encoder-decoder"
+    if pair and decoder_inputs is None:
+        raise InputError("an encoder-decoder model needs decoder inputs; pass decoder_inputs= (text or ids; CLI: --decoder-text).")
+    if not pair and decoder_inputs is not None:
+        raise InputError(f"decoder inputs were given but this is a {kind} model; drop them (CLI: --decoder-text).")
+    limit = model_limit(tokenizer, max_positions)
+    sides = [(inputs, None), (decoder_inputs, continuations)] if pair else [(inputs, continuations)]
+    encoded, *decoder = [_one_side(tokenizer, given, limit, max_length, follow) for given, follow in sides]
+    if decoder and decoder[0].batch != encoded.batch:
+        raise InputError(f"decoder inputs have {decoder[0].batch} examples but the encoder inputs {encoded.batch};"
+                         " give one decoder input per example.")
+    return replace(encoded, decoder=decoder[0]) if decoder else encoded
+
+
+def _one_side(tokenizer: Any | None, inputs: Any, limit: int | None, max_length: int | None, continuations: Any) -> Encoded:
+    """Return the Encoded of one side's `inputs` (see `as_encoded`)."""
+    is_text = isinstance(inputs, str) or (isinstance(inputs, Sequence) and bool(inputs) and all(isinstance(t, str) for t in inputs))
+    if continuations is not None and not is_text:
+        raise InputError("a continuation follows a text; give the inputs as text to add one.")
+    if is_text:
+        if tokenizer is None:
+            raise InputError("text input needs a tokenizer; pass tokenizer= or give a tensor of token ids.")
+        return encode(tokenizer, inputs, limit=limit, max_length=max_length, continuations=continuations)
+    if isinstance(inputs, Encoded):
+        encoded = inputs
+    elif isinstance(inputs, Tensor):  # ids [batch, pos] or embeddings [batch, pos, d_model]: checked whole, then cut
+        side = from_embeds if inputs.is_floating_point() else partial(from_ids, tokenizer=tokenizer)
+        encoded = side(inputs)
+        if max_length is not None and encoded.pos > max_length:
+            encoded = replace(side(inputs[:, :max_length]), truncated=(True,) * encoded.batch)
+    else:
+        raise InputError(f"inputs of type {type(inputs).__name__} are not understood; pass text, a list of texts, a tensor"
+                         " of token ids [batch, pos], embeddings [batch, pos, d_model] or an Encoded.")
+    if limit is not None and encoded.pos > limit:
+        raise InputError(f"the input has {encoded.pos} positions but the model accepts at most {limit};"
+                         f" shorten it or pass max_length={limit}.")
+    return encoded
+
+
 def encode(
     tokenizer: Any,
     texts: str | Sequence[str],
@@ -198,8 +255,8 @@ def encode(
     if follow is not None and len(follow) != len(batch):
         raise InputError(f"{len(follow)} continuations for {len(batch)} texts; give one continuation per text.")
     if limit is not None:  # a text far longer than the model reads is refused before the tokenizer spends time on it
-        check_text_bytes(batch, limit)
-        check_text_bytes(follow or [], limit, lambda i: f"continuation {i}")
+        n = len(batch)
+        check_text_bytes([*batch, *(follow or [])], limit, lambda i: f"text {i}" if i < n else f"continuation {i - n}")
     if max_length is not None:
         if max_length < 1:
             raise InputError(f"max_length={max_length} must be a positive number of tokens.")
@@ -395,3 +452,10 @@ def from_embeds(inputs_embeds: Tensor, attention_mask: Tensor | None = None) -> 
         tokens=[[f"pos{p}" for p in range(pos)] for _ in range(batch)],
         special=(mask == 0),
     )
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Return the device of the model's first parameter (CPU for a parameterless model)."""
+    for param in model.parameters():
+        return param.device
+    return torch.device("cpu")

@@ -118,7 +118,7 @@ def run_context(
         chosen = tuple(targets) if targets is not None else structural_targets(trace)
         return RunContext(targets=chosen, tokenizer=tokenizer, seed=seed, workers=workers)
     from interpret.capture.api import capturable_for
-    from interpret.capture.prepare import model_device
+    from interpret.inputs import model_device
     from interpret.decision.decide import decide, reader_for
     from interpret.analysis.runner import ModelRunner
 

@@ -8,11 +8,11 @@ from typing import Any
 from torch import Tensor, nn
 
 from interpret.capture.engine import Reduce, capture, normalize_indices, select_sites
-from interpret.capture.prepare import Inputs, model_device, prepare
+from interpret.capture.prepare import Inputs, prepare
 from interpret.capture.sites import Capturable
 from interpret.errors import UnsupportedModelError
 from interpret.estimate.memory import CAPTURE_BUDGET
-from interpret.inputs import Encoded
+from interpret.inputs import Encoded, model_device
 from interpret.runtime.versions import library_versions
 from interpret.trace import Trace, TraceMeta
 

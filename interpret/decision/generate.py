@@ -19,9 +19,8 @@ import torch
 from torch import nn
 
 from interpret.capture.api import capturable_for
-from interpret.capture.prepare import model_device, prepare
 from interpret.errors import InputError
-from interpret.inputs import Encoded, continued, from_ids, model_limit, pad_token_id
+from interpret.inputs import Encoded, as_encoded, continued, from_ids, model_device, model_limit, pad_token_id
 
 
 def generated_inputs(
@@ -51,7 +50,8 @@ def generated_inputs(
                          " generate fewer.")
     start = torch.zeros(1 if isinstance(texts, str) else len(texts), 1, dtype=torch.long)  # replaced by generate's own
     room = max_length - steps if decoder and max_length else max_length  # a decoder's text leaves room for them
-    prompt = prepare(capturable, tokenizer, texts, max_length=room, decoder_inputs=None if decoder else start)
+    prompt = as_encoded(tokenizer, texts, kind=capturable.kind, max_positions=capturable.max_positions, max_length=room,
+                        decoder_inputs=None if decoder else start)
     device, news, starts = model_device(model), [], []
     for b, length in enumerate(prompt.lengths):
         first = length if decoder else 1  # the output starts with a decoder's prompt, an encoder-decoder's start token

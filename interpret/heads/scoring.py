@@ -19,11 +19,10 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interpret.capture.gates import head_gates
-from interpret.capture.prepare import model_device
 from interpret.capture.sites import Capturable
 from interpret.decision.decide import DecisionReader
 from interpret.errors import AnalyzerError
-from interpret.inputs import Encoded
+from interpret.inputs import Encoded, model_device
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from interpret.capture.hf.layout import build_capturable, run_model
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe, observe
 from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
-from interpret.capture.prepare import model_device
 from interpret.capture.sites import Capturable
 from interpret.errors import InterpretError, UnsupportedModelError
+from interpret.inputs import model_device
 
 NAME = "generic"
 PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
