@@ -66,6 +66,7 @@ def analyze_with(
     strategy = strategy or context.strategy
     check_strategy(cls, strategy, params)
     parsed = params_mod.build(cls.Params, params, name)
+    described = params_mod.as_dict(parsed, strategy)  # what a refusal names
     reads = cls.streamed_requires if strategy == "streamed" else cls.requires
     missing = [glob for glob in reads if not trace.names(glob)]
     if missing:
@@ -79,7 +80,7 @@ def analyze_with(
         raise AnalyzerError(f"analyzer {name!r} returned {type(result).__name__}, not an AnalyzerResult.")
     if strategy != "full":
         result = replace(result, strategy=strategy)
-    check_result(result, trace, params_mod.as_dict(parsed, strategy))
+    check_result(result, trace, described)
     return result
 
 
