@@ -155,7 +155,7 @@ def stage_seconds(model, tokenizer, head, examples, batch_size, args, names, pla
     def analysis() -> None:
         for batch in captured:
             torch.manual_seed(settings.seed)
-            analyze_batch(batch, model, tokenizer)
+            analyze_batch(batch)
 
     (_, capture_cpu), (_, analysis_cpu) = timings([capture, analysis], args.repeat, args.device)
     capture_s, analysis_s = statistics.median(capture_cpu), statistics.median(analysis_cpu)

@@ -17,10 +17,11 @@ from interpret.analysis import AnalyzerResult, registry, required_names
 from interpret.analysis.contract import RunContext
 from interpret.analysis.defaults import DEFAULT_ANALYZERS
 from interpret.analysis.lead import Note, capturable_leads, run_analyzers, streamed_defaults
-from interpret.analysis.run import analyze, resolve_name, retargeted, run_context
+from interpret.analysis.run import analyze_with, bound_context, resolve_name, retargeted
 from interpret.analysis.strategy import streamed_strategies
 from interpret.capture import collect
-from interpret.decision.decide import Decision, TargetRequest, decide, decision_head
+from interpret.capture.api import capturable_for
+from interpret.decision.decide import Decision, TargetRequest, decision_head, reader_for
 from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
 from interpret.evidence import Evidence, evidence_or_reason
 from interpret.request import EvidenceOptions, Limits, Subject
@@ -107,11 +108,13 @@ def plan_for(
 @dataclass(frozen=True)
 class Captured:
     """A batch after the model ran on it: the plan as run (streamed when the capture fell back), the trace, each
-    example's decision and gold label."""
+    example's decision, the run context of those decisions (the model's Capturable and decision reader as the
+    capture read them: the analysis reads neither again) and each example's gold label."""
 
     plan: Plan
     trace: Trace
     decided: tuple[Decision, ...]
+    context: RunContext
     gold: Sequence[str | None] | None = None
 
 
@@ -151,17 +154,19 @@ def run_plan(
 ) -> Ran:
     """Return `plan` run on `inputs` (`collect`'s; `decoder`: its decoder_inputs; `gold`: per example)."""
     captured = capture(plan, model, tokenizer, inputs, gold=gold, decoder=decoder, continuations=continuations)
-    return analyzed(captured, model, tokenizer, progress)
+    return analyzed(captured, progress)
 
 
 def capture(
     plan: Plan, model: nn.Module, tokenizer: Any, inputs: Any, *, gold: Sequence[str | None] | None = None,
     decoder: Any = None, continuations: Sequence[str] | None = None,
 ) -> Captured:
-    """Return the trace of the plan's hook names on `inputs` and the decisions read from it (a capture over the
-    budget runs `plan.streamed` when the plan's streaming is "auto")."""
+    """Return the trace of the plan's hook names on `inputs`, the decisions read from it and their run context (a
+    capture over the budget runs `plan.streamed` when the plan's streaming is "auto")."""
+    capturable = capturable_for(model, tokenizer)  # the model's structure and decision reader are read once
+
     def collected(plan: Plan) -> Trace:
-        return collect(model, tokenizer, inputs, names=list(plan.hook_names), max_length=plan.max_length,
+        return collect(capturable, tokenizer, inputs, names=list(plan.hook_names), max_length=plan.max_length,
                        decoder_inputs=decoder, budget_bytes=plan.budget_bytes, continuations=continuations,
                        offload=plan.offload)
 
@@ -172,20 +177,21 @@ def capture(
             raise
         plan = plan.streamed(f"their capture is over the budget ({str(err).split(';')[0]})")
         trace = collected(plan)
-    decided = decide(model, trace, tokenizer, plan.request, plan.head, gold)
-    return Captured(plan=plan, trace=trace, decided=tuple(decided), gold=gold)
+    reader = reader_for(model, trace.meta.kind, plan.head, trace.output)
+    decided = tuple(reader.decide(trace, tokenizer, plan.request, gold))
+    context = bound_context(trace, capturable, reader, [d.target for d in decided], tokenizer, seed=plan.seed)
+    return Captured(plan=plan, trace=trace, decided=decided, context=context, gold=gold)
 
 
-def analyzed(captured: Captured, model: nn.Module, tokenizer: Any, progress: Stage | None = None) -> Ran:
-    """Return the analysis of a captured batch: each analyzer with its strategy (the defaults' lead by the plan's
-    rule), the classes side by side and the evidence when asked."""
-    plan, trace, decided = captured.plan, captured.trace, captured.decided
-    context = run_context(trace, model, tokenizer, head=plan.head, targets=[d.target for d in decided], seed=plan.seed)
+def analyzed(captured: Captured, progress: Stage | None = None) -> Ran:
+    """Return the analysis of a captured batch in its run context: each analyzer with its strategy (the defaults'
+    lead by the plan's rule), the classes side by side and the evidence when asked."""
+    plan, trace, decided, context = captured.plan, captured.trace, captured.decided, captured.context
     results, skipped = run_analyzers(trace, plan.strategies, plan.params, context, plan.leads, progress)
     notes = list(plan.notes)
     classes: tuple[ClassRuns, ...] = ()
     if plan.compare is not None and all(len(d.target.ids) == 1 for d in decided):
-        classes = _class_runs(captured, context, model, tokenizer, results)
+        classes = _class_runs(captured, results)
     elif plan.compare is not None:
         notes.append(("Classes side by side", "not shown: an example's target has several tokens (a continuation"
                       " or generated tokens), which the rows of single classes or tokens do not compare"))
@@ -197,12 +203,12 @@ def analyzed(captured: Captured, model: nn.Module, tokenizer: Any, progress: Sta
     return Ran(captured, tuple(results), tuple(notes), tuple(skipped), found, classes)
 
 
-def _class_runs(
-    captured: Captured, context: RunContext, model: nn.Module, tokenizer: Any, results: Sequence[AnalyzerResult]
-) -> tuple[ClassRuns, ...]:
+def _class_runs(captured: Captured, results: Sequence[AnalyzerResult]) -> tuple[ClassRuns, ...]:
     """Return each class-specific result (its analyzer runs the model, declares a readout) once per row of
-    `interpret.report.classes`; a row whose request is the plan's own reuses the plan's result."""
-    plan, trace = captured.plan, captured.trace
+    `interpret.report.classes`, each row decided through the capture's decision reader; a row whose request is the
+    plan's own reuses the plan's result."""
+    plan, trace, context, runner = captured.plan, captured.trace, captured.context, captured.context.runner
+    assert runner is not None  # a capture's context runs the model
     chosen = [r for r in results if r.readout_of is not None and registry.get(r.analyzer).needs_model]
     if not chosen:
         return ()
@@ -218,7 +224,7 @@ def _class_runs(
     runs = []
     seen: set[tuple[Any, ...]] = set()  # the ids each asked request resolved to: "1" and "positive" are one class
     for role, request in requests:
-        decided = decide(model, trace, tokenizer, request, plan.head, captured.gold)
+        decided = runner.reader.decide(trace, context.tokenizer, request, captured.gold)
         if role == "asked":
             resolved = tuple((d.target.kind, d.target.ids, d.target.contrast) for d in decided)
             if resolved in seen:
@@ -229,7 +235,7 @@ def _class_runs(
     roles = tuple(role for role, _, _ in runs)
     labels = tuple(tuple(labels[b] for _, labels, _ in runs) for b in range(trace.encoded.batch))
     return tuple(ClassRuns(roles, labels, tuple(
-        result if other is None else analyze(trace, result.analyzer, params=plan.params.get(result.analyzer),
-                                             context=other, strategy=result.strategy)
+        result if other is None else analyze_with(trace, result.analyzer, plan.params.get(result.analyzer), other,
+                                                  result.strategy)
         for _, _, other in runs
     )) for result in chosen)

@@ -60,3 +60,42 @@ def test_a_retargeted_context_runs_as_one_built_from_the_model(classifier) -> No
         assert a.arrays.keys() == b.arrays.keys()
         for key in a.arrays:
             np.testing.assert_array_equal(a.arrays[key].values, b.arrays[key].values)
+
+
+def test_a_batch_reads_the_models_structure_and_decision_once(classifier, monkeypatch) -> None:
+    """A run of the plan builds the model's Capturable once and reads its decision reader once, though it decides
+    every compared class too: the capture hands both on in its run context, which the analysis runs in."""
+    import interpret.analysis.lead as lead
+    import interpret.analysis.run as run
+    import interpret.capture.api as capture_api
+    import interpret.decision.decide as decide_mod
+    import interpret.pipeline as pipeline
+
+    model, tokenizer = classifier
+    subject = Subject(compare=(0, 1, 2))
+    plan = plan_for(model, tokenizer, ["attention_x_gradient"], params=None, subject=subject,
+                    evidence=EvidenceOptions(enabled=False), limits=Limits(), head=None, seed=0)
+    calls = {"capturable_for": 0, "reader_for": 0}
+    for name, original in (("capturable_for", capture_api.capturable_for), ("reader_for", decide_mod.reader_for)):
+        def spy(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+        for module in (capture_api, decide_mod, run, lead, pipeline):  # wherever the name is looked up
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy)
+    ran = run_plan(plan, model, tokenizer, TEXTS[:2])
+    assert calls == {"capturable_for": 1, "reader_for": 1}
+    assert [run.roles for run in ran.classes] == [("prediction", "asked", "asked", "asked")]
+    assert ran.captured.context.runner.capturable.model is model
+    assert ran.captured.context.targets == tuple(d.target for d in ran.captured.decided)
+
+
+def test_collect_takes_the_capturable_a_caller_holds(classifier) -> None:
+    """`collect` given the model's Capturable (as the pipeline holds it) records what it records given the model."""
+    from interpret.capture.api import capturable_for
+
+    model, tokenizer = classifier
+    held, fresh = (collect(m, tokenizer, TEXTS[:2]) for m in (capturable_for(model, tokenizer), model))
+    assert held.meta == fresh.meta and held.tensors.keys() == fresh.tensors.keys()
+    for name in fresh.tensors:
+        assert torch.equal(held.tensors[name], fresh.tensors[name])

@@ -7,6 +7,7 @@ score) gives way to the next, with a note saying why; a result that failed its c
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,8 +17,9 @@ from interpret.analysis import registry
 from interpret.analysis.contract import RunContext
 from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analysis.result import AnalyzerResult
-from interpret.analysis.run import analyze
+from interpret.analysis.run import analyze_with
 from interpret.analysis.strategy import streamed_strategies
+from interpret.capture.api import capturable_for
 from interpret.errors import AnalyzerError, ResultError
 from interpret.runtime.progress import Stage, begin
 from interpret.trace import Trace
@@ -29,10 +31,6 @@ def capturable_leads(
     model: nn.Module, tokenizer: Any, candidates: Sequence[str] = LEADS
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """Return the `candidates` whose every hook point the model exposes, and (lead, why) for each other one."""
-    import fnmatch
-
-    from interpret.capture.api import capturable_for
-
     available = [site.name for site in capturable_for(model, tokenizer).sites]
     leads, refused = [], []
     for name in candidates:
@@ -54,7 +52,7 @@ def run_lead(
     result = None
     for name in leads:
         try:
-            result = analyze(trace, name, params=(params or {}).get(name), context=context)
+            result = analyze_with(trace, name, (params or {}).get(name), context)
             break
         except ResultError:
             raise
@@ -99,7 +97,7 @@ def run_analyzers(
             advance(batch)
             continue
         try:
-            results.append(analyze(trace, name, params=params.get(name), context=context, strategy=strategy))
+            results.append(analyze_with(trace, name, params.get(name), context, strategy))
             advance(batch)
         except AnalyzerError as err:
             if not defaults or isinstance(err, ResultError) or not registry.get(name).needs_model:

@@ -22,26 +22,21 @@ from interpret.analysis import registry
 from interpret.analysis.contract import STRATEGIES, RunContext
 from interpret.analysis.defaults import DEPRECATED_STREAMING
 from interpret.analysis.result import AnalyzerResult
+from interpret.analysis.runner import ModelRunner
 from interpret.arrays import to_numpy
-from interpret.decision.decide import decision_head
+from interpret.capture.api import capturable_for
+from interpret.capture.sites import Capturable
+from interpret.decision.decide import DecisionReader, decision_head, reader_for, structural_targets
 from interpret.errors import AnalyzerError, ResultError
+from interpret.inputs import model_device
 from interpret.target import Target
 from interpret.trace import Trace
 
 
 def analyze(
-    trace: Trace,
-    name: str,
-    model: nn.Module | None = None,
-    params: Mapping[str, Any] | Any | None = None,
-    *,
-    tokenizer: Any = None,
-    targets: Sequence[Target] | None = None,
-    head: nn.Module | None = None,
-    context: RunContext | None = None,
-    seed: int = 0,
-    workers: int = 0,
-    strategy: str | None = None,
+    trace: Trace, name: str, model: nn.Module | None = None, params: Mapping[str, Any] | Any | None = None, *,
+    tokenizer: Any = None, targets: Sequence[Target] | None = None, head: nn.Module | None = None,
+    context: RunContext | None = None, seed: int = 0, workers: int = 0, strategy: str | None = None,
 ) -> AnalyzerResult:
     """Return the AnalyzerResult of analyzer `name` on `trace` (params: a mapping or the Params instance).
 
@@ -56,26 +51,36 @@ def analyze(
         computation from what those name, no pattern); None: the context's.
     """
     name, forced = resolve_name(name)
+    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
+    ctx = context or run_context(trace, model, tokenizer, head=head, targets=targets, seed=seed, workers=workers)
+    return analyze_with(trace, name, params, ctx, forced or strategy)
+
+
+def analyze_with(
+    trace: Trace, name: str, params: Mapping[str, Any] | Any | None, context: RunContext, strategy: str | None = None
+) -> AnalyzerResult:
+    """Return the checked AnalyzerResult of registered analyzer `name` on `trace` with `context`, computed by
+    `strategy` (None: the context's): the one path every analysis takes (`analyze`, the analysis loop of
+    `interpret.analysis.lead`, the classes side by side of `interpret.pipeline`)."""
     cls = registry.get(name)
-    strategy = forced or strategy or (context.strategy if context is not None else "full")
+    strategy = strategy or context.strategy
     check_strategy(cls, strategy, params)
     parsed = params_mod.build(cls.Params, params, name)
+    described = params_mod.as_dict(parsed, strategy)  # what a refusal names
     reads = cls.streamed_requires if strategy == "streamed" else cls.requires
     missing = [glob for glob in reads if not trace.names(glob)]
     if missing:
         raise AnalyzerError(f"{name} needs {', '.join(missing)} in the trace; collect with names={list(reads)!r}.")
-    head = decision_head(model, head)  # issue 27: the head `interpret.load()` recorded for the default model
-    ctx = context or run_context(trace, model, tokenizer, head=head, targets=targets, seed=seed, workers=workers)
-    if ctx.strategy != strategy:
-        ctx = replace(ctx, strategy=strategy)
-    if cls.needs_model and ctx.runner is None:
+    if context.strategy != strategy:
+        context = replace(context, strategy=strategy)
+    if cls.needs_model and context.runner is None:
         raise AnalyzerError(f"{name} runs the model; pass model= (and tokenizer=) to analyze.")
-    result = cls().run(trace, parsed, ctx)
+    result = cls().run(trace, parsed, context)
     if not isinstance(result, AnalyzerResult):
         raise AnalyzerError(f"analyzer {name!r} returned {type(result).__name__}, not an AnalyzerResult.")
     if strategy != "full":
         result = replace(result, strategy=strategy)
-    check_result(result, trace, params_mod.as_dict(parsed, strategy))
+    check_result(result, trace, described)
     return result
 
 
@@ -102,37 +107,33 @@ def check_strategy(cls: type, strategy: str, params: Any = None) -> None:
 
 
 def run_context(
-    trace: Trace,
-    model: nn.Module | None,
-    tokenizer: Any = None,
-    *,
-    head: nn.Module | None = None,
-    targets: Sequence[Target] | None = None,
-    seed: int = 0,
-    workers: int = 0,
+    trace: Trace, model: nn.Module | None, tokenizer: Any = None, *, head: nn.Module | None = None,
+    targets: Sequence[Target] | None = None, seed: int = 0, workers: int = 0,
 ) -> RunContext:
     """Return the RunContext for analyzers of `trace`: each example's target and, with a model, the runner."""
     if model is None:
-        from interpret.decision.decide import structural_targets
-
         chosen = tuple(targets) if targets is not None else structural_targets(trace)
         return RunContext(targets=chosen, tokenizer=tokenizer, seed=seed, workers=workers)
-    from interpret.capture.api import capturable_for
-    from interpret.inputs import model_device
-    from interpret.decision.decide import decide, reader_for
-    from interpret.analysis.runner import ModelRunner
-
+    reader = reader_for(model, trace.meta.kind, head, trace.output)
     if targets is None:
-        targets = [decision.target for decision in decide(model, trace, tokenizer, head=head)]
+        targets = [decision.target for decision in reader.decide(trace, tokenizer)]
+    capturable = capturable_for(model, tokenizer)
+    return bound_context(trace, capturable, reader, targets, tokenizer, seed=seed, workers=workers)
+
+
+def bound_context(
+    trace: Trace, capturable: Capturable, reader: DecisionReader, targets: Sequence[Target], tokenizer: Any = None,
+    *, seed: int = 0, workers: int = 0,
+) -> RunContext:
+    """Return the RunContext of `trace` on a model read once (its Capturable and decision reader, as the pipeline
+    holds them from the capture): one target per example, the runner, the model's device."""
     if len(targets) != trace.encoded.batch:
         raise AnalyzerError(f"{len(targets)} targets for {trace.encoded.batch} examples; give one target per example.")
-    capturable = capturable_for(model, tokenizer)
-    reader = reader_for(model, trace.meta.kind, head, trace.output)
     prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
     runner = ModelRunner(capturable, reader, targets, gate_prefix=prefix)
     return RunContext(
-        targets=tuple(targets), model=model, tokenizer=tokenizer, seed=seed, workers=workers,
-        device=model_device(model), runner=runner,
+        targets=tuple(targets), model=capturable.model, tokenizer=tokenizer, seed=seed, workers=workers,
+        device=model_device(capturable.model), runner=runner,
     )
 
 

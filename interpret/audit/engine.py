@@ -45,7 +45,7 @@ def run_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], index:
     with audit_kernel(model, plan.attention):  # capture and model-running analyzers alike
         # Seeded per batch, so a batch's numbers never depend on which batches this process ran before it.
         torch.manual_seed(plan.seed)
-        return analyze_batch(capture_batch(model, tokenizer, batch, index, plan), model, tokenizer)
+        return analyze_batch(capture_batch(model, tokenizer, batch, index, plan))
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,11 @@ def capture_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], in
     return CapturedBatch(index=index, batch=tuple(batch), captured=captured)
 
 
-def analyze_batch(captured: CapturedBatch, model: nn.Module, tokenizer: Any) -> BatchOutput:
+def analyze_batch(captured: CapturedBatch) -> BatchOutput:
     """Return the BatchOutput of `pipeline.analyzed` on a captured batch: after `torch.manual_seed(plan.seed)`
     (`run_batch`, or the overlap worker), with the model's attention as it is (`run_batch` and `run_audit` switch
     it to `plan.attention`; switching it here would race with a capture on another thread)."""
-    ran = analyzed(captured.captured, model, tokenizer)
+    ran = analyzed(captured.captured)
     batch, trace, results = captured.batch, ran.captured.trace, ran.results
     rows = [example.row for example in batch]
     return BatchOutput(

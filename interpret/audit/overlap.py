@@ -79,7 +79,7 @@ def computed(
                 captured = capture_batch(model, tokenizer, batches[index], index, plan)
                 if running is not None:
                     yield running.result()
-                running = worker.submit(_analyzed, captured, model, tokenizer, plan.seed, modes)
+                running = worker.submit(_analyzed, captured, plan.seed, modes)
             if running is not None:
                 yield running.result()
                 running = None
@@ -88,12 +88,10 @@ def computed(
                 running.cancel()
 
 
-def _analyzed(
-    captured: CapturedBatch, model: nn.Module, tokenizer: Any, seed: int, modes: tuple[bool, bool]
-) -> BatchOutput:
+def _analyzed(captured: CapturedBatch, seed: int, modes: tuple[bool, bool]) -> BatchOutput:
     """Return `analyze_batch` of `captured` run as `run_batch` runs it: torch seeded, with the caller's grad and
     inference modes (`modes`)."""
     grad, inference = modes
     with torch.inference_mode(inference), torch.set_grad_enabled(grad):
         torch.manual_seed(seed)
-        return analyze_batch(captured, model, tokenizer)
+        return analyze_batch(captured)

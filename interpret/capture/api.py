@@ -36,21 +36,14 @@ def capturable_for(model: nn.Module, tokenizer: Any | None = None) -> Capturable
 
 
 def collect(
-    model: nn.Module,
-    tokenizer: Any | None,
-    inputs: Inputs,
-    *,
-    names: Sequence[str] | str | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    reduce: Reduce = None,
-    max_length: int | None = None,
-    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
-    budget_bytes: int | None = CAPTURE_BUDGET,
-    continuations: str | Sequence[str] | None = None,
-    offload: bool = False,
+    model: nn.Module | Capturable, tokenizer: Any | None, inputs: Inputs, *, names: Sequence[str] | str | None = None,
+    layers: Sequence[int] | None = None, heads: Sequence[int] | None = None, reduce: Reduce = None,
+    max_length: int | None = None, decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
+    budget_bytes: int | None = CAPTURE_BUDGET, continuations: str | Sequence[str] | None = None, offload: bool = False,
 ) -> Trace:
     """Run `model` once on `inputs` and return a Trace of the hook names matching `names` (globs).
+
+    model: the model, or its Capturable (`capturable_for`) when the caller already holds it (the pipeline).
 
     inputs: a text, texts, token ids [batch, pos], embeddings [batch, pos, d_model], an Encoded, or for a
         vision model PIL images (with its image processor as `tokenizer`) or pixel values [batch, channel,
@@ -64,11 +57,11 @@ def collect(
     offload: on a CUDA model, keep every captured tensor in pinned host memory from the moment its hook fires,
         so the GPU holds one layer's at a time (long inputs; the trace's tensors are then on the host).
     """
-    capturable = capturable_for(model, tokenizer)
+    capturable = model if isinstance(model, Capturable) else capturable_for(model, tokenizer)
     encoded = prepare(
         capturable, tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs, continuations=continuations
     )
-    encoded = encoded.to(model_device(model))
+    encoded = encoded.to(model_device(capturable.model))
     sites = select_sites(capturable, names, layers)
     tensors, output, total = capture(
         capturable, encoded, sites, heads=heads, reduce=reduce, budget_bytes=budget_bytes, offload=offload

@@ -157,6 +157,31 @@ class DecisionReader:
             return ((real[-1], 1.0),)
         return uniform_pooling(real)
 
+    def decide(
+        self, trace: Trace, tokenizer: Any = None, request: TargetRequest | None = None,
+        gold: Sequence[str | None] | None = None,
+    ) -> list[Decision]:
+        """Return `decide`'s Decisions of `trace` read by this reader (the pipeline's reader decides each batch and
+        compared class)."""
+        request = request or TargetRequest()
+        encoded = trace.encoded
+        golds = list(gold) if gold is not None else [None] * encoded.batch
+        if len(golds) != encoded.batch:
+            raise InputError(f"{len(golds)} gold labels for {encoded.batch} examples; give one per example.")
+        with torch.no_grad():
+            logits = self.logits(trace.output, encoded)
+        if self.kind == "none" or logits is None:
+            if request.target is not None or request.contrast is not None or request.gold:
+                raise InputError(
+                    "this model makes no decision to target (no class or token logits); load it with a task head"
+                    " (e.g. ...ForSequenceClassification) or pass head=, or drop the target."
+                )
+            return [Decision(target, gold=golds[b]) for b, target in enumerate(structural_targets(trace))]
+        if self.kind == "class":
+            classes = resolve_labels(golds, self.labels)
+            return [_class_decision(self, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
+        return [_token_decision(self, logits[b], encoded, b, tokenizer, request, gold) for b, gold in enumerate(golds)]
+
     def side_of(self, encoded: Encoded) -> Encoded:
         """Return the Encoded whose positions the decision reads (the decoder side of an encoder-decoder)."""
         if self.side == "decoder" and encoded.decoder is not None:
@@ -222,12 +247,8 @@ def structural_targets(trace: Trace) -> tuple[Target, ...]:
 
 
 def decide(
-    model: nn.Module,
-    trace: Trace,
-    tokenizer: Any = None,
-    request: TargetRequest | None = None,
-    head: nn.Module | None = None,
-    gold: Sequence[str | None] | None = None,
+    model: nn.Module, trace: Trace, tokenizer: Any = None, request: TargetRequest | None = None,
+    head: nn.Module | None = None, gold: Sequence[str | None] | None = None,
 ) -> list[Decision]:
     """Return one Decision per example of `trace`, each with its resolved Target.
 
@@ -235,25 +256,7 @@ def decide(
     `request.gold`; a class decision reads them all by `interpret.decision.labels.resolve_labels` (refusing a label
     that names no class).
     """
-    request = request or TargetRequest()
-    reader = reader_for(model, trace.meta.kind, head, trace.output)
-    encoded = trace.encoded
-    golds = list(gold) if gold is not None else [None] * encoded.batch
-    if len(golds) != encoded.batch:
-        raise InputError(f"{len(golds)} gold labels for {encoded.batch} examples; give one per example.")
-    with torch.no_grad():
-        logits = reader.logits(trace.output, encoded)
-    if reader.kind == "none" or logits is None:
-        if request.target is not None or request.contrast is not None or request.gold:
-            raise InputError(
-                "this model makes no decision to target (no class or token logits); load it with a task head"
-                " (e.g. ...ForSequenceClassification) or pass head=, or drop the target."
-            )
-        return [Decision(target, gold=golds[b]) for b, target in enumerate(structural_targets(trace))]
-    if reader.kind == "class":
-        classes = resolve_labels(golds, reader.labels)
-        return [_class_decision(reader, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
-    return [_token_decision(reader, logits[b], encoded, b, tokenizer, request, golds[b]) for b in range(encoded.batch)]
+    return reader_for(model, trace.meta.kind, head, trace.output).decide(trace, tokenizer, request, gold)
 
 
 def _class_decision(
