@@ -84,8 +84,8 @@ def explain(
     subject = target if isinstance(target, Subject) else Subject(target=target)
     evidence = evidence if isinstance(evidence, EvidenceOptions) else EvidenceOptions(enabled=evidence)
     torch.manual_seed(seed)
-    plan = plan_for(model, tokenizer, analyzers, params=params, subject=subject, evidence=evidence, limits=limits,
-                    head=head, seed=seed, notes=view.notes)
+    plan = plan_for(analyzers, params=params, subject=subject, evidence=evidence, limits=limits, head=head, seed=seed,
+                    notes=view.notes)
     decoder_inputs = subject.decoder_inputs
     if subject.generate is not None:
         inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate,
@@ -93,7 +93,7 @@ def explain(
     ran = run_plan(plan, model, tokenizer, inputs, gold=subject.gold, decoder=decoder_inputs,
                    continuations=subject.continuation, progress=progress)
     trace, plan = ran.captured.trace, ran.captured.plan
-    head_note = getattr(plan.head, "note", None)
+    head_note = getattr(ran.captured.head, "note", None)
     run = RunInfo(
         model_id=view.model_id or trace.meta.model_id,
         revision=str(getattr(getattr(model, "config", None), "_commit_hash", None) or ""),

@@ -15,7 +15,7 @@ from torch import nn
 
 from interpret.analysis import AnalyzerResult, registry, required_names
 from interpret.analysis.contract import RunContext
-from interpret.analysis.defaults import DEFAULT_ANALYZERS
+from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analysis.lead import Note, capturable_leads, run_analyzers, streamed_defaults
 from interpret.analysis.run import analyze_with, bound_context, resolve_name, retargeted
 from interpret.analysis.strategy import streamed_strategies
@@ -31,13 +31,16 @@ from interpret.trace import Trace
 
 @dataclass(frozen=True)
 class Plan:
-    """What every batch of a run is computed with (picklable apart from `head`, a module).
+    """What every batch of a run is computed with, read from no model (picklable apart from `head`, a module).
 
-    strategies: analyzer → "full" or "streamed", in run order; streaming: what a capture over `budget_bytes`
-    does ("auto": runs `streamed`; else refused); offload: a streamed trace in pinned host memory (CUDA);
-    attention: the audit's attention implementation (`interpret.audit.kernel`; the caller switches it);
-    leads: the defaults' lead rule (the leads the model exposes, (lead, why) of the others; `analysis.lead`), None
-    when the analyzers are not the defaults; compare: the classes side by side; notes: the report's notes so far.
+    strategies: analyzer → "full" or "streamed", in run order; hook_names: what they read (a capture adds what the
+    leads it runs read); head: the caller's decision head (None: the one recorded for the model, `decision_head`);
+    streaming: what a capture over `budget_bytes` does ("auto": runs `streamed`; else refused); offload: a
+    streamed trace in pinned host memory (CUDA); attention: the audit's attention implementation
+    (`interpret.audit.kernel`; the caller switches it); leads: the defaults' lead rule, the candidate leads in
+    order (`defaults.LEADS`, an audit's `AUDIT_LEADS`: each capture leads with the first its model exposes,
+    `analysis.lead`), None when the analyzers are not the defaults; compare: the classes side by side; notes: the
+    report's notes so far.
     """
 
     strategies: Mapping[str, str]
@@ -52,7 +55,7 @@ class Plan:
     offload: bool = False
     evidence: EvidenceOptions = EvidenceOptions(enabled=False)
     attention: str | None = None
-    leads: tuple[Sequence[str], Sequence[Note]] | None = None
+    leads: tuple[str, ...] | None = None
     compare: tuple[int | str, ...] | None = None
     notes: tuple[Note, ...] = ()
 
@@ -74,12 +77,12 @@ class Plan:
 
 
 def plan_for(
-    model: nn.Module, tokenizer: Any, analyzers: Sequence[str], *, params: Mapping[str, Mapping[str, Any]] | None,
-    subject: Subject, evidence: EvidenceOptions, limits: Limits, head: nn.Module | None, seed: int,
-    notes: Sequence[Note] = (),
+    analyzers: Sequence[str], *, params: Mapping[str, Mapping[str, Any]] | None, subject: Subject,
+    evidence: EvidenceOptions, limits: Limits, head: nn.Module | None, seed: int, notes: Sequence[Note] = (),
 ) -> Plan:
-    """Return the Plan of an `explain` request: an old streaming analyzer's name as its twin streamed, params
-    checked, the defaults' lead rule, every pattern captured besides what the analyzers read."""
+    """Return the Plan of an `explain` request, before any model is read: an old streaming analyzer's name as its
+    twin streamed, params checked, the defaults' lead rule, every pattern captured besides what the analyzers
+    read."""
     steps = [resolve_name(name) for name in analyzers]  # an old streaming analyzer's name: its twin, streamed
     renamed = {old: new for old, (new, _) in zip(analyzers, steps)}
     names = [name for name, _ in steps]
@@ -91,15 +94,12 @@ def plan_for(
             f"{suggest(unknown[0], names)} add it with -a/analyzers= or drop its params."
         )
     strategies = {name: forced or "full" for name, forced in steps}
-    leads = capturable_leads(model, tokenizer) if tuple(names) == DEFAULT_ANALYZERS else None
-    wanted = {**dict.fromkeys(leads[0], "full"), **strategies} if leads else strategies
     plan = Plan(
-        strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(wanted)])),
+        strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(strategies)])),
         request=TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
                               generated=subject.generate is not None),
-        head=decision_head(model, head),  # issue 27: the head `interpret.load()` recorded for the default model
-        seed=seed, max_length=limits.max_length, budget_bytes=limits.capture_bytes, streaming=limits.streaming,
-        evidence=evidence, leads=leads, compare=None if subject.compare is None else tuple(subject.compare),
+        head=head, seed=seed, max_length=limits.max_length, budget_bytes=limits.capture_bytes, streaming=limits.streaming,
+        evidence=evidence, leads=LEADS if tuple(names) == DEFAULT_ANALYZERS else None, compare=None if subject.compare is None else tuple(subject.compare),
         notes=tuple(notes),
     )
     return plan.streamed("streaming=on") if limits.streaming == "on" else plan
@@ -109,13 +109,20 @@ def plan_for(
 class Captured:
     """A batch after the model ran on it: the plan as run (streamed when the capture fell back), the trace, each
     example's decision, the run context of those decisions (the model's Capturable and decision reader as the
-    capture read them: the analysis reads neither again) and each example's gold label."""
+    capture read them: the analysis reads neither again), each example's gold label and, under the plan's lead
+    rule, the leads the model exposes and (lead, why) of the others (`lead.capturable_leads`)."""
 
     plan: Plan
     trace: Trace
     decided: tuple[Decision, ...]
     context: RunContext
     gold: Sequence[str | None] | None = None
+    leads: tuple[list[str], list[Note]] | None = None
+
+    @property
+    def head(self) -> nn.Module | None:
+        """Return the decision head the batch was decided through (the plan's or the model's recorded one), if any."""
+        return None if self.context.runner is None else self.context.runner.reader.head
 
 
 @dataclass(frozen=True)
@@ -165,29 +172,32 @@ def capture(
     capture over the budget runs `plan.streamed` when the plan's streaming is "auto")."""
     capturable = capturable_for(model, tokenizer)  # the model's structure and decision reader are read once
 
-    def collected(plan: Plan) -> Trace:
-        return collect(capturable, tokenizer, inputs, names=list(plan.hook_names), max_length=plan.max_length,
+    def collected(plan: Plan) -> tuple[Trace, tuple[list[str], list[Note]] | None]:
+        leads = None if plan.leads is None else capturable_leads(capturable, plan.leads)
+        names = dict.fromkeys([*plan.hook_names, *required_names(leads[0] if leads else ())])
+        return collect(capturable, tokenizer, inputs, names=list(names), max_length=plan.max_length,
                        decoder_inputs=decoder, budget_bytes=plan.budget_bytes, continuations=continuations,
-                       offload=plan.offload)
+                       offload=plan.offload), leads
 
     try:
-        trace = collected(plan)
+        trace, leads = collected(plan)
     except MemoryBudgetError as err:
         if plan.streaming != "auto":
             raise
         plan = plan.streamed(f"their capture is over the budget ({str(err).split(';')[0]})")
-        trace = collected(plan)
-    reader = reader_for(model, trace.meta.kind, plan.head, trace.output)
+        trace, leads = collected(plan)
+    head = decision_head(model, plan.head)  # issue 27: the head `interpret.load()` recorded for the default model
+    reader = reader_for(model, trace.meta.kind, head, trace.output)
     decided = tuple(reader.decide(trace, tokenizer, plan.request, gold))
     context = bound_context(trace, capturable, reader, [d.target for d in decided], tokenizer, seed=plan.seed)
-    return Captured(plan=plan, trace=trace, decided=decided, context=context, gold=gold)
+    return Captured(plan=plan, trace=trace, decided=decided, context=context, gold=gold, leads=leads)
 
 
 def analyzed(captured: Captured, progress: Stage | None = None) -> Ran:
     """Return the analysis of a captured batch in its run context: each analyzer with its strategy (the defaults'
     lead by the plan's rule), the classes side by side and the evidence when asked."""
     plan, trace, decided, context = captured.plan, captured.trace, captured.decided, captured.context
-    results, skipped = run_analyzers(trace, plan.strategies, plan.params, context, plan.leads, progress)
+    results, skipped = run_analyzers(trace, plan.strategies, plan.params, context, captured.leads, progress)
     notes = list(plan.notes)
     classes: tuple[ClassRuns, ...] = ()
     if plan.compare is not None and all(len(d.target.ids) == 1 for d in decided):

@@ -28,8 +28,8 @@ def classifier():
 
 
 def _plan(model, tokenizer, analyzers, limits):
-    return plan_for(model, tokenizer, analyzers, params=None, subject=Subject(), evidence=EvidenceOptions(enabled=False),
-                    limits=limits, head=None, seed=0)
+    return plan_for(analyzers, params=None, subject=Subject(), evidence=EvidenceOptions(enabled=False), limits=limits,
+                    head=None, seed=0)
 
 
 def test_a_capture_over_the_budget_runs_the_streamed_plan(classifier) -> None:
@@ -73,7 +73,7 @@ def test_a_batch_reads_the_models_structure_and_decision_once(classifier, monkey
 
     model, tokenizer = classifier
     subject = Subject(compare=(0, 1, 2))
-    plan = plan_for(model, tokenizer, ["attention_x_gradient"], params=None, subject=subject,
+    plan = plan_for(["attention_x_gradient"], params=None, subject=subject,
                     evidence=EvidenceOptions(enabled=False), limits=Limits(), head=None, seed=0)
     calls = {"capturable_for": 0, "reader_for": 0}
     for name, original in (("capturable_for", capture_api.capturable_for), ("reader_for", decide_mod.reader_for)):
@@ -99,3 +99,21 @@ def test_collect_takes_the_capturable_a_caller_holds(classifier) -> None:
     assert held.meta == fresh.meta and held.tensors.keys() == fresh.tensors.keys()
     for name in fresh.tensors:
         assert torch.equal(held.tensors[name], fresh.tensors[name])
+
+
+def test_the_plan_reads_no_model_and_each_capture_resolves_the_defaults_lead(classifier) -> None:
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
+    from interpret.analysis.lead import capturable_leads
+    from interpret.analysis.run import required_names
+    from interpret.capture.api import capturable_for
+
+    model, tokenizer = classifier
+    plan = _plan(None, None, DEFAULT_ANALYZERS, Limits())  # nothing of the model is needed to plan
+    assert plan.leads == LEADS and plan.head is None
+    captured = capture(plan, model, tokenizer, TEXTS)
+    exposed, refused = capturable_leads(capturable_for(model, tokenizer), LEADS)
+    assert captured.leads == (exposed, refused) and exposed  # a tiny BERT exposes the first lead's hook points
+    for glob in required_names(exposed):  # the capture added what the exposed leads read
+        assert captured.trace.names(glob), glob
+    ran = run_plan(plan, model, tokenizer, TEXTS)
+    assert ran.results[0].analyzer == exposed[0] and [r.analyzer for r in ran.results[1:]] == list(DEFAULT_ANALYZERS[1:])

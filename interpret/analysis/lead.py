@@ -11,7 +11,6 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch import nn
 
 from interpret.analysis import registry
 from interpret.analysis.contract import RunContext
@@ -19,7 +18,7 @@ from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
 from interpret.analysis.result import AnalyzerResult
 from interpret.analysis.run import analyze_with
 from interpret.analysis.strategy import streamed_strategies
-from interpret.capture.api import capturable_for
+from interpret.capture.sites import Capturable
 from interpret.errors import AnalyzerError, ResultError
 from interpret.runtime.progress import Stage, begin
 from interpret.trace import Trace
@@ -27,16 +26,14 @@ from interpret.trace import Trace
 Note = tuple[str, str]
 
 
-def capturable_leads(
-    model: nn.Module, tokenizer: Any, candidates: Sequence[str] = LEADS
-) -> tuple[list[str], list[tuple[str, str]]]:
+def capturable_leads(capturable: Capturable, candidates: Sequence[str] = LEADS) -> tuple[list[str], list[Note]]:
     """Return the `candidates` whose every hook point the model exposes, and (lead, why) for each other one."""
-    available = [site.name for site in capturable_for(model, tokenizer).sites]
+    available = [site.name for site in capturable.sites]
     leads, refused = [], []
     for name in candidates:
         missing = [glob for glob in registry.get(name).requires if not fnmatch.filter(available, glob)]
         if missing:
-            refused.append((name, f"{name} reads {missing[0]}, which {type(model).__name__} does not expose"))
+            refused.append((name, f"{name} reads {missing[0]}, which {type(capturable.model).__name__} does not expose"))
         else:
             leads.append(name)
     return leads, refused

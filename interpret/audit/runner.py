@@ -23,7 +23,7 @@ from torch import nn
 
 from interpret.analysis import required_names
 from interpret.analysis.defaults import AUDIT_LEADS, DEFAULT_ANALYZERS, DEPRECATED_STREAMING, LEADS
-from interpret.analysis.lead import Note, capturable_leads, streamed_defaults
+from interpret.analysis.lead import Note, streamed_defaults
 from interpret.analysis.run import resolve_name
 from interpret.audit.drivers import DriverSettings, driver_tables
 from interpret.audit.failures import misclassified, slice_table
@@ -246,9 +246,7 @@ def audit_defaults(
 ) -> tuple[tuple[str, ...], tuple[Note, ...]]:
     """Return the default analyzers led by the first of `AUDIT_LEADS` that runs on `model` (tried on one text: what
     a lead refuses is the model's, not the text's), or by none, and the notes of the leads that refused."""
-    leads = capturable_leads(model, tokenizer, AUDIT_LEADS)
-    plan = Plan({LEADS[0]: "full"}, {}, tuple(required_names(leads[0])) or ("*attn.hook_pattern",), head=head,
-                max_length=max_length, leads=leads)
+    plan = Plan({LEADS[0]: "full"}, {}, (), head=head, max_length=max_length, leads=AUDIT_LEADS)
     ran = run_plan(plan, model, tokenizer, [text])
     return (*(result.analyzer for result in ran.results), *DEFAULT_ANALYZERS[1:]), ran.skipped
 
