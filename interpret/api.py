@@ -14,7 +14,6 @@ from torch import Tensor, nn
 
 from interpret.analysis.defaults import DEFAULT_ANALYZERS
 from interpret.decision.decide import TargetRequest
-from interpret.decision.generate import generated_inputs
 from interpret.errors import ModelLoadError
 from interpret.inputs import Encoded
 from interpret.models import loading
@@ -86,11 +85,8 @@ def explain(
     torch.manual_seed(seed)
     plan = plan_for(analyzers, params=params, subject=subject, evidence=evidence, limits=limits, head=head, seed=seed,
                     notes=view.notes)
-    decoder_inputs = subject.decoder_inputs
-    if subject.generate is not None:
-        inputs, decoder_inputs = generated_inputs(model, tokenizer, inputs, subject.generate,
-                                                  max_length=limits.max_length)
-    ran = run_plan(plan, model, tokenizer, inputs, gold=subject.gold, decoder=decoder_inputs,
+    loaded = load_notes(model)
+    ran = run_plan(plan, model, tokenizer, inputs, gold=subject.gold, decoder=subject.decoder_inputs,
                    continuations=subject.continuation, progress=progress)
     trace, plan = ran.captured.trace, ran.captured.plan
     head_note = getattr(ran.captured.head, "note", None)
@@ -103,7 +99,7 @@ def explain(
         request=describe_request(plan.request),
         decisions=ran.captured.decided,
         analyzers=tuple(result.analyzer for result in ran.results),
-        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *load_notes(model),
+        notes=(*((("Decision head", head_note),) if isinstance(head_note, str) else ()), *loaded,
                *ran.notes, *ran.skipped),
         seed=seed,
         versions=dict(library_versions()),

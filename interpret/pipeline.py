@@ -22,6 +22,7 @@ from interpret.analysis.strategy import streamed_strategies
 from interpret.capture import collect
 from interpret.capture.api import capturable_for
 from interpret.decision.decide import Decision, TargetRequest, decision_head, reader_for
+from interpret.decision.generate import generated_inputs
 from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
 from interpret.evidence import Evidence, evidence_or_reason
 from interpret.request import EvidenceOptions, Limits, Subject
@@ -35,7 +36,8 @@ class Plan:
 
     strategies: analyzer → "full" or "streamed", in run order; hook_names: what they read (a capture adds what the
     leads it runs read); head: the caller's decision head (None: the one recorded for the model, `decision_head`);
-    streaming: what a capture over `budget_bytes` does ("auto": runs `streamed`; else refused); offload: a
+    generate: tokens each text is followed by, generated greedily and explained as its continuation
+    (`decision.generate`); streaming: what a capture over `budget_bytes` does ("auto": runs `streamed`; else refused); offload: a
     streamed trace in pinned host memory (CUDA); attention: the audit's attention implementation
     (`interpret.audit.kernel`; the caller switches it); leads: the defaults' lead rule, the candidate leads in
     order (`defaults.LEADS`, an audit's `AUDIT_LEADS`: each capture leads with the first its model exposes,
@@ -50,6 +52,7 @@ class Plan:
     head: nn.Module | None = None
     seed: int = 0
     max_length: int | None = None
+    generate: int | None = None
     budget_bytes: int | None = Limits().capture_bytes
     streaming: str = "off"
     offload: bool = False
@@ -98,7 +101,7 @@ def plan_for(
         strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(strategies)])),
         request=TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
                               generated=subject.generate is not None),
-        head=head, seed=seed, max_length=limits.max_length, budget_bytes=limits.capture_bytes, streaming=limits.streaming,
+        head=head, seed=seed, max_length=limits.max_length, generate=subject.generate, budget_bytes=limits.capture_bytes, streaming=limits.streaming,
         evidence=evidence, leads=LEADS if tuple(names) == DEFAULT_ANALYZERS else None, compare=None if subject.compare is None else tuple(subject.compare),
         notes=tuple(notes),
     )
@@ -171,6 +174,8 @@ def capture(
     """Return the trace of the plan's hook names on `inputs`, the decisions read from it and their run context (a
     capture over the budget runs `plan.streamed` when the plan's streaming is "auto")."""
     capturable = capturable_for(model, tokenizer)  # the model's structure and decision reader are read once
+    if plan.generate is not None:
+        inputs, decoder = generated_inputs(capturable, tokenizer, inputs, plan.generate, max_length=plan.max_length)
 
     def collected(plan: Plan) -> tuple[Trace, tuple[list[str], list[Note]] | None]:
         leads = None if plan.leads is None else capturable_leads(capturable, plan.leads)

@@ -12,6 +12,7 @@ import torch
 from hf_tiny import tiny_model, word_tokenizer
 
 import interpret
+from interpret.capture.api import capturable_for
 from interpret.decision.generate import generated_inputs
 from interpret.errors import InputError
 from interpret.request import Limits, Subject
@@ -29,7 +30,7 @@ def _alone(model, tokenizer, text: str, steps: int, **extra) -> list[int]:
 def test_generated_tokens_follow_each_prompt_unchanged(side: str) -> None:
     model, tokenizer = tiny_model("llama", "eager"), copy.deepcopy(word_tokenizer())
     tokenizer.padding_side = side
-    encoded, decoder = generated_inputs(model, tokenizer, TEXTS, 3)
+    encoded, decoder = generated_inputs(capturable_for(model, tokenizer), tokenizer, TEXTS, 3)
     prompts = interpret.collect(model, tokenizer, TEXTS).encoded
     assert decoder is None and encoded.continuation == (3, 3) and encoded.texts == tuple(TEXTS)
     for b, text in enumerate(TEXTS):

@@ -16,18 +16,17 @@ from dataclasses import replace
 from typing import Any
 
 import torch
-from torch import nn
 
-from interpret.capture.api import capturable_for
+from interpret.capture.sites import Capturable
 from interpret.errors import InputError
 from interpret.inputs import Encoded, as_encoded, continued, from_ids, model_device, model_limit, pad_token_id
 
 
 def generated_inputs(
-    model: nn.Module, tokenizer: Any, texts: str | Sequence[str], steps: int, *, max_length: int | None = None,
+    capturable: Capturable, tokenizer: Any, texts: str | Sequence[str], steps: int, *, max_length: int | None = None,
 ) -> tuple[Encoded, Encoded | None]:
-    """Return (inputs, decoder_inputs) for `collect`: each text followed by the tokens `model` generates
-    greedily after it (at most `steps`), counted as its continuation; for an encoder-decoder the inputs are
+    """Return (inputs, decoder_inputs) for `collect`: each text followed by the tokens the model (`capturable.model`,
+    as `interpret.capture.api.capturable_for` reads it) generates greedily after it (at most `steps`), counted as its continuation; for an encoder-decoder the inputs are
     the texts and the decoder inputs its start token followed by the generated tokens.
 
     max_length: the most tokens the model's input (a decoder's text with its generated tokens) may have; the
@@ -37,7 +36,7 @@ def generated_inputs(
         raise InputError(f"generate={steps!r} must be a whole number of tokens, 1 or more.")
     if not (isinstance(texts, str) or (isinstance(texts, Sequence) and all(isinstance(t, str) for t in texts))):
         raise InputError("generate continues a text; give the inputs as a text or a list of texts.")
-    capturable = capturable_for(model, tokenizer)
+    model = capturable.model
     can_generate = getattr(model, "can_generate", None)
     if capturable.kind not in ("decoder", "encoder-decoder") or capturable.prepare is not None or not (
             callable(can_generate) and can_generate()):
