@@ -1,4 +1,4 @@
-"""`collect`: run a model once and return a Trace of the requested hook names."""
+"""`collect`: run a model once and return a Trace of the requested hook names (its inputs prepared by `prepare`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,36 @@ from typing import Any
 from torch import Tensor, nn
 
 from interpret.capture.engine import Reduce, capture, normalize_indices, select_sites
-from interpret.capture.prepare import Inputs, prepare
 from interpret.capture.sites import Capturable
-from interpret.errors import UnsupportedModelError
+from interpret.errors import InputError, UnsupportedModelError
 from interpret.estimate.memory import CAPTURE_BUDGET
-from interpret.inputs import Encoded, model_device
+from interpret.inputs import Encoded, as_encoded, model_device
 from interpret.runtime.versions import library_versions
 from interpret.trace import Trace, TraceMeta
+
+# What `collect` accepts: a text, a list of texts, token ids [batch, pos], embeddings [batch, pos, d_model], an
+# Encoded, or whatever the model's adapter prepares itself (PIL images or pixel values [batch, channel,
+# height, width] for a vision model). Checked by `prepare`, which names what it cannot use.
+Inputs = Any
+
+
+def prepare(
+    capturable: Capturable,
+    tokenizer: Any | None,
+    inputs: Inputs,
+    *,
+    max_length: int | None = None,
+    decoder_inputs: str | Sequence[str] | Tensor | Encoded | None = None,
+    continuations: str | Sequence[str] | None = None,
+) -> Encoded:
+    """Return the Encoded of `inputs`: the adapter's own preparation (`Capturable.prepare`: images, audio) or,
+    for a text model, `interpret.inputs.as_encoded` (which explains continuations and the position limit)."""
+    if capturable.prepare is not None:
+        if continuations is not None:
+            raise InputError(f"a {capturable.kind} model takes no continuation; drop it.")
+        return capturable.prepare(tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs)
+    return as_encoded(tokenizer, inputs, kind=capturable.kind, max_positions=capturable.max_positions,
+                      max_length=max_length, decoder_inputs=decoder_inputs, continuations=continuations)
 
 
 def capturable_for(model: nn.Module, tokenizer: Any | None = None) -> Capturable:

@@ -97,7 +97,7 @@ class Capturable:
     scope: given the selected sites and whether the capture keeps gradients, a context manager entered around
         the forward pass (e.g. the scoped interception of the attention kernel); restored on exit.
     prepare: turns what a user passes to `collect` into an Encoded, for models whose inputs are not text
-        (a vision model's images); None: the text path (`interpret.capture.prepare`).
+        (a vision model's images); None: the text path (`interpret.inputs.as_encoded`).
     embedding: the token-embedding module of a side ("main" or "decoder"), what Captum's layer methods
         attribute to; None when the model has none.
     adapter / implementation / model_class: which adapter built this, the attention implementation the

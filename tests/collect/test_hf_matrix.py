@@ -36,7 +36,7 @@ import interpret
 from interpret.analysis.run import run_context
 from interpret.capture.api import capturable_for
 from interpret.capture.gates import head_gates
-from interpret.capture.prepare import prepare
+from interpret.capture.api import prepare
 from interpret.cli.main import cli
 from interpret.errors import AnalyzerError, CaptureError, HookNameError
 from interpret.hooks import count_hooks

@@ -31,7 +31,7 @@ from interpret.capture.api import capturable_for
 from interpret.capture.engine import capture, select_sites
 from interpret.capture.gates import head_gates
 from interpret.capture.hf.own_code import OwnAttention
-from interpret.capture.prepare import prepare
+from interpret.capture.api import prepare
 from interpret.cli.main import cli
 from interpret.errors import CaptureError
 from interpret.hooks import count_hooks

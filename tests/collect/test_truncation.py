@@ -15,7 +15,7 @@ from hf_tiny import DECODER_TEXTS, MATRIX, WORDS, collect_args, tiny_model, word
 from shipped_tokenizers import SHIPPED
 
 from interpret.capture.api import capturable_for
-from interpret.capture.prepare import prepare
+from interpret.capture.api import prepare
 from interpret.errors import InputError
 from interpret.inputs import Encoded, encode
 

@@ -113,7 +113,7 @@ def test_a_capture_with_gradients_refuses_offload_in_one_line() -> None:
     from interpret.capture.api import capturable_for
     from interpret.capture.engine import capture, select_sites
     from interpret.errors import CaptureError
-    from interpret.capture.prepare import prepare
+    from interpret.capture.api import prepare
 
     model = tiny_model("llama")
     tokenizer = word_tokenizer()
