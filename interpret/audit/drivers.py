@@ -52,13 +52,11 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
-from interpret.analysis.run import run_context
 from interpret.arrays import to_numpy
 from interpret.audit.kernel import audit_kernel
-from interpret.capture import collect
-from interpret.decision.decide import decide
 from interpret.evidence.aggregate import RESAMPLES, mean_interval
 from interpret.evidence.removal import RemovalScorer, candidates, default_removal
+from interpret.pipeline import Plan, capture
 from interpret.reading.datasets import Example
 from interpret.reading.text import marker_word_ids, token_scheme, word_spans, words
 
@@ -193,16 +191,15 @@ def _flip_rows(
     each unit's every occurrence removed (one removal pass per row for all its units). Empty when the model
     makes no class decision."""
     wanted = set(tested)
+    plan = Plan({}, {}, (), head=settings.head, max_length=settings.max_length)  # nothing captured: the decisions
     outcome: dict[Unit, dict[int, Flip]] = {unit: {} for unit in tested}
     with audit_kernel(model, settings.attention):  # the kernel the audit's own passes ran with
         for start in range(0, len(examples), settings.batch_size):
             batch = examples[start:start + settings.batch_size]
-            trace = collect(model, tokenizer, [example.text for example in batch], names=[], max_length=settings.max_length)
-            encoded = trace.encoded
-            decided = decide(model, trace, tokenizer, head=settings.head)
+            captured = capture(plan, model, tokenizer, [example.text for example in batch])  # collect and decide
+            encoded, decided, ctx = captured.trace.encoded, captured.decided, captured.context
             if decided[0].kind != "class":
                 return {}
-            ctx = run_context(trace, model, tokenizer, head=settings.head, targets=[d.target for d in decided])
             removal = settings.removal or default_removal(encoded)
             scorer = RemovalScorer(ctx, encoded, removal)
             labels = ctx.runner.reader.labels if ctx.runner is not None else ()
