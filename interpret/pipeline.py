@@ -37,9 +37,9 @@ class Plan:
     strategies: analyzer → "full" or "streamed", in run order; hook_names: what they read (a capture adds what the
     leads it runs read); head: the caller's decision head (None: the one recorded for the model, `decision_head`);
     generate: tokens each text is followed by, generated greedily and explained as its continuation
-    (`decision.generate`); streaming: what a capture over `budget_bytes` does ("auto": runs `streamed`; else refused); offload: a
-    streamed trace in pinned host memory (CUDA); attention: the audit's attention implementation
-    (`interpret.audit.kernel`; the caller switches it); leads: the defaults' lead rule, the candidate leads in
+    (`decision.generate`); streaming: what a capture over `budget_bytes` does ("auto": runs `streamed`; else
+    refused); offload: a streamed trace in pinned host memory (CUDA); attention: the audit's attention
+    implementation (`interpret.audit.kernel`; the caller switches it); leads: the defaults' lead rule, the candidate leads in
     order (`defaults.LEADS`, an audit's `AUDIT_LEADS`: each capture leads with the first its model exposes,
     `analysis.lead`), None when the analyzers are not the defaults; compare: the classes side by side; notes: the
     report's notes so far.
@@ -101,9 +101,10 @@ def plan_for(
         strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(strategies)])),
         request=TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
                               generated=subject.generate is not None),
-        head=head, seed=seed, max_length=limits.max_length, generate=subject.generate, budget_bytes=limits.capture_bytes, streaming=limits.streaming,
-        evidence=evidence, leads=LEADS if tuple(names) == DEFAULT_ANALYZERS else None, compare=None if subject.compare is None else tuple(subject.compare),
-        notes=tuple(notes),
+        head=head, seed=seed, max_length=limits.max_length, generate=subject.generate,
+        budget_bytes=limits.capture_bytes, streaming=limits.streaming, evidence=evidence,
+        leads=LEADS if tuple(names) == DEFAULT_ANALYZERS else None,
+        compare=None if subject.compare is None else tuple(subject.compare), notes=tuple(notes),
     )
     return plan.streamed("streaming=on") if limits.streaming == "on" else plan
 

@@ -11,7 +11,6 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
 from interpret.analysis import registry
 from interpret.analysis.contract import RunContext
 from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
