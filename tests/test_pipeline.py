@@ -27,14 +27,14 @@ def classifier():
     return transformers.BertForSequenceClassification(config).eval(), word_tokenizer()
 
 
-def _plan(model, tokenizer, analyzers, limits):
+def _plan(analyzers, limits):
     return plan_for(analyzers, params=None, subject=Subject(), evidence=EvidenceOptions(enabled=False), limits=limits,
                     head=None, seed=0)
 
 
 def test_a_capture_over_the_budget_runs_the_streamed_plan(classifier) -> None:
     model, tokenizer = classifier
-    plan = _plan(model, tokenizer, ["rollout", "attention_entropy"], Limits(capture_bytes=64 << 10, streaming="auto"))
+    plan = _plan(["rollout", "attention_entropy"], Limits(capture_bytes=64 << 10, streaming="auto"))
     assert plan.strategies == {"rollout": "full", "attention_entropy": "full"} and not plan.offload
     assert capture(plan, model, tokenizer, TEXTS).plan == plan  # under the budget: the plan as made
     captured = capture(plan, model, tokenizer, [LONG])
@@ -44,7 +44,7 @@ def test_a_capture_over_the_budget_runs_the_streamed_plan(classifier) -> None:
     ran = run_plan(plan, model, tokenizer, [LONG])
     assert [(r.analyzer, r.strategy) for r in ran.results] == [("rollout", "streamed"), ("attention_entropy", "streamed")]
     with pytest.raises(MemoryBudgetError):
-        capture(_plan(model, tokenizer, ["rollout"], Limits(capture_bytes=64 << 10, streaming="off")), model, tokenizer, [LONG])
+        capture(_plan(["rollout"], Limits(capture_bytes=64 << 10, streaming="off")), model, tokenizer, [LONG])
 
 
 def test_a_retargeted_context_runs_as_one_built_from_the_model(classifier) -> None:
@@ -108,7 +108,7 @@ def test_the_plan_reads_no_model_and_each_capture_resolves_the_defaults_lead(cla
     from interpret.capture.api import capturable_for
 
     model, tokenizer = classifier
-    plan = _plan(None, None, DEFAULT_ANALYZERS, Limits())  # nothing of the model is needed to plan
+    plan = _plan(DEFAULT_ANALYZERS, Limits())  # nothing of the model is needed to plan
     assert plan.leads == LEADS and plan.head is None
     captured = capture(plan, model, tokenizer, TEXTS)
     exposed, refused = capturable_leads(capturable_for(model, tokenizer), LEADS)

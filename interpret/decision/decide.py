@@ -180,7 +180,7 @@ class DecisionReader:
         if self.kind == "class":
             classes = resolve_labels(golds, self.labels)
             return [_class_decision(self, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
-        return [_token_decision(self, logits[b], encoded, b, tokenizer, request, gold) for b, gold in enumerate(golds)]
+        return [_token_decision(self, logits[b], encoded, b, tokenizer, request, golds[b]) for b in range(encoded.batch)]
 
     def side_of(self, encoded: Encoded) -> Encoded:
         """Return the Encoded whose positions the decision reads (the decoder side of an encoder-decoder)."""
