@@ -452,10 +452,3 @@ def from_embeds(inputs_embeds: Tensor, attention_mask: Tensor | None = None) -> 
         tokens=[[f"pos{p}" for p in range(pos)] for _ in range(batch)],
         special=(mask == 0),
     )
-
-
-def model_device(model: torch.nn.Module) -> torch.device:
-    """Return the device of the model's first parameter (CPU for a parameterless model)."""
-    for param in model.parameters():
-        return param.device
-    return torch.device("cpu")

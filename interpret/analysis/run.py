@@ -28,7 +28,6 @@ from interpret.capture.api import capturable_for
 from interpret.capture.sites import Capturable
 from interpret.decision.decide import DecisionReader, decision_head, reader_for, structural_targets
 from interpret.errors import AnalyzerError, ResultError
-from interpret.inputs import model_device
 from interpret.target import Target
 from interpret.trace import Trace
 
@@ -133,7 +132,7 @@ def bound_context(
     runner = ModelRunner(capturable, reader, targets, gate_prefix=prefix)
     return RunContext(
         targets=tuple(targets), model=capturable.model, tokenizer=tokenizer, seed=seed, workers=workers,
-        device=model_device(capturable.model), runner=runner,
+        device=capturable.device, runner=runner,
     )
 
 

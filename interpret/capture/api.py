@@ -11,7 +11,7 @@ from interpret.capture.engine import Reduce, capture, normalize_indices, select_
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError, UnsupportedModelError
 from interpret.estimate.memory import CAPTURE_BUDGET
-from interpret.inputs import Encoded, as_encoded, model_device
+from interpret.inputs import Encoded, as_encoded
 from interpret.runtime.versions import library_versions
 from interpret.trace import Trace, TraceMeta
 
@@ -44,14 +44,14 @@ def capturable_for(model: nn.Module, tokenizer: Any | None = None) -> Capturable
     """Return the Capturable for a reference model or a Hugging Face model with a registered adapter."""
     from interpret.reference.base import ReferenceModel
 
+    if hasattr(model, "config") and hasattr(model.config, "model_type"):  # a reference model's config has none
+        from interpret.capture.hf.registry import hf_capturable
+
+        return hf_capturable(model, tokenizer)
     if isinstance(model, ReferenceModel):
         from interpret.capture.reference import reference_capturable
 
         return reference_capturable(model)
-    if hasattr(model, "config") and hasattr(model.config, "model_type"):
-        from interpret.capture.hf.registry import hf_capturable
-
-        return hf_capturable(model, tokenizer)
     raise UnsupportedModelError(
         f"{type(model).__name__} is neither a reference model nor a Hugging Face model; convert an"
         " nn.Transformer with interpret.reference.from_torch, or load with interpret.load."
@@ -84,7 +84,7 @@ def collect(
     encoded = prepare(
         capturable, tokenizer, inputs, max_length=max_length, decoder_inputs=decoder_inputs, continuations=continuations
     )
-    encoded = encoded.to(model_device(capturable.model))
+    encoded = encoded.to(capturable.device)
     sites = select_sites(capturable, names, layers)
     tensors, output, total = capture(
         capturable, encoded, sites, heads=heads, reduce=reduce, budget_bytes=budget_bytes, offload=offload

@@ -31,11 +31,6 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
     }
     if config.vocab_size is not None:
         sizes["vocab"] = config.vocab_size
-    sites = [
-        Site(name=name, axes=tuple(point.axes.split()), sizes=sizes, module=point, side=_side(name))
-        for name, point in model.hook_points().items()
-    ]
-
     def run(encoded: Encoded) -> Any:
         return model.forward_encoded(encoded)
 
@@ -47,6 +42,10 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
         module = getattr(owner, "embed", None)
         return module if isinstance(module, nn.Module) else None
 
+    sites = [
+        Site(name=name, axes=tuple(point.axes.split()), sizes=sizes, module=point, side=_side(name))
+        for name, point in model.hook_points().items()
+    ]
     return Capturable(
         model=model,
         model_id=type(model).__name__,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ContextManager, Literal
 
+import torch
 from torch import Tensor, nn
 
 from interpret.hooks import HookSession
@@ -89,6 +90,13 @@ def on_its_call(site: Site, hook: Callable[..., Any]) -> Callable[..., Any]:
     return its_call
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """Return the device of the model's first parameter (CPU for a parameterless model)."""
+    for param in model.parameters():
+        return param.device
+    return torch.device("cpu")
+
+
 @dataclass
 class Capturable:
     """A model made ready for capture by an adapter (or by the reference model itself).
@@ -125,3 +133,8 @@ class Capturable:
     implementation: str = "eager"
     model_class: str = ""
     unsupported: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def device(self) -> torch.device:
+        """Return the device the model runs on (its first parameter's; CPU for a parameterless model)."""
+        return model_device(self.model)

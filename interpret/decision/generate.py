@@ -19,7 +19,7 @@ import torch
 
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError
-from interpret.inputs import Encoded, as_encoded, continued, from_ids, model_device, model_limit, pad_token_id
+from interpret.inputs import Encoded, as_encoded, continued, from_ids, model_limit, pad_token_id
 
 
 def generated_inputs(
@@ -51,7 +51,7 @@ def generated_inputs(
     room = max_length - steps if decoder and max_length else max_length  # a decoder's text leaves room for them
     prompt = as_encoded(tokenizer, texts, kind=capturable.kind, max_positions=capturable.max_positions, max_length=room,
                         decoder_inputs=None if decoder else start)
-    device, news, starts = model_device(model), [], []
+    device, news, starts = capturable.device, [], []
     for b, length in enumerate(prompt.lengths):
         first = length if decoder else 1  # the output starts with a decoder's prompt, an encoder-decoder's start token
         if limit is not None and first + steps > limit:

@@ -19,10 +19,10 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interpret.capture.gates import head_gates
-from interpret.capture.sites import Capturable
+from interpret.capture.sites import Capturable, model_device
 from interpret.decision.decide import DecisionReader
 from interpret.errors import AnalyzerError
-from interpret.inputs import Encoded, model_device
+from interpret.inputs import Encoded
 
 
 @dataclass(frozen=True)

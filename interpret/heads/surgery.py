@@ -27,9 +27,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interpret.capture.sites import model_device
 from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
 from interpret.heads.parts import LayerParts, layer_parts, out_axis
-from interpret.inputs import model_device
 
 
 @dataclass(frozen=True)

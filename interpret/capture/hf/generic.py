@@ -26,9 +26,8 @@ from interpret.capture.hf.layout import build_capturable, run_model
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe, observe
 from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
-from interpret.capture.sites import Capturable
+from interpret.capture.sites import Capturable, model_device
 from interpret.errors import InterpretError, UnsupportedModelError
-from interpret.inputs import model_device
 
 NAME = "generic"
 PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
@@ -128,12 +127,13 @@ def capturable(
     """Return the Capturable of `model` laid out as `layout` (prepare: the family's own input preparation)."""
     if prepare is None and layout.kind == "vision":
         prepare = vision_prepare(model, layout)
+    run = runner(model, layout)
     return build_capturable(
         model,
         model,
         layout.stacks,
         kind=layout.kind,
-        run=runner(model, layout),
+        run=run,
         max_positions=layout.max_positions,
         adapter=adapter,
         prepare=prepare,
