@@ -154,7 +154,7 @@ class AttnLRPAnalyzer:
                 " default model's heads are); use integrated_gradients."
             )
         batch = _captum.token_batch(trace, ctx, params, NAME)
-        inputs = _captum.embeddings(ctx, batch)[0].requires_grad_()
+        inputs = _captum.embeddings(ctx, batch).requires_grad_()
         with attnlrp_rules(ctx) as fired:  # x ⊙ ∂'F/∂x, with the score kept for the check (one pass fewer)
             scores = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
             (grad,) = torch.autograd.grad(scores.sum(), inputs)
@@ -166,4 +166,4 @@ class AttnLRPAnalyzer:
             )
         checks = {"score_consistency": _captum.score_check(ctx, batch, inputs.detach(), scores.detach())}
         readout = _captum.per_token(inputs.detach() * grad, params.reduce, batch)
-        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "AttnLRP relevance per token", checks)
+        return _captum.token_result(self, trace, params, readout, "AttnLRP relevance per token", checks)
