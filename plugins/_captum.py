@@ -121,17 +121,14 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
 def _baseline_fill(ctx: RunContext, params: BaselineParams, attributed: Tensor, analyzer: str) -> Tensor:
     """Return the id each attributed position takes in the baseline [batch, pos] (the input's elsewhere)."""
     tokenizer = ctx.tokenizer
-    pad = _token_id(tokenizer, "pad_token_id") if tokenizer is not None else None
-    if pad is None and tokenizer is not None:
-        pad = _token_id(tokenizer, "eos_token_id")
-    if params.baseline in ("pad", "zero", "text") and pad is None:
-        if params.baseline == "zero":
-            pad = 0  # unused: a zero baseline replaces embeddings, not ids
-        else:
-            raise AnalyzerError(f"{analyzer}: the tokenizer has no pad or end-of-sequence token; use baseline=zero.")
-    fill = torch.full(attributed.shape, int(pad or 0), dtype=torch.long, device=attributed.device)
+    pad = _token_id(tokenizer, "pad_token_id")
+    pad = _token_id(tokenizer, "eos_token_id") if pad is None else pad
+    if pad is None and params.baseline in ("pad", "text"):
+        raise AnalyzerError(f"{analyzer}: the tokenizer has no pad or end-of-sequence token; use baseline=zero.")
+    # pad or 0: a zero baseline replaces embeddings, not ids, and mask fills every position below
+    fill = torch.full(attributed.shape, pad or 0, dtype=torch.long, device=attributed.device)
     if params.baseline == "mask":
-        mask = _token_id(tokenizer, "mask_token_id") if tokenizer is not None else None
+        mask = _token_id(tokenizer, "mask_token_id")
         if mask is None:
             raise AnalyzerError(f"{analyzer}: the tokenizer has no mask token; use baseline=pad or baseline=zero.")
         fill[:] = mask

@@ -34,10 +34,9 @@ import numpy as np
 from interpret.analysis import AnalyzerResult, HeadMap, NamedArray, Readout, RunContext, View
 from interpret.analysis.params import as_dict
 from interpret.errors import AnalyzerError
-from interpret.plugins import gradient_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step, sum_check
+from interpret.plugins._per_step import per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
@@ -100,18 +99,17 @@ class AttentionGradient:
         if cross is not None:
             arrays["cross_grad"] = NamedArray(cross, ("batch", "layer", "head", "query", "key"))
         arrays["readout"] = NamedArray(readout, ("batch", "key"))
-        checks = {"capture_score_error": grads.score_check()}
-        views = [View("token_strip", "readout", "Attention × gradient into each token (signed)"),
-                 View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)")]
-        steps = per_step(trace, ctx, readout.shape[1],
-                         lambda rows, step: _weighted(pattern_gradients(trace, ctx, self.name, rows, step), params)[2])
-        if steps is not None:  # linear in the score, as the readout is: the steps' rows add up to the readout
-            arrays["per_step"] = NamedArray(steps, ("batch", "query", "key"))
-            views.append(View("heatmap", "per_step", "Attention × gradient per target token [row: the position scoring it × input token]"))
-            checks["per_step_sum_error"] = sum_check(steps, readout)
+        steps, step_views, step_checks = per_step(  # linear in the score, as the readout is
+            trace, ctx, readout,
+            lambda rows, step: _weighted(pattern_gradients(trace, ctx, self.name, rows, step), params)[2],
+            "Attention × gradient", linear=True,
+        )
         return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays, checks=checks,
-            views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays={**arrays, **steps},
+            checks={"capture_score_error": grads.score_check(), **step_checks},
+            views=(View("token_strip", "readout", "Attention × gradient into each token (signed)"),
+                   View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)"), *step_views),
+            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=True), head_map=HeadMap("head_map"),
         )
 
@@ -162,9 +160,9 @@ def _weighted(
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Return (∇A ⊙ A of the main stack [rows, layer, head, query, key], of the cross-attention or None, the
     readout [rows, key]: Σ over the chosen layers, heads and queries of both)."""
-    weighted = gradient_math.attention_times_gradient(*grads.main)
+    weighted = grads.weighted("main")
     readout = (weighted if params.layers == "all" else weighted[:, -1:]).sum(axis=(1, 2, 3))
-    cross = None if grads.cross is None else gradient_math.attention_times_gradient(*grads.cross)
+    cross = grads.weighted("cross")
     if cross is not None:
         readout = readout + (cross if params.layers == "all" else cross[:, -1:]).sum(axis=(1, 2, 3))
     return weighted, cross, readout

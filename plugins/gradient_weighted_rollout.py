@@ -1,8 +1,10 @@
 """Gradient-weighted attention rollout (Chefer, Gur & Wolf 2021, ICCV, eqs. 5–6 and 8–11), full or streamed.
 
-Ā = E_h[(∇A ⊙ A)⁺] per layer, ∇A = ∂score/∂A of each example's own target score; R = I, then
-R ← R + Ā · R per self-attention layer (encoder-decoder: the paper's cross-attention rules,
-`gradient_math.gradient_weighted_rollout_encoder_decoder`).
+Ā = E_h[(∇A ⊙ A)⁺] per layer (eq. 5), ∇A = ∂score/∂A of each example's own target score; R = I, then
+R ← R + Ā · R per self-attention layer (eq. 6; `rollout`). Encoder-decoder: the paper's cross-attention rules
+(eqs. 8–11: R_ee ← R_ee + Ā_ee R_ee; R_dd ← R_dd + Ā_dd R_dd, R_de ← R_de + Ā_dd R_de; R_de ← R_de +
+R̄_ddᵀ Ā_de R̄_ee), implemented once in `rollout_math.rollout_encoder_decoder`, whose head mean of the positive
+parts (∇A ⊙ A)⁺ given here is exactly eq. 5's Ā.
 
 Full arrays (batch first; padding is zero):
     rollout [batch, query, key]  R of the main stack (an encoder-decoder: `cross` [batch, dec, enc], R_de)
@@ -27,7 +29,7 @@ from jaxtyping import Float
 from interpret.analysis import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
-from interpret.plugins import gradient_math
+from interpret.plugins import rollout_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
 from interpret.plugins._per_step import per_step
@@ -82,13 +84,10 @@ class GradientWeightedRollout:
             mine = _relevance(trace, pattern_gradients(trace, ctx, self.name, rows, step), rows)
             return np.stack([mine[i, ctx.targets[b].positions[step]] for i, b in enumerate(rows.tolist())])
 
-        steps = per_step(trace, ctx, readout.shape[1], step_readout)
-        if steps is not None:
-            arrays["per_step"] = NamedArray(steps, ("batch", "query", "key"))
-            views.append(View("heatmap", "per_step", "Gradient-weighted rollout per target token [row: the position scoring it × input token]"))
+        steps, step_views, _ = per_step(trace, ctx, readout, step_readout, "Gradient-weighted rollout", linear=False)
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            checks={"capture_score_error": grads.score_check()}, arrays=arrays, views=tuple(views),
+            checks={"capture_score_error": grads.score_check()}, arrays={**arrays, **steps}, views=(*views, *step_views),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens), readout_of=Readout("readout", signed=False),
         )
 
@@ -115,17 +114,26 @@ class GradientWeightedRollout:
         )
 
 
+def rollout(weighted: Float[np.ndarray, "*batch layer head query key"]) -> Float[np.ndarray, "*batch query key"]:
+    """Return R [*batch, query, key] after every layer of ∇A ⊙ A `weighted` (float64): R = I, then
+    R ← R + Ā_l · R (eqs. 5–6)."""
+    fused = np.clip(weighted, 0.0, None).mean(axis=-3)  # Ā_l = E_h[(∇A ⊙ A)⁺] [*batch, layer, query, key] (eq. 5)
+    n = fused.shape[-1]
+    relevance = np.broadcast_to(np.eye(n), fused.shape[:-3] + (n, n)).copy()
+    for layer in range(fused.shape[-3]):
+        relevance = relevance + fused[..., layer, :, :] @ relevance
+    return relevance
+
+
 def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Float[np.ndarray, "rows query key"]:
     """Return R [rows, query, key] of the examples `rows` (the cross relevance R_de of an encoder-decoder), zero
     at padded queries and keys."""
-    main = gradient_math.attention_times_gradient(*grads.main)
     decoder = _encoder_decoder(grads)
-    if grads.decoder is not None and grads.cross is not None:
-        _, _, relevance = gradient_math.gradient_weighted_rollout_encoder_decoder(
-            main, gradient_math.attention_times_gradient(*grads.decoder), gradient_math.attention_times_gradient(*grads.cross)
-        )
+    if decoder:
+        positive = (np.clip(grads.weighted(stack), 0.0, None) for stack in ("main", "decoder", "cross"))
+        _, _, relevance = rollout_math.rollout_encoder_decoder(*positive)
     else:
-        relevance = gradient_math.gradient_weighted_rollout(main)
+        relevance = rollout(grads.weighted("main"))
     side = trace.encoded.decoder if decoder and trace.encoded.decoder is not None else trace.encoded
     queries, keys = (to_numpy(encoded.attention_mask).astype(np.float64)[to_numpy(rows)] for encoded in (side, trace.encoded))
     return relevance * queries[:, :, None] * keys[:, None, :]

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from captum.attr import IntegratedGradients, LayerIntegratedGradients
 
-from interpret.analysis import AnalyzerResult, Check, NamedArray, RunContext, View
+from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.arrays import to_numpy
 from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace
@@ -88,19 +88,14 @@ class IntegratedGradientsAnalyzer:
         checks = {"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")}
         title = ("Integrated Gradients (signed: red for, blue against the target)" if params.reduce == "sum"
                  else "Integrated Gradients (L2 norm per token)")
-        per_step = _per_step.per_step(trace, ctx, readout.shape[1], lambda rows, step: _captum.per_token(
-            _integrate(ctx, batch, params, rows, step)[0], params.reduce, batch.rows(rows)))
-        steps: dict[str, NamedArray] = {}
-        views: tuple[View, ...] = ()
-        if per_step is not None:
-            steps["per_step"] = NamedArray(per_step, ("batch", "query", "key"))
-            title_steps = "Integrated Gradients per target token [row: the position scoring it × input token]"
-            views = (View("heatmap", "per_step", title_steps),)
-            if params.reduce == "sum":  # IG is linear in the score: the steps' rows add up to the whole readout
-                checks["per_step_sum_error"] = _per_step.sum_check(per_step, readout)
+        steps, views, step_checks = _per_step.per_step(
+            trace, ctx, readout, lambda rows, step: _captum.per_token(
+                _integrate(ctx, batch, params, rows, step)[0], params.reduce, batch.rows(rows)),
+            "Integrated Gradients", linear=params.reduce == "sum",  # IG is linear in the score, and so is Σ_d
+        )
         return _captum.token_result(
-            self, trace, params, readout, title, checks, scalars={"completeness_delta_max": worst}, views=views,
-            **steps, delta=delta_values, gap=to_numpy(gap.detach().double()).reshape(-1),
+            self, trace, params, readout, title, {**checks, **step_checks}, scalars={"completeness_delta_max": worst},
+            views=views, **steps, delta=delta_values, gap=to_numpy(gap.detach().double()).reshape(-1),
         )
 
 
