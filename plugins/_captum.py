@@ -94,7 +94,8 @@ class TokenBatch:
     def rows(self, rows: Int[Tensor, " rows"]) -> TokenBatch:
         """Return the TokenBatch of the examples `rows` alone (same encoded batch, same example indices)."""
         rows = rows.to(self.input_ids.device)
-        return TokenBatch(self.encoded, self.input_ids[rows], self.baseline_ids[rows], self.examples[rows], self.attributed[rows])
+        return TokenBatch(self.encoded, self.input_ids[rows], self.baseline_ids[rows], self.examples[rows],
+                          self.attributed[rows])
 
 
 def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: str) -> TokenBatch:
@@ -110,10 +111,8 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
     attributed = real if params.include_special else real & ~special
     if not bool(attributed.any(dim=1).all()):
         raise AnalyzerError(f"{analyzer}: an example has no token to attribute (only special tokens); pass include_special=true.")
-    if isinstance(params, BaselineParams):
-        baseline_ids = torch.where(attributed, _baseline_fill(ctx, params, attributed, analyzer), input_ids)
-    else:
-        baseline_ids = input_ids
+    fill = _baseline_fill(ctx, params, attributed, analyzer) if isinstance(params, BaselineParams) else input_ids
+    baseline_ids = torch.where(attributed, fill, input_ids)
     examples = torch.arange(encoded.batch, device=device)
     return TokenBatch(encoded, input_ids, baseline_ids, examples, attributed)
 

@@ -21,6 +21,7 @@ from interpret.errors import AnalyzerError
 from interpret.trace import Trace
 
 StepReadout = Callable[[torch.Tensor, int], Float[np.ndarray, "rows key"]]
+Parts = tuple[dict[str, NamedArray], dict[str, Check], tuple[View, ...]]  # what a result adds: arrays, checks, views
 
 
 def step_counts(ctx: RunContext) -> list[int]:
@@ -42,15 +43,15 @@ def refuse_steps(ctx: RunContext, analyzer: str) -> None:
 def per_step(
     trace: Trace, ctx: RunContext, readout: Float[np.ndarray, "batch key"], step_readout: StepReadout, method: str,
     linear: bool,
-) -> tuple[dict[str, NamedArray], tuple[View, ...], dict[str, Check]]:
+) -> Parts:
     """Return what a multi-token target adds to `method`'s result (empty when no example has more than one target
-    step): the arrays {per_step: the token × token matrix [batch, query, key] (module docstring)}, its heatmap,
-    and for an analyzer `linear` in the score the check that the steps' rows add up to `readout` [batch, key]
-    (the whole target's score is the sum of its steps' scores). `step_readout(rows, step)` gives the readout
+    step): the arrays {per_step: the token × token matrix [batch, query, key] (module docstring)}, for an
+    analyzer `linear` in the score the check that the steps' rows add up to `readout` [batch, key] (the whole
+    target's score is the sum of its steps' scores), and the heatmap view. `step_readout(rows, step)` gives the readout
     [rows, key] of the examples `rows` (a long tensor) for the score of target step `step` alone."""
     counts = step_counts(ctx)
     if max(counts) < 2:
-        return {}, (), {}
+        return {}, {}, ()
     side = trace.encoded.decoder if trace.encoded.decoder is not None else trace.encoded
     out = np.zeros((len(counts), side.pos, readout.shape[1]))
     for step in range(max(counts)):
@@ -63,4 +64,4 @@ def per_step(
         error = float(np.abs(out.sum(1) - readout).max() / max(np.abs(readout).max(), 1e-12))
         checks["per_step_sum_error"] = Check(error, 1e-4, "largest |Σ_steps per_step − readout| / max |readout|")
     view = View("heatmap", "per_step", f"{method} per target token [row: the position scoring it × input token]")
-    return {"per_step": NamedArray(out, ("batch", "query", "key"))}, (view,), checks
+    return {"per_step": NamedArray(out, ("batch", "query", "key"))}, checks, (view,)

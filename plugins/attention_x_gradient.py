@@ -36,7 +36,7 @@ from interpret.analysis.params import as_dict
 from interpret.errors import AnalyzerError
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step
+from interpret.plugins._per_step import Parts, per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
@@ -88,8 +88,14 @@ class AttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return ∇A ⊙ A, its head map and readout, or streamed its per-layer rows (module docstring)."""
-        if ctx.strategy == "streamed":
-            return self._streamed(trace, params, ctx)
+        arrays, checks, views = (self._streamed if ctx.strategy == "streamed" else self._full)(trace, params, ctx)
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            checks=checks, views=views, tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=True), head_map=HeadMap("head_map") if "head_map" in arrays else None,
+        )
+
+    def _full(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> Parts:
         grads = pattern_gradients(trace, ctx, self.name)
         weighted, cross, readout = _weighted(grads, params)
         arrays = {
@@ -99,21 +105,16 @@ class AttentionGradient:
         if cross is not None:
             arrays["cross_grad"] = NamedArray(cross, ("batch", "layer", "head", "query", "key"))
         arrays["readout"] = NamedArray(readout, ("batch", "key"))
-        steps, step_views, step_checks = per_step(  # linear in the score, as the readout is
+        steps, step_checks, step_views = per_step(  # linear in the score, as the readout is
             trace, ctx, readout,
             lambda rows, step: _weighted(pattern_gradients(trace, ctx, self.name, rows, step), params)[2],
             "Attention × gradient", linear=True,
         )
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays={**arrays, **steps},
-            checks={"capture_score_error": grads.score_check(), **step_checks},
-            views=(View("token_strip", "readout", "Attention × gradient into each token (signed)"),
-                   View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)"), *step_views),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=True), head_map=HeadMap("head_map"),
-        )
+        views = (View("token_strip", "readout", "Attention × gradient into each token (signed)"),
+                 View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)"), *step_views)
+        return {**arrays, **steps}, {"capture_score_error": grads.score_check(), **step_checks}, views
 
-    def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
+    def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> Parts:
         examples = example_weights(trace, ctx.targets, params.readout)
         if params.rows == "all":
             examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
@@ -139,20 +140,11 @@ class AttentionGradient:
                     f" ({params.layers} layer{'s' if params.layers == 'all' else ''}: the decision does not read them);"
                     " use readout=auto, layers=all or rows=all."
                 )
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            arrays={
-                "readout": NamedArray(readout, ("batch", "key")),
-                "per_layer": NamedArray(per_layer, ("batch", "layer", "key")),
-            },
-            checks={"output_error": check},
-            views=(
-                View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
-                View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"),
-            ),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=True),
-        )
+        arrays = {"readout": NamedArray(readout, ("batch", "key")),
+                  "per_layer": NamedArray(per_layer, ("batch", "layer", "key"))}
+        views = (View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
+                 View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"))
+        return arrays, {"output_error": check}, views
 
 
 def _weighted(

@@ -120,4 +120,5 @@ class GradientShapAnalyzer(_Gradient):
             deltas.append(float(delta.detach().double().mean()))
         readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
         checks = {"score_consistency": _captum.score_check(ctx, batch, inputs)}
-        return _captum.token_result(self, trace, params, readout, "GradientSHAP per token", checks, delta=np.asarray(deltas))
+        return _captum.token_result(self, trace, params, readout, "GradientSHAP per token", checks,
+                                    delta=np.asarray(deltas))

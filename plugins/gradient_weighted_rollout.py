@@ -32,7 +32,7 @@ from interpret.arrays import to_numpy
 from interpret.plugins import rollout_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step
+from interpret.plugins._per_step import Parts, per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
@@ -69,29 +69,31 @@ class GradientWeightedRollout:
 
     def run(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
         """Return the relevance map and the decision's readout, or streamed the readout (module docstring)."""
-        if ctx.strategy == "streamed":
-            return self._streamed(trace, params, ctx)
+        arrays, checks, views = (self._streamed if ctx.strategy == "streamed" else self._full)(trace, params, ctx)
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            checks=checks, views=views, tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=False),
+        )
+
+    def _full(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> Parts:
         grads = pattern_gradients(trace, ctx, self.name)
         relevance = _relevance(trace, grads, torch.arange(trace.encoded.batch))
         readout = np.stack([ctx.targets[b].readout_weights(relevance.shape[1]) @ relevance[b] for b in range(len(relevance))])
         name, title = ("cross", "Decoder → encoder relevance (gradient-weighted, Chefer et al. 2021)") \
-            if _encoder_decoder(grads) else ("rollout", "Gradient-weighted rollout [query × key]")
-        arrays = {name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))}
-        views = [View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows")]
+            if grads.cross is not None else ("rollout", "Gradient-weighted rollout [query × key]")
 
         def step_readout(rows: torch.Tensor, step: int) -> np.ndarray:
             # the relevance of step `step`'s own score, read at the one row whose logits score that token
             mine = _relevance(trace, pattern_gradients(trace, ctx, self.name, rows, step), rows)
             return np.stack([mine[i, ctx.targets[b].positions[step]] for i, b in enumerate(rows.tolist())])
 
-        steps, step_views, _ = per_step(trace, ctx, readout, step_readout, "Gradient-weighted rollout", linear=False)
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            checks={"capture_score_error": grads.score_check()}, arrays={**arrays, **steps}, views=(*views, *step_views),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens), readout_of=Readout("readout", signed=False),
-        )
+        steps, _, step_views = per_step(trace, ctx, readout, step_readout, "Gradient-weighted rollout", linear=False)
+        arrays = {name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))}
+        views = (View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows"))
+        return {**arrays, **steps}, {"capture_score_error": grads.score_check()}, (*views, *step_views)
 
-    def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
+    def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> Parts:
         examples = example_weights(trace, ctx.targets, params.readout)
         vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
         device = ctx.device
@@ -104,14 +106,8 @@ class GradientWeightedRollout:
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
             readout[b] = scatter_row(to_numpy(vectors[b]), positions, trace.encoded.pos)
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            arrays={"readout": NamedArray(readout, ("batch", "key"))},
-            checks={"output_error": check},
-            views=(View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)"),),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=False),
-        )
+        view = View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)")
+        return {"readout": NamedArray(readout, ("batch", "key"))}, {"output_error": check}, (view,)
 
 
 def rollout(weighted: Float[np.ndarray, "*batch layer head query key"]) -> Float[np.ndarray, "*batch query key"]:
@@ -128,7 +124,7 @@ def rollout(weighted: Float[np.ndarray, "*batch layer head query key"]) -> Float
 def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Float[np.ndarray, "rows query key"]:
     """Return R [rows, query, key] of the examples `rows` (the cross relevance R_de of an encoder-decoder), zero
     at padded queries and keys."""
-    decoder = _encoder_decoder(grads)
+    decoder = grads.cross is not None  # an encoder-decoder (the decoder's stacks come together)
     if decoder:
         positive = (np.clip(grads.weighted(stack), 0.0, None) for stack in ("main", "decoder", "cross"))
         _, _, relevance = rollout_math.rollout_encoder_decoder(*positive)
@@ -137,7 +133,3 @@ def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Flo
     side = trace.encoded.decoder if decoder and trace.encoded.decoder is not None else trace.encoded
     queries, keys = (to_numpy(encoded.attention_mask).astype(np.float64)[to_numpy(rows)] for encoded in (side, trace.encoded))
     return relevance * queries[:, :, None] * keys[:, None, :]
-
-
-def _encoder_decoder(grads: PatternGradients) -> bool:
-    return grads.decoder is not None and grads.cross is not None

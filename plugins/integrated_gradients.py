@@ -88,7 +88,7 @@ class IntegratedGradientsAnalyzer:
         checks = {"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")}
         title = ("Integrated Gradients (signed: red for, blue against the target)" if params.reduce == "sum"
                  else "Integrated Gradients (L2 norm per token)")
-        steps, views, step_checks = _per_step.per_step(
+        steps, step_checks, views = _per_step.per_step(
             trace, ctx, readout, lambda rows, step: _captum.per_token(
                 _integrate(ctx, batch, params, rows, step)[0], params.reduce, batch.rows(rows)),
             "Integrated Gradients", linear=params.reduce == "sum",  # IG is linear in the score, and so is Σ_d

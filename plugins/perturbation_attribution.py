@@ -96,8 +96,8 @@ class _Perturbation:
                 _captum.seed(ctx)
             attr = method.attribute(
                 inputs[b:b + 1], baselines=baselines[b:b + 1], feature_mask=masks[b],
-                additional_forward_args=(batch.examples[b:b + 1],), perturbations_per_eval=params.perturbations_per_eval,
-                **extra,
+                additional_forward_args=(batch.examples[b:b + 1],),
+                perturbations_per_eval=params.perturbations_per_eval, **extra,
             )
             rows.append(attr[..., 0])  # every coordinate of a token carries that token's value
         readout = _captum.token_scores(torch.cat(rows), batch)
