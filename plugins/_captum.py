@@ -261,10 +261,7 @@ def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedA
         (`interpret.reading.text.aggregate` over `word_spans` of the example's word ids); 0 past an example's words.
     word_start / word_stop [batch, word] (int): the [start, stop) token positions of each word; −1 past them.
     """
-    word_ids = trace.encoded.word_ids
-    if not word_ids:
-        return {}
-    spans = [word_spans(ids) for ids in word_ids]
+    spans = [word_spans(ids) for ids in trace.encoded.word_ids]
     width = max((len(s) for s in spans), default=0)
     if width == 0:
         return {}

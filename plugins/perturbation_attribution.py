@@ -75,7 +75,6 @@ class _Perturbation:
     requires = ()
     needs_model = True
     provides = ("readout",)
-    sampled = True  # n_samples random subsets, seeded before each example
 
     def run(self, trace: Trace, params: AblationParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token attributions of the analyzer's method (module docstring)."""
@@ -86,13 +85,14 @@ class _Perturbation:
         with torch.no_grad():
             scores = forward(inputs, batch.examples)  # [batch]
             gaps = (scores - forward(baselines, batch.examples)).abs().tolist()
+        sampled = isinstance(params, SamplingParams)  # n_samples random subsets, seeded before each example
+        extra = {"n_samples": params.n_samples} if sampled else {}
         rows = []
         for b in range(inputs.shape[0]):
             # LIME's Lasso penalty scales with the example's |F(x) − F(x')| (module docstring)
             lasso = SkLearnLasso(alpha=params.alpha * gaps[b]) if isinstance(params, LimeParams) else None
             method = self.method(forward) if lasso is None else self.method(forward, interpretable_model=lasso)
-            extra = {"n_samples": params.n_samples} if self.sampled else {}
-            if self.sampled:
+            if sampled:
                 _captum.seed(ctx)
             attr = method.attribute(
                 inputs[b:b + 1], baselines=baselines[b:b + 1], feature_mask=masks[b],
@@ -113,7 +113,6 @@ class FeatureAblationAnalyzer(_Perturbation):
     summary = "Occlusion by token: the score's change when each token is replaced by the baseline (Captum FeatureAblation)."
     Params = AblationParams
     method = FeatureAblation
-    sampled = False
 
 
 class LimeAnalyzer(_Perturbation):
