@@ -91,6 +91,12 @@ class TokenBatch:
     examples: Int[Tensor, " batch"]
     attributed: Bool[Tensor, "batch pos"]
 
+    def rows(self, rows: Int[Tensor, " rows"]) -> TokenBatch:
+        """Return the TokenBatch of the examples `rows` alone (same encoded batch, same example indices)."""
+        rows = rows.to(self.input_ids.device)
+        return TokenBatch(self.encoded, self.input_ids[rows], self.baseline_ids[rows], self.examples[rows],
+                          self.attributed[rows])
+
 
 def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: str) -> TokenBatch:
     """Return the TokenBatch of the trace's examples under `params` (refused for inputs that are not token ids)."""
@@ -105,10 +111,8 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
     attributed = real if params.include_special else real & ~special
     if not bool(attributed.any(dim=1).all()):
         raise AnalyzerError(f"{analyzer}: an example has no token to attribute (only special tokens); pass include_special=true.")
-    if isinstance(params, BaselineParams):
-        baseline_ids = torch.where(attributed, _baseline_fill(ctx, params, attributed, analyzer), input_ids)
-    else:
-        baseline_ids = input_ids
+    fill = _baseline_fill(ctx, params, attributed, analyzer) if isinstance(params, BaselineParams) else input_ids
+    baseline_ids = torch.where(attributed, fill, input_ids)
     examples = torch.arange(encoded.batch, device=device)
     return TokenBatch(encoded, input_ids, baseline_ids, examples, attributed)
 
@@ -116,17 +120,14 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
 def _baseline_fill(ctx: RunContext, params: BaselineParams, attributed: Tensor, analyzer: str) -> Tensor:
     """Return the id each attributed position takes in the baseline [batch, pos] (the input's elsewhere)."""
     tokenizer = ctx.tokenizer
-    pad = _token_id(tokenizer, "pad_token_id") if tokenizer is not None else None
-    if pad is None and tokenizer is not None:
-        pad = _token_id(tokenizer, "eos_token_id")
-    if params.baseline in ("pad", "zero", "text") and pad is None:
-        if params.baseline == "zero":
-            pad = 0  # unused: a zero baseline replaces embeddings, not ids
-        else:
-            raise AnalyzerError(f"{analyzer}: the tokenizer has no pad or end-of-sequence token; use baseline=zero.")
-    fill = torch.full(attributed.shape, int(pad or 0), dtype=torch.long, device=attributed.device)
+    pad = _token_id(tokenizer, "pad_token_id")
+    pad = _token_id(tokenizer, "eos_token_id") if pad is None else pad
+    if pad is None and params.baseline in ("pad", "text"):
+        raise AnalyzerError(f"{analyzer}: the tokenizer has no pad or end-of-sequence token; use baseline=zero.")
+    # pad or 0: a zero baseline replaces embeddings, not ids, and mask fills every position below
+    fill = torch.full(attributed.shape, pad or 0, dtype=torch.long, device=attributed.device)
     if params.baseline == "mask":
-        mask = _token_id(tokenizer, "mask_token_id") if tokenizer is not None else None
+        mask = _token_id(tokenizer, "mask_token_id")
         if mask is None:
             raise AnalyzerError(f"{analyzer}: the tokenizer has no mask token; use baseline=pad or baseline=zero.")
         fill[:] = mask
@@ -147,15 +148,19 @@ def _token_id(tokenizer: Any, attribute: str) -> int | None:
 class ScoreModule(torch.nn.Module):
     """The decision's score, what every Captum method here differentiates: forward(ids [rows, pos] or embeddings
     [rows, pos, d_model], examples [rows]) -> score [rows]; `on` names the input ("input_ids" or
-    "inputs_embeds"). A module over the model, so that methods which hook the model's modules (DeepLift) reach them."""
+    "inputs_embeds"), `step` the target step scored alone (None: every step summed). A module over the model, so
+    that methods which hook the model's modules (DeepLift) reach them."""
 
-    def __init__(self, ctx: RunContext, encoded: Encoded, on: Literal["input_ids", "inputs_embeds"] = "inputs_embeds") -> None:
+    def __init__(
+        self, ctx: RunContext, encoded: Encoded, on: Literal["input_ids", "inputs_embeds"] = "inputs_embeds",
+        step: int | None = None,
+    ) -> None:
         super().__init__()
         self.model = ctx.model  # a submodule, so that the method's hooks reach the model's modules
-        self.ctx, self.encoded, self.on = ctx, encoded, on
+        self.ctx, self.encoded, self.on, self.step = ctx, encoded, on, step
 
     def forward(self, inputs: Tensor, examples: Tensor) -> Tensor:
-        return self.ctx.score(self.encoded, examples=examples, **{self.on: inputs})
+        return self.ctx.score(self.encoded, examples=examples, step=self.step, **{self.on: inputs})
 
 
 def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor, via_embeddings: Tensor | None = None) -> Check:
@@ -173,27 +178,22 @@ def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor, via_embeddin
     return Check(error, 1e-4 * scale, "largest |F(embeddings) − F(ids)|: the attributed function is the decision's score")
 
 
-def embeddings(ctx: RunContext, batch: TokenBatch) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
-    """Return (input embeddings, baseline embeddings) [batch, pos, d_model], both detached.
+def embeddings(ctx: RunContext, batch: TokenBatch, ids: Tensor | None = None) -> Float[Tensor, "batch pos d_model"]:
+    """Return the embedding layer's output [batch, pos, d_model] for the batch's ids (or `ids`), detached."""
+    with torch.no_grad():
+        return ctx.embeddings(batch.encoded, input_ids=batch.input_ids if ids is None else ids).detach()
+
+
+def baseline_embeddings(ctx: RunContext, batch: TokenBatch, params: BaselineParams) -> tuple[Tensor, Tensor]:
+    """Return (input embeddings, baseline embeddings) [batch, pos, d_model] for the chosen baseline.
 
     The baseline of `zero` is the input with the attributed positions' vectors set to 0; of the other
     baselines the embedding layer's output for `baseline_ids`.
     """
-    with torch.no_grad():
-        inputs = ctx.embeddings(batch.encoded, input_ids=batch.input_ids).detach()
-        baseline_ids = ctx.embeddings(batch.encoded, input_ids=batch.baseline_ids).detach()
-    return inputs, baseline_ids
-
-
-def baseline_embeddings(ctx: RunContext, batch: TokenBatch, params: BaselineParams) -> tuple[Tensor, Tensor]:
-    """Return (input embeddings, baseline embeddings) [batch, pos, d_model] for the chosen baseline."""
-    inputs, baseline = embeddings(ctx, batch)
-    return inputs, zero_baseline(inputs, batch) if params.baseline == "zero" else baseline
-
-
-def zero_baseline(inputs: Tensor, batch: TokenBatch) -> Tensor:
-    """Return `inputs` [batch, pos, d_model] with every attributed position's vector set to zero."""
-    return inputs * (~batch.attributed).unsqueeze(-1).to(inputs.dtype)
+    inputs = embeddings(ctx, batch)
+    if params.baseline == "zero":
+        return inputs, inputs * (~batch.attributed).unsqueeze(-1).to(inputs.dtype)
+    return inputs, embeddings(ctx, batch, batch.baseline_ids)
 
 
 def per_token(
@@ -201,19 +201,12 @@ def per_token(
 ) -> Float[np.ndarray, "batch pos"]:
     """Return one score per token [batch, pos] in float64: Σ_d attr (sum) or ‖attr‖₂ (l2); 0 where not attributed."""
     values = attr.detach().double()
-    scores = values.sum(-1) if how == "sum" else values.norm(dim=-1)
-    scores = scores * batch.attributed.to(scores.device).double()
-    return to_numpy(scores)
+    return token_scores(values.sum(-1) if how == "sum" else values.norm(dim=-1), batch)
 
 
 def token_scores(values: Tensor, batch: TokenBatch) -> Float[np.ndarray, "batch pos"]:
     """Return per-token scores [batch, pos] (already one per token) in float64, 0 where not attributed."""
     return to_numpy(values.detach().double() * batch.attributed.to(values.device).double())
-
-
-def signed(how: Reduction) -> bool:
-    """Whether a reduction keeps the sign (sum) or not (l2)."""
-    return how == "sum"
 
 
 def seed(ctx: RunContext) -> None:
@@ -268,10 +261,7 @@ def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedA
         (`interpret.reading.text.aggregate` over `word_spans` of the example's word ids); 0 past an example's words.
     word_start / word_stop [batch, word] (int): the [start, stop) token positions of each word; −1 past them.
     """
-    word_ids = trace.encoded.word_ids
-    if not word_ids:
-        return {}
-    spans = [word_spans(ids) for ids in word_ids]
+    spans = [word_spans(ids) for ids in trace.encoded.word_ids]
     width = max((len(s) for s in spans), default=0)
     if width == 0:
         return {}
@@ -292,16 +282,19 @@ def word_arrays(trace: Trace, readout: np.ndarray, how: str) -> dict[str, NamedA
 
 
 def token_result(
-    analyzer: Any, trace: Trace, params: TokenParams, readout: Float[np.ndarray, "batch key"], signed: bool, title: str,
-    checks: dict[str, Check], **per_example: Float[np.ndarray, " batch"],
+    analyzer: Any, trace: Trace, params: TokenParams, readout: Float[np.ndarray, "batch key"], title: str,
+    checks: dict[str, Check], *, signed: bool | None = None, scalars: dict[str, float] | None = None,
+    views: tuple[View, ...] = (), **per_example: Float[np.ndarray, " batch"] | NamedArray,
 ) -> AnalyzerResult:
-    """Return a token attribution's result: `readout` [batch, key], the `per_example` arrays [batch], the word
-    arrays (`word_arrays`) and one token strip titled `title`."""
+    """Return a token attribution's result: `readout` [batch, key] (signed unless reduced by l2, or as `signed`
+    says), the `per_example` arrays ([batch] unless already named), the word arrays (`word_arrays`) and one token
+    strip titled `title`, then `views`."""
     arrays = {"readout": NamedArray(readout, ("batch", "key"))}
-    arrays.update({name: NamedArray(values, ("batch",)) for name, values in per_example.items()})
+    arrays.update({name: values if isinstance(values, NamedArray) else NamedArray(values, ("batch",))
+                   for name, values in per_example.items()})
     return AnalyzerResult(
         analyzer=analyzer.name, version=analyzer.version, params=as_dict(params),
-        arrays={**arrays, **word_arrays(trace, readout, params.words)}, checks=checks,
-        views=(View("token_strip", "readout", title),), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-        readout_of=Readout("readout", signed=signed),
+        arrays={**arrays, **word_arrays(trace, readout, params.words)}, scalars=scalars or {}, checks=checks,
+        views=(View("token_strip", "readout", title), *views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+        readout_of=Readout("readout", signed=params.reduce == "sum" if signed is None else signed),
     )

@@ -1,4 +1,8 @@
-"""Every attention pattern A of one forward pass and ∂score/∂A, through the grad-enabled capture.
+"""Every attention pattern A of one forward pass and ∂score/∂A, through the grad-enabled capture, and their
+product ∇A ⊙ A, per layer and head (float64, signed): Chefer, Gur & Wolf 2021, "Generic Attention-model
+Explainability for Interpreting Bi-Modal and Encoder-Decoder Transformers" (ICCV), eq. 5 before the head mean;
+summed over query and key it is the first-order change of the score when a head's pattern is scaled (Michel
+et al. 2019, eq. 2, without the absolute value). Attention × gradient and gradient-weighted rollout read it.
 
 `ctx.capture` keeps the patterns in the autograd graph (under SDPA they are recomputed from the exact query
 and key and joined to the kernel's output, so the gradient is the eager statement's); one backward pass of
@@ -8,6 +12,7 @@ and key and joined to the kernel's output, so the gradient is the eager statemen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -34,6 +39,11 @@ class PatternGradients:
     cross: tuple[np.ndarray, np.ndarray] | None = None
     score_error: float = 0.0  # largest |score with the capture − score without|: the capture is transparent
 
+    def weighted(self, stack: Literal["main", "decoder", "cross"]) -> Float[np.ndarray, "batch layer head q k"] | None:
+        """Return ∇A ⊙ A [batch, layer, head, query, key] of `stack` (module docstring), or None without it."""
+        pair = getattr(self, stack)
+        return None if pair is None else pair[0] * pair[1]
+
     def score_check(self) -> Check:
         """Return the check that differentiating the captured patterns left the decision's score unchanged."""
         return Check(self.score_error, 1e-5, "largest |score under the gradient capture − plain score| (relative to the largest |score|, at least 1)")
@@ -58,12 +68,12 @@ def pattern_gradients(
                np.zeros(tuple(cap[name].shape)) if grad is None else to_numpy(grad.double()))
         for name, grad in zip(names, grads)
     }
-    main_mask = _real(trace.encoded.attention_mask)[to_numpy(rows)]
+    main_mask = to_numpy(trace.encoded.attention_mask).astype(bool)[to_numpy(rows)]
     if trace.meta.kind == "encoder-decoder":
         decoder = trace.encoded.decoder
         if decoder is None:
             raise AnalyzerError(f"{analyzer} of an encoder-decoder needs its decoder inputs; give decoder texts.")
-        dec_mask = _real(decoder.attention_mask)[to_numpy(rows)]
+        dec_mask = to_numpy(decoder.attention_mask).astype(bool)[to_numpy(rows)]
         return PatternGradients(
             main=_stack(pairs, "encoder.", "attn.hook_pattern", main_mask, main_mask),
             decoder=_stack(pairs, "decoder.", "attn.hook_pattern", dec_mask, dec_mask),
@@ -73,17 +83,12 @@ def pattern_gradients(
     return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask), score_error=score_error)
 
 
-def _real(mask: torch.Tensor) -> np.ndarray:
-    return to_numpy(mask).astype(bool)
-
-
 def _stack(
     pairs: dict[str, tuple[np.ndarray, np.ndarray]], prefix: str, suffix: str, queries: np.ndarray, keys: np.ndarray
 ) -> tuple[Float[np.ndarray, "batch layer head query key"], Float[np.ndarray, "batch layer head query key"]]:
     """Return (A, ∇A) of `{prefix}blocks.{i}.{suffix}` stacked over layers, zero at padded queries and keys."""
     chosen = sorted(
-        (name for name in pairs if name.startswith(f"{prefix}blocks.") and name.endswith(f".{suffix}")
-         and not (suffix == "attn.hook_pattern" and name.endswith("cross_attn.hook_pattern"))),
+        (name for name in pairs if name.startswith(f"{prefix}blocks.") and name.endswith(f".{suffix}")),
         key=lambda name: int(name[len(prefix) + len("blocks."):].split(".")[0]),
     )
     if not chosen:

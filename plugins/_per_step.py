@@ -16,11 +16,12 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from interpret.analysis import Check, RunContext
+from interpret.analysis import Check, NamedArray, RunContext, View
 from interpret.errors import AnalyzerError
 from interpret.trace import Trace
 
 StepReadout = Callable[[torch.Tensor, int], Float[np.ndarray, "rows key"]]
+Parts = tuple[dict[str, NamedArray], dict[str, Check], tuple[View, ...]]  # what a result adds: arrays, checks, views
 
 
 def step_counts(ctx: RunContext) -> list[int]:
@@ -39,25 +40,28 @@ def refuse_steps(ctx: RunContext, analyzer: str) -> None:
         )
 
 
-def per_step(trace: Trace, ctx: RunContext, keys: int, readout: StepReadout) -> Float[np.ndarray, "batch query key"] | None:
-    """Return the token × token matrix of a multi-token target (module docstring), or None when no example has
-    more than one target step. `readout(rows, step)` gives the readout [rows, keys] of the examples `rows`
-    (a long tensor) for the score of target step `step` alone."""
+def per_step(
+    trace: Trace, ctx: RunContext, readout: Float[np.ndarray, "batch key"], step_readout: StepReadout, method: str,
+    linear: bool,
+) -> Parts:
+    """Return what a multi-token target adds to `method`'s result (empty when no example has more than one target
+    step): the arrays {per_step: the token × token matrix [batch, query, key] (module docstring)}, for an
+    analyzer `linear` in the score the check that the steps' rows add up to `readout` [batch, key] (the whole
+    target's score is the sum of its steps' scores), and the heatmap view. `step_readout(rows, step)` gives the readout
+    [rows, key] of the examples `rows` (a long tensor) for the score of target step `step` alone."""
     counts = step_counts(ctx)
     if max(counts) < 2:
-        return None
+        return {}, {}, ()
     side = trace.encoded.decoder if trace.encoded.decoder is not None else trace.encoded
-    out = np.zeros((len(counts), side.pos, keys))
+    out = np.zeros((len(counts), side.pos, readout.shape[1]))
     for step in range(max(counts)):
         rows = torch.tensor([b for b, count in enumerate(counts) if count > step])
-        scores = readout(rows, step)
+        scores = step_readout(rows, step)
         for i, b in enumerate(rows.tolist()):
             out[b, ctx.targets[b].positions[step]] += scores[i]
-    return out
-
-
-def sum_check(steps: Float[np.ndarray, "batch query key"], readout: Float[np.ndarray, "batch key"]) -> Check:
-    """Return the check that the steps' rows add up to the readout, for an analyzer linear in the score (the
-    whole target's score is the sum of its steps' scores)."""
-    error = float(np.abs(steps.sum(1) - readout).max() / max(np.abs(readout).max(), 1e-12))
-    return Check(error, 1e-4, "largest |Σ_steps per_step − readout| / max |readout|")
+    checks = {}
+    if linear:
+        error = float(np.abs(out.sum(1) - readout).max() / max(np.abs(readout).max(), 1e-12))
+        checks["per_step_sum_error"] = Check(error, 1e-4, "largest |Σ_steps per_step − readout| / max |readout|")
+    view = View("heatmap", "per_step", f"{method} per target token [row: the position scoring it × input token]")
+    return {"per_step": NamedArray(out, ("batch", "query", "key"))}, checks, (view,)

@@ -34,10 +34,9 @@ import numpy as np
 from interpret.analysis import AnalyzerResult, HeadMap, NamedArray, Readout, RunContext, View
 from interpret.analysis.params import as_dict
 from interpret.errors import AnalyzerError
-from interpret.plugins import gradient_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step, sum_check
+from interpret.plugins._per_step import Parts, per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
@@ -89,8 +88,14 @@ class AttentionGradient:
 
     def run(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
         """Return ∇A ⊙ A, its head map and readout, or streamed its per-layer rows (module docstring)."""
-        if ctx.strategy == "streamed":
-            return self._streamed(trace, params, ctx)
+        arrays, checks, views = (self._streamed if ctx.strategy == "streamed" else self._full)(trace, params, ctx)
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            checks=checks, views=views, tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=True), head_map=HeadMap("head_map") if "head_map" in arrays else None,
+        )
+
+    def _full(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> Parts:
         grads = pattern_gradients(trace, ctx, self.name)
         weighted, cross, readout = _weighted(grads, params)
         arrays = {
@@ -100,22 +105,16 @@ class AttentionGradient:
         if cross is not None:
             arrays["cross_grad"] = NamedArray(cross, ("batch", "layer", "head", "query", "key"))
         arrays["readout"] = NamedArray(readout, ("batch", "key"))
-        checks = {"capture_score_error": grads.score_check()}
-        views = [View("token_strip", "readout", "Attention × gradient into each token (signed)"),
-                 View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)")]
-        steps = per_step(trace, ctx, readout.shape[1],
-                         lambda rows, step: _weighted(pattern_gradients(trace, ctx, self.name, rows, step), params)[2])
-        if steps is not None:  # linear in the score, as the readout is: the steps' rows add up to the readout
-            arrays["per_step"] = NamedArray(steps, ("batch", "query", "key"))
-            views.append(View("heatmap", "per_step", "Attention × gradient per target token [row: the position scoring it × input token]"))
-            checks["per_step_sum_error"] = sum_check(steps, readout)
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays, checks=checks,
-            views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=True), head_map=HeadMap("head_map"),
+        steps, step_checks, step_views = per_step(  # linear in the score, as the readout is
+            trace, ctx, readout,
+            lambda rows, step: _weighted(pattern_gradients(trace, ctx, self.name, rows, step), params)[2],
+            "Attention × gradient", linear=True,
         )
+        views = (View("token_strip", "readout", "Attention × gradient into each token (signed)"),
+                 View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)"), *step_views)
+        return {**arrays, **steps}, {"capture_score_error": grads.score_check(), **step_checks}, views
 
-    def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> AnalyzerResult:
+    def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> Parts:
         examples = example_weights(trace, ctx.targets, params.readout)
         if params.rows == "all":
             examples = [(positions, np.ones(len(positions))) for positions, _ in examples]
@@ -141,20 +140,11 @@ class AttentionGradient:
                     f" ({params.layers} layer{'s' if params.layers == 'all' else ''}: the decision does not read them);"
                     " use readout=auto, layers=all or rows=all."
                 )
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            arrays={
-                "readout": NamedArray(readout, ("batch", "key")),
-                "per_layer": NamedArray(per_layer, ("batch", "layer", "key")),
-            },
-            checks={"output_error": check},
-            views=(
-                View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
-                View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"),
-            ),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=True),
-        )
+        arrays = {"readout": NamedArray(readout, ("batch", "key")),
+                  "per_layer": NamedArray(per_layer, ("batch", "layer", "key"))}
+        views = (View("token_strip", "readout", "Attention × gradient from the decision's rows (streamed)"),
+                 View("heatmap", "per_layer", "Attention × gradient by layer [layer × key]"))
+        return arrays, {"output_error": check}, views
 
 
 def _weighted(
@@ -162,9 +152,9 @@ def _weighted(
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Return (∇A ⊙ A of the main stack [rows, layer, head, query, key], of the cross-attention or None, the
     readout [rows, key]: Σ over the chosen layers, heads and queries of both)."""
-    weighted = gradient_math.attention_times_gradient(*grads.main)
+    weighted = grads.weighted("main")
     readout = (weighted if params.layers == "all" else weighted[:, -1:]).sum(axis=(1, 2, 3))
-    cross = None if grads.cross is None else gradient_math.attention_times_gradient(*grads.cross)
+    cross = grads.weighted("cross")
     if cross is not None:
         readout = readout + (cross if params.layers == "all" else cross[:, -1:]).sum(axis=(1, 2, 3))
     return weighted, cross, readout

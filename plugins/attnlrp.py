@@ -51,7 +51,6 @@ from interpret.models.sentiment_head import CentroidHead, L2Normalize, Sentiment
 from interpret.plugins import _captum
 from interpret.trace import Trace
 
-NAME = "attnlrp"
 FAMILIES = ("bert", "electra", "distilbert", "gpt2", "llama", "qwen2", "mistral")
 ACTIVATIONS = (nn.GELU, nn.SiLU, nn.ReLU, nn.Tanh)  # and every module of transformers.activations
 ZERO = 1e-6  # |x| below which an activation's f(x)/x is taken as its slope at 0 (GELU, SiLU: 0.5)
@@ -92,10 +91,6 @@ def _half(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (_swap(args[0], args[0] * 0.5), *args[1:])
 
 
-def _is_activation(module: nn.Module) -> bool:
-    return isinstance(module, ACTIVATIONS) or type(module).__module__ == "transformers.activations"
-
-
 @contextmanager
 def attnlrp_rules(ctx: RunContext) -> Iterator[set[int]]:
     """Within the context, every forward pass through the model and its decision head backpropagates AttnLRP's
@@ -118,7 +113,8 @@ def attnlrp_rules(ctx: RunContext) -> Iterator[set[int]]:
                     hook = module.register_forward_hook(_layer_norm)
                 elif isinstance(module, L2Normalize) or type(module).__name__.endswith("RMSNorm"):
                     hook = module.register_forward_hook(_scale_by_ratio)
-                elif _is_activation(module):  # f(ZERO)/ZERO by the module's own forward (no hooks), once
+                elif isinstance(module, ACTIVATIONS) or type(module).__module__ == "transformers.activations":
+                    # f(ZERO)/ZERO by the module's own forward (no hooks), once
                     at_zero = module.forward(torch.full((1,), ZERO, dtype=torch.float64)).item() / ZERO
                     hook = module.register_forward_hook(partial(_identity_rule, at_zero))
                 elif all(hasattr(module, part) for part in ("gate_proj", "up_proj", "down_proj")):
@@ -145,25 +141,25 @@ class AttnLRPAnalyzer:
         family = getattr(getattr(ctx.model, "config", None), "model_type", None)
         if family not in FAMILIES:
             raise AnalyzerError(
-                f"{NAME}: {type(ctx.model).__name__} is not a family whose every operation has an AttnLRP rule"
+                f"{self.name}: {type(ctx.model).__name__} is not a family whose every operation has an AttnLRP rule"
                 f" ({', '.join(FAMILIES)}); use decompx or integrated_gradients."
             )
         if ctx.head is not None and not isinstance(ctx.head, (SentimentHead, CentroidHead)):
             raise AnalyzerError(
-                f"{NAME}: the decision head {type(ctx.head).__name__} is not one whose operations have rules (the"
+                f"{self.name}: the decision head {type(ctx.head).__name__} is not one whose operations have rules (the"
                 " default model's heads are); use integrated_gradients."
             )
-        batch = _captum.token_batch(trace, ctx, params, NAME)
-        inputs = _captum.embeddings(ctx, batch)[0].requires_grad_()
+        batch = _captum.token_batch(trace, ctx, params, self.name)
+        inputs = _captum.embeddings(ctx, batch).requires_grad_()
         with attnlrp_rules(ctx) as fired:  # x ⊙ ∂'F/∂x, with the score kept for the check (one pass fewer)
             scores = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
             (grad,) = torch.autograd.grad(scores.sum(), inputs)
         layers = ctx.gate_shape[0]
         if len(fired) != layers:
             raise AnalyzerError(
-                f"{NAME}: {len(fired)} of {type(ctx.model).__name__}'s {layers} attention layers went through"
+                f"{self.name}: {len(fired)} of {type(ctx.model).__name__}'s {layers} attention layers went through"
                 " transformers' attention interface, where the attention rule is applied; use decompx or integrated_gradients."
             )
         checks = {"score_consistency": _captum.score_check(ctx, batch, inputs.detach(), scores.detach())}
         readout = _captum.per_token(inputs.detach() * grad, params.reduce, batch)
-        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "AttnLRP relevance per token", checks)
+        return _captum.token_result(self, trace, params, readout, "AttnLRP relevance per token", checks)

@@ -59,19 +59,17 @@ class DeepLiftAnalyzer:
     def run(self, trace: Trace, params: _captum.BaselineParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token DeepLIFT attributions (module docstring), or refuse a model they do not sum on."""
         batch = _captum.token_batch(trace, ctx, params, self.name)
-        common = {"additional_forward_args": (batch.examples,)}
         if params.baseline == "zero":
-            inputs, _ = _captum.embeddings(ctx, batch)
-            baseline = _captum.zero_baseline(inputs, batch)
-            attr = DeepLift(_captum.ScoreModule(ctx, batch.encoded, "inputs_embeds")).attribute(inputs, baselines=baseline, **common)
-            with torch.no_grad():
-                scores = ctx.score(batch.encoded, inputs_embeds=inputs), ctx.score(batch.encoded, inputs_embeds=baseline)
+            inputs, baseline = _captum.baseline_embeddings(ctx, batch, params)
+            forward = _captum.ScoreModule(ctx, batch.encoded, "inputs_embeds")
+            method = DeepLift(forward)
         else:
-            method = LayerDeepLift(_captum.ScoreModule(ctx, batch.encoded, "input_ids"), ctx.embedding_layer())
-            attr = method.attribute(batch.input_ids, baselines=batch.baseline_ids, **common)
-            with torch.no_grad():
-                scores = ctx.score(batch.encoded, input_ids=batch.input_ids), ctx.score(batch.encoded, input_ids=batch.baseline_ids)
-        at_input, at_baseline = (to_numpy(score.detach().double()) for score in scores)
+            inputs, baseline = batch.input_ids, batch.baseline_ids
+            forward = _captum.ScoreModule(ctx, batch.encoded, "input_ids")
+            method = LayerDeepLift(forward, ctx.embedding_layer())
+        attr = method.attribute(inputs, baselines=baseline, additional_forward_args=(batch.examples,))
+        with torch.no_grad():
+            at_input, at_baseline = (to_numpy(forward(x, batch.examples).detach().double()) for x in (inputs, baseline))
         gaps = at_input - at_baseline
         total = to_numpy(attr.detach().double().sum((1, 2)))
         delta = total - gaps
@@ -84,5 +82,5 @@ class DeepLiftAnalyzer:
             )
         readout = _captum.per_token(attr, params.reduce, batch)
         check = Check(error, TOLERANCE, "max |Σ attr − (F(x) − F(x'))| / |F(x) − F(x')| (module docstring)")
-        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "DeepLIFT per token",
-                                    {"summation_to_delta": check}, delta=delta, gap=gaps)
+        return _captum.token_result(self, trace, params, readout, "DeepLIFT per token", {"summation_to_delta": check},
+                                    delta=delta, gap=gaps)

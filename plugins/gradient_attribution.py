@@ -52,61 +52,56 @@ class GradientShapParams(_captum.BaselineParams):
             raise ValueError(f"stdev={self.stdev} must be a finite number ≥ 0, e.g. 0.0")
 
 
-class SaliencyAnalyzer:
+class _Gradient:
+    """What the gradient analyzers share: they run the model and read out one score per token."""
+
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+
+
+def _gradient(analyzer: _Gradient, trace: Trace, params: _captum.TokenParams, ctx: RunContext, method: type, title: str,
+              signed: bool | None = None, **options: bool) -> AnalyzerResult:
+    """Return the per-token attributions of the Captum gradient `method` on the embeddings (module docstring)."""
+    batch = _captum.token_batch(trace, ctx, params, analyzer.name)
+    inputs = _captum.embeddings(ctx, batch)
+    forward = _captum.ScoreModule(ctx, batch.encoded)
+    attr = method(forward).attribute(inputs, additional_forward_args=(batch.examples,), **options)
+    return _captum.token_result(analyzer, trace, params, _captum.per_token(attr, params.reduce, batch), title,
+                                {"score_consistency": _captum.score_check(ctx, batch, inputs)}, signed=signed)
+
+
+class SaliencyAnalyzer(_Gradient):
     """The gradient of each example's score with respect to its token embeddings."""
 
     name = "saliency"
     summary = "Saliency (Simonyan et al. 2014): the gradient norm of the score per token embedding, via Captum."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = SaliencyParams
 
     def run(self, trace: Trace, params: SaliencyParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token saliency (module docstring)."""
-        batch = _captum.token_batch(trace, ctx, params, self.name)
-        inputs, _ = _captum.embeddings(ctx, batch)
-        method = Saliency(_captum.ScoreModule(ctx, batch.encoded))
-        attr = method.attribute(inputs, additional_forward_args=(batch.examples,), abs=params.abs)
-        signed = params.reduce == "sum" and not params.abs
-        return _captum.token_result(self, trace, params, _captum.per_token(attr, params.reduce, batch), signed,
-                                    "Saliency (gradient per token)", {"score_consistency": _captum.score_check(ctx, batch, inputs)})
+        return _gradient(self, trace, params, ctx, Saliency, "Saliency (gradient per token)",
+                         params.reduce == "sum" and not params.abs, abs=params.abs)
 
 
-class InputXGradientAnalyzer:
+class InputXGradientAnalyzer(_Gradient):
     """Embedding × gradient of each example's score, per token."""
 
     name = "input_x_gradient"
     summary = "Input × gradient (Shrikumar et al. 2016) on the token embeddings, via Captum (signed)."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = _captum.TokenParams
 
     def run(self, trace: Trace, params: _captum.TokenParams, ctx: RunContext) -> AnalyzerResult:
         """Return the per-token input × gradient (module docstring)."""
-        batch = _captum.token_batch(trace, ctx, params, self.name)
-        inputs, _ = _captum.embeddings(ctx, batch)
-        attr = InputXGradient(_captum.ScoreModule(ctx, batch.encoded)).attribute(
-            inputs, additional_forward_args=(batch.examples,)
-        )
-        return _captum.token_result(
-            self, trace, params, _captum.per_token(attr, params.reduce, batch), _captum.signed(params.reduce),
-            "Input × gradient per token", {"score_consistency": _captum.score_check(ctx, batch, inputs)},
-        )
+        return _gradient(self, trace, params, ctx, InputXGradient, "Input × gradient per token")
 
 
-class GradientShapAnalyzer:
+class GradientShapAnalyzer(_Gradient):
     """Expected gradients between each example and its baseline, with noise, via Captum's GradientShap."""
 
     name = "gradient_shap"
     summary = "GradientSHAP (Lundberg & Lee 2017) on the token embeddings via Captum, seeded."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = GradientShapParams
 
     def run(self, trace: Trace, params: GradientShapParams, ctx: RunContext) -> AnalyzerResult:
@@ -124,5 +119,6 @@ class GradientShapAnalyzer:
             rows.append(attr)
             deltas.append(float(delta.detach().double().mean()))
         readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
-        return _captum.token_result(self, trace, params, readout, _captum.signed(params.reduce), "GradientSHAP per token",
-                                    {"score_consistency": _captum.score_check(ctx, batch, inputs)}, delta=np.asarray(deltas))
+        checks = {"score_consistency": _captum.score_check(ctx, batch, inputs)}
+        return _captum.token_result(self, trace, params, readout, "GradientSHAP per token", checks,
+                                    delta=np.asarray(deltas))

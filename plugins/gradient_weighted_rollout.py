@@ -1,8 +1,10 @@
 """Gradient-weighted attention rollout (Chefer, Gur & Wolf 2021, ICCV, eqs. 5–6 and 8–11), full or streamed.
 
-Ā = E_h[(∇A ⊙ A)⁺] per layer, ∇A = ∂score/∂A of each example's own target score; R = I, then
-R ← R + Ā · R per self-attention layer (encoder-decoder: the paper's cross-attention rules,
-`gradient_math.gradient_weighted_rollout_encoder_decoder`).
+Ā = E_h[(∇A ⊙ A)⁺] per layer (eq. 5), ∇A = ∂score/∂A of each example's own target score; R = I, then
+R ← R + Ā · R per self-attention layer (eq. 6; `rollout`). Encoder-decoder: the paper's cross-attention rules
+(eqs. 8–11: R_ee ← R_ee + Ā_ee R_ee; R_dd ← R_dd + Ā_dd R_dd, R_de ← R_de + Ā_dd R_de; R_de ← R_de +
+R̄_ddᵀ Ā_de R̄_ee), implemented once in `rollout_math.rollout_encoder_decoder`, whose head mean of the positive
+parts (∇A ⊙ A)⁺ given here is exactly eq. 5's Ā.
 
 Full arrays (batch first; padding is zero):
     rollout [batch, query, key]  R of the main stack (an encoder-decoder: `cross` [batch, dec, enc], R_de)
@@ -27,10 +29,10 @@ from jaxtyping import Float
 from interpret.analysis import AnalyzerResult, NamedArray, Readout, RunContext, View
 from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
-from interpret.plugins import gradient_math
+from interpret.plugins import rollout_math
 from interpret.plugins._attention import READOUT_HELP, ReadoutRows, scatter_row
 from interpret.plugins._pattern_grad import PatternGradients, pattern_gradients
-from interpret.plugins._per_step import per_step
+from interpret.plugins._per_step import Parts, per_step
 from interpret.plugins._streaming import (
     BLOCK_HELP, OFFLOAD_HELP, RECOMPUTE_HELP, check_streamed, example_weights,
     gradient_layers, streamed,
@@ -67,32 +69,31 @@ class GradientWeightedRollout:
 
     def run(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
         """Return the relevance map and the decision's readout, or streamed the readout (module docstring)."""
-        if ctx.strategy == "streamed":
-            return self._streamed(trace, params, ctx)
+        arrays, checks, views = (self._streamed if ctx.strategy == "streamed" else self._full)(trace, params, ctx)
+        return AnalyzerResult(
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            checks=checks, views=views, tokens=tuple(tuple(row) for row in trace.encoded.tokens),
+            readout_of=Readout("readout", signed=False),
+        )
+
+    def _full(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> Parts:
         grads = pattern_gradients(trace, ctx, self.name)
         relevance = _relevance(trace, grads, torch.arange(trace.encoded.batch))
         readout = np.stack([ctx.targets[b].readout_weights(relevance.shape[1]) @ relevance[b] for b in range(len(relevance))])
         name, title = ("cross", "Decoder → encoder relevance (gradient-weighted, Chefer et al. 2021)") \
-            if _encoder_decoder(grads) else ("rollout", "Gradient-weighted rollout [query × key]")
-        arrays = {name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))}
-        views = [View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows")]
+            if grads.cross is not None else ("rollout", "Gradient-weighted rollout [query × key]")
 
         def step_readout(rows: torch.Tensor, step: int) -> np.ndarray:
             # the relevance of step `step`'s own score, read at the one row whose logits score that token
             mine = _relevance(trace, pattern_gradients(trace, ctx, self.name, rows, step), rows)
             return np.stack([mine[i, ctx.targets[b].positions[step]] for i, b in enumerate(rows.tolist())])
 
-        steps = per_step(trace, ctx, readout.shape[1], step_readout)
-        if steps is not None:
-            arrays["per_step"] = NamedArray(steps, ("batch", "query", "key"))
-            views.append(View("heatmap", "per_step", "Gradient-weighted rollout per target token [row: the position scoring it × input token]"))
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            checks={"capture_score_error": grads.score_check()}, arrays=arrays, views=tuple(views),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens), readout_of=Readout("readout", signed=False),
-        )
+        steps, _, step_views = per_step(trace, ctx, readout, step_readout, "Gradient-weighted rollout", linear=False)
+        arrays = {name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))}
+        views = (View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows"))
+        return {**arrays, **steps}, {"capture_score_error": grads.score_check()}, (*views, *step_views)
 
-    def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> AnalyzerResult:
+    def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> Parts:
         examples = example_weights(trace, ctx.targets, params.readout)
         vectors = [torch.as_tensor(weights, dtype=torch.float64) for _, weights in examples]
         device = ctx.device
@@ -105,31 +106,30 @@ class GradientWeightedRollout:
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         for b, (positions, _) in enumerate(examples):
             readout[b] = scatter_row(to_numpy(vectors[b]), positions, trace.encoded.pos)
-        return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
-            arrays={"readout": NamedArray(readout, ("batch", "key"))},
-            checks={"output_error": check},
-            views=(View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)"),),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=False),
-        )
+        view = View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows (streamed)")
+        return {"readout": NamedArray(readout, ("batch", "key"))}, {"output_error": check}, (view,)
+
+
+def rollout(weighted: Float[np.ndarray, "*batch layer head query key"]) -> Float[np.ndarray, "*batch query key"]:
+    """Return R [*batch, query, key] after every layer of ∇A ⊙ A `weighted` (float64): R = I, then
+    R ← R + Ā_l · R (eqs. 5–6)."""
+    fused = np.clip(weighted, 0.0, None).mean(axis=-3)  # Ā_l = E_h[(∇A ⊙ A)⁺] [*batch, layer, query, key] (eq. 5)
+    n = fused.shape[-1]
+    relevance = np.broadcast_to(np.eye(n), fused.shape[:-3] + (n, n)).copy()
+    for layer in range(fused.shape[-3]):
+        relevance = relevance + fused[..., layer, :, :] @ relevance
+    return relevance
 
 
 def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Float[np.ndarray, "rows query key"]:
     """Return R [rows, query, key] of the examples `rows` (the cross relevance R_de of an encoder-decoder), zero
     at padded queries and keys."""
-    main = gradient_math.attention_times_gradient(*grads.main)
-    decoder = _encoder_decoder(grads)
-    if grads.decoder is not None and grads.cross is not None:
-        _, _, relevance = gradient_math.gradient_weighted_rollout_encoder_decoder(
-            main, gradient_math.attention_times_gradient(*grads.decoder), gradient_math.attention_times_gradient(*grads.cross)
-        )
+    decoder = grads.cross is not None  # an encoder-decoder (the decoder's stacks come together)
+    if decoder:
+        positive = (np.clip(grads.weighted(stack), 0.0, None) for stack in ("main", "decoder", "cross"))
+        _, _, relevance = rollout_math.rollout_encoder_decoder(*positive)
     else:
-        relevance = gradient_math.gradient_weighted_rollout(main)
+        relevance = rollout(grads.weighted("main"))
     side = trace.encoded.decoder if decoder and trace.encoded.decoder is not None else trace.encoded
     queries, keys = (to_numpy(encoded.attention_mask).astype(np.float64)[to_numpy(rows)] for encoded in (side, trace.encoded))
     return relevance * queries[:, :, None] * keys[:, None, :]
-
-
-def _encoder_decoder(grads: PatternGradients) -> bool:
-    return grads.decoder is not None and grads.cross is not None

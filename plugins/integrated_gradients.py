@@ -25,8 +25,7 @@ import numpy as np
 import torch
 from captum.attr import IntegratedGradients, LayerIntegratedGradients
 
-from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
-from interpret.analysis.params import as_dict
+from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.arrays import to_numpy
 from interpret.plugins import _captum, _per_step
 from interpret.trace import Trace
@@ -86,31 +85,17 @@ class IntegratedGradientsAnalyzer:
             f" 2017) is {worst:.3g}; above {params.delta_tolerance:g}, raise the steps"
             f" (--set integrated_gradients.steps={params.steps * 4}) or use method=gausslegendre"
         )
-        arrays = {"readout": NamedArray(readout, ("batch", "key"))}
         checks = {"completeness_delta": Check(worst, params.delta_tolerance, description, severity="warning")}
-        views = [View("token_strip", "readout", "Integrated Gradients (signed: red for, blue against the target)"
-                      if _captum.signed(params.reduce) else "Integrated Gradients (L2 norm per token)")]
-        per_step = _per_step.per_step(trace, ctx, readout.shape[1], _step_readout(ctx, batch, params))
-        if per_step is not None:
-            arrays["per_step"] = NamedArray(per_step, ("batch", "query", "key"))
-            views.append(View("heatmap", "per_step", "Integrated Gradients per target token [row: the position scoring it × input token]"))
-            if params.reduce == "sum":  # IG is linear in the score: the steps' rows add up to the whole readout
-                checks["per_step_sum_error"] = _per_step.sum_check(per_step, readout)
-        return AnalyzerResult(
-            analyzer=self.name,
-            version=self.version,
-            params=as_dict(params),
-            arrays={
-                **arrays,
-                "delta": NamedArray(delta_values, ("batch",)),
-                "gap": NamedArray(to_numpy(gap.detach().double()).reshape(-1), ("batch",)),
-                **_captum.word_arrays(trace, readout, params.words),
-            },
-            scalars={"completeness_delta_max": worst},
-            checks=checks,
-            views=tuple(views),
-            tokens=tuple(tuple(row) for row in trace.encoded.tokens),
-            readout_of=Readout("readout", signed=_captum.signed(params.reduce)),
+        title = ("Integrated Gradients (signed: red for, blue against the target)" if params.reduce == "sum"
+                 else "Integrated Gradients (L2 norm per token)")
+        steps, step_checks, views = _per_step.per_step(
+            trace, ctx, readout, lambda rows, step: _captum.per_token(
+                _integrate(ctx, batch, params, rows, step)[0], params.reduce, batch.rows(rows)),
+            "Integrated Gradients", linear=params.reduce == "sum",  # IG is linear in the score, and so is Σ_d
+        )
+        return _captum.token_result(
+            self, trace, params, readout, title, {**checks, **step_checks}, scalars={"completeness_delta_max": worst},
+            views=views, **steps, delta=delta_values, gap=to_numpy(gap.detach().double()).reshape(-1),
         )
 
 
@@ -119,28 +104,20 @@ def _integrate(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Return (attributions [rows, pos, d_model], completeness deltas [rows], F(x) − F(x') [rows]) of the
     examples `rows`, for the score of target step `step` (None: every step summed)."""
-    rows = rows.to(batch.input_ids.device)
-    examples = batch.examples[rows]
-    sub = _captum.TokenBatch(batch.encoded, batch.input_ids[rows], batch.baseline_ids[rows], examples, batch.attributed[rows])
+    sub = batch.rows(rows)
     path = len(rows) * params.steps
     chunk = params.internal_batch_size or _even_chunk(path, _captum.path_rows(ctx, sub, params.memory_mb))
-    common = {"n_steps": params.steps, "method": params.method, "internal_batch_size": chunk,
-              "additional_forward_args": (examples,), "return_convergence_delta": True}
     if params.baseline == "zero":
-        inputs, _ = _captum.embeddings(ctx, sub)
-        baseline = _captum.zero_baseline(inputs, sub)
-
-        def on_embeddings(inputs_embeds: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
-            return ctx.score(batch.encoded, inputs_embeds=inputs_embeds, examples=which, step=step)
-
-        attr, delta = IntegratedGradients(on_embeddings).attribute(inputs, baselines=baseline, **common)
-        return attr, delta, _gap(attr, delta)
-
-    def on_ids(input_ids: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
-        return ctx.score(batch.encoded, input_ids=input_ids, examples=which, step=step)
-
-    method = LayerIntegratedGradients(on_ids, ctx.embedding_layer())
-    attr, delta = method.attribute(sub.input_ids, baselines=sub.baseline_ids, **common)
+        inputs, baseline = _captum.baseline_embeddings(ctx, sub, params)
+        method = IntegratedGradients(_captum.ScoreModule(ctx, batch.encoded, step=step))
+    else:
+        inputs, baseline = sub.input_ids, sub.baseline_ids
+        forward = _captum.ScoreModule(ctx, batch.encoded, "input_ids", step)
+        method = LayerIntegratedGradients(forward, ctx.embedding_layer())
+    attr, delta = method.attribute(
+        inputs, baselines=baseline, n_steps=params.steps, method=params.method, internal_batch_size=chunk,
+        additional_forward_args=(sub.examples,), return_convergence_delta=True,
+    )
     return attr, delta, _gap(attr, delta)
 
 
@@ -158,15 +135,3 @@ def _gap(attr: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     rounding of that sum (float32: about 1e-7 of |Σ attr|)."""
     total = attr.detach().reshape(attr.shape[0], -1).sum(1)
     return total.double() - delta.detach().double().reshape(-1)
-
-
-def _step_readout(ctx: RunContext, batch: _captum.TokenBatch, params: IntegratedGradientsParams) -> _per_step.StepReadout:
-    """Return the per-token attributions [rows, key] of the examples `rows` for target step `step` alone."""
-
-    def readout(rows: torch.Tensor, step: int) -> np.ndarray:
-        attr, _, _ = _integrate(ctx, batch, params, rows, step)
-        sub = _captum.TokenBatch(batch.encoded, batch.input_ids[rows], batch.baseline_ids[rows], batch.examples[rows],
-                                 batch.attributed[rows.to(batch.attributed.device)])
-        return _captum.per_token(attr, params.reduce, sub)
-
-    return readout

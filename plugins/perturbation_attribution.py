@@ -68,82 +68,68 @@ class LimeParams(SamplingParams):
             raise ValueError(f"alpha={self.alpha} must be a finite number above 0, e.g. 0.01")
 
 
-def _attribute(analyzer, trace: Trace, params: AblationParams, ctx: RunContext, make, sampled: bool) -> AnalyzerResult:
-    """Run the Captum method `make(forward, gap)` per example over the token mask (gap: |F(x) − F(x')|)."""
-    batch = _captum.token_batch(trace, ctx, params, analyzer.name)
-    inputs, baselines = _captum.baseline_embeddings(ctx, batch, params)
-    masks = _captum.token_masks(batch, inputs.shape[-1])
-    forward = _captum.ScoreModule(ctx, batch.encoded)
-    with torch.no_grad():
-        scores = forward(inputs, batch.examples)  # [batch]
-        gaps = (scores - forward(baselines, batch.examples)).abs().tolist()
-    rows = []
-    for b in range(inputs.shape[0]):
-        method = make(forward, gaps[b])
+class _Perturbation:
+    """What the perturbation analyzers share: the Captum method `method` per example over the token mask."""
+
+    version = "1.0"
+    requires = ()
+    needs_model = True
+    provides = ("readout",)
+
+    def run(self, trace: Trace, params: AblationParams, ctx: RunContext) -> AnalyzerResult:
+        """Return the per-token attributions of the analyzer's method (module docstring)."""
+        batch = _captum.token_batch(trace, ctx, params, self.name)
+        inputs, baselines = _captum.baseline_embeddings(ctx, batch, params)
+        masks = _captum.token_masks(batch, inputs.shape[-1])
+        forward = _captum.ScoreModule(ctx, batch.encoded)
+        with torch.no_grad():
+            scores = forward(inputs, batch.examples)  # [batch]
+            gaps = (scores - forward(baselines, batch.examples)).abs().tolist()
+        sampled = isinstance(params, SamplingParams)  # n_samples random subsets, seeded before each example
         extra = {"n_samples": params.n_samples} if sampled else {}
-        if sampled:
-            _captum.seed(ctx)
-        attr = method.attribute(
-            inputs[b:b + 1], baselines=baselines[b:b + 1], feature_mask=masks[b],
-            additional_forward_args=(batch.examples[b:b + 1],), perturbations_per_eval=params.perturbations_per_eval,
-            **extra,
-        )
-        rows.append(attr[..., 0])  # every coordinate of a token carries that token's value
-    readout = _captum.token_scores(torch.cat(rows), batch)
-    return _captum.token_result(analyzer, trace, params, readout, True, f"{analyzer.title} per token (signed)",
-                                {"score_consistency": _captum.score_check(ctx, batch, inputs, scores)})
+        rows = []
+        for b in range(inputs.shape[0]):
+            # LIME's Lasso penalty scales with the example's |F(x) − F(x')| (module docstring)
+            lasso = SkLearnLasso(alpha=params.alpha * gaps[b]) if isinstance(params, LimeParams) else None
+            method = self.method(forward) if lasso is None else self.method(forward, interpretable_model=lasso)
+            if sampled:
+                _captum.seed(ctx)
+            attr = method.attribute(
+                inputs[b:b + 1], baselines=baselines[b:b + 1], feature_mask=masks[b],
+                additional_forward_args=(batch.examples[b:b + 1],),
+                perturbations_per_eval=params.perturbations_per_eval, **extra,
+            )
+            rows.append(attr[..., 0])  # every coordinate of a token carries that token's value
+        readout = _captum.token_scores(torch.cat(rows), batch)
+        return _captum.token_result(self, trace, params, readout, f"{self.title} per token (signed)",
+                                    {"score_consistency": _captum.score_check(ctx, batch, inputs, scores)}, signed=True)
 
 
-class FeatureAblationAnalyzer:
+class FeatureAblationAnalyzer(_Perturbation):
     """The score's drop when one token at a time is replaced by the baseline."""
 
     name = "feature_ablation"
     title = "Feature ablation (occlusion)"
     summary = "Occlusion by token: the score's change when each token is replaced by the baseline (Captum FeatureAblation)."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = AblationParams
-
-    def run(self, trace: Trace, params: AblationParams, ctx: RunContext) -> AnalyzerResult:
-        """Return the per-token ablation effects (module docstring)."""
-        return _attribute(self, trace, params, ctx, lambda forward, gap: FeatureAblation(forward), sampled=False)
+    method = FeatureAblation
 
 
-class LimeAnalyzer:
+class LimeAnalyzer(_Perturbation):
     """LIME over the tokens: a sparse linear surrogate of the score on random token subsets."""
 
     name = "lime"
     title = "LIME"
     summary = "LIME (Ribeiro et al. 2016) over a token mask via Captum's Lime, seeded; n_samples a parameter."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = LimeParams
-
-    def run(self, trace: Trace, params: LimeParams, ctx: RunContext) -> AnalyzerResult:
-        """Return the per-token LIME coefficients (module docstring)."""
-
-        def make(forward, gap: float) -> Lime:
-            return Lime(forward, interpretable_model=SkLearnLasso(alpha=params.alpha * gap))
-
-        return _attribute(self, trace, params, ctx, make, sampled=True)
+    method = Lime
 
 
-class KernelShapAnalyzer:
+class KernelShapAnalyzer(_Perturbation):
     """KernelSHAP over the tokens: Shapley values by the Shapley-kernel regression."""
 
     name = "kernel_shap"
     title = "KernelSHAP"
     summary = "KernelSHAP (Lundberg & Lee 2017) over a token mask via Captum's KernelShap, seeded; n_samples a parameter."
-    version = "1.0"
-    requires = ()
-    needs_model = True
-    provides = ("readout",)
     Params = SamplingParams
-
-    def run(self, trace: Trace, params: SamplingParams, ctx: RunContext) -> AnalyzerResult:
-        """Return the per-token Shapley value estimates (module docstring)."""
-        return _attribute(self, trace, params, ctx, lambda forward, gap: KernelShap(forward), sampled=True)
+    method = KernelShap
