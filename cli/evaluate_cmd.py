@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source
 from interpret.cli.options import check_texts, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
+from interpret.cli.preflight import Source
 from interpret.errors import suggest
 
 SHORT_HELP = "Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."
@@ -63,7 +63,8 @@ def evaluate(
         preflight.check_output_file(output, example=f"evaluate.{'json' if fmt == 'json' else 'txt'}")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     if on_texts:  # the texts against the model's config first, before the analyzers import torch
-        inputs = check_texts(texts, "--text") if texts else [e.text for e in preflight.check_input_file(input_file)]
+        examples = [] if texts else preflight.check_dataset(input_file).examples
+        inputs = check_texts(texts, "--text") if texts else [example.text for example in examples]
         plan = preflight.plan_model(model, allow_pickle)
         preflight.check_text_sizes(inputs, plan, Source("--text") if texts else Source(input_file.name, tuple(range(len(inputs)))))
     classes = prerun.check_analyzers_load(names, {})

@@ -19,12 +19,11 @@ from typing import Any
 
 import click
 
-from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_cost, check_lengths, parse_flops as _parse_flops
+from interpret.cli import preflight
+from interpret.cli.budget import check_cost, estimated_lengths, exact_lengths, parse_flops as _parse_flops
 from interpret.cli.options import model_options, parse_size, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
-from interpret.cli.preflight import ModelPlan
-from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.cli.preflight import ModelPlan, Source
 
 # the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
 # keeps the two equal: this module must not import transformers before the model loads)
@@ -102,15 +101,8 @@ def heads(
     if store is not None:
         _check_store(plan, prune_to, store)
     labels = _label_indices(plan, examples, input_file, default_head) if raw_labels is not None else None
-    directory = plan.checkpoint.directory
-    limit = token_limit(plan.facts, tokenizer_limit(directory))
-    counts = count_tokens(directory, texts)
-    if counts is not None:
-        check_lengths(counts, limit, max_length, source)
-    prerun.check_device(device)
-    prerun.check_adapter(plan)
-    tokenizer = prerun.load_tokenizer(plan)
-    lengths = check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source)
+    estimated_lengths(plan, texts, max_length, source)
+    lengths = exact_lengths(plan, texts, max_length, source, device)
     cost = check_cost(plan, lengths, batch_size=batch_size, fraction=fraction, label_free=labels is None,
                       default_head=default_head, dtype=dtype, device=device, max_flops=flops_limit,
                       max_memory=memory_limit)

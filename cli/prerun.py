@@ -78,10 +78,13 @@ def check_adapter(plan: ModelPlan) -> None:
         raise usage_error(f"--model {plan.display_name}: no adapter captures model type {model_type!r}: {support.reason}")
 
 
-def load_tokenizer(plan: ModelPlan) -> Any:
-    """Return the tokenizer the run will use (read offline, no remote code); usage error when there is none."""
+def load_tokenizer(plan: ModelPlan, device: str) -> Any:
+    """Return the tokenizer the run will use (read offline, no remote code), once --device and the model type's
+    adapter are checked (`check_device`, `check_adapter`); usage error when there is none."""
     from interpret.models.loading import load_preprocessor
 
+    check_device(device)
+    check_adapter(plan)
     location = plan.checkpoint.name if plan.checkpoint.hub else str(plan.checkpoint.directory)
     try:
         tokenizer = load_preprocessor(location, is_local=not plan.checkpoint.hub, warn=False)
