@@ -17,11 +17,10 @@ from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import Source
 from interpret.errors import suggest
 
-SHORT_HELP = "Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."
 CHECKS = ("erasers", "sanity", "tasks")
 
 
-@click.command(short_help=SHORT_HELP)
+@click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, help="Text to evaluate on (repeatable).")
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,

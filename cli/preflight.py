@@ -46,12 +46,8 @@ class ModelPlan:
         return f"--model {self.display_name} is {article} {what}"
 
     def labels(self) -> tuple[str, ...]:
-        """Return the class names the decision can target (importing the default head's labels if needed)."""
-        if self.default:
-            from interpret.models.default_model import LABELS
-
-            return tuple(LABELS)
-        return self.facts.labels
+        """Return the class names the decision can target."""
+        return default_labels() if self.default else self.facts.labels
 
     def length_limit(self) -> int | None:
         """Return the most tokens the model accepts (its config's limit, or its tokenizer's)."""
@@ -68,6 +64,13 @@ class Source:
     def name(self, index: int, count: int) -> str:
         """Return how a message names text `index` of `count`."""
         return f"{self.option} example {self.rows[index]}" if self.rows else self.option + which(index, count)
+
+
+def default_labels() -> tuple[str, ...]:
+    """Return the class names of the default model's sentiment head (imported only when asked)."""
+    from interpret.models.default_model import LABELS
+
+    return tuple(LABELS)
 
 
 def plan_model(name: str | None, allow_pickle: bool = False) -> ModelPlan:
