@@ -85,7 +85,7 @@ def report(
     verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
-    from interpret.cli.common import default_output, setup_logging
+    from interpret.cli.common import default_output, log, setup_logging
 
     setup_logging(quiet, verbose)
     # ---- the command line alone ----
@@ -154,7 +154,12 @@ def report(
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)
-    _log_estimate(estimate, byte_limit, memory_limit)
+    bound = f" (limit {human_bytes(memory_limit)})" if memory_limit else ""
+    log.info(
+        "estimate: report at least %s (limit %s), capture %s per example, peak memory about %s%s",
+        human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
+        human_bytes(estimate.memory_bytes), bound,
+    )
     given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
     # ---- every check passed: load the model, explain, print the decisions, check the real size, write ----
     from interpret.api import explain
@@ -255,14 +260,3 @@ def _check_model_kind(
                           " so drop --generate.")
     if continuations and facts.decision is not None and not (facts.decision == "token" and facts.kind == "decoder"):
         raise usage_error(f"--continuation needs a decoder language model; {plan.described()}, so drop --continuation.")
-
-
-def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:
-    from interpret.cli.common import log
-
-    bound = f" (limit {human_bytes(memory_limit)})" if memory_limit else ""
-    log.info(
-        "estimate: report at least %s (limit %s), capture %s per example, peak memory about %s%s",
-        human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
-        human_bytes(estimate.memory_bytes), bound,
-    )
