@@ -19,14 +19,13 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_lengths
+from interpret.cli.budget import estimated_lengths, exact_lengths
 from interpret.cli.options import (
     analyzer_options, built, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
-from interpret.cli.preflight import ModelPlan
+from interpret.cli.preflight import ModelPlan, Source
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
-from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
 from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
 from interpret.request import AuditOptions, EvidenceOptions
 
@@ -112,10 +111,7 @@ def audit(
     _check_model(plan, target)
     if plan.facts.decision == "class":
         preflight.check_labels(examples, plan.labels(), input_file)
-    directory = plan.checkpoint.directory
-    limit = token_limit(plan.facts, tokenizer_limit(directory))
-    counts = count_tokens(directory, texts)
-    lengths = check_lengths(counts, limit, max_length, source) if counts is not None else None
+    lengths = estimated_lengths(plan, texts, max_length, source)
     classes = prerun.check_analyzers_load(names, params)
     if streaming == "on":
         streamed = checked_streamed(names, "--streaming on", leave_out=not analyzer_names)
@@ -126,10 +122,7 @@ def audit(
     if silent:
         raise usage_error(f"-a {silent[0]}: the analyzer declares neither a readout nor a head map, so the audit has"
                           " nothing to tabulate; run it with `interpret report`, or audit with another analyzer.")
-    prerun.check_device(device)
-    prerun.check_adapter(plan)
-    tokenizer = prerun.load_tokenizer(plan)
-    _check_capture(plan, check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source), patterns)
+    _check_capture(plan, exact_lengths(plan, texts, max_length, source, device), patterns)
 
     from interpret.audit import run_audit
     from interpret.cli.common import stages

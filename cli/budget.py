@@ -10,32 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from interpret.cli import prerun
-from interpret.cli.options import which
 from interpret.cli.output import usage_error
-from interpret.cli.preflight import ModelPlan
-from interpret.estimate.facts import ModelFacts
+from interpret.cli.preflight import ModelPlan, Source
+from interpret.estimate.facts import ModelFacts, count_tokens
 from interpret.estimate.heads import CPU_FLOPS_BUDGET, GPU_FLOPS_BUDGET, HeadsCost, estimate_heads, fraction_within
 from interpret.estimate.memory import (
     CAPTURE_BUDGET, default_memory, human_bytes, longest_within, round_up, round_up_bytes, sci,
 )
 from interpret.estimate.report import JSON_MIN_BYTES_PER_VALUE, ReportEstimate
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the texts came from, to name one in a message: `--text` (the 2nd one) or `data.jsonl` example 4."""
-
-    option: str  # "--text" or the input file's name
-    rows: tuple[int, ...] = ()  # the file's example rows, when from a file
-
-    def name(self, index: int, count: int) -> str:
-        """Return how a message names text `index` of `count`."""
-        return f"{self.option} example {self.rows[index]}" if self.rows else self.option + which(index, count)
 
 
 def check_lengths(
@@ -71,6 +57,22 @@ def check_lengths(
             )
         lengths.append(min(total, cap) if cap is not None else total)
     return lengths
+
+
+def estimated_lengths(
+    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source
+) -> list[int] | None:
+    """Return `check_lengths` of the counts from the checkpoint's tokenizer.json, without torch (None without one)."""
+    counts = count_tokens(plan.checkpoint.directory, texts)
+    return None if counts is None else check_lengths(counts, plan.length_limit(), max_length, source)
+
+
+def exact_lengths(
+    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source, device: str
+) -> list[int]:
+    """Return `check_lengths` of the counts of the tokenizer the run will use (`prerun.load_tokenizer`)."""
+    tokenizer = prerun.load_tokenizer(plan, device)
+    return check_lengths(prerun.exact_counts(tokenizer, texts), plan.length_limit(), max_length, source)
 
 
 def check_budget(

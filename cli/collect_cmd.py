@@ -11,13 +11,12 @@ import fnmatch
 
 import click
 
-from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_lengths
+from interpret.cli import preflight
+from interpret.cli.budget import estimated_lengths, exact_lengths
 from interpret.cli.options import check_index_range, check_texts, model_options, parse_indices, verbosity_options
 from interpret.cli.output import say, usage_error
-from interpret.cli.preflight import ModelPlan
+from interpret.cli.preflight import ModelPlan, Source
 from interpret.errors import suggest
-from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
 from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, longest_within, pattern_bytes
 
 # Hook names per layer (TransformerLens grammar, docs/architecture.md), and the side they sit on.
@@ -81,17 +80,12 @@ def collect(
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     globs = list(names) or ["*hook_pattern"]
     _check_names(globs, plan)
-    directory = plan.checkpoint.directory
-    limit = token_limit(facts, tokenizer_limit(directory))
-    preflight.check_text_sizes(checked, plan, Source("--text"))
-    counts = count_tokens(directory, checked)
-    if counts is not None:
-        _check_capture(plan, check_lengths(counts, limit, max_length, Source("--text")), globs, layer_list, head_list, reduce)
-    prerun.check_device(device)
-    prerun.check_adapter(plan)
-    tokenizer = prerun.load_tokenizer(plan)
-    lengths = check_lengths(prerun.exact_counts(tokenizer, checked), limit, max_length, Source("--text"))
-    _check_capture(plan, lengths, globs, layer_list, head_list, reduce)
+    source = Source("--text")
+    preflight.check_text_sizes(checked, plan, source)
+    lengths = estimated_lengths(plan, checked, max_length, source)
+    if lengths is not None:
+        _check_capture(plan, lengths, globs, layer_list, head_list, reduce)
+    _check_capture(plan, exact_lengths(plan, checked, max_length, source, device), globs, layer_list, head_list, reduce)
 
     from interpret.capture import collect as run_collect
     from interpret.files.trace_io import save_trace

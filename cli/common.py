@@ -79,55 +79,34 @@ def setup_logging(quiet: bool, verbose: bool) -> None:
 
 
 @contextmanager
-def logs_through_bars() -> Iterator[None]:
-    """Write log lines and warnings through tqdm (`tqdm.write`) while inside, so no bar and line interleave."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    with logging_redirect_tqdm(loggers=[log, _WARNINGS]):
-        yield
-
-
-@contextmanager
-def progress(total: int, description: str, quiet: bool, unit: str = "it") -> Iterator[Any]:
-    """Yield a tqdm bar on stderr while log lines and warnings are written through it (never interleaved)."""
-    with logs_through_bars(), bar(total, description, quiet, unit) as shown:
-        yield shown
-
-
-@contextmanager
 def stages(quiet: bool) -> Iterator[Stage]:
     """Yield the library's progress hook (`interpret.runtime.progress.Stage`): each stage draws a bar of its own on
-    stderr (total 0: a count without a total) and closes the one before, so one line shows where a long run is."""
+    stderr (total 0: a count without a total) and closes the one before, so one line shows where a long run is.
+    Log lines and warnings are written through tqdm (`tqdm.write`) while inside, so no bar and line interleave.
+
+    Bars are drawn never with -q; with --progress/--no-progress as forced; else only when stderr is a terminal
+    (a log file or a test's captured stderr would fill with redrawn bars)."""
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    context = click.get_current_context(silent=True)
+    forced = context.meta.get(PROGRESS_KEY) if context is not None else None
+    drawn = not quiet and (sys.stderr.isatty() if forced is None else forced)
     shown: list[Any] = []
 
     def stage(description: str, total: int, unit: str) -> Advance:
         while shown:
             shown.pop().close()
-        shown.append(bar(total, description, quiet, unit))
+        shown.append(tqdm(total=total or None, desc=description, unit=unit, disable=not drawn, file=sys.stderr,
+                          leave=False))
         return shown[-1].update
 
-    with logs_through_bars():
+    with logging_redirect_tqdm(loggers=[log, _WARNINGS]):
         try:
             yield stage
         finally:
             while shown:
                 shown.pop().close()
-
-
-def shows_bars(quiet: bool) -> bool:
-    """Return whether this command draws progress bars: never with -q; with --progress/--no-progress as forced;
-    else only when stderr is a terminal (a log file or a test's captured stderr would fill with redrawn bars)."""
-    context = click.get_current_context(silent=True)
-    forced = context.meta.get(PROGRESS_KEY) if context is not None else None
-    return not quiet and (sys.stderr.isatty() if forced is None else forced)
-
-
-def bar(total: int, description: str, quiet: bool, unit: str = "it") -> Any:
-    """Return a tqdm bar on stderr, drawn where `shows_bars` says."""
-    from tqdm import tqdm
-
-    return tqdm(total=total or None, desc=description, unit=unit, disable=not shows_bars(quiet), file=sys.stderr,
-                leave=False)
 
 
 def load_model(
@@ -167,45 +146,42 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2, allow_nan=False, default=str)
 
 
-def write_json_stream(data: Any, destination: str, max_bytes: int | None) -> int:
-    """Write `data` as compact JSON to the file `destination` atomically, or to stdout for '-'; return its size.
+def write_json_stream(data: Any, destination: str, max_bytes: int) -> None:
+    """Write `data` as compact JSON to the file `destination` atomically, or to stdout for '-'.
 
     The text is encoded in chunks into a temporary file, so that no second copy of a large report is held in
     memory, and refused (ReportError, nothing written) as soon as it passes `max_bytes`.
     """
     from interpret.files.atomic import atomic_path
 
-    encoder = json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=str)
-    if destination == "-":
-        with tempfile.TemporaryDirectory() as scratch:
-            path = Path(scratch) / "report.json"
-            size = _write_capped(encoder, data, path, max_bytes)
-            stdout = _stdout_bytes()
-            with open(path, "rb") as handle:
-                shutil.copyfileobj(handle, stdout)
-            stdout.write(b"\n")
-            stdout.flush()
-        return size
-    with atomic_path(Path(destination)) as temporary:
-        size = _write_capped(encoder, data, temporary, max_bytes)
-    return size
+    if destination != "-":
+        with atomic_path(Path(destination)) as temporary:
+            _write_capped(data, temporary, max_bytes)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "report.json"
+        _write_capped(data, path, max_bytes)
+        stdout = _stdout_bytes()
+        with open(path, "rb") as handle:
+            shutil.copyfileobj(handle, stdout)
+        stdout.write(b"\n")
+        stdout.flush()
 
 
-def _write_capped(encoder: json.JSONEncoder, data: Any, path: Path, max_bytes: int | None) -> int:
+def _write_capped(data: Any, path: Path, max_bytes: int) -> None:
     from interpret.errors import ReportError
 
     size = 0
     with open(path, "w", encoding="utf-8") as handle:
-        for chunk in encoder.iterencode(data):
+        for chunk in json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=str).iterencode(data):
             size += len(chunk.encode("utf-8")) if not chunk.isascii() else len(chunk)
-            if max_bytes is not None and size > max_bytes:
+            if size > max_bytes:
                 raise ReportError(
                     f"the JSON report passes --max-bytes {max_bytes:,} bytes while being written; nothing was written."
                     " Embed fewer layers or heads (--layers, --heads), run fewer analyzers (-a), truncate the input"
                     " (--max-length), or raise --max-bytes."
                 )
             handle.write(chunk)
-    return size
 
 
 def write_page(report: Any, destination: str) -> None:

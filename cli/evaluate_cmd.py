@@ -12,16 +12,15 @@ from typing import Any
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source
 from interpret.cli.options import check_texts, model_options, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
+from interpret.cli.preflight import Source
 from interpret.errors import suggest
 
-SHORT_HELP = "Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."
 CHECKS = ("erasers", "sanity", "tasks")
 
 
-@click.command(short_help=SHORT_HELP)
+@click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, help="Text to evaluate on (repeatable).")
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -46,7 +45,7 @@ def evaluate(
     removal: str | None, seed: int, fmt: str, output: str, quiet: bool, verbose: bool,
 ) -> None:
     """Check how faithful each method is: ERASER metrics, the randomisation sanity check, known-answer tasks."""
-    from interpret.cli.common import json_text, setup_logging
+    from interpret.cli.common import json_text, load_model, setup_logging, stages
 
     setup_logging(quiet, verbose)
     chosen = parse_checks(checks)
@@ -63,7 +62,8 @@ def evaluate(
         preflight.check_output_file(output, example=f"evaluate.{'json' if fmt == 'json' else 'txt'}")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     if on_texts:  # the texts against the model's config first, before the analyzers import torch
-        inputs = check_texts(texts, "--text") if texts else [e.text for e in preflight.check_input_file(input_file)]
+        examples = [] if texts else preflight.check_dataset(input_file).examples
+        inputs = check_texts(texts, "--text") if texts else [example.text for example in examples]
         plan = preflight.plan_model(model, allow_pickle)
         preflight.check_text_sizes(inputs, plan, Source("--text") if texts else Source(input_file.name, tuple(range(len(inputs)))))
     classes = prerun.check_analyzers_load(names, {})
@@ -74,13 +74,33 @@ def evaluate(
     if on_texts:
         prerun.check_device(device)
         prerun.check_adapter(plan)
-        from interpret.cli.common import stages
+    with stages(quiet) as stage:
+        if on_texts:
+            stage("load model", 1, "model")
+            loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
+            data["model"] = loaded.model_id
+        if "erasers" in chosen:
+            from interpret.analysis.run import required_names
+            from interpret.pipeline import Plan, run_plan
+            from interpret.request import EvidenceOptions
 
-        with stages(quiet) as stage:
-            data.update(_on_texts(model, device, dtype, allow_pickle, allow_missing_weights, inputs, names, chosen,
-                                  removal, seed, max_length, stage))
-    if "tasks" in chosen:
-        data["tasks"] = _tasks(names, seed, quiet)
+            hooks = tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
+            run = Plan(dict.fromkeys(names, "full"), {}, hooks, head=loaded.head, seed=seed, max_length=max_length,
+                       evidence=EvidenceOptions(removal=removal))
+            data["erasers"] = run_plan(run, loaded.model, loaded.tokenizer, inputs, progress=stage).measured.to_dict()
+        if "sanity" in chosen:
+            from interpret.evidence.sanity import cascading_randomisation
+
+            sanity = cascading_randomisation(
+                loaded.model, loaded.tokenizer, inputs, names, head=loaded.head, seed=seed, max_length=max_length,
+                progress=stage,
+            )
+            data["sanity"] = sanity.to_dict()
+        if "tasks" in chosen:
+            from interpret.evidence.suite import run_suite
+
+            rows = run_suite(names, seed=seed, progress=stage)
+            data["tasks"] = [{k: _finite(v) for k, v in vars(row).items()} for row in rows]
     text = json_text(data) if fmt == "json" else "\n".join(_lines(data))
     if output == "-":
         say(text)
@@ -103,44 +123,6 @@ def parse_checks(value: str) -> list[str]:
         if name in names[:position]:
             raise usage_error(f"--checks {value!r} names {name} twice; give each check once.")
     return [check for check in CHECKS if check in names]
-
-
-def _tasks(names: list[str], seed: int, quiet: bool) -> list[dict[str, Any]]:
-    from interpret.cli.common import stages
-    from interpret.evidence.suite import run_suite
-
-    with stages(quiet) as stage:
-        rows = run_suite(names, seed=seed, progress=stage)
-    return [{k: _finite(v) for k, v in vars(row).items()} for row in rows]
-
-
-def _on_texts(
-    model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool, texts: list[str],
-    names: list[str], chosen: list[str], removal: str | None, seed: int, max_length: int | None, stage: Any,
-) -> dict[str, Any]:
-    from interpret.cli.common import load_model
-
-    stage("load model", 1, "model")
-    loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
-    data: dict[str, Any] = {"model": loaded.model_id}
-    if "erasers" in chosen:
-        from interpret.analysis.run import required_names
-        from interpret.pipeline import Plan, run_plan
-        from interpret.request import EvidenceOptions
-
-        hooks = tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(names)]))
-        plan = Plan(dict.fromkeys(names, "full"), {}, hooks, head=loaded.head, seed=seed, max_length=max_length,
-                    evidence=EvidenceOptions(removal=removal))
-        data["erasers"] = run_plan(plan, loaded.model, loaded.tokenizer, texts, progress=stage).measured.to_dict()
-    if "sanity" in chosen:
-        from interpret.evidence.sanity import cascading_randomisation
-
-        sanity = cascading_randomisation(
-            loaded.model, loaded.tokenizer, texts, names, head=loaded.head, seed=seed, max_length=max_length,
-            progress=stage,
-        )
-        data["sanity"] = sanity.to_dict()
-    return data
 
 
 def _finite(value: Any) -> Any:

@@ -19,12 +19,11 @@ from typing import Any
 
 import click
 
-from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_cost, check_lengths, parse_flops as _parse_flops
+from interpret.cli import preflight
+from interpret.cli.budget import check_cost, estimated_lengths, exact_lengths, parse_flops as _parse_flops
 from interpret.cli.options import model_options, parse_size, progress_option, verbosity_options
 from interpret.cli.output import say, usage_error
-from interpret.cli.preflight import ModelPlan
-from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.cli.preflight import ModelPlan, Source
 
 # the model types interpret.heads.store writes with per-layer head counts (pruned_bert.PRUNED_CONFIGS; a test
 # keeps the two equal: this module must not import transformers before the model loads)
@@ -102,21 +101,20 @@ def heads(
     if store is not None:
         _check_store(plan, prune_to, store)
     labels = _label_indices(plan, examples, input_file, default_head) if raw_labels is not None else None
-    directory = plan.checkpoint.directory
-    limit = token_limit(plan.facts, tokenizer_limit(directory))
-    counts = count_tokens(directory, texts)
-    if counts is not None:
-        check_lengths(counts, limit, max_length, source)
-    prerun.check_device(device)
-    prerun.check_adapter(plan)
-    tokenizer = prerun.load_tokenizer(plan)
-    lengths = check_lengths(prerun.exact_counts(tokenizer, texts), limit, max_length, source)
+    estimated_lengths(plan, texts, max_length, source)
+    lengths = exact_lengths(plan, texts, max_length, source, device)
     cost = check_cost(plan, lengths, batch_size=batch_size, fraction=fraction, label_free=labels is None,
                       default_head=default_head, dtype=dtype, device=device, max_flops=flops_limit,
                       max_memory=memory_limit)
 
-    loaded = _load(model, device, dtype, allow_pickle, allow_missing_weights, default_head)
-    study = _study(loaded, texts, labels, batch_size, max_length, fraction, threshold, quiet)
+    from interpret.cli.common import load_model, stages
+    from interpret.heads.run import study_heads
+
+    # The default model's own files given as --model load as the default model: with its sentiment head.
+    loaded = load_model(None if default_head else model, device, dtype, allow_pickle, allow_missing_weights)
+    with stages(quiet) as stage:
+        study = study_heads(loaded.model, loaded.tokenizer, texts, labels, head=loaded.head, batch_size=batch_size,
+                            max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
     pruned_text = None
     if prune_to is not None:
         pruned_text = _prune(loaded, study.least.last_passing, prune_to, force, store)
@@ -204,33 +202,8 @@ def _label_indices(plan: ModelPlan, examples: list, path: Path, default_head: bo
     if plan.facts.decision == "token" and not default_head:
         raise usage_error(f"--input: {path.name} has labels but {plan.described()} (a language model); drop the"
                           " labels: its loss is the next-token loss.")
-    known = plan.labels() if not default_head else _default_labels()
+    known = plan.labels() if not default_head else preflight.default_labels()
     return [int(index) for index in preflight.check_labels(examples, known, path) if index is not None]
-
-
-def _default_labels() -> tuple[str, ...]:
-    from interpret.models.default_model import LABELS
-
-    return tuple(LABELS)
-
-
-def _load(model: str | None, device: str, dtype: str | None, allow_pickle: bool, allow_missing_weights: bool,
-          default_head: bool) -> Any:
-    from interpret.cli.common import load_model
-
-    if default_head and model is not None:
-        return load_model(None, device, dtype, allow_pickle)  # the same files, with the default head
-    return load_model(model, device, dtype, allow_pickle, allow_missing_weights)
-
-
-def _study(loaded: Any, texts: list[str], labels: list[int] | None, batch_size: int, max_length: int | None,
-           fraction: float, threshold: float, quiet: bool) -> Any:
-    from interpret.cli.common import stages
-    from interpret.heads.run import study_heads
-
-    with stages(quiet) as stage:
-        return study_heads(loaded.model, loaded.tokenizer, texts, labels, head=loaded.head, batch_size=batch_size,
-                           max_length=max_length, fraction=fraction, threshold=threshold, stage=stage)
 
 
 def _prune(loaded: Any, mask: Any, prune_to: str, force: bool, store: str | None = None) -> str:

@@ -87,10 +87,11 @@ def _detail(row: TypeSupport) -> None:
 
 def _bar(todo: Iterable[str]) -> Iterator[str]:
     """Yield the model types still to probe, with the CLI's progress bar on stderr when there are many."""
-    from interpret.cli.common import progress
+    from interpret.cli.common import stages
 
     items = list(todo)
-    with progress(len(items), "probing model types on the meta device", quiet=len(items) < 5, unit="type") as shown:
+    with stages(quiet=len(items) < 5) as stage:
+        advance = stage("probing model types on the meta device", len(items), "type")
         for item in items:
             yield item
-            shown.update()
+            advance(1)

@@ -114,7 +114,7 @@ def verbosity_options(fn: F) -> F:
 
 
 def progress_option(fn: F) -> F:
-    """Add --progress/--no-progress, kept in the context (`interpret.cli.common.bar` reads it), not passed on."""
+    """Add --progress/--no-progress, kept in the context (`interpret.cli.common.stages` reads it), not passed on."""
     return click.option("--progress/--no-progress", default=None, expose_value=False,
                         callback=lambda ctx, _param, value: ctx.meta.__setitem__(PROGRESS_KEY, value),
                         help="Draw progress bars on stderr even when it is not a terminal (a log file, CI), or never"

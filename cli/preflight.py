@@ -13,17 +13,15 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interpret.cli.analyzer_index import entry_point_names
+from interpret.cli.options import which
 from interpret.cli.output import usage_error
 from interpret.errors import InterpretError, suggest
 from interpret.estimate.checkpoint import Checkpoint, locate
 from interpret.estimate.facts import ModelFacts, model_facts, token_limit, tokenizer_limit
 from interpret.reading.text_size import check_text_bytes
-
-if TYPE_CHECKING:
-    from interpret.cli.budget import Source
 
 DEFAULT_MODEL_NAME = "the default model (MiniLM-L6 with a logistic-regression sentiment head)"
 
@@ -48,12 +46,31 @@ class ModelPlan:
         return f"--model {self.display_name} is {article} {what}"
 
     def labels(self) -> tuple[str, ...]:
-        """Return the class names the decision can target (importing the default head's labels if needed)."""
-        if self.default:
-            from interpret.models.default_model import LABELS
+        """Return the class names the decision can target."""
+        return default_labels() if self.default else self.facts.labels
 
-            return tuple(LABELS)
-        return self.facts.labels
+    def length_limit(self) -> int | None:
+        """Return the most tokens the model accepts (its config's limit, or its tokenizer's)."""
+        return token_limit(self.facts, tokenizer_limit(self.checkpoint.directory))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the texts came from, to name one in a message: `--text` (the 2nd one) or `data.jsonl` example 4."""
+
+    option: str  # "--text" or the input file's name
+    rows: tuple[int, ...] = ()  # the file's example rows, when from a file
+
+    def name(self, index: int, count: int) -> str:
+        """Return how a message names text `index` of `count`."""
+        return f"{self.option} example {self.rows[index]}" if self.rows else self.option + which(index, count)
+
+
+def default_labels() -> tuple[str, ...]:
+    """Return the class names of the default model's sentiment head (imported only when asked)."""
+    from interpret.models.default_model import LABELS
+
+    return tuple(LABELS)
 
 
 def plan_model(name: str | None, allow_pickle: bool = False) -> ModelPlan:
@@ -122,11 +139,7 @@ def check_apart(output: str, option: str, sources: Sequence[tuple[str, Path]]) -
 def check_writable_directory(directory: Path, option: str, output: str) -> None:
     """Refuse `output` unless files can be created in `directory` or, when it does not exist yet, in the
     nearest existing folder above it (tried for real: a temporary file is created and removed)."""
-    existing = directory if str(directory) else Path(".")
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
+    existing = _existing(directory)
     if not existing.is_dir():
         raise usage_error(f"{option} {output!r} cannot be created: {str(existing)!r} is a file, not a folder.")
     try:
@@ -141,23 +154,18 @@ def check_writable_directory(directory: Path, option: str, output: str) -> None:
 def _check_name_length(path: Path, option: str) -> None:
     # The atomic writer first creates ".<name>.<random>.tmp" beside the target: leave room for it.
     try:
-        limit = os.pathconf(_existing_parent(path), "PC_NAME_MAX")
+        limit = os.pathconf(_existing(path.parent), "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
         limit = 255
     if len(os.fsencode(path.name)) + 20 > limit:
         raise usage_error(f"{option}: the file name {path.name[:40]!r}... is too long for this filesystem; use a shorter name.")
 
 
-def _existing_parent(path: Path) -> Path:
-    parent = path.parent if str(path.parent) else Path(".")
-    while not parent.exists() and parent.parent != parent:
-        parent = parent.parent
-    return parent
-
-
-def check_input_file(path: Path, option: str = "--input") -> list:
-    """Return the examples of an input file (`check_dataset`); usage error for anything unusable."""
-    return check_dataset(path, option).examples
+def _existing(directory: Path) -> Path:
+    """Return `directory` or, when it does not exist yet, the nearest existing folder above it."""
+    while not directory.exists() and directory.parent != directory:
+        directory = directory.parent
+    return directory
 
 
 def check_dataset(
@@ -188,9 +196,8 @@ def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, op
 def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source) -> None:
     """Refuse the first text of more bytes than the model's token limit could hold (`interpret.reading.text_size`),
     before any tokenizer reads it: every command that tokenizes texts calls this first."""
-    limit = token_limit(plan.facts, tokenizer_limit(plan.checkpoint.directory))
     try:
-        check_text_bytes(texts, limit, lambda i: source.name(i, len(texts)))
+        check_text_bytes(texts, plan.length_limit(), lambda i: source.name(i, len(texts)))
     except InterpretError as err:
         raise usage_error(str(err)) from None
 

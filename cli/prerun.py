@@ -78,10 +78,13 @@ def check_adapter(plan: ModelPlan) -> None:
         raise usage_error(f"--model {plan.display_name}: no adapter captures model type {model_type!r}: {support.reason}")
 
 
-def load_tokenizer(plan: ModelPlan) -> Any:
-    """Return the tokenizer the run will use (read offline, no remote code); usage error when there is none."""
+def load_tokenizer(plan: ModelPlan, device: str) -> Any:
+    """Return the tokenizer the run will use (read offline, no remote code), once --device and the model type's
+    adapter are checked (`check_device`, `check_adapter`); usage error when there is none."""
     from interpret.models.loading import load_preprocessor
 
+    check_device(device)
+    check_adapter(plan)
     location = plan.checkpoint.name if plan.checkpoint.hub else str(plan.checkpoint.directory)
     try:
         tokenizer = load_preprocessor(location, is_local=not plan.checkpoint.hub, warn=False)
@@ -106,23 +109,17 @@ def exact_counts(tokenizer: Any, texts: Sequence[str], *, special: bool = True) 
 def check_targets(plan: ModelPlan, tokenizer: Any, *, target: str | None, contrast: str | None) -> None:
     """Refuse a --target or --contrast the model does not have: a label or class index of a classifier, a token
     or token id of a language model (resolved exactly as the decision step resolves them)."""
+    from interpret.decision.decide import resolve_class, resolve_token
+
     decision = plan.facts.decision
+    classes: dict[str, int] = {}
     for option, value in (("--target", target), ("--contrast", contrast)):
-        if value is None:
-            continue
         try:
-            if decision == "class":
-                from interpret.decision.decide import resolve_class
-
-                resolve_class(value, plan.labels())
-            elif decision == "token" and plan.facts.vocab_size:
-                from interpret.decision.decide import resolve_token
-
+            if value is not None and decision == "class":
+                classes[option] = resolve_class(value, plan.labels())
+            elif value is not None and decision == "token" and plan.facts.vocab_size:
                 resolve_token(value, tokenizer, plan.facts.vocab_size)
         except InterpretError as err:
             raise usage_error(f"{option}: {err}") from None
-    if decision == "class" and target is not None and contrast is not None:
-        from interpret.decision.decide import resolve_class
-
-        if resolve_class(target, plan.labels()) == resolve_class(contrast, plan.labels()):
-            raise usage_error(f"--contrast {contrast!r} names the same class as --target {target!r}; contrast it with another.")
+    if len(classes) == 2 and classes["--target"] == classes["--contrast"]:
+        raise usage_error(f"--contrast {contrast!r} names the same class as --target {target!r}; contrast it with another.")

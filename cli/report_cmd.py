@@ -14,17 +14,17 @@ from pathlib import Path
 import click
 
 from interpret.cli import preflight, prerun
-from interpret.cli.budget import Source, check_budget, check_lengths, check_report_size
+from interpret.cli.budget import check_budget, check_lengths, check_report_size
 from interpret.cli.options import (
     analyzer_options, built, check_index_range, check_texts, checked_streamed, model_options, parse_indices, parse_size,
     progress_option, request_parts, streaming_names, verbosity_options,
 )
 from interpret.cli.output import say, usage_error
-from interpret.cli.preflight import ModelPlan
-from interpret.estimate.facts import count_tokens, token_limit, tokenizer_limit
+from interpret.cli.preflight import ModelPlan, Source
+from interpret.estimate.facts import count_tokens
 from interpret.estimate.memory import default_memory, human_bytes
 from interpret.estimate.report import DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, streamed_estimate
-from interpret.request import EvidenceOptions, Limits, Subject, View
+from interpret.request import Subject, View
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def report(
     verbose: bool,
 ) -> None:
     """Write a self-contained report explaining the model's decision on the input."""
-    from interpret.cli.common import default_output, setup_logging
+    from interpret.cli.common import default_output, log, setup_logging
 
     setup_logging(quiet, verbose)
     # ---- the command line alone ----
@@ -118,7 +118,7 @@ def report(
     layer_list = check_index_range(layer_list, facts.n_layers, "--layers", "layer")
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     directory = plan.checkpoint.directory
-    limit = token_limit(facts, tokenizer_limit(directory))
+    limit = plan.length_limit()
     counts = count_tokens(directory, inputs.texts)
     follow = count_tokens(directory, list(continuations), special=False) if continuations else None
     if generate is not None and facts.kind == "decoder":  # the generated tokens follow the text as a continuation
@@ -144,9 +144,7 @@ def report(
         estimate_for(counts, follow, cuda=False)
     # ---- with torch, before the weights: analyzers' parameters, the target, exact token counts ----
     prerun.check_analyzers_load(names, params)
-    prerun.check_device(device)
-    prerun.check_adapter(plan)
-    tokenizer = prerun.load_tokenizer(plan)
+    tokenizer = prerun.load_tokenizer(plan, device)
     prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
     for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
@@ -156,7 +154,12 @@ def report(
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)
-    _log_estimate(estimate, byte_limit, memory_limit)
+    bound = f" (limit {human_bytes(memory_limit)})" if memory_limit else ""
+    log.info(
+        "estimate: report at least %s (limit %s), capture %s per example, peak memory about %s%s",
+        human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
+        human_bytes(estimate.memory_bytes), bound,
+    )
     given = list(dict.fromkeys(analyzer_names)) if streamed else names  # explain runs an old name's twin streamed
     # ---- every check passed: load the model, explain, print the decisions, check the real size, write ----
     from interpret.api import explain
@@ -195,7 +198,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
         checked = check_texts(texts, "--text")
         return _Inputs(checked, None, None, slug(checked[0]), Source("--text"))
     assert input_file is not None
-    examples = preflight.check_input_file(input_file)
+    examples = preflight.check_dataset(input_file).examples
     return _Inputs(
         [example.text for example in examples],
         [example.id for example in examples],
@@ -257,14 +260,3 @@ def _check_model_kind(
                           " so drop --generate.")
     if continuations and facts.decision is not None and not (facts.decision == "token" and facts.kind == "decoder"):
         raise usage_error(f"--continuation needs a decoder language model; {plan.described()}, so drop --continuation.")
-
-
-def _log_estimate(estimate: ReportEstimate, byte_limit: int, memory_limit: int | None) -> None:
-    from interpret.cli.common import log
-
-    bound = f" (limit {human_bytes(memory_limit)})" if memory_limit else ""
-    log.info(
-        "estimate: report at least %s (limit %s), capture %s per example, peak memory about %s%s",
-        human_bytes(estimate.output_bytes), human_bytes(byte_limit), human_bytes(estimate.capture_bytes),
-        human_bytes(estimate.memory_bytes), bound,
-    )
