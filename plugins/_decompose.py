@@ -198,21 +198,14 @@ def block_parts(ctx: RunContext, trace: Trace, name: str, *, norms: bool = True,
             )
         post_norm = ln1 is None
         attn_norm = _norm_params(ln2, f"of block {layer}") if post_norm else None
-        closing_norm = _closing_norm(model, ln2, layer, name) if closing and post_norm else None
+        closing_norm = _closing_norm(ctx, layer, name) if closing and post_norm else None
         parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, post_norm, attn_norm, closing_norm))
     return parts
 
 
-def _closing_norm(model: nn.Module, attn_norm: nn.Module, layer: int, name: str) -> NormParams:
+def _closing_norm(ctx: RunContext, layer: int, name: str) -> NormParams:
     """Return the post-norm block's second norm: the one LayerNorm of the block other than the attention's."""
-    for path, module in model.named_modules():
-        if module is attn_norm:
-            block_path = _block_path(model, path, layer)
-            break
-    else:  # pragma: no cover - the site's module is the model's
-        raise AnalyzerError(f"{name}: the norm of block {layer} is not a module of the model.")
-    block = model.get_submodule(block_path)
-    others = [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
+    others = other_norms(ctx, layer)
     if len(others) != 1:
         raise AnalyzerError(
             f"{name}: block {layer} holds {len(others)} LayerNorms besides the attention's, so its closing norm is"
@@ -221,13 +214,11 @@ def _closing_norm(model: nn.Module, attn_norm: nn.Module, layer: int, name: str)
     return _norm_params(others[0], f"closing block {layer}")
 
 
-def _block_path(model: nn.Module, norm_path: str, layer: int) -> str:
-    """Return the path of the block (an entry of a module list) that holds the module at `norm_path`."""
-    pieces = norm_path.split(".")
-    for end in range(len(pieces) - 1, 0, -1):
-        if pieces[end - 1 : end] and pieces[end - 1].isdigit() and int(pieces[end - 1]) == layer:
-            return ".".join(pieces[:end])
-    raise AnalyzerError(f"the norm {norm_path!r} is not inside block {layer}; this family is not supported.")
+def other_norms(ctx: RunContext, layer: int) -> list[nn.Module]:
+    """Return the LayerNorms of block `layer` other than its attention's norm (ln2): a post-norm block's closing norm."""
+    attn_norm = ctx.module(f"blocks.{layer}.ln2.hook_normalized")
+    block = ctx.module(f"blocks.{layer}.hook_resid_post")
+    return [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
 
 
 @dataclass(frozen=True)

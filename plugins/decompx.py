@@ -491,8 +491,7 @@ def _blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
         kernel, out_proj, down = module(prefix + "attn.hook_v"), module(prefix + "attn.hook_z"), module(prefix + "mlp.hook_post")
         if part.post_norm:  # the closing norm: the block's one LayerNorm besides the attention's
             assert part.attn_norm is not None
-            norms = [m for m in module(prefix + "hook_resid_post").modules() if isinstance(m, nn.LayerNorm)]
-            closing = [m for m in norms if m is not module(prefix + "ln2.hook_normalized")]
+            closing = _decompose.other_norms(ctx, layer)
             if len(closing) != 1:
                 raise AnalyzerError(f"{NAME}: block {layer} has {len(closing)} norms besides the attention's; this post-norm layout is not supported.")
             attn_norm, value_in = part.attn_norm, t["hook_resid_pre"]
