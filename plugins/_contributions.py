@@ -94,13 +94,16 @@ def aggregate(trace, ctx, parts: list[BlockParts], method: Method, *, per_layer:
     out = new_maps(trace.encoded.batch, trace.encoded.pos, len(parts) if per_layer else None)
     error = 0.0
     for b, positions, layers in _decompose.example_layers(trace, parts):
-        matrices = []
-        for layer, part in zip(layers, parts):
-            matrix, layer_error = layer_matrix(layer, part, method)
-            error = max(error, layer_error)
-            matrices.append(matrix)
+        matrices, errors = layer_matrices(layers, parts, method)
+        error = max(error, *errors)
         roll_out(out, b, positions, matrices, target_of(ctx.targets, b))
     return out, error
+
+
+def layer_matrices(layers: list[ExampleLayer], parts: list[BlockParts], method: Method) -> tuple[list[np.ndarray], list[float]]:
+    """Return (one example's `layer_matrix` per layer [n, n], their decomposition errors)."""
+    found = [layer_matrix(layer, part, method) for layer, part in zip(layers, parts)]
+    return [matrix for matrix, _ in found], [error for _, error in found]
 
 
 def new_maps(batch: int, pos: int, layers: int | None) -> dict[str, np.ndarray]:

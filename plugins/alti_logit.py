@@ -72,11 +72,8 @@ class AltiLogit:
             target = ctx.targets[b] if b < len(ctx.targets) else None
             if target is None or target.kind != "token":
                 raise AnalyzerError(f"{self.name} explains token targets; example {b}'s decision is {getattr(target, 'kind', 'none')}.")
-            matrices = []
-            for layer, part in zip(layers, parts):
-                matrix, error = _contributions.layer_matrix(layer, part, "alti")
-                split_error = max(split_error, error)
-                matrices.append(matrix)
+            matrices, errors = _contributions.layer_matrices(layers, parts, "alti")
+            split_error = max(split_error, *errors)
             reach = rollout_math.cumulative(np.stack(matrices), 1)[:-1]  # R^l = C_{l−1} · … · C_0 [layer, n, n], R^0 = I
             for step, (position, token) in enumerate(zip(target.positions, target.ids)):
                 row = int(np.flatnonzero(positions == position)[0])
