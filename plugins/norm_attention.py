@@ -65,10 +65,7 @@ class NormAttention:
         """Return the norms of the chosen layer and the readout (arrays as the module docstring lists)."""
         _decompose.check_kind(trace, self.name)
         captured = trace.layers("attn.hook_pattern")
-        try:
-            layer = captured[params.layer] if params.layer < 0 else params.layer
-        except IndexError:
-            layer = params.layer
+        layer = captured[params.layer] if -len(captured) <= params.layer < 0 else params.layer
         if layer not in captured:
             raise AnalyzerError(
                 f"{self.name}: layer={params.layer} was not captured (captured layers: {captured}); pick one of those."
