@@ -117,7 +117,8 @@ class Flow:
         if params.rows == "all":
             arrays["flow"] = NamedArray(full, ("batch", "query", "key"))
             views.insert(0, View("heatmap", "flow", "Attention flow [query × key]"))
-        bound = float(max(0.0, (full if params.rows == "all" else readout).max(initial=0.0) - 1.0))
+        values = full if params.rows == "all" else readout
+        bound = float(max(0.0, values.max(initial=0.0) - 1.0))
         checks = {
             "capacity_row_sum_error": Check(
                 capacity_error, CAPACITY_TOLERANCE, "largest |row sum − 1| of the graph's capacities"
@@ -125,7 +126,6 @@ class Flow:
             "flow_bound_excess": Check(bound, FLOW_BOUND_TOLERANCE, "how far any pair's flow exceeds the source's capacity 1"),
         }
         if params.normalize == "row":
-            values = full if params.rows == "all" else readout
             checks["row_sum_error"] = Check(
                 row_sum_error(values), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the row-normalised flow"
             )
