@@ -253,16 +253,13 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
 
 def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | None]]:
     """Return per scored step (row weights over the n real positions [n], target id, contrast id or None)."""
-    contrast = list(target.contrast) or [None] * len(target.ids)
+    contrast, positions = list(target.contrast) or [None] * len(target.ids), to_numpy(real)
     if target.kind == "class":
-        return [(readout_weights("auto", target, to_numpy(real)), target.ids[0], contrast[0])]
-    row_of = {int(position): row for row, position in enumerate(real.tolist())}
-    steps = []
-    for position, token, versus in zip(target.positions, target.ids, contrast):
-        weights = np.zeros(len(real))
-        weights[row_of[int(position)]] = 1.0
-        steps.append((weights, token, versus))
-    return steps
+        return [(readout_weights("auto", target, positions), target.ids[0], contrast[0])]
+    return [  # each token scored from its own row alone
+        (readout_weights((int(position),), None, positions), token, versus)
+        for position, token, versus in zip(target.positions, target.ids, contrast)
+    ]
 
 
 def _gather(trace: Trace, name: str, examples: Tensor, index: Tensor, valid: Tensor, dtype: torch.dtype) -> Tensor:
