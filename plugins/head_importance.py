@@ -82,9 +82,8 @@ class HeadImportance:
         arrays = {
             "importance": NamedArray(to_numpy(per_example / tokens[:, None, None].clamp(min=1)), ("batch", "layer", "head")),
             "tokens": NamedArray(to_numpy(tokens), ("batch",)),
-            # the batch-level [layer, head] maps repeated in every row
-            "importance_all": NamedArray(np.repeat(to_numpy(total)[None], encoded.batch, axis=0), ("batch", "layer", "head")),
-            "scores": NamedArray(np.repeat(to_numpy(scores)[None], encoded.batch, axis=0), ("batch", "layer", "head")),
+            "importance_all": NamedArray(_per_row(to_numpy(total), encoded.batch), ("batch", "layer", "head")),
+            "scores": NamedArray(_per_row(to_numpy(scores), encoded.batch), ("batch", "layer", "head")),
             "entropy": NamedArray(to_numpy(entropy), ("batch", "layer", "head")),
         }
         recombined = np.einsum("b,blh->lh", to_numpy(tokens), arrays["importance"].values) / float(tokens.sum())
@@ -103,3 +102,8 @@ class HeadImportance:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             head_map=HeadMap("importance", weight="tokens"),
         )
+
+
+def _per_row(head_map: np.ndarray, batch: int) -> np.ndarray:
+    """Return the batch-level [layer, head] map repeated for each of `batch` rows: [batch, layer, head]."""
+    return np.repeat(head_map[None], batch, axis=0)
