@@ -215,7 +215,7 @@ def _closing_norm(ctx: RunContext, layer: int, name: str) -> NormParams:
 
 
 def other_norms(ctx: RunContext, layer: int) -> list[nn.Module]:
-    """Return the LayerNorms of block `layer` other than its attention's norm (ln2): a post-norm block's closing norm."""
+    """Return the LayerNorms of block `layer` other than the attention's (ln2): a post-norm block's closing norm."""
     attn_norm = ctx.module(f"blocks.{layer}.ln2.hook_normalized")
     block = ctx.module(f"blocks.{layer}.hook_resid_post")
     return [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
