@@ -22,7 +22,7 @@ from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
-from interpret.plugins._attention import readout_weights, row_sum_error, target_of
+from interpret.plugins._attention import readout_weights, row_sum_error
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
@@ -89,18 +89,9 @@ def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer
 DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)
 
 
-def aggregate(trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False) -> tuple[dict[str, np.ndarray], float]:
-    """Return (the maps of `new_maps`, filled by `roll_out`, the largest decomposition error) for every example."""
-    out = new_maps(trace.encoded.batch, trace.encoded.pos, len(parts) if per_layer else None)
-    error = 0.0
-    for b, positions, layers in _decompose.example_layers(trace, parts):
-        matrices, errors = layer_matrices(layers, parts, method)
-        error = max(error, *errors)
-        roll_out(out, b, positions, matrices, target_of(ctx.targets, b))
-    return out, error
-
-
-def layer_matrices(layers: list[ExampleLayer], parts: list[BlockParts], method: Method) -> tuple[list[np.ndarray], list[float]]:
+def layer_matrices(
+    layers: list[ExampleLayer], parts: list[BlockParts], method: Method
+) -> tuple[list[np.ndarray], list[float]]:
     """Return (one example's `layer_matrix` per layer [n, n], their decomposition errors)."""
     found = [layer_matrix(layer, part, method) for layer, part in zip(layers, parts)]
     return [matrix for matrix, _ in found], [error for _, error in found]
