@@ -164,10 +164,8 @@ class Rollout:
         r_dd = np.zeros((batch, dec_pos, dec_pos))
         r_de = np.zeros((batch, dec_pos, enc_pos))
         readout = np.zeros((batch, enc_pos))
-        enc_examples = examples(trace, "encoder.")
-        dec_examples = examples(trace, "decoder.")
         cross_all = to_numpy(trace.stack("cross_attn.hook_pattern", "decoder.").detach().double())
-        for enc, dec in zip(enc_examples, dec_examples):
+        for enc, dec in zip(examples(trace, "encoder."), examples(trace, "decoder.")):
             cross = cross_all[enc.index][:, :, dec.positions][:, :, :, enc.positions]
             ee, dd, de = rollout_math.rollout_encoder_decoder(enc.pattern, dec.pattern, cross)
             r_ee[enc.index][np.ix_(enc.positions, enc.positions)] = ee
