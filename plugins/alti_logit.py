@@ -66,7 +66,10 @@ class AltiLogit:
         bias = getattr(unembed, "bias", None)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         readout, per_layer = np.zeros((batch, pos)), np.zeros((batch, len(parts), pos))
-        logits = _logits(trace)
+        logits = getattr(trace.output, "logits", None)  # the captured pass's [batch, pos, vocab]
+        if logits is None:
+            raise AnalyzerError("alti_logit needs the model's logits in the trace; collect with the LM head loaded.")
+        logits = logits.detach().double().cpu()
         logit_error = split_error = 0.0
         for b, positions, layers in _decompose.example_layers(trace, parts):
             target = ctx.targets[b] if b < len(ctx.targets) else None
@@ -109,11 +112,3 @@ class AltiLogit:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=True),
         )
-
-
-def _logits(trace: Trace) -> torch.Tensor:
-    """Return the captured pass's logits [batch, pos, vocab] (float64, CPU)."""
-    logits = getattr(trace.output, "logits", None)
-    if logits is None:
-        raise AnalyzerError("alti_logit needs the model's logits in the trace; collect with the LM head loaded.")
-    return logits.detach().double().cpu()
