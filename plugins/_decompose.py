@@ -188,17 +188,14 @@ def block_parts(ctx: RunContext, trace: Trace, name: str, *, norms: bool = True,
         heads, d_value = int(sizes["head"]), int(sizes["d_head"])
         weight, bias = _affine_matrix(out_proj, heads * d_value)
         ln1, ln2 = ctx.module(f"blocks.{layer}.ln1.hook_normalized"), ctx.module(f"blocks.{layer}.ln2.hook_normalized")
-        if not norms:
-            parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, ln1 is None, None, None))
-            continue
-        if ln2 is None:
+        post_norm = ln1 is None
+        if norms and ln2 is None:
             raise AnalyzerError(
                 f"{name}: block {layer} of {type(model).__name__} has no norm before its MLP (parallel attention and"
                 " MLP, or no norm), so no residual stream follows the attention alone; it is not supported."
             )
-        post_norm = ln1 is None
-        attn_norm = _norm_params(ln2, f"of block {layer}") if post_norm else None
-        closing_norm = _closing_norm(ctx, layer, name) if closing and post_norm else None
+        attn_norm = _norm_params(ln2, f"of block {layer}") if norms and post_norm else None
+        closing_norm = _closing_norm(ctx, layer, name) if norms and closing and post_norm else None
         parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, post_norm, attn_norm, closing_norm))
     return parts
 
