@@ -84,8 +84,7 @@ class NormAttention:
             else:
                 combined = per_head.mean(0)
             grid = np.ix_(positions, positions)
-            for h in range(heads):
-                norms[b, h][grid] = to_numpy(per_head[h])
+            norms[b][:, grid[0], grid[1]] = to_numpy(per_head)
             fused[b][grid] = to_numpy(combined)
             weights = readout_weights("auto", target_of(ctx.targets, b), positions)
             readout[b, positions] = weights @ _decompose.row_normalised(to_numpy(combined))
