@@ -323,11 +323,10 @@ def _body(trace: Trace, blocks: list[Block], chunk: Chunk, errors: dict[str, flo
         mixed = residual + dm.split_bias(term, bias, mask)
         mid = at(x + t["hook_attn_out"])  # the real stream after the attention
         mlp_in = at(t["ln2.hook_normalized"])
-        if block.post_norm:
-            mixed = dm.normed(mixed, block.attn_norm, _decompose.norm_scale(mid, block.attn_norm)[..., None], mask)
-            ffn_in = mixed
-        else:
-            ffn_in = dm.normed(mixed, block.mlp_norm, _decompose.norm_scale(mid, block.mlp_norm)[..., None], mask)
+        norm = block.attn_norm if block.post_norm else block.mlp_norm  # the norm the MLP's input goes through
+        ffn_in = dm.normed(mixed, norm, _decompose.norm_scale(mid, norm)[..., None], mask)
+        if block.post_norm:  # on the residual stream itself
+            mixed = ffn_in
         ffn, linearised = dm.feed_forward(ffn_in, mlp_in, block.ffn.up, block.ffn.gate, block.ffn.act, block.ffn.down, mask)
         linearised = linearised.masked_fill(~row_valid[..., None], 0.0)  # a padding row's line is no model output
         errors["linearisation_error"] = max(errors["linearisation_error"], _worst(linearised, at(t["mlp.hook_post"])))
