@@ -32,7 +32,7 @@ import torch
 from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
-from interpret.plugins import _contributions, _decompose, rollout_math
+from interpret.plugins import _attention, _contributions, _decompose, rollout_math
 from interpret.plugins.alti import STREAM
 from interpret.trace import Trace
 
@@ -72,7 +72,7 @@ class AltiLogit:
         logits = logits.detach().double().cpu()
         logit_error = split_error = 0.0
         for b, positions, layers in _decompose.example_layers(trace, parts):
-            target = ctx.targets[b] if b < len(ctx.targets) else None
+            target = _attention.target_of(ctx.targets, b)
             if target is None or target.kind != "token":
                 raise AnalyzerError(f"{self.name} explains token targets; example {b}'s decision is {getattr(target, 'kind', 'none')}.")
             matrices, errors = _contributions.layer_matrices(layers, parts, "alti")

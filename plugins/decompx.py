@@ -52,7 +52,7 @@ from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose
 from interpret.plugins import decompx_math as dm
-from interpret.plugins._attention import readout_weights
+from interpret.plugins._attention import readout_weights, target_of
 from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
@@ -231,7 +231,7 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
     needed, steps = [], []
     for e, (b, positions) in enumerate(zip(examples.tolist(), real)):
         index[e, :len(positions)], valid[e, :len(positions)] = positions, True
-        target = ctx.targets[b] if b < len(ctx.targets) else None
+        target = target_of(ctx.targets, b)
         if target is None or target.kind == "none":
             raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
         example_steps = _steps(target, positions)
