@@ -28,9 +28,7 @@ from interpret.plugins._decompose import BlockParts, ExampleLayer
 Method = Literal["alti", "globenc"]
 
 
-def layer_matrix(
-    layer: ExampleLayer, part: BlockParts, method: Method, budget_bytes: int = _decompose.DEFAULT_BUDGET_BYTES
-) -> tuple[Float[np.ndarray, "query key"], float]:
+def layer_matrix(layer: ExampleLayer, part: BlockParts, method: Method) -> tuple[Float[np.ndarray, "query key"], float]:
     """Return (the row-normalised contribution matrix [n, n] of one layer, the decomposition's relative error).
 
     The error is max over tokens of |Σ_j T_i(x_j) + bias terms − real output| / max |real output|: the split
@@ -39,7 +37,7 @@ def layer_matrix(
     n, d_model = layer.pattern.shape[-1], layer.resid_pre.shape[-1]
     matrix = torch.zeros((n, n), dtype=torch.float64)
     error = 0.0
-    for rows in _decompose.query_chunks(n, d_model, budget_bytes):
+    for rows in _decompose.query_chunks(n, d_model):
         parts, resultant = _decompose.decomposed(layer, part, rows)  # [chunk, key, d_model], [chunk, d_model]
         error = max(error, _sum_error(parts, resultant, layer, part, rows))
         if method == "alti":
