@@ -275,16 +275,16 @@ def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "
     return torch.einsum("jhv,hvd->hjd", layer.value, part.out_weight)
 
 
-def query_chunks(n: int, d_model: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> list[slice]:
+def query_chunks(n: int, d_model: int) -> list[slice]:
     """Return slices of the n queries such that a [chunk, n, d_model] float64 tensor (and a few alike) fits."""
     per_query = 4 * n * d_model * BYTES_PER_FLOAT  # y, T and two temporaries of the distance
-    size = max(1, budget_bytes // max(per_query, 1))
+    size = max(1, DEFAULT_BUDGET_BYTES // max(per_query, 1))
     return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def estimate_bytes(n: int, d_model: int, layers: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+def estimate_bytes(n: int, d_model: int, layers: int) -> int:
     """Return the peak bytes of one example's decomposition: a chunk of [query, key, d_model] plus L·n² maps."""
-    chunk = min(n, max(1, budget_bytes // max(4 * n * d_model * BYTES_PER_FLOAT, 1)))
+    chunk = min(n, max(1, DEFAULT_BUDGET_BYTES // max(4 * n * d_model * BYTES_PER_FLOAT, 1)))
     return 4 * chunk * n * d_model * BYTES_PER_FLOAT + 2 * layers * n * n * BYTES_PER_FLOAT
 
 
