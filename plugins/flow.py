@@ -16,8 +16,8 @@ that graph does not hold.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -99,18 +99,16 @@ class Flow:
         workers = 1 if example_threads > 1 else ctx.workers or None
         errors = np.zeros(len(found))
 
-        def job(start: int, stop: int) -> Callable[[], None]:
-            def solve() -> None:
-                for number in range(start, stop):
-                    example = found[number]
-                    target = None if prefix else target_of(ctx.targets, example.index)
-                    errors[number] = _example_flow(example, target, params, workers, full, readout, pos)
-            return solve
+        def solve(start: int, stop: int) -> None:
+            for number in range(start, stop):
+                example = found[number]
+                target = None if prefix else target_of(ctx.targets, example.index)
+                errors[number] = _example_flow(example, target, params, workers, full, readout, pos)
 
         # BLAS held at one thread around the whole run: the solvers' own one-thread caps then nest inside it
         # and restore one thread in any order (threadpoolctl's limits are process-wide).
         with threads.blas_threads(0) if example_threads > 1 else contextlib.nullcontext():
-            threads.run([job(*span) for span in threads.spans(len(found), example_threads)], example_threads)
+            threads.run([partial(solve, *span) for span in threads.spans(len(found), example_threads)], example_threads)
         capacity_error = float(errors.max(initial=0.0))
         arrays = {"readout": NamedArray(readout, ("batch", "key"))}
         views = [View("token_strip", "readout", "Attention flow from the decision")]
