@@ -52,13 +52,13 @@ class ExampleHeads:
         return np.stack(self.layers)
 
 
-def examples(trace: Trace, prefix: str = "", suffix: str = "attn.hook_pattern") -> Iterator[ExampleHeads]:
+def examples(trace: Trace, prefix: str = "") -> Iterator[ExampleHeads]:
     """Yield each example's per-layer heads [head, n, n] restricted to its real (unpadded) positions."""
-    layers = trace.layers(suffix, prefix)
+    layers = trace.layers("attn.hook_pattern", prefix)
     if not layers:
-        trace.stack(suffix, prefix)  # raises the one-line error that names what was captured
+        trace.stack("attn.hook_pattern", prefix)  # raises the one-line error that names what was captured
     # Per-layer arrays, never one stacked copy of every head: at 512 tokens that copy costs as much as rollout.
-    arrays = [to_numpy(trace[f"{prefix}blocks.{i}.{suffix}"]) for i in layers]  # [batch, head, q, k]
+    arrays = [to_numpy(trace[f"{prefix}blocks.{i}.attn.hook_pattern"]) for i in layers]  # [batch, head, q, k]
     side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
     mask = to_numpy(side.attention_mask.bool())
     for b in range(mask.shape[0]):

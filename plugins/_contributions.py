@@ -22,15 +22,13 @@ from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
 from interpret.plugins import _decompose, rollout_math
-from interpret.plugins._attention import readout_weights, row_sum_error, target_of
+from interpret.plugins._attention import readout_weights, row_sum_error
 from interpret.plugins._decompose import BlockParts, ExampleLayer
 
 Method = Literal["alti", "globenc"]
 
 
-def layer_matrix(
-    layer: ExampleLayer, part: BlockParts, method: Method, budget_bytes: int = _decompose.DEFAULT_BUDGET_BYTES
-) -> tuple[Float[np.ndarray, "query key"], float]:
+def layer_matrix(layer: ExampleLayer, part: BlockParts, method: Method) -> tuple[Float[np.ndarray, "query key"], float]:
     """Return (the row-normalised contribution matrix [n, n] of one layer, the decomposition's relative error).
 
     The error is max over tokens of |Σ_j T_i(x_j) + bias terms − real output| / max |real output|: the split
@@ -39,7 +37,7 @@ def layer_matrix(
     n, d_model = layer.pattern.shape[-1], layer.resid_pre.shape[-1]
     matrix = torch.zeros((n, n), dtype=torch.float64)
     error = 0.0
-    for rows in _decompose.query_chunks(n, d_model, budget_bytes):
+    for rows in _decompose.query_chunks(n, d_model):
         parts, resultant = _decompose.decomposed(layer, part, rows)  # [chunk, key, d_model], [chunk, d_model]
         error = max(error, _sum_error(parts, resultant, layer, part, rows))
         if method == "alti":
@@ -89,18 +87,12 @@ def _sum_error(parts: torch.Tensor, resultant: torch.Tensor, layer: ExampleLayer
 DECOMPOSITION_TOLERANCE = 1e-3  # relative; float32 models reach ~1e-6, a misread layout is off by O(1)
 
 
-def aggregate(trace, ctx, parts: list[BlockParts], method: Method, *, per_layer: bool = False) -> tuple[dict[str, np.ndarray], float]:
-    """Return (the maps of `new_maps`, filled by `roll_out`, the largest decomposition error) for every example."""
-    out = new_maps(trace.encoded.batch, trace.encoded.pos, len(parts) if per_layer else None)
-    error = 0.0
-    for b, positions, layers in _decompose.example_layers(trace, parts):
-        matrices = []
-        for layer, part in zip(layers, parts):
-            matrix, layer_error = layer_matrix(layer, part, method)
-            error = max(error, layer_error)
-            matrices.append(matrix)
-        roll_out(out, b, positions, matrices, target_of(ctx.targets, b))
-    return out, error
+def layer_matrices(
+    layers: list[ExampleLayer], parts: list[BlockParts], method: Method
+) -> tuple[list[np.ndarray], list[float]]:
+    """Return (one example's `layer_matrix` per layer [n, n], their decomposition errors)."""
+    found = [layer_matrix(layer, part, method) for layer, part in zip(layers, parts)]
+    return [matrix for matrix, _ in found], [error for _, error in found]
 
 
 def new_maps(batch: int, pos: int, layers: int | None) -> dict[str, np.ndarray]:

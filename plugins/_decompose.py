@@ -188,31 +188,21 @@ def block_parts(ctx: RunContext, trace: Trace, name: str, *, norms: bool = True,
         heads, d_value = int(sizes["head"]), int(sizes["d_head"])
         weight, bias = _affine_matrix(out_proj, heads * d_value)
         ln1, ln2 = ctx.module(f"blocks.{layer}.ln1.hook_normalized"), ctx.module(f"blocks.{layer}.ln2.hook_normalized")
-        if not norms:
-            parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, ln1 is None, None, None))
-            continue
-        if ln2 is None:
+        post_norm = ln1 is None
+        if norms and ln2 is None:
             raise AnalyzerError(
                 f"{name}: block {layer} of {type(model).__name__} has no norm before its MLP (parallel attention and"
                 " MLP, or no norm), so no residual stream follows the attention alone; it is not supported."
             )
-        post_norm = ln1 is None
-        attn_norm = _norm_params(ln2, f"of block {layer}") if post_norm else None
-        closing_norm = _closing_norm(model, ln2, layer, name) if closing and post_norm else None
+        attn_norm = _norm_params(ln2, f"of block {layer}") if norms and post_norm else None
+        closing_norm = _closing_norm(ctx, layer, name) if norms and closing and post_norm else None
         parts.append(BlockParts(layer, weight.view(heads, d_value, -1), bias, post_norm, attn_norm, closing_norm))
     return parts
 
 
-def _closing_norm(model: nn.Module, attn_norm: nn.Module, layer: int, name: str) -> NormParams:
+def _closing_norm(ctx: RunContext, layer: int, name: str) -> NormParams:
     """Return the post-norm block's second norm: the one LayerNorm of the block other than the attention's."""
-    for path, module in model.named_modules():
-        if module is attn_norm:
-            block_path = _block_path(model, path, layer)
-            break
-    else:  # pragma: no cover - the site's module is the model's
-        raise AnalyzerError(f"{name}: the norm of block {layer} is not a module of the model.")
-    block = model.get_submodule(block_path)
-    others = [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
+    others = other_norms(ctx, layer)
     if len(others) != 1:
         raise AnalyzerError(
             f"{name}: block {layer} holds {len(others)} LayerNorms besides the attention's, so its closing norm is"
@@ -221,13 +211,11 @@ def _closing_norm(model: nn.Module, attn_norm: nn.Module, layer: int, name: str)
     return _norm_params(others[0], f"closing block {layer}")
 
 
-def _block_path(model: nn.Module, norm_path: str, layer: int) -> str:
-    """Return the path of the block (an entry of a module list) that holds the module at `norm_path`."""
-    pieces = norm_path.split(".")
-    for end in range(len(pieces) - 1, 0, -1):
-        if pieces[end - 1 : end] and pieces[end - 1].isdigit() and int(pieces[end - 1]) == layer:
-            return ".".join(pieces[:end])
-    raise AnalyzerError(f"the norm {norm_path!r} is not inside block {layer}; this family is not supported.")
+def other_norms(ctx: RunContext, layer: int) -> list[nn.Module]:
+    """Return the LayerNorms of block `layer` other than the attention's (ln2): a post-norm block's closing norm."""
+    attn_norm = ctx.module(f"blocks.{layer}.ln2.hook_normalized")
+    block = ctx.module(f"blocks.{layer}.hook_resid_post")
+    return [m for m in block.modules() if m is not attn_norm and isinstance(m, nn.LayerNorm)]
 
 
 @dataclass(frozen=True)
@@ -287,16 +275,16 @@ def transformed_values(layer: ExampleLayer, part: BlockParts) -> Float[Tensor, "
     return torch.einsum("jhv,hvd->hjd", layer.value, part.out_weight)
 
 
-def query_chunks(n: int, d_model: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> list[slice]:
+def query_chunks(n: int, d_model: int) -> list[slice]:
     """Return slices of the n queries such that a [chunk, n, d_model] float64 tensor (and a few alike) fits."""
     per_query = 4 * n * d_model * BYTES_PER_FLOAT  # y, T and two temporaries of the distance
-    size = max(1, budget_bytes // max(per_query, 1))
+    size = max(1, DEFAULT_BUDGET_BYTES // max(per_query, 1))
     return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def estimate_bytes(n: int, d_model: int, layers: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+def estimate_bytes(n: int, d_model: int, layers: int) -> int:
     """Return the peak bytes of one example's decomposition: a chunk of [query, key, d_model] plus L·n² maps."""
-    chunk = min(n, max(1, budget_bytes // max(4 * n * d_model * BYTES_PER_FLOAT, 1)))
+    chunk = min(n, max(1, DEFAULT_BUDGET_BYTES // max(4 * n * d_model * BYTES_PER_FLOAT, 1)))
     return 4 * chunk * n * d_model * BYTES_PER_FLOAT + 2 * layers * n * n * BYTES_PER_FLOAT
 
 

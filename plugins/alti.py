@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from interpret.analysis import AnalyzerResult, Check, RunContext
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _contributions, _decompose
+from interpret.plugins._attention import target_of
 from interpret.trace import Trace
 
 STREAM = (
@@ -52,7 +53,11 @@ def contribution_result(
         analyzer.name, _decompose.estimate_bytes(pos, d_model, layers) + stored,
         f"[query, key, d_model] per chunk of queries and {batch}×{'L×' if params.per_layer else ''}n² maps at n={pos}",
     )
-    out, error = _contributions.aggregate(trace, ctx, parts, method, per_layer=params.per_layer)
+    out, error = _contributions.new_maps(batch, pos, layers if params.per_layer else None), 0.0
+    for b, positions, example in _decompose.example_layers(trace, parts):
+        matrices, errors = _contributions.layer_matrices(example, parts, method)
+        error = max(error, *errors)
+        _contributions.roll_out(out, b, positions, matrices, target_of(ctx.targets, b))
     return _contributions.result(analyzer, trace, params, out, (f"{title} [query × key]", f"{title} from the decision's rows"), {
         "decomposition_error": Check(
             error, _contributions.DECOMPOSITION_TOLERANCE,

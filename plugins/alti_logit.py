@@ -32,7 +32,7 @@ import torch
 from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
-from interpret.plugins import _contributions, _decompose, rollout_math
+from interpret.plugins import _attention, _contributions, _decompose, rollout_math
 from interpret.plugins.alti import STREAM
 from interpret.trace import Trace
 
@@ -66,17 +66,17 @@ class AltiLogit:
         bias = getattr(unembed, "bias", None)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         readout, per_layer = np.zeros((batch, pos)), np.zeros((batch, len(parts), pos))
-        logits = _logits(trace)
+        logits = getattr(trace.output, "logits", None)  # the captured pass's [batch, pos, vocab]
+        if logits is None:
+            raise AnalyzerError("alti_logit needs the model's logits in the trace; collect with the LM head loaded.")
+        logits = logits.detach().double().cpu()
         logit_error = split_error = 0.0
         for b, positions, layers in _decompose.example_layers(trace, parts):
-            target = ctx.targets[b] if b < len(ctx.targets) else None
+            target = _attention.target_of(ctx.targets, b)
             if target is None or target.kind != "token":
                 raise AnalyzerError(f"{self.name} explains token targets; example {b}'s decision is {getattr(target, 'kind', 'none')}.")
-            matrices = []
-            for layer, part in zip(layers, parts):
-                matrix, error = _contributions.layer_matrix(layer, part, "alti")
-                split_error = max(split_error, error)
-                matrices.append(matrix)
+            matrices, errors = _contributions.layer_matrices(layers, parts, "alti")
+            split_error = max(split_error, *errors)
             reach = rollout_math.cumulative(np.stack(matrices), 1)[:-1]  # R^l = C_{l−1} · … · C_0 [layer, n, n], R^0 = I
             for step, (position, token) in enumerate(zip(target.positions, target.ids)):
                 row = int(np.flatnonzero(positions == position)[0])
@@ -112,11 +112,3 @@ class AltiLogit:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=True),
         )
-
-
-def _logits(trace: Trace) -> torch.Tensor:
-    """Return the captured pass's logits [batch, pos, vocab] (float64, CPU)."""
-    logits = getattr(trace.output, "logits", None)
-    if logits is None:
-        raise AnalyzerError("alti_logit needs the model's logits in the trace; collect with the LM head loaded.")
-    return logits.detach().double().cpu()

@@ -64,7 +64,8 @@ class AttentionEntropy:
         """Return the per-example [layer, head] statistics (arrays as the module docstring lists)."""
         if ctx.strategy == "streamed":
             return self._streamed(trace, params, ctx)
-        prefix = _prefix(trace, params.stack)
+        stack = "decoder" if params.stack == "decoder" else "encoder"
+        prefix = f"{stack}." if trace.meta.kind == "encoder-decoder" else ""
         side = trace.encoded.decoder if prefix == "decoder." and trace.encoded.decoder is not None else trace.encoded
         indices = trace.layers("attn.hook_pattern", prefix)
         if not indices:
@@ -73,18 +74,13 @@ class AttentionEntropy:
         real = side.attention_mask.to(layers[0].device).bool()
         special = side.special.to(layers[0].device).bool() & real
         entropy, on_special, row_sum_error = head_statistics(layers, real, special)
-        arrays = {
-            "entropy": NamedArray(to_numpy(entropy), ("batch", "layer", "head")),
-            "special_attention": NamedArray(to_numpy(on_special), ("batch", "layer", "head")),
-            "n_real": NamedArray(to_numpy(real.sum(-1)).astype(np.float64), ("batch",)),
-        }
         checks = {
             "pattern_row_sum_error": Check(
                 row_sum_error, 1e-4,
                 "largest |row sum − 1| of the attention rows the statistics read",
             )
         }
-        return self._result(trace, params, ctx, arrays, checks, "")
+        return self._result(trace, params, ctx, to_numpy(entropy), to_numpy(on_special), real, checks, "")
 
     def _streamed(self, trace: Trace, params: EntropyParams, ctx: RunContext) -> AnalyzerResult:
         per_example = layers_from_trace(trace, self.name, ctx.device)
@@ -101,17 +97,19 @@ class AttentionEntropy:
                 entropy[b, index] = to_numpy(rows.mean(-1))
                 on_special[b, index] = to_numpy(share.mean(-1))
                 worst = max(worst, error)
-        arrays = {
-            "entropy": NamedArray(entropy, ("batch", "layer", "head")),
-            "special_attention": NamedArray(on_special, ("batch", "layer", "head")),
-            "n_real": NamedArray(to_numpy(trace.encoded.attention_mask.sum(-1)).astype(np.float64), ("batch",)),
-        }
-        return self._result(trace, params, ctx, arrays, {"lse_error": lse_check(worst, "every row")}, ", streamed")
+        checks = {"lse_error": lse_check(worst, "every row")}
+        return self._result(trace, params, ctx, entropy, on_special, trace.encoded.attention_mask, checks, ", streamed")
 
-    def _result(self, trace: Trace, params: EntropyParams, ctx: RunContext, arrays: dict, checks: dict,
-                how: str) -> AnalyzerResult:
+    def _result(self, trace: Trace, params: EntropyParams, ctx: RunContext, entropy: np.ndarray,
+                on_special: np.ndarray, real: Tensor, checks: dict, how: str) -> AnalyzerResult:
+        """Return the result of the statistics [batch, layer, head] of the examples whose real positions are `real`."""
         return AnalyzerResult(
-            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy), arrays=arrays,
+            analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
+            arrays={
+                "entropy": NamedArray(entropy, ("batch", "layer", "head")),
+                "special_attention": NamedArray(on_special, ("batch", "layer", "head")),
+                "n_real": NamedArray(to_numpy(real.sum(-1)).astype(np.float64), ("batch",)),
+            },
             checks=checks,
             views=(
                 View("table", "entropy", f"Attention entropy by layer and head (nats{how})"),
@@ -120,12 +118,6 @@ class AttentionEntropy:
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             head_map=HeadMap("entropy"),
         )
-
-
-def _prefix(trace: Trace, stack: str) -> str:
-    if trace.meta.kind != "encoder-decoder":
-        return ""
-    return "decoder." if stack == "decoder" else "encoder."
 
 
 def attention_entropy(

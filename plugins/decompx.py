@@ -52,7 +52,7 @@ from interpret.errors import AnalyzerError
 from interpret.estimate.memory import check_memory
 from interpret.plugins import _decompose
 from interpret.plugins import decompx_math as dm
-from interpret.plugins._attention import readout_weights
+from interpret.plugins._attention import readout_weights, target_of
 from interpret.plugins._decompose import NormParams
 from interpret.target import Target
 from interpret.trace import Trace
@@ -231,7 +231,7 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
     needed, steps = [], []
     for e, (b, positions) in enumerate(zip(examples.tolist(), real)):
         index[e, :len(positions)], valid[e, :len(positions)] = positions, True
-        target = ctx.targets[b] if b < len(ctx.targets) else None
+        target = target_of(ctx.targets, b)
         if target is None or target.kind == "none":
             raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
         example_steps = _steps(target, positions)
@@ -253,16 +253,13 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
 
 def _steps(target: Target, real: Tensor) -> list[tuple[np.ndarray, int, int | None]]:
     """Return per scored step (row weights over the n real positions [n], target id, contrast id or None)."""
-    contrast = list(target.contrast) or [None] * len(target.ids)
+    contrast, positions = list(target.contrast) or [None] * len(target.ids), to_numpy(real)
     if target.kind == "class":
-        return [(readout_weights("auto", target, to_numpy(real)), target.ids[0], contrast[0])]
-    row_of = {int(position): row for row, position in enumerate(real.tolist())}
-    steps = []
-    for position, token, versus in zip(target.positions, target.ids, contrast):
-        weights = np.zeros(len(real))
-        weights[row_of[int(position)]] = 1.0
-        steps.append((weights, token, versus))
-    return steps
+        return [(readout_weights("auto", target, positions), target.ids[0], contrast[0])]
+    return [  # each token scored from its own row alone
+        (readout_weights((int(position),), None, positions), token, versus)
+        for position, token, versus in zip(target.positions, target.ids, contrast)
+    ]
 
 
 def _gather(trace: Trace, name: str, examples: Tensor, index: Tensor, valid: Tensor, dtype: torch.dtype) -> Tensor:
@@ -326,11 +323,10 @@ def _body(trace: Trace, blocks: list[Block], chunk: Chunk, errors: dict[str, flo
         mixed = residual + dm.split_bias(term, bias, mask)
         mid = at(x + t["hook_attn_out"])  # the real stream after the attention
         mlp_in = at(t["ln2.hook_normalized"])
-        if block.post_norm:
-            mixed = dm.normed(mixed, block.attn_norm, _decompose.norm_scale(mid, block.attn_norm)[..., None], mask)
-            ffn_in = mixed
-        else:
-            ffn_in = dm.normed(mixed, block.mlp_norm, _decompose.norm_scale(mid, block.mlp_norm)[..., None], mask)
+        norm = block.attn_norm if block.post_norm else block.mlp_norm  # the norm the MLP's input goes through
+        ffn_in = dm.normed(mixed, norm, _decompose.norm_scale(mid, norm)[..., None], mask)
+        if block.post_norm:  # on the residual stream itself
+            mixed = ffn_in
         ffn, linearised = dm.feed_forward(ffn_in, mlp_in, block.ffn.up, block.ffn.gate, block.ffn.act, block.ffn.down, mask)
         linearised = linearised.masked_fill(~row_valid[..., None], 0.0)  # a padding row's line is no model output
         errors["linearisation_error"] = max(errors["linearisation_error"], _worst(linearised, at(t["mlp.hook_post"])))
@@ -491,8 +487,7 @@ def _blocks(ctx: RunContext, trace: Trace, dtype: torch.dtype) -> list[Block]:
         kernel, out_proj, down = module(prefix + "attn.hook_v"), module(prefix + "attn.hook_z"), module(prefix + "mlp.hook_post")
         if part.post_norm:  # the closing norm: the block's one LayerNorm besides the attention's
             assert part.attn_norm is not None
-            norms = [m for m in module(prefix + "hook_resid_post").modules() if isinstance(m, nn.LayerNorm)]
-            closing = [m for m in norms if m is not module(prefix + "ln2.hook_normalized")]
+            closing = _decompose.other_norms(ctx, layer)
             if len(closing) != 1:
                 raise AnalyzerError(f"{NAME}: block {layer} has {len(closing)} norms besides the attention's; this post-norm layout is not supported.")
             attn_norm, value_in = part.attn_norm, t["hook_resid_pre"]

@@ -37,18 +37,17 @@ GUARD = 1e-12  # |pre-activation| at or below which the slope is the activation'
 
 
 def split_bias(
-    term: Float[Tensor, "*rows token d"], bias: Float[Tensor, " d"], valid: Tensor | None = None
+    term: Float[Tensor, "*rows token d"], bias: Float[Tensor, " d"], valid: Tensor
 ) -> Float[Tensor, "*rows token d"]:
     """Return term + ω ⊗ bias, ω [*rows, token] the AbsDot shares (module docstring), summing to one per row.
     `term` is updated in place (callers pass a term they have just computed). valid [*rows, token] (bool,
-    broadcast; None: all): the (row, token) pairs that exist in a padded batch. A row with none (a padding
+    broadcast): the (row, token) pairs that exist in a padded batch. A row with none (a padding
     row, its term zero) gets no bias, and the fallbacks give a padding token nothing, so a padded example's
     shares are its shares alone."""
     weights = (term @ bias).abs()
     total = weights.sum(-1, keepdim=True)
-    done = total > 0 if valid is None else (total > 0) | ~valid.any(-1, keepdim=True)
-    if not bool(done.all()):  # the measure-zero fallbacks, only where needed
-        ones = torch.ones_like(weights) if valid is None else valid.expand_as(weights).to(weights.dtype)
+    if not bool(((total > 0) | ~valid.any(-1, keepdim=True)).all()):  # the measure-zero fallbacks, only where needed
+        ones = valid.expand_as(weights).to(weights.dtype)
         weights = torch.where(total > 0, weights, term.abs().sum(-1))
         weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, ones)
         total = weights.sum(-1, keepdim=True)
@@ -63,7 +62,7 @@ def slope(pre: Tensor, act: Callable[[Tensor], Tensor]) -> Tensor:
     return torch.where(small, at_zero, act(pre) / torch.where(small, torch.ones_like(pre), pre))
 
 
-def normed(parts: Float[Tensor, "*rows token d"], norm: NormParams, scale: Tensor, valid: Tensor | None = None) -> Tensor:
+def normed(parts: Float[Tensor, "*rows token d"], norm: NormParams, scale: Tensor, valid: Tensor) -> Tensor:
     """Return the norm's decomposition (Eq. 8): its linear part with the real input's divisor `scale`, β split
     over the `valid` pairs (split_bias)."""
     out = linear_part(parts, norm, scale)
@@ -94,7 +93,7 @@ def attention(
 def feed_forward(
     parts: Float[Tensor, "batch row token d"], real: Float[Tensor, "batch row d"], up: tuple[Tensor, Tensor],
     gate: tuple[Tensor, Tensor] | None, act: Callable[[Tensor], Tensor], down: tuple[Tensor, Tensor],
-    valid: Tensor | None = None,
+    valid: Tensor,
 ) -> tuple[Float[Tensor, "batch row token d"], Float[Tensor, "batch row d_mlp"]]:
     """Return (the MLP's output decomposed [batch, row, token, d], the linearised activation output [batch, row, d_mlp]).
 

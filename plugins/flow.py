@@ -16,8 +16,8 @@ that graph does not hold.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -99,25 +99,24 @@ class Flow:
         workers = 1 if example_threads > 1 else ctx.workers or None
         errors = np.zeros(len(found))
 
-        def job(start: int, stop: int) -> Callable[[], None]:
-            def solve() -> None:
-                for number in range(start, stop):
-                    example = found[number]
-                    target = None if prefix else target_of(ctx.targets, example.index)
-                    errors[number] = _example_flow(example, target, params, workers, full, readout, pos)
-            return solve
+        def solve(start: int, stop: int) -> None:
+            for number in range(start, stop):
+                example = found[number]
+                target = None if prefix else target_of(ctx.targets, example.index)
+                errors[number] = _example_flow(example, target, params, workers, full, readout, pos)
 
         # BLAS held at one thread around the whole run: the solvers' own one-thread caps then nest inside it
         # and restore one thread in any order (threadpoolctl's limits are process-wide).
         with threads.blas_threads(0) if example_threads > 1 else contextlib.nullcontext():
-            threads.run([job(*span) for span in threads.spans(len(found), example_threads)], example_threads)
+            threads.run([partial(solve, *span) for span in threads.spans(len(found), example_threads)], example_threads)
         capacity_error = float(errors.max(initial=0.0))
         arrays = {"readout": NamedArray(readout, ("batch", "key"))}
         views = [View("token_strip", "readout", "Attention flow from the decision")]
         if params.rows == "all":
             arrays["flow"] = NamedArray(full, ("batch", "query", "key"))
             views.insert(0, View("heatmap", "flow", "Attention flow [query × key]"))
-        bound = float(max(0.0, (full if params.rows == "all" else readout).max(initial=0.0) - 1.0))
+        values = full if params.rows == "all" else readout
+        bound = float(max(0.0, values.max(initial=0.0) - 1.0))
         checks = {
             "capacity_row_sum_error": Check(
                 capacity_error, CAPACITY_TOLERANCE, "largest |row sum − 1| of the graph's capacities"
@@ -125,7 +124,6 @@ class Flow:
             "flow_bound_excess": Check(bound, FLOW_BOUND_TOLERANCE, "how far any pair's flow exceeds the source's capacity 1"),
         }
         if params.normalize == "row":
-            values = full if params.rows == "all" else readout
             checks["row_sum_error"] = Check(
                 row_sum_error(values), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the row-normalised flow"
             )

@@ -65,10 +65,7 @@ class NormAttention:
         """Return the norms of the chosen layer and the readout (arrays as the module docstring lists)."""
         _decompose.check_kind(trace, self.name)
         captured = trace.layers("attn.hook_pattern")
-        try:
-            layer = captured[params.layer] if params.layer < 0 else params.layer
-        except IndexError:
-            layer = params.layer
+        layer = captured[params.layer] if -len(captured) <= params.layer < 0 else params.layer
         if layer not in captured:
             raise AnalyzerError(
                 f"{self.name}: layer={params.layer} was not captured (captured layers: {captured}); pick one of those."
@@ -87,8 +84,7 @@ class NormAttention:
             else:
                 combined = per_head.mean(0)
             grid = np.ix_(positions, positions)
-            for h in range(heads):
-                norms[b, h][grid] = to_numpy(per_head[h])
+            norms[b][:, grid[0], grid[1]] = to_numpy(per_head)
             fused[b][grid] = to_numpy(combined)
             weights = readout_weights("auto", target_of(ctx.targets, b), positions)
             readout[b, positions] = weights @ _decompose.row_normalised(to_numpy(combined))

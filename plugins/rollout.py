@@ -112,7 +112,8 @@ class Rollout:
         full = np.zeros((trace.encoded.batch, pos, pos))
         readout = np.zeros((trace.encoded.batch, pos))
         layers = []
-        start = self._start_layer(trace, params)
+        captured = list(trace.meta.layers) or trace.layers("attn.hook_pattern")
+        start = 0 if params.start_layer == 0 else _start_index(params.start_layer, captured, "collect it or ")
         for example in examples(trace):
             weights = readout_weights(params.readout, target_of(ctx.targets, example.index), example.positions)
             rows = [int(row) for row in np.flatnonzero(weights)]
@@ -163,10 +164,8 @@ class Rollout:
         r_dd = np.zeros((batch, dec_pos, dec_pos))
         r_de = np.zeros((batch, dec_pos, enc_pos))
         readout = np.zeros((batch, enc_pos))
-        enc_examples = examples(trace, "encoder.")
-        dec_examples = examples(trace, "decoder.")
         cross_all = to_numpy(trace.stack("cross_attn.hook_pattern", "decoder.").detach().double())
-        for enc, dec in zip(enc_examples, dec_examples):
+        for enc, dec in zip(examples(trace, "encoder."), examples(trace, "decoder.")):
             cross = cross_all[enc.index][:, :, dec.positions][:, :, :, enc.positions]
             ee, dd, de = rollout_math.rollout_encoder_decoder(enc.pattern, dec.pattern, cross)
             r_ee[enc.index][np.ix_(enc.positions, enc.positions)] = ee
@@ -192,11 +191,7 @@ class Rollout:
         """Return the readout [batch, key] carried back through the layers from q, k and lse (module docstring)."""
         per_example = layers_from_trace(trace, self.name, ctx.device)
         captured = trace.layers("attn.hook_q")
-        if params.start_layer not in captured:
-            raise AnalyzerError(
-                f"start_layer={params.start_layer} was not captured (captured layers: {captured}); pick one of those."
-            )
-        start = captured.index(params.start_layer)
+        start = _start_index(params.start_layer, captured, "")
         readout = np.zeros((trace.encoded.batch, trace.encoded.pos))
         worst = 0.0
         for b, (positions, weights) in enumerate(example_weights(trace, ctx.targets, params.readout)):
@@ -221,18 +216,6 @@ class Rollout:
         views = [View("token_strip", "readout", "Rollout from the decision's rows (streamed)")]
         return self._result(trace, params, {"readout": NamedArray(readout, ("batch", "key"))}, checks, views, ctx)
 
-    @staticmethod
-    def _start_layer(trace: Trace, params: RolloutParams) -> int:
-        """Return the start layer as an index into the captured layers."""
-        captured = list(trace.meta.layers) or trace.layers("attn.hook_pattern")
-        if params.start_layer == 0:
-            return 0
-        if params.start_layer not in captured:
-            raise AnalyzerError(
-                f"start_layer={params.start_layer} was not captured (captured layers: {captured}); collect it or pick one of those."
-            )
-        return captured.index(params.start_layer)
-
     def _result(
         self, trace: Trace, params: RolloutParams, arrays: dict, checks: dict, views: list, ctx: RunContext
     ) -> AnalyzerResult:
@@ -241,3 +224,12 @@ class Rollout:
             checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),
         )
+
+
+def _start_index(start_layer: int, captured: list[int], remedy: str) -> int:
+    """Return `start_layer` as an index into the `captured` layers; `remedy` begins the advice when it is not one."""
+    if start_layer not in captured:
+        raise AnalyzerError(
+            f"start_layer={start_layer} was not captured (captured layers: {captured}); {remedy}pick one of those."
+        )
+    return captured.index(start_layer)

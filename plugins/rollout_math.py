@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
-from jaxtyping import Bool, Float
+from jaxtyping import Float
 
 from interpret.errors import ConfigError
 from interpret.runtime import threads
@@ -80,18 +80,14 @@ def discard_lowest(
 
 
 def add_residual(
-    fused: Float[np.ndarray, "*batch layer query key"],
-    weight: float = 0.5,
-    present: Bool[np.ndarray, "*batch layer query"] | None = None,
+    fused: Float[np.ndarray, "*batch layer query key"], weight: float = 0.5
 ) -> Float[np.ndarray, "*batch layer query key"]:
     """Return Â = rownorm(w·I + (1 − w)·A) [*batch, layer, query, key]; rows of absent queries stay all zero.
 
-    A query is absent where `present` is False; by default, where its row of A is all zero (a padded query).
-    A present row that sums to zero (w = 0 and a row of A with no attention left) raises ConfigError.
+    A query is absent where its row of A is all zero (a padded query). A present row that sums to zero (w = 0
+    and a row of A with no attention left) raises ConfigError.
     """
-    if present is None:
-        present = np.any(fused, axis=-1)
-    return _augment(np.multiply(fused, 1.0 - weight, dtype=np.float64), weight, present)
+    return _augment(np.multiply(fused, 1.0 - weight, dtype=np.float64), weight, np.any(fused, axis=-1))
 
 
 def _augment(
