@@ -73,12 +73,10 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "n_layers", "max_positions", "n_classes"):
             _check_positive(name, getattr(self, name))
-        for name in ("n_decoder_layers", "d_mlp", "vocab_size"):
+        for name in ("n_decoder_layers", "d_mlp", "vocab_size", "head_dim"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
-        if self.head_dim is not None:
-            _check_positive("head_dim", self.head_dim)
-        elif self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             divisors = [n for n in range(1, self.d_model + 1) if self.d_model % n == 0]
             shown = ", ".join(map(str, divisors[:5])) + (", ..." if len(divisors) > 5 else "")
             raise ConfigError(
