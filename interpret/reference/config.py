@@ -82,10 +82,9 @@ class TransformerConfig:
             raise ConfigError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; pick n_heads in {shown}."
             )
-        _check_choice("positions", self.positions, POSITIONS)
-        _check_choice("scoring", self.scoring, SCORINGS)
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_choice("pooling", self.pooling, POOLINGS)
+        choices = (("positions", POSITIONS), ("scoring", SCORINGS), ("activation", ACTIVATIONS), ("pooling", POOLINGS))
+        for name, allowed in choices:
+            _check_choice(name, getattr(self, name), allowed)
         if self.window is not None and (
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0
         ):

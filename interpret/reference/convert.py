@@ -24,15 +24,6 @@ from interpret.reference.models import Decoder, Encoder, EncoderDecoder
 # A converted stack has no position table, so its only length limit is this generous default.
 CONVERTED_MAX_POSITIONS = 65536
 
-Ours = MultiHeadAttention | EncoderLayer | DecoderLayer | Encoder | Decoder | EncoderDecoder
-Theirs = (
-    nn.MultiheadAttention
-    | nn.TransformerEncoderLayer
-    | nn.TransformerDecoderLayer
-    | nn.TransformerEncoder
-    | nn.TransformerDecoder
-    | nn.Transformer
-)
 # each PyTorch class and ours, in the order the messages name them
 _CLASSES: tuple[tuple[type[nn.Module], type[nn.Module]], ...] = (
     (nn.MultiheadAttention, MultiHeadAttention),
@@ -46,7 +37,7 @@ _TORCH_NAMES = ", ".join(f"nn.{theirs.__name__}" for theirs, _ in _CLASSES)
 _OUR_NAMES = ", ".join(ours.__name__ for _, ours in _CLASSES)
 
 
-def from_torch(module: nn.Module, *, causal: bool = True) -> Ours:
+def from_torch(module: nn.Module, *, causal: bool = True) -> nn.Module:
     """Return our module with the same weights and outputs as a PyTorch Transformer module.
 
     nn.MultiheadAttention -> MultiHeadAttention, nn.TransformerEncoderLayer -> EncoderLayer,
@@ -74,7 +65,7 @@ def from_torch(module: nn.Module, *, causal: bool = True) -> Ours:
     return ours
 
 
-def to_torch(module: nn.Module) -> Theirs:
+def to_torch(module: nn.Module) -> nn.Module:
     """Return the PyTorch module (batch_first=True) with the same weights and outputs as our module.
 
     Refuses what PyTorch cannot express: scoring other than "scaled_dot", a window, position embeddings or
@@ -86,7 +77,7 @@ def to_torch(module: nn.Module) -> Theirs:
         )
     config: TransformerConfig = module.config
     _check_expressible(config, stack=isinstance(module, (Encoder, Decoder, EncoderDecoder)))
-    theirs: Theirs
+    theirs: nn.Module
     if isinstance(module, MultiHeadAttention):
         theirs = nn.MultiheadAttention(
             config.d_model, config.n_heads, dropout=config.dropout, bias=config.bias, batch_first=True
