@@ -274,16 +274,11 @@ def _linear_pairs(ours: nn.Module, theirs: nn.Module) -> list[Pair]:
 
 
 def _attention_pairs(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> list[Pair]:
-    if ours.config.packed_qkv:
-        pairs = [(ours.in_proj.weight, theirs.in_proj_weight), (ours.in_proj.bias, theirs.in_proj_bias)]
-    else:
-        rows = [slice(index * ours.config.d_model, (index + 1) * ours.config.d_model) for index in range(3)]
-        bias = theirs.in_proj_bias
-        pairs = [
-            pair
-            for proj, row in zip((ours.q_proj, ours.k_proj, ours.v_proj), rows, strict=True)
-            for pair in ((proj.weight, theirs.in_proj_weight[row]), (proj.bias, None if bias is None else bias[row]))
-        ]
+    bias = theirs.in_proj_bias  # PyTorch's q, k, v are stacked as our packed in_proj: in thirds
+    stacked = zip(theirs.in_proj_weight.chunk(3), (None,) * 3 if bias is None else bias.chunk(3), strict=True)
+    pairs = [
+        pair for (w, b), (w_t, b_t) in zip(ours.projections(), stacked, strict=True) for pair in ((w, w_t), (b, b_t))
+    ]
     return pairs + _linear_pairs(ours.out_proj, theirs.out_proj)
 
 
