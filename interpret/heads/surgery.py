@@ -80,7 +80,9 @@ def keep_query_heads(mask: Float[Tensor, "layer head"], groups: list[list[int]],
 def _padded(live: list[list[int]], pools: list[Sequence[int]]) -> list[list[int]]:
     """Return each `live` list with the lowest members of its pool not in it added, up to the longest (at least 1)."""
     width = max(1, max((len(on) for on in live), default=1))
-    return [sorted(on + [x for x in pool if x not in on][: width - len(on)]) for on, pool in zip(live, pools, strict=True)]
+    return [
+        sorted(on + [x for x in pool if x not in on][: width - len(on)]) for on, pool in zip(live, pools, strict=True)
+    ]
 
 
 def prune_heads(
@@ -150,11 +152,10 @@ def prune_heads(
     )
 
 
-def _out_projections(model: nn.Module, capturable, prefix: str) -> list[nn.Module]:
-    """Return each layer's output projection: the module whose input the head gates scale."""
+def _out_projections(model: nn.Module, capturable, prefix: str) -> list[str]:
+    """Return the path of each layer's output projection: the module whose input the head gates scale."""
     by_name = {site.name: site for site in capturable.sites}
-    modules = dict(model.named_modules())
-    paths = {id(module): path for path, module in modules.items()}
+    paths = {id(module): path for path, module in model.named_modules()}
     outs = []
     for layer in range(capturable.n_layers):
         site = by_name.get(f"{prefix}blocks.{layer}.attn.hook_z")
@@ -166,17 +167,13 @@ def _out_projections(model: nn.Module, capturable, prefix: str) -> list[nn.Modul
                 " by several layers, as ALBERT's), so its heads cannot be removed for one layer alone; gate them"
                 " instead (head_gates)."
             )
-        if site.pre:
-            outs.append(site.module)
-        else:  # a reference model's HookPoint: the output projection is its sibling `out_proj`
-            parent = paths[id(site.module)].rsplit(".", 1)[0]
-            outs.append(modules[f"{parent}.out_proj"])
+        # a reference model's hook_z is a HookPoint: the output projection is its sibling `out_proj`
+        outs.append(paths[id(site.module)] if site.pre else f"{paths[id(site.module)].rsplit('.', 1)[0]}.out_proj")
     return outs
 
 
 def _in_width(module: nn.Module) -> int:
-    weight = module.weight
-    return int(weight.shape[1 - out_axis(module)])
+    return int(module.weight.shape[1 - out_axis(module)])
 
 
 def _out_width(module: nn.Module) -> int:
@@ -328,10 +325,8 @@ def _differs_from_gated(model: nn.Module, swapped: nn.Module, mask: Tensor, pref
     return ""
 
 
-def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int, before: int, why: str) -> Pruned:
+def _zeroed(model: nn.Module, mask: Tensor, out_paths: list[str], n_heads: int, before: int, why: str) -> Pruned:
     """Return a copy of `model` whose pruned heads have zeroed output-projection columns (shapes unchanged)."""
-    paths = {id(module): path for path, module in model.named_modules()}
-    out_paths = [paths[id(module)] for module in outs]
     copied = copy.deepcopy(model)
     modules = dict(copied.named_modules())
     with torch.no_grad():
@@ -342,7 +337,7 @@ def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int,
             for head in range(n_heads):
                 if mask[layer, head] == 0:
                     module.weight.narrow(axis, head * d_head, d_head).zero_()
-    kept = tuple(tuple(range(n_heads)) for _ in outs)
+    kept = tuple(tuple(range(n_heads)) for _ in out_paths)
     return Pruned(
         copied.eval(), False, n_heads, n_heads, kept, before, count_parameters(copied),
         f"zeroed in place, not removed: {why}; the pruned heads' output-projection columns are 0 (outputs equal"
