@@ -232,7 +232,7 @@ def _take(
 
 def _build(model: nn.Module, width_q: int, width_kv: int, d_head: int) -> nn.Module:
     """Return a fresh model of `model`'s class from a config with the new head counts and head_dim."""
-    from interpret.reference.base import ReferenceModel
+    from interpret.reference.models import ReferenceModel
 
     if isinstance(model, ReferenceModel):
         if model.kind == "encoder-decoder":

@@ -13,6 +13,8 @@ the given inputs_embeds for a model without an embedding layer (vocab_size=None)
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
@@ -20,15 +22,39 @@ from torch import Tensor, nn
 from interpret.errors import ConfigError, InputError
 from interpret.hooks import HookPoint, stamp_names
 from interpret.inputs import Encoded
-from interpret.reference.base import ReferenceModel
 from interpret.reference.config import TransformerConfig
 from interpret.reference.layers import DecoderLayer, EncoderLayer, Memory
 from interpret.reference.masks import attention_allowed, padding_allowed
 from interpret.reference.positions import PositionalEmbedding, check_length
+from interpret.trace import ModelKind
 from interpret.types import Residual, TokenIds
 
 DecoderIds = Int[Tensor, "batch dec_pos"]
 DecoderStream = Float[Tensor, "batch dec_pos d_model"]
+
+
+class ReferenceModel(nn.Module):
+    """Base of the reference models: a config, a kind, named hook points and a forward on an Encoded (what every
+    model of our reference implementation offers to the collector)."""
+
+    kind: ClassVar[ModelKind]
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    @property
+    def n_layers(self) -> int:
+        """Number of blocks (per stack for encoder-decoder models)."""
+        raise NotImplementedError
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Return every hook point by its module path (`blocks.0.attn.hook_pattern`), in forward order."""
+        return stamp_names(self)
+
+    def forward_encoded(self, encoded: Encoded) -> Tensor:
+        """Run the model on an Encoded (ids or embeddings, mask, decoder side) and return its output."""
+        raise NotImplementedError
 
 
 class _Stack(ReferenceModel):
