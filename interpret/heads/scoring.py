@@ -113,8 +113,3 @@ def row_losses(
 def _wide(logits: Tensor) -> Tensor:
     """Return logits in float32 at least (half-precision logits lose the loss's digits), float64 kept."""
     return logits if logits.dtype == torch.float64 else logits.float()
-
-
-def real_tokens(batch: Encoded) -> int:
-    """Return the number of real (non-padding) positions of `batch` (the normaliser of the importance)."""
-    return int(batch.attention_mask.sum())

@@ -125,16 +125,12 @@ def _transformer_fields(module: nn.Transformer) -> dict[str, Any]:
         )
     enc_fields = _stack_fields(encoder.layers, encoder.norm)
     dec_fields = _stack_fields(decoder.layers, decoder.norm)
-    if _without(enc_fields, "n_layers") != _without(dec_fields, "n_layers"):
+    if {**enc_fields, "n_layers": 0} != {**dec_fields, "n_layers": 0}:  # alike but for their number of layers
         raise ConfigError(
             f"nn.Transformer's encoder {enc_fields} and decoder {dec_fields} differ beyond the number of"
             " layers; convert the two stacks separately."
         )
     return {**enc_fields, "n_decoder_layers": dec_fields["n_layers"]}
-
-
-def _without(fields: dict[str, Any], key: str) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if name != key}
 
 
 def _attention_fields(mha: nn.MultiheadAttention) -> dict[str, Any]:
