@@ -78,19 +78,14 @@ class _Stack(ReferenceModel):
             raise InputError(
                 "pass exactly one of input_ids [batch, pos] and inputs_embeds [batch, pos, d_model]."
             )
-        if input_ids is not None:
-            if self.config.vocab_size is None:
-                raise InputError(
-                    "this model has no embedding layer (vocab_size=None);"
-                    " pass inputs_embeds [batch, pos, d_model]."
-                )
-            check_length(input_ids.shape[1], self.config.max_positions)
-            embeds = self.embed(input_ids)
-        else:
-            assert inputs_embeds is not None
-            check_length(inputs_embeds.shape[1], self.config.max_positions)
-            embeds = inputs_embeds
-        resid = self.hook_embed(embeds)
+        if input_ids is not None and self.config.vocab_size is None:
+            raise InputError(
+                "this model has no embedding layer (vocab_size=None); pass inputs_embeds [batch, pos, d_model]."
+            )
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None
+        check_length(given.shape[1], self.config.max_positions)
+        resid = self.hook_embed(self.embed(input_ids) if input_ids is not None else inputs_embeds)
         if self.config.positions != "none":
             table = self.pos_embed(resid.shape[1])
             resid = resid + self.hook_pos_embed(table.expand(resid.shape[0], -1, -1))
