@@ -42,7 +42,7 @@ def prepare(
 
 def capturable_for(model: nn.Module, tokenizer: Any | None = None) -> Capturable:
     """Return the Capturable for a reference model or a Hugging Face model with a registered adapter."""
-    from interpret.reference.base import ReferenceModel
+    from interpret.reference.models import ReferenceModel
 
     if hasattr(model, "config") and hasattr(model.config, "model_type"):  # a reference model's config has none
         from interpret.capture.hf.registry import hf_capturable

@@ -8,8 +8,7 @@ from torch import nn
 
 from interpret.capture.sites import Capturable, Side, Site
 from interpret.inputs import Encoded
-from interpret.reference.base import ReferenceModel
-from interpret.reference.models import Decoder
+from interpret.reference.models import Decoder, ReferenceModel
 
 
 def _side(name: str) -> Side:

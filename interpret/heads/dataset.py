@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import torch
@@ -17,7 +18,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interpret.heads.importance import Importance, accumulate
-from interpret.heads.scoring import GatedModel, real_tokens
+from interpret.heads.scoring import GatedModel
 from interpret.inputs import Encoded
 from interpret.runtime.progress import Advance
 
@@ -58,7 +59,8 @@ def dataset_importance(
 
     def batches():
         for batch, labels in zip(data.batches, data.labels, strict=True):
-            yield (lambda gates, batch=batch, labels=labels: gated.losses(batch, gates, labels)), batch.batch, real_tokens(batch)
+            # each row's loss under the gates, the rows, the real (non-padding) positions: the importance's normaliser
+            yield partial(gated.losses, batch, labels=labels), batch.batch, int(batch.attention_mask.sum())
             if progress is not None:
                 progress(batch.batch)
 

@@ -38,15 +38,10 @@ class LayerParts:
     fused: str | None = None
 
 
-def layer_parts(model: nn.Module, out_modules: list[nn.Module]) -> list[LayerParts]:
-    """Return each layer's parts, given its output projection module (one per layer, in order)."""
+def layer_parts(model: nn.Module, out_paths: list[str]) -> list[LayerParts]:
+    """Return each layer's parts, given the path of its output projection (one per layer, in order)."""
     modules = dict(model.named_modules())
-    paths = {id(module): path for path, module in modules.items()}
-    parts = []
-    for out_module in out_modules:
-        out = paths[id(out_module)]
-        parts.append(_find(out, modules, type(model).__name__))
-    return parts
+    return [_find(out, modules, type(model).__name__) for out in out_paths]
 
 
 def _find(out: str, modules: dict[str, nn.Module], model_name: str) -> LayerParts:

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from interpret.capture.gates import head_gates
 from interpret.capture.sites import Capturable, model_device
-from interpret.decision.decide import DecisionReader
+from interpret.decision.decide import DecisionReader, reader_for
 from interpret.errors import AnalyzerError
 from interpret.inputs import Encoded
 
@@ -37,7 +37,6 @@ class GatedModel:
     def of(cls, model: nn.Module, tokenizer: Any, probe: Encoded, head: nn.Module | None = None) -> GatedModel:
         """Return the GatedModel of `model`; `probe` (a small batch) tells a classifier from a language model."""
         from interpret.capture.api import capturable_for
-        from interpret.decision.decide import reader_for
 
         capturable = capturable_for(model, tokenizer)
         with torch.no_grad():
@@ -113,8 +112,3 @@ def row_losses(
 def _wide(logits: Tensor) -> Tensor:
     """Return logits in float32 at least (half-precision logits lose the loss's digits), float64 kept."""
     return logits if logits.dtype == torch.float64 else logits.float()
-
-
-def real_tokens(batch: Encoded) -> int:
-    """Return the number of real (non-padding) positions of `batch` (the normaliser of the importance)."""
-    return int(batch.attention_mask.sum())

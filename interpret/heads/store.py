@@ -4,9 +4,7 @@ checkpoint (see pruned_bert.py).
 A stock BertConfig cannot describe fewer heads of the same width, so `prune_heads` writes BERT and RoBERTa with
 zeroed heads (same parameter count). `save_removed` instead removes every layer's pruned heads in memory, moves
 the weights into the matching `BertPruned*` / `RobertaPruned*` class (per-layer head counts in its config) and
-saves it with that class's source file and an `auto_map`: `AutoModel.from_pretrained(DIR, trust_remote_code=True)` loads it with
-fewer parameters in a fresh process. Plain `AutoModel.from_pretrained(DIR)` refuses the directory (it asks for
-trust_remote_code) unless the process has called `interpret.heads.pruned_bert.register()`.
+saves it with that class's source file and an `auto_map` (how such a directory loads: pruned_bert.py).
 
 `expanded` turns such a model back into the stock class with every original head, the removed ones zero: the
 collector captures layers of one head count only, so this is how `interpret.load` gives it to every command.
@@ -16,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -23,7 +22,7 @@ from torch import Tensor, nn
 
 from interpret.errors import UnsupportedModelError
 from interpret.heads import pruned_bert
-from interpret.heads.surgery import Pruned, count_parameters, prune_heads
+from interpret.heads.surgery import Pruned, built_like, count_parameters, head_rows, prune_heads
 
 # config keys that belong to one format: dropped when a stock config becomes a pruned one and back
 _OWN_KEYS = ("model_type", "architectures", "auto_map", "transformers_version", "heads_per_layer", "kept_heads")
@@ -51,18 +50,13 @@ def removed_model(model: nn.Module, mask: Float[Tensor, "layer head"]) -> Pruned
     if not swapped.removed:
         raise UnsupportedModelError(f"the heads could not be removed: {swapped.note}")
     heads_per_layer = [len(kept) for kept in swapped.kept]
-    settings = model.config.to_dict()
-    for key in _OWN_KEYS:
-        settings.pop(key, None)
+    settings = _stock_settings(model.config)
     config_class = pruned_bert.PRUNED_CONFIGS[model.config.model_type]
     config = config_class(heads_per_layer=heads_per_layer, kept_heads=[list(kept) for kept in swapped.kept], **settings)
     cls, _ = pruned_bert.PRUNED_CLASSES[type(model).__name__]
     config.architectures = [cls.__name__]
     config.auto_map = pruned_bert.auto_map(config_class)
-    with torch.random.fork_rng(devices=[]):
-        built = cls(config)
-    parameter = next(model.parameters())
-    built = built.to(device=parameter.device, dtype=parameter.dtype)
+    built = built_like(cls, config, model)
     built.load_state_dict(swapped.model.state_dict(), strict=True)
     built = built.eval()
     on = [int((mask[layer] != 0).sum()) for layer in range(mask.shape[0])]
@@ -83,6 +77,11 @@ def save_removed(pruned: Pruned, directory: str | Path) -> None:
     shutil.copyfile(pruned_bert.__file__, directory / pruned_bert.MODULE_FILE)
 
 
+def _stock_settings(config: Any) -> dict[str, Any]:
+    """Return `config`'s settings without the keys that belong to one format (`_OWN_KEYS`)."""
+    return {key: value for key, value in config.to_dict().items() if key not in _OWN_KEYS}
+
+
 def expanded(model: nn.Module) -> nn.Module:
     """Return the stock class (e.g. BertForSequenceClassification) computing what `model` (a BertPruned* or
     RobertaPruned* model) computes, with all num_attention_heads heads per layer: each stored head at its
@@ -92,20 +91,16 @@ def expanded(model: nn.Module) -> nn.Module:
 
     config = model.config
     stock = getattr(transformers, type(model).__name__.replace("Pruned", "", 1))
-    settings = config.to_dict()
-    for key in _OWN_KEYS:
-        settings.pop(key, None)
-    stock_config = stock.config_class(**settings)
+    stock_config = stock.config_class(**_stock_settings(config))
     stock_config.architectures = [stock.__name__]
     stock_config._attn_implementation = config._attn_implementation
-    with torch.random.fork_rng(devices=[]):
-        built = stock(stock_config)
+    built = built_like(stock, stock_config, model)
     d_head = config.hidden_size // config.num_attention_heads
     width = config.num_attention_heads * d_head
     state = model.state_dict()
     base = "" if model.base_model is model else f"{model.base_model_prefix}."
     for layer, kept in enumerate(config.kept_heads):
-        rows = torch.cat([torch.arange(head * d_head, (head + 1) * d_head) for head in kept])
+        rows = head_rows(kept, d_head)
         prefix = f"{base}encoder.layer.{layer}.attention."
         for name in ("self.query.weight", "self.query.bias", "self.key.weight", "self.key.bias",
                      "self.value.weight", "self.value.bias"):
@@ -113,7 +108,5 @@ def expanded(model: nn.Module) -> nn.Module:
             state[prefix + name] = stored.new_zeros(width, *stored.shape[1:]).index_copy(0, rows, stored)
         stored = state[prefix + "output.dense.weight"]
         state[prefix + "output.dense.weight"] = stored.new_zeros(stored.shape[0], width).index_copy(1, rows, stored)
-    parameter = next(model.parameters())
-    built = built.to(device=parameter.device, dtype=parameter.dtype)
     built.load_state_dict(state, strict=True)
     return built.eval()

@@ -64,31 +64,25 @@ def keep_groups(mask: Float[Tensor, "layer head"], n_kv: int) -> list[list[int]]
     layers, heads = mask.shape
     ratio = heads // n_kv
     live = [[g for g in range(n_kv) if bool(mask[l, g * ratio:(g + 1) * ratio].any())] for l in range(layers)]
-    width = max(1, max(len(groups) for groups in live))
-    padded = []
-    for groups in live:
-        extra = [g for g in range(n_kv) if g not in groups][: width - len(groups)]
-        padded.append(sorted(groups + extra))
-    return padded
+    return _padded(live, [range(n_kv)] * layers)
 
 
 def keep_query_heads(mask: Float[Tensor, "layer head"], groups: list[list[int]], ratio: int) -> list[list[int]]:
     """Return, per layer, the query heads to store, group by group: each stored group keeps its heads still on,
     padded with its removed ones to the largest such count of any group of any layer (so that every key/value
     head serves the same number of query heads, as grouped-query attention requires)."""
-    live = [
-        [[g * ratio + r for r in range(ratio) if mask[l, g * ratio + r] != 0] for g in layer_groups]
-        for l, layer_groups in enumerate(groups)
+    pools = [(l, range(g * ratio, (g + 1) * ratio)) for l, layer_groups in enumerate(groups) for g in layer_groups]
+    live = [[h for h in pool if mask[l, h] != 0] for l, pool in pools]
+    padded = iter(_padded(live, [pool for _, pool in pools]))
+    return [[h for _ in layer_groups for h in next(padded)] for layer_groups in groups]
+
+
+def _padded(live: list[list[int]], pools: list[Sequence[int]]) -> list[list[int]]:
+    """Return each `live` list with the lowest members of its pool not in it added, up to the longest (at least 1)."""
+    width = max(1, max((len(on) for on in live), default=1))
+    return [
+        sorted(on + [x for x in pool if x not in on][: width - len(on)]) for on, pool in zip(live, pools, strict=True)
     ]
-    width = max(1, max((len(heads) for layer in live for heads in layer), default=1))
-    kept = []
-    for l, layer_groups in enumerate(groups):
-        heads: list[int] = []
-        for g, on in zip(layer_groups, live[l], strict=True):
-            off = [g * ratio + r for r in range(ratio) if g * ratio + r not in on]
-            heads += sorted(on + off[: width - len(on)])
-        kept.append(heads)
-    return kept
 
 
 def prune_heads(
@@ -158,11 +152,10 @@ def prune_heads(
     )
 
 
-def _out_projections(model: nn.Module, capturable, prefix: str) -> list[nn.Module]:
-    """Return each layer's output projection: the module whose input the head gates scale."""
+def _out_projections(model: nn.Module, capturable, prefix: str) -> list[str]:
+    """Return the path of each layer's output projection: the module whose input the head gates scale."""
     by_name = {site.name: site for site in capturable.sites}
-    modules = dict(model.named_modules())
-    paths = {id(module): path for path, module in modules.items()}
+    paths = {id(module): path for path, module in model.named_modules()}
     outs = []
     for layer in range(capturable.n_layers):
         site = by_name.get(f"{prefix}blocks.{layer}.attn.hook_z")
@@ -174,17 +167,13 @@ def _out_projections(model: nn.Module, capturable, prefix: str) -> list[nn.Modul
                 " by several layers, as ALBERT's), so its heads cannot be removed for one layer alone; gate them"
                 " instead (head_gates)."
             )
-        if site.pre:
-            outs.append(site.module)
-        else:  # a reference model's HookPoint: the output projection is its sibling `out_proj`
-            parent = paths[id(site.module)].rsplit(".", 1)[0]
-            outs.append(modules[f"{parent}.out_proj"])
+        # a reference model's hook_z is a HookPoint: the output projection is its sibling `out_proj`
+        outs.append(paths[id(site.module)] if site.pre else f"{paths[id(site.module)].rsplit('.', 1)[0]}.out_proj")
     return outs
 
 
 def _in_width(module: nn.Module) -> int:
-    weight = module.weight
-    return int(weight.shape[1 - out_axis(module)])
+    return int(module.weight.shape[1 - out_axis(module)])
 
 
 def _out_width(module: nn.Module) -> int:
@@ -199,7 +188,8 @@ def _kv_heads(modules: dict[str, nn.Module], parts: LayerParts, n_heads: int, d_
     return _out_width(modules[parts.key]) // d_head
 
 
-def _rows(heads: Sequence[int], d_head: int) -> Tensor:
+def head_rows(heads: Sequence[int], d_head: int) -> Tensor:
+    """Return the rows [len(heads) * d_head] of `heads` in a projection's output of heads of width d_head."""
     return torch.cat([torch.arange(h * d_head, (h + 1) * d_head) for h in heads])
 
 
@@ -210,7 +200,7 @@ def _sliced_state(
     """Return the state dict with every layer's projections sliced to its stored heads (zeroed padding)."""
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     for layer, layer_parts_ in enumerate(parts):
-        q_rows, kv_rows = _rows(kept[layer], d_head), _rows(groups[layer], d_head)
+        q_rows, kv_rows = head_rows(kept[layer], d_head), head_rows(groups[layer], d_head)
         if layer_parts_.fused is not None:
             kv_base = n_heads * d_head
             index = torch.cat([q_rows, kv_base + kv_rows, kv_base + n_kv * d_head + kv_rows])
@@ -242,13 +232,12 @@ def _take(
 
 def _build(model: nn.Module, width_q: int, width_kv: int, d_head: int) -> nn.Module:
     """Return a fresh model of `model`'s class from a config with the new head counts and head_dim."""
-    from interpret.reference.base import ReferenceModel
+    from interpret.reference.models import ReferenceModel
 
     if isinstance(model, ReferenceModel):
         if model.kind == "encoder-decoder":
             raise UnsupportedModelError("an encoder-decoder's stacks share one head count")
         config = replace(model.config, n_heads=width_q, head_dim=d_head)
-        built = type(model)(config)
     else:
         config = copy.deepcopy(model.config)
         config.num_attention_heads = width_q
@@ -256,10 +245,16 @@ def _build(model: nn.Module, width_q: int, width_kv: int, d_head: int) -> nn.Mod
             config.num_key_value_heads = width_kv
         config.head_dim = d_head
         config.attention_head_size = d_head  # DeBERTa-v2's name for it
-        with torch.random.fork_rng(devices=[]):
-            built = type(model)(config)
+    return built_like(type(model), config, model)
+
+
+def built_like(cls: type[nn.Module], config: object, model: nn.Module) -> nn.Module:
+    """Return `cls(config)`, built without drawing from the global RNG, where `model` lives (a GPU stays a GPU)
+    and in its dtype."""
+    with torch.random.fork_rng(devices=[]):
+        built = cls(config)
     first = next(model.parameters())
-    return built.to(device=first.device, dtype=first.dtype)  # where the input model lives (a GPU stays a GPU)
+    return built.to(device=first.device, dtype=first.dtype)
 
 
 def _mismatch(built: nn.Module, state: dict[str, Tensor]) -> str:
@@ -330,10 +325,8 @@ def _differs_from_gated(model: nn.Module, swapped: nn.Module, mask: Tensor, pref
     return ""
 
 
-def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int, before: int, why: str) -> Pruned:
+def _zeroed(model: nn.Module, mask: Tensor, out_paths: list[str], n_heads: int, before: int, why: str) -> Pruned:
     """Return a copy of `model` whose pruned heads have zeroed output-projection columns (shapes unchanged)."""
-    paths = {id(module): path for path, module in model.named_modules()}
-    out_paths = [paths[id(module)] for module in outs]
     copied = copy.deepcopy(model)
     modules = dict(copied.named_modules())
     with torch.no_grad():
@@ -344,7 +337,7 @@ def _zeroed(model: nn.Module, mask: Tensor, outs: list[nn.Module], n_heads: int,
             for head in range(n_heads):
                 if mask[layer, head] == 0:
                     module.weight.narrow(axis, head * d_head, d_head).zero_()
-    kept = tuple(tuple(range(n_heads)) for _ in outs)
+    kept = tuple(tuple(range(n_heads)) for _ in out_paths)
     return Pruned(
         copied.eval(), False, n_heads, n_heads, kept, before, count_parameters(copied),
         f"zeroed in place, not removed: {why}; the pruned heads' output-projection columns are 0 (outputs equal"

@@ -12,12 +12,11 @@ from interpret.reference.attention import (
     mix_values,
     scaled_dot_product_attention,
 )
-from interpret.reference.base import ReferenceModel
 from interpret.reference.config import TransformerConfig
 from interpret.reference.convert import from_torch, to_torch
 from interpret.reference.layers import MLP, DecoderLayer, EncoderLayer
 from interpret.reference.masks import attention_allowed, causal_allowed, padding_allowed, window_allowed
-from interpret.reference.models import Decoder, DecoderLM, Encoder, EncoderClassifier, EncoderDecoder
+from interpret.reference.models import Decoder, DecoderLM, Encoder, EncoderClassifier, EncoderDecoder, ReferenceModel
 from interpret.reference.positions import PositionalEmbedding, sinusoidal_table
 from interpret.reference.toy import (
     MarkerData,

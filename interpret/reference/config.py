@@ -73,21 +73,18 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "n_layers", "max_positions", "n_classes"):
             _check_positive(name, getattr(self, name))
-        for name in ("n_decoder_layers", "d_mlp", "vocab_size"):
+        for name in ("n_decoder_layers", "d_mlp", "vocab_size", "head_dim"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
-        if self.head_dim is not None:
-            _check_positive("head_dim", self.head_dim)
-        elif self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             divisors = [n for n in range(1, self.d_model + 1) if self.d_model % n == 0]
             shown = ", ".join(map(str, divisors[:5])) + (", ..." if len(divisors) > 5 else "")
             raise ConfigError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; pick n_heads in {shown}."
             )
-        _check_choice("positions", self.positions, POSITIONS)
-        _check_choice("scoring", self.scoring, SCORINGS)
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_choice("pooling", self.pooling, POOLINGS)
+        choices = (("positions", POSITIONS), ("scoring", SCORINGS), ("activation", ACTIVATIONS), ("pooling", POOLINGS))
+        for name, allowed in choices:
+            _check_choice(name, getattr(self, name), allowed)
         if self.window is not None and (
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0
         ):

@@ -18,29 +18,26 @@ from torch import Tensor, nn
 from interpret.errors import ConfigError
 from interpret.reference.attention import MultiHeadAttention
 from interpret.reference.config import TransformerConfig
-from interpret.reference.layers import MLP, DecoderLayer, EncoderLayer
+from interpret.reference.layers import DecoderLayer, EncoderLayer
 from interpret.reference.models import Decoder, Encoder, EncoderDecoder
 
 # A converted stack has no position table, so its only length limit is this generous default.
 CONVERTED_MAX_POSITIONS = 65536
 
-Ours = MultiHeadAttention | EncoderLayer | DecoderLayer | Encoder | Decoder | EncoderDecoder
-Theirs = (
-    nn.MultiheadAttention
-    | nn.TransformerEncoderLayer
-    | nn.TransformerDecoderLayer
-    | nn.TransformerEncoder
-    | nn.TransformerDecoder
-    | nn.Transformer
+# each PyTorch class and ours, in the order the messages name them
+_CLASSES: tuple[tuple[type[nn.Module], type[nn.Module]], ...] = (
+    (nn.MultiheadAttention, MultiHeadAttention),
+    (nn.TransformerEncoderLayer, EncoderLayer),
+    (nn.TransformerDecoderLayer, DecoderLayer),
+    (nn.TransformerEncoder, Encoder),
+    (nn.TransformerDecoder, Decoder),
+    (nn.Transformer, EncoderDecoder),
 )
-_TORCH_NAMES = (
-    "nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,"
-    " nn.TransformerDecoder, nn.Transformer"
-)
-_OUR_NAMES = "MultiHeadAttention, EncoderLayer, DecoderLayer, Encoder, Decoder, EncoderDecoder"
+_TORCH_NAMES = ", ".join(f"nn.{theirs.__name__}" for theirs, _ in _CLASSES)
+_OUR_NAMES = ", ".join(ours.__name__ for _, ours in _CLASSES)
 
 
-def from_torch(module: nn.Module, *, causal: bool = True) -> Ours:
+def from_torch(module: nn.Module, *, causal: bool = True) -> nn.Module:
     """Return our module with the same weights and outputs as a PyTorch Transformer module.
 
     nn.MultiheadAttention -> MultiHeadAttention, nn.TransformerEncoderLayer -> EncoderLayer,
@@ -48,86 +45,64 @@ def from_torch(module: nn.Module, *, causal: bool = True) -> Ours:
     nn.TransformerDecoder -> Decoder, nn.Transformer -> EncoderDecoder (final norms kept).
     causal: whether the decoder's self-attention is causal (what PyTorch gets from tgt_mask).
     """
-    place = _device_dtype(module)
-    ours: Ours
-    if isinstance(module, nn.MultiheadAttention):
-        ours = MultiHeadAttention(_config(_attention_fields(module))).to(*place)
-        pairs = _attention_pairs(ours, module)
-    elif isinstance(module, nn.TransformerEncoderLayer):
-        ours = EncoderLayer(_config(_layer_fields(module))).to(*place)
-        pairs = _encoder_layer_pairs(ours, module)
-    elif isinstance(module, nn.TransformerDecoderLayer):
-        ours = DecoderLayer(_config(_layer_fields(module), causal=causal)).to(*place)
-        pairs = _decoder_layer_pairs(ours, module)
-    elif isinstance(module, nn.TransformerEncoder):
-        ours = Encoder(_config(_stack_fields(module.layers, module.norm))).to(*place)
-        pairs = _stack_pairs(ours, module.layers, module.norm)
-    elif isinstance(module, nn.TransformerDecoder):
-        fields = _stack_fields(module.layers, module.norm)
-        ours = Decoder(_config({**fields, "n_decoder_layers": fields["n_layers"]}, causal=causal)).to(*place)
-        pairs = _stack_pairs(ours, module.layers, module.norm)
-    elif isinstance(module, nn.Transformer):
-        ours = EncoderDecoder(_transformer_config(module, causal)).to(*place)
-        encoder, decoder = module.encoder, module.decoder
-        pairs = _stack_pairs(ours.encoder, encoder.layers, encoder.norm)
-        pairs += _stack_pairs(ours.decoder, decoder.layers, decoder.norm)
-    else:
+    ours_class = next((ours for theirs, ours in _CLASSES if isinstance(module, theirs)), None)
+    if ours_class is None:
         raise ConfigError(f"cannot convert {type(module).__name__}; from_torch supports {_TORCH_NAMES}.")
-    _transfer(pairs, to_ours=True)
+    if isinstance(module, nn.MultiheadAttention):
+        fields = _attention_fields(module)
+    elif isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+        fields = _layer_fields(module)
+    elif isinstance(module, nn.Transformer):
+        fields = _transformer_fields(module)
+    else:
+        fields = _stack_fields(module.layers, module.norm)
+        fields["n_decoder_layers"] = fields["n_layers"]
+    # an encoder's or a lone attention's config keeps the default causal=True: only a decoder reads it
+    decoder = isinstance(module, (nn.TransformerDecoderLayer, nn.TransformerDecoder, nn.Transformer))
+    ours = ours_class(_config(fields, causal if decoder else True)).to(*_device_dtype(module))
+    _transfer(_pairs(ours, module), to_ours=True)
     ours.train(module.training)
     return ours
 
 
-def to_torch(module: nn.Module) -> Theirs:
+def to_torch(module: nn.Module) -> nn.Module:
     """Return the PyTorch module (batch_first=True) with the same weights and outputs as our module.
 
     Refuses what PyTorch cannot express: scoring other than "scaled_dot", a window, position embeddings or
     token embeddings, and the classifier / language-model heads.
     """
-    if not isinstance(
-        module, (MultiHeadAttention, EncoderLayer, DecoderLayer, Encoder, Decoder, EncoderDecoder)
-    ):
+    if not isinstance(module, tuple(ours for _, ours in _CLASSES)):
         raise ConfigError(
             f"{type(module).__name__} has no PyTorch equivalent; to_torch converts {_OUR_NAMES}."
         )
     config: TransformerConfig = module.config
     _check_expressible(config, stack=isinstance(module, (Encoder, Decoder, EncoderDecoder)))
-    place = _device_dtype(module)
-    theirs: Theirs
+    theirs: nn.Module
     if isinstance(module, MultiHeadAttention):
         theirs = nn.MultiheadAttention(
             config.d_model, config.n_heads, dropout=config.dropout, bias=config.bias, batch_first=True
-        ).to(*place)
-        pairs = _attention_pairs(module, theirs)
+        )
     elif isinstance(module, EncoderLayer):
-        theirs = nn.TransformerEncoderLayer(**_torch_layer_kwargs(config)).to(*place)
-        pairs = _encoder_layer_pairs(module, theirs)
+        theirs = nn.TransformerEncoderLayer(**_torch_layer_kwargs(config))
     elif isinstance(module, DecoderLayer):
-        theirs = nn.TransformerDecoderLayer(**_torch_layer_kwargs(config)).to(*place)
-        pairs = _decoder_layer_pairs(module, theirs)
-    elif isinstance(module, Encoder):
-        theirs = _torch_encoder(config).to(*place)
-        pairs = _stack_pairs(module, theirs.layers, theirs.norm)
-    elif isinstance(module, Decoder):
-        theirs = _torch_decoder(config).to(*place)
-        pairs = _stack_pairs(module, theirs.layers, theirs.norm)
+        theirs = nn.TransformerDecoderLayer(**_torch_layer_kwargs(config))
+    elif isinstance(module, (Encoder, Decoder)):
+        theirs = _torch_stack(config, decoder=isinstance(module, Decoder))
     else:
-        encoder, decoder = _torch_encoder(config), _torch_decoder(config)
         theirs = nn.Transformer(
             config.d_model,
             config.n_heads,
             dropout=config.dropout,
             activation=config.activation,
-            custom_encoder=encoder,
-            custom_decoder=decoder,
+            custom_encoder=_torch_stack(config, decoder=False),
+            custom_decoder=_torch_stack(config, decoder=True),
             layer_norm_eps=config.layer_norm_eps,
             batch_first=True,
             norm_first=config.norm_first,
             bias=config.bias,
-        ).to(*place)
-        pairs = _stack_pairs(module.encoder, encoder.layers, encoder.norm)
-        pairs += _stack_pairs(module.decoder, decoder.layers, decoder.norm)
-    _transfer(pairs, to_ours=False)
+        )
+    theirs = theirs.to(*_device_dtype(module))
+    _transfer(_pairs(module, theirs), to_ours=False)
     theirs.train(module.training)
     return theirs
 
@@ -141,7 +116,7 @@ def _config(fields: dict[str, Any], causal: bool = True) -> TransformerConfig:
     )
 
 
-def _transformer_config(module: nn.Transformer, causal: bool) -> TransformerConfig:
+def _transformer_fields(module: nn.Transformer) -> dict[str, Any]:
     encoder, decoder = module.encoder, module.decoder
     if not isinstance(encoder, nn.TransformerEncoder) or not isinstance(decoder, nn.TransformerDecoder):
         raise ConfigError(
@@ -150,16 +125,12 @@ def _transformer_config(module: nn.Transformer, causal: bool) -> TransformerConf
         )
     enc_fields = _stack_fields(encoder.layers, encoder.norm)
     dec_fields = _stack_fields(decoder.layers, decoder.norm)
-    if _without(enc_fields, "n_layers") != _without(dec_fields, "n_layers"):
+    if {**enc_fields, "n_layers": 0} != {**dec_fields, "n_layers": 0}:  # alike but for their number of layers
         raise ConfigError(
             f"nn.Transformer's encoder {enc_fields} and decoder {dec_fields} differ beyond the number of"
             " layers; convert the two stacks separately."
         )
-    return _config({**enc_fields, "n_decoder_layers": dec_fields["n_layers"]}, causal=causal)
-
-
-def _without(fields: dict[str, Any], key: str) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if name != key}
+    return {**enc_fields, "n_decoder_layers": dec_fields["n_layers"]}
 
 
 def _attention_fields(mha: nn.MultiheadAttention) -> dict[str, Any]:
@@ -260,28 +231,14 @@ def _torch_layer_kwargs(config: TransformerConfig) -> dict[str, Any]:
     }
 
 
-def _torch_norm(config: TransformerConfig) -> nn.LayerNorm | None:
-    if not config.final_norm:
-        return None
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
-
-
-def _torch_encoder(config: TransformerConfig) -> nn.TransformerEncoder:
+def _torch_stack(config: TransformerConfig, *, decoder: bool) -> nn.TransformerEncoder | nn.TransformerDecoder:
+    norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_norm else None
+    if decoder:
+        layer = nn.TransformerDecoderLayer(**_torch_layer_kwargs(config))
+        return nn.TransformerDecoder(layer, config.n_decoder_blocks, norm=norm)
     # No nested tensors: they would return zeros at padded positions in inference mode, unlike ours.
-    return nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(**_torch_layer_kwargs(config)),
-        config.n_layers,
-        norm=_torch_norm(config),
-        enable_nested_tensor=False,
-    )
-
-
-def _torch_decoder(config: TransformerConfig) -> nn.TransformerDecoder:
-    return nn.TransformerDecoder(
-        nn.TransformerDecoderLayer(**_torch_layer_kwargs(config)),
-        config.n_decoder_blocks,
-        norm=_torch_norm(config),
-    )
+    layer = nn.TransformerEncoderLayer(**_torch_layer_kwargs(config))
+    return nn.TransformerEncoder(layer, config.n_layers, norm=norm, enable_nested_tensor=False)
 
 
 # --- weights ---------------------------------------------------------------------------------------------
@@ -289,61 +246,36 @@ def _torch_decoder(config: TransformerConfig) -> nn.TransformerDecoder:
 Pair = tuple[Tensor | None, Tensor | None]
 
 
+def _pairs(ours: nn.Module, theirs: nn.Module) -> list[Pair]:
+    """Return (our tensor, PyTorch's) for every weight and bias of `ours` and its PyTorch twin `theirs`."""
+    if isinstance(ours, EncoderDecoder):
+        return _pairs(ours.encoder, theirs.encoder) + _pairs(ours.decoder, theirs.decoder)
+    if isinstance(ours, (Encoder, Decoder)):
+        pairs = [pair for block, layer in zip(ours.blocks, theirs.layers, strict=True) for pair in _pairs(block, layer)]
+        return pairs + (_linear_pairs(ours.ln_final, theirs.norm) if theirs.norm is not None else [])
+    if isinstance(ours, MultiHeadAttention):
+        return _attention_pairs(ours, theirs)
+    # a layer: self-attention, (cross-attention,) its norms norm1, norm2(, norm3) in forward order, the MLP
+    cross = isinstance(ours, DecoderLayer)
+    pairs = _attention_pairs(ours.attn, theirs.self_attn)
+    pairs += _attention_pairs(ours.cross_attn, theirs.multihead_attn) if cross else []
+    norms = (ours.ln_attn, ours.ln_cross, ours.ln_mlp) if cross else (ours.ln_attn, ours.ln_mlp)
+    for index, norm in enumerate(norms, 1):
+        pairs += _linear_pairs(norm, getattr(theirs, f"norm{index}"))
+    return pairs + _linear_pairs(ours.mlp.fc_in, theirs.linear1) + _linear_pairs(ours.mlp.fc_out, theirs.linear2)
+
+
 def _linear_pairs(ours: nn.Module, theirs: nn.Module) -> list[Pair]:
     return [(ours.weight, theirs.weight), (ours.bias, theirs.bias)]
 
 
 def _attention_pairs(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> list[Pair]:
-    pairs: list[Pair]
-    if ours.config.packed_qkv:
-        pairs = [(ours.in_proj.weight, theirs.in_proj_weight), (ours.in_proj.bias, theirs.in_proj_bias)]
-    else:
-        d_model = ours.config.d_model
-        pairs = []
-        for index, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
-            rows = slice(index * d_model, (index + 1) * d_model)
-            bias = theirs.in_proj_bias
-            pairs += [
-                (proj.weight, theirs.in_proj_weight[rows]),
-                (proj.bias, None if bias is None else bias[rows]),
-            ]
+    bias = theirs.in_proj_bias  # PyTorch's q, k, v are stacked as our packed in_proj: in thirds
+    stacked = zip(theirs.in_proj_weight.chunk(3), (None,) * 3 if bias is None else bias.chunk(3), strict=True)
+    pairs = [
+        pair for (w, b), (w_t, b_t) in zip(ours.projections(), stacked, strict=True) for pair in ((w, w_t), (b, b_t))
+    ]
     return pairs + _linear_pairs(ours.out_proj, theirs.out_proj)
-
-
-def _mlp_pairs(ours: MLP, theirs: nn.Module) -> list[Pair]:
-    return _linear_pairs(ours.fc_in, theirs.linear1) + _linear_pairs(ours.fc_out, theirs.linear2)
-
-
-def _encoder_layer_pairs(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> list[Pair]:
-    return (
-        _attention_pairs(ours.attn, theirs.self_attn)
-        + _linear_pairs(ours.ln_attn, theirs.norm1)
-        + _linear_pairs(ours.ln_mlp, theirs.norm2)
-        + _mlp_pairs(ours.mlp, theirs)
-    )
-
-
-def _decoder_layer_pairs(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> list[Pair]:
-    return (
-        _attention_pairs(ours.attn, theirs.self_attn)
-        + _attention_pairs(ours.cross_attn, theirs.multihead_attn)
-        + _linear_pairs(ours.ln_attn, theirs.norm1)
-        + _linear_pairs(ours.ln_cross, theirs.norm2)
-        + _linear_pairs(ours.ln_mlp, theirs.norm3)
-        + _mlp_pairs(ours.mlp, theirs)
-    )
-
-
-def _stack_pairs(ours: Encoder | Decoder, layers: nn.ModuleList, norm: nn.Module | None) -> list[Pair]:
-    pairs: list[Pair] = []
-    for block, layer in zip(ours.blocks, layers, strict=True):
-        if isinstance(block, DecoderLayer):
-            pairs += _decoder_layer_pairs(block, layer)
-        else:
-            pairs += _encoder_layer_pairs(block, layer)
-    if norm is not None:
-        pairs += _linear_pairs(ours.ln_final, norm)
-    return pairs
 
 
 def _transfer(pairs: list[Pair], *, to_ours: bool) -> None:

@@ -36,9 +36,7 @@ def padding_allowed(attention_mask: Tensor, batch: int, n_key: int) -> Bool[Tens
 
 def causal_allowed(n_query: int, n_key: int, device: torch.device | None = None) -> PairMask:
     """Return [query, key]: True where key j <= query i (the upper triangle is False)."""
-    query = torch.arange(n_query, device=device)[:, None]
-    key = torch.arange(n_key, device=device)[None, :]
-    return key <= query
+    return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril()
 
 
 def window_allowed(
@@ -50,7 +48,7 @@ def window_allowed(
     query = torch.arange(n_query, device=device)[:, None]
     key = torch.arange(n_key, device=device)[None, :]
     band = (query - key).abs() <= window
-    return band & (key <= query) if causal else band
+    return band.tril() if causal else band
 
 
 def attention_allowed(

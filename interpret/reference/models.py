@@ -13,6 +13,8 @@ the given inputs_embeds for a model without an embedding layer (vocab_size=None)
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
@@ -20,15 +22,39 @@ from torch import Tensor, nn
 from interpret.errors import ConfigError, InputError
 from interpret.hooks import HookPoint, stamp_names
 from interpret.inputs import Encoded
-from interpret.reference.base import ReferenceModel
 from interpret.reference.config import TransformerConfig
 from interpret.reference.layers import DecoderLayer, EncoderLayer, Memory
 from interpret.reference.masks import attention_allowed, padding_allowed
 from interpret.reference.positions import PositionalEmbedding, check_length
+from interpret.trace import ModelKind
 from interpret.types import Residual, TokenIds
 
 DecoderIds = Int[Tensor, "batch dec_pos"]
 DecoderStream = Float[Tensor, "batch dec_pos d_model"]
+
+
+class ReferenceModel(nn.Module):
+    """Base of the reference models: a config, a kind, named hook points and a forward on an Encoded (what every
+    model of our reference implementation offers to the collector)."""
+
+    kind: ClassVar[ModelKind]
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    @property
+    def n_layers(self) -> int:
+        """Number of blocks (per stack for encoder-decoder models)."""
+        raise NotImplementedError
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Return every hook point by its module path (`blocks.0.attn.hook_pattern`), in forward order."""
+        return stamp_names(self)
+
+    def forward_encoded(self, encoded: Encoded) -> Tensor:
+        """Run the model on an Encoded (ids or embeddings, mask, decoder side) and return its output."""
+        raise NotImplementedError
 
 
 class _Stack(ReferenceModel):
@@ -52,19 +78,14 @@ class _Stack(ReferenceModel):
             raise InputError(
                 "pass exactly one of input_ids [batch, pos] and inputs_embeds [batch, pos, d_model]."
             )
-        if input_ids is not None:
-            if self.config.vocab_size is None:
-                raise InputError(
-                    "this model has no embedding layer (vocab_size=None);"
-                    " pass inputs_embeds [batch, pos, d_model]."
-                )
-            check_length(input_ids.shape[1], self.config.max_positions)
-            embeds = self.embed(input_ids)
-        else:
-            assert inputs_embeds is not None
-            check_length(inputs_embeds.shape[1], self.config.max_positions)
-            embeds = inputs_embeds
-        resid = self.hook_embed(embeds)
+        if input_ids is not None and self.config.vocab_size is None:
+            raise InputError(
+                "this model has no embedding layer (vocab_size=None); pass inputs_embeds [batch, pos, d_model]."
+            )
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None
+        check_length(given.shape[1], self.config.max_positions)
+        resid = self.hook_embed(self.embed(input_ids) if input_ids is not None else inputs_embeds)
         if self.config.positions != "none":
             table = self.pos_embed(resid.shape[1])
             resid = resid + self.hook_pos_embed(table.expand(resid.shape[0], -1, -1))
@@ -84,7 +105,8 @@ class _Stack(ReferenceModel):
 
 
 class _SelfAttentionStack(_Stack):
-    """A stack of EncoderLayers, bidirectional unless `is_causal` says otherwise."""
+    """A stack of EncoderLayers (causal for a DecoderLM whose `config.causal` says so, else bidirectional) and
+    its `readout` of the final stream."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config, [EncoderLayer(config) for _ in range(config.n_layers)])
@@ -94,39 +116,33 @@ class _SelfAttentionStack(_Stack):
         """Number of blocks."""
         return self.config.n_layers
 
-    @property
-    def is_causal(self) -> bool:
-        """Whether a query may only attend to itself and earlier positions."""
-        return False
-
     def forward_encoded(self, encoded: Encoded) -> Tensor:
         """Return the model's output (as `forward` gives it) for the ids or embeddings and mask of `encoded`."""
         return self(encoded.input_ids, encoded.attention_mask, encoded.inputs_embeds)
-
-    def hidden(
-        self, input_ids: TokenIds | None, attention_mask: Tensor | None, inputs_embeds: Residual | None
-    ) -> Residual:
-        """Return the [batch, pos, d_model] stream after the last block and the final norm."""
-        resid = self.embed_inputs(input_ids, inputs_embeds)
-        allowed = self.self_allowed(resid, attention_mask, causal=self.is_causal)
-        for block in self.blocks:
-            resid = block(resid, allowed)
-        return self.finish(resid)
-
-
-class Encoder(_SelfAttentionStack):
-    """Bidirectional encoder stack; forward returns the final stream [batch, pos, d_model]."""
-
-    kind = "encoder"
 
     def forward(
         self,
         input_ids: TokenIds | None = None,
         attention_mask: Tensor | None = None,
         inputs_embeds: Residual | None = None,
-    ) -> Residual:
-        """Return [batch, pos, d_model]; attention_mask [batch, pos] has 1 at real positions, 0 at padding."""
-        return self.hidden(input_ids, attention_mask, inputs_embeds)
+    ) -> Tensor:
+        """Return the `readout` of the final stream; attention_mask [batch, pos] has 1 at real positions, 0 at
+        padding."""
+        resid = self.embed_inputs(input_ids, inputs_embeds)
+        allowed = self.self_allowed(resid, attention_mask, causal=self.kind == "decoder" and self.config.causal)
+        for block in self.blocks:
+            resid = block(resid, allowed)
+        return self.readout(self.finish(resid), attention_mask)
+
+    def readout(self, resid: Residual, attention_mask: Tensor | None) -> Tensor:
+        """Return the final stream [batch, pos, d_model] itself."""
+        return resid
+
+
+class Encoder(_SelfAttentionStack):
+    """Bidirectional encoder stack; forward returns the final stream [batch, pos, d_model]."""
+
+    kind = "encoder"
 
 
 class EncoderClassifier(_SelfAttentionStack):
@@ -139,14 +155,8 @@ class EncoderClassifier(_SelfAttentionStack):
         self.hook_pooled = HookPoint("batch d_model")
         self.classifier = nn.Linear(config.d_model, config.n_classes, bias=config.bias)
 
-    def forward(
-        self,
-        input_ids: TokenIds | None = None,
-        attention_mask: Tensor | None = None,
-        inputs_embeds: Residual | None = None,
-    ) -> Float[Tensor, "batch n_classes"]:
+    def readout(self, resid: Residual, attention_mask: Tensor | None) -> Float[Tensor, "batch n_classes"]:
         """Return class logits [batch, n_classes]."""
-        resid = self.hidden(input_ids, attention_mask, inputs_embeds)
         if self.config.pooling == "first":
             pooled = resid[:, 0]
         else:
@@ -159,7 +169,8 @@ class EncoderClassifier(_SelfAttentionStack):
 
 
 class DecoderLM(_SelfAttentionStack):
-    """Decoder-only language model (causal self-attention, no cross-attention): logits [batch, pos, vocab]."""
+    """Decoder-only language model (causal self-attention unless `config.causal` is False, no cross-attention):
+    logits [batch, pos, vocab]."""
 
     kind = "decoder"
 
@@ -171,19 +182,9 @@ class DecoderLM(_SelfAttentionStack):
         super().__init__(config)
         self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
 
-    @property
-    def is_causal(self) -> bool:
-        """Whether self-attention is causal: `config.causal` (True by default)."""
-        return self.config.causal
-
-    def forward(
-        self,
-        input_ids: TokenIds | None = None,
-        attention_mask: Tensor | None = None,
-        inputs_embeds: Residual | None = None,
-    ) -> Float[Tensor, "batch pos vocab"]:
+    def readout(self, resid: Residual, attention_mask: Tensor | None) -> Float[Tensor, "batch pos vocab"]:
         """Return next-token logits [batch, pos, vocab]."""
-        return self.unembed(self.hidden(input_ids, attention_mask, inputs_embeds))
+        return self.unembed(resid)
 
 
 class Decoder(_Stack):

@@ -26,34 +26,13 @@ from interpret.errors import ConfigError, ModelLoadError
 from interpret.inputs import Encoded, encode
 from interpret.reference.config import TransformerConfig
 from interpret.reference.models import EncoderClassifier
+from interpret.reference.vocab import vocabulary_words, word_tokenizer
 
 Classifier = TypeVar("Classifier", bound=torch.nn.Module)
-from interpret.reference.vocab import vocabulary_words, word_tokenizer
 
 TOY_NAME = "toy-marker-v1"
 MARKER = "!"
-FILLERS = (
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "sat",
-    "ran",
-    "on",
-    "mat",
-    "big",
-    "small",
-    "red",
-    "blue",
-    "house",
-    "tree",
-    "saw",
-    "ate",
-    "fish",
-    "bird",
-    "sky",
-    "sun",
-)
+FILLERS = tuple("the a cat dog sat ran on mat big small red blue house tree saw ate fish bird sky sun".split())
 MAX_WORDS = 12
 _CONFIG_FILE, _WEIGHTS_FILE, _VOCAB_FILE = "config.json", "model.safetensors", "vocab.json"
 
