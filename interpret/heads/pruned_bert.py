@@ -72,24 +72,30 @@ def _kept_heads(config, kept_heads: list[list[int]] | None) -> list[list[int]]:
     return kept_heads
 
 
-def _pruned_config(stock: type, model_type: str) -> type:
-    """Return `stock` (BertConfig, RobertaConfig) of model type `model_type` plus `heads_per_layer` (list of int,
-    one per layer, each in 1..num_attention_heads) and `kept_heads` (per layer, the original indices of the heads
-    stored)."""
+class BertPrunedConfig(BertConfig):
+    """BertConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads) and
+    `kept_heads` (per layer, the original indices of the heads stored)."""
+
+    model_type = "bert_pruned"
 
     def __init__(self, heads_per_layer: list[int] | None = None, kept_heads: list[list[int]] | None = None,
                  **kwargs) -> None:
-        stock.__init__(self, **kwargs)
+        super().__init__(**kwargs)
         self.heads_per_layer = _heads_per_layer(self, heads_per_layer)
         self.kept_heads = _kept_heads(self, kept_heads)
 
-    name = stock.__name__.replace("Config", "PrunedConfig")
-    doc = f"{stock.__name__} plus heads_per_layer and kept_heads."
-    return type(name, (stock,), {"__init__": __init__, "__doc__": doc, "model_type": model_type})
 
+class RobertaPrunedConfig(RobertaConfig):
+    """RobertaConfig plus `heads_per_layer` (list of int, one per layer, each in 1..num_attention_heads) and
+    `kept_heads` (per layer, the original indices of the heads stored)."""
 
-BertPrunedConfig = _pruned_config(BertConfig, "bert_pruned")
-RobertaPrunedConfig = _pruned_config(RobertaConfig, "roberta_pruned")
+    model_type = "roberta_pruned"
+
+    def __init__(self, heads_per_layer: list[int] | None = None, kept_heads: list[list[int]] | None = None,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.heads_per_layer = _heads_per_layer(self, heads_per_layer)
+        self.kept_heads = _kept_heads(self, kept_heads)
 
 
 def narrow_heads(model: nn.Module, config: BertPrunedConfig | RobertaPrunedConfig) -> None:

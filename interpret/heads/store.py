@@ -4,7 +4,9 @@ checkpoint (see pruned_bert.py).
 A stock BertConfig cannot describe fewer heads of the same width, so `prune_heads` writes BERT and RoBERTa with
 zeroed heads (same parameter count). `save_removed` instead removes every layer's pruned heads in memory, moves
 the weights into the matching `BertPruned*` / `RobertaPruned*` class (per-layer head counts in its config) and
-saves it with that class's source file and an `auto_map` (how such a directory loads: pruned_bert.py).
+saves it with that class's source file and an `auto_map`: `AutoModel.from_pretrained(DIR, trust_remote_code=True)` loads it with
+fewer parameters in a fresh process. Plain `AutoModel.from_pretrained(DIR)` refuses the directory (it asks for
+trust_remote_code) unless the process has called `interpret.heads.pruned_bert.register()`.
 
 `expanded` turns such a model back into the stock class with every original head, the removed ones zero: the
 collector captures layers of one head count only, so this is how `interpret.load` gives it to every command.
