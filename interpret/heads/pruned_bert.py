@@ -23,9 +23,13 @@ registers them and never runs the copy in a checkpoint (which must equal this fi
 
 from __future__ import annotations
 
-import transformers
 from torch import nn
 from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     BertConfig,
     BertForMaskedLM,
     BertForSequenceClassification,
@@ -113,37 +117,107 @@ def narrow_heads(model: nn.Module, config: BertPrunedConfig | RobertaPrunedConfi
         layer.attention.output.dense = nn.Linear(width, hidden)
 
 
-# the stock class -> its pruned class and the Auto class that loads it (filled by `_pruned`)
-PRUNED_CLASSES: dict[str, tuple[type, str]] = {}
+class BertPrunedModel(BertModel):
+    """BertModel with heads_per_layer[l] heads in layer l."""
 
+    config_class = BertPrunedConfig
 
-def _pruned(stock: type, config_class: type) -> type:
-    """Return `stock` (a BERT or RoBERTa class) with heads_per_layer[l] heads in layer l, named as auto_map names it
-    (BertForMaskedLM -> BertPrunedForMaskedLM), and enter it in PRUNED_CLASSES."""
-    family = config_class.__name__.removesuffix("PrunedConfig")
-
-    def __init__(self, config, *args, **kwargs) -> None:
-        stock.__init__(self, config, *args, **kwargs)
+    def __init__(self, config: BertPrunedConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config, add_pooling_layer=add_pooling_layer)
         narrow_heads(self, config)
 
-    name = f"{family}Pruned{stock.__name__.removeprefix(family)}"
-    doc = f"{stock.__name__} with heads_per_layer[l] heads in layer l."
-    cls = type(name, (stock,), {"__init__": __init__, "__doc__": doc, "config_class": config_class})
-    PRUNED_CLASSES[stock.__name__] = (cls, "AutoModel" + "".join(stock.__name__.partition("For")[1:]))
-    return cls
+
+class BertPrunedForSequenceClassification(BertForSequenceClassification):
+    """BertForSequenceClassification with heads_per_layer[l] heads in layer l."""
+
+    config_class = BertPrunedConfig
+
+    def __init__(self, config: BertPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
 
 
-BertPrunedModel = _pruned(BertModel, BertPrunedConfig)
-BertPrunedForSequenceClassification = _pruned(BertForSequenceClassification, BertPrunedConfig)
-BertPrunedForTokenClassification = _pruned(BertForTokenClassification, BertPrunedConfig)
-BertPrunedForMaskedLM = _pruned(BertForMaskedLM, BertPrunedConfig)
-RobertaPrunedModel = _pruned(RobertaModel, RobertaPrunedConfig)
-RobertaPrunedForSequenceClassification = _pruned(RobertaForSequenceClassification, RobertaPrunedConfig)
-RobertaPrunedForTokenClassification = _pruned(RobertaForTokenClassification, RobertaPrunedConfig)
-RobertaPrunedForMaskedLM = _pruned(RobertaForMaskedLM, RobertaPrunedConfig)
+class BertPrunedForTokenClassification(BertForTokenClassification):
+    """BertForTokenClassification with heads_per_layer[l] heads in layer l."""
 
-# the stock model type -> its pruned config
+    config_class = BertPrunedConfig
+
+    def __init__(self, config: BertPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
+
+
+class BertPrunedForMaskedLM(BertForMaskedLM):
+    """BertForMaskedLM with heads_per_layer[l] heads in layer l."""
+
+    config_class = BertPrunedConfig
+
+    def __init__(self, config: BertPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
+
+
+class RobertaPrunedModel(RobertaModel):
+    """RobertaModel with heads_per_layer[l] heads in layer l."""
+
+    config_class = RobertaPrunedConfig
+
+    def __init__(self, config: RobertaPrunedConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config, add_pooling_layer=add_pooling_layer)
+        narrow_heads(self, config)
+
+
+class RobertaPrunedForSequenceClassification(RobertaForSequenceClassification):
+    """RobertaForSequenceClassification with heads_per_layer[l] heads in layer l."""
+
+    config_class = RobertaPrunedConfig
+
+    def __init__(self, config: RobertaPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
+
+
+class RobertaPrunedForTokenClassification(RobertaForTokenClassification):
+    """RobertaForTokenClassification with heads_per_layer[l] heads in layer l."""
+
+    config_class = RobertaPrunedConfig
+
+    def __init__(self, config: RobertaPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
+
+
+class RobertaPrunedForMaskedLM(RobertaForMaskedLM):
+    """RobertaForMaskedLM with heads_per_layer[l] heads in layer l."""
+
+    config_class = RobertaPrunedConfig
+
+    def __init__(self, config: RobertaPrunedConfig) -> None:
+        super().__init__(config)
+        narrow_heads(self, config)
+
+
+# the stock model type -> its pruned config; the stock class -> its pruned class and the Auto class that loads it
 PRUNED_CONFIGS: dict[str, type] = {"bert": BertPrunedConfig, "roberta": RobertaPrunedConfig}
+PRUNED_CLASSES: dict[str, tuple[type, str]] = {
+    "BertModel": (BertPrunedModel, "AutoModel"),
+    "BertForSequenceClassification": (BertPrunedForSequenceClassification, "AutoModelForSequenceClassification"),
+    "BertForTokenClassification": (BertPrunedForTokenClassification, "AutoModelForTokenClassification"),
+    "BertForMaskedLM": (BertPrunedForMaskedLM, "AutoModelForMaskedLM"),
+    "RobertaModel": (RobertaPrunedModel, "AutoModel"),
+    "RobertaForSequenceClassification": (
+        RobertaPrunedForSequenceClassification, "AutoModelForSequenceClassification"
+    ),
+    "RobertaForTokenClassification": (RobertaPrunedForTokenClassification, "AutoModelForTokenClassification"),
+    "RobertaForMaskedLM": (RobertaPrunedForMaskedLM, "AutoModelForMaskedLM"),
+}
+
+_AUTO = {
+    "AutoModel": AutoModel,
+    "AutoModelForSequenceClassification": AutoModelForSequenceClassification,
+    "AutoModelForTokenClassification": AutoModelForTokenClassification,
+    "AutoModelForMaskedLM": AutoModelForMaskedLM,
+}
 
 
 def auto_map(config_class: type) -> dict[str, str]:
@@ -160,6 +234,6 @@ def auto_map(config_class: type) -> dict[str, str]:
 def register() -> None:
     """Teach this process's Auto classes the model types "bert_pruned" and "roberta_pruned" (idempotent)."""
     for config_class in PRUNED_CONFIGS.values():
-        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     for cls, auto in PRUNED_CLASSES.values():
-        getattr(transformers, auto).register(cls.config_class, cls, exist_ok=True)
+        _AUTO[auto].register(cls.config_class, cls, exist_ok=True)
