@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -91,27 +92,25 @@ def build_report(
 def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tuple[ExampleTokens, ...]:
     """Return each example's tokens, special-token and real-position flags (padded to `pos`), and its id."""
     texts = encoded.texts or ()
-    decoder = encoded.decoder
     out = []
     for b in range(encoded.batch):
-        fields = dict(
-            tokens=tuple(str(token) for token in encoded.tokens[b]),
-            special=tuple(bool(flag) for flag in encoded.special[b].tolist()),
-            real=tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
-            text=texts[b] if b < len(texts) else None,
-            id=ids[b] if ids is not None and b < len(ids) else None,
-            words=tuple(encoded.word_ids[b]) if encoded.word_ids else (),
-            display=tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
-        )
-        if decoder is not None:
-            fields.update(
-                decoder_tokens=tuple(str(token) for token in decoder.tokens[b]),
-                decoder_special=tuple(bool(flag) for flag in decoder.special[b].tolist()),
-                decoder_real=tuple(bool(flag) for flag in (decoder.attention_mask[b] != 0).tolist()),
-                decoder_display=tuple(display_tokens(decoder.tokens[b], decoder.scheme)),
-            )
-        out.append(ExampleTokens(**fields))
+        fields = _side(encoded, b, "")
+        if encoded.decoder is not None:
+            fields.update(_side(encoded.decoder, b, "decoder_"))
+        fields["words"] = tuple(encoded.word_ids[b]) if encoded.word_ids else ()
+        id_ = ids[b] if ids is not None and b < len(ids) else None
+        out.append(ExampleTokens(**fields, text=texts[b] if b < len(texts) else None, id=id_))
     return tuple(out)
+
+
+def _side(encoded: Encoded, b: int, prefix: str) -> dict[str, tuple]:
+    """Return example `b`'s tokens, special and real flags and display forms of one side, keyed `prefix` + field."""
+    return {
+        f"{prefix}tokens": tuple(str(token) for token in encoded.tokens[b]),
+        f"{prefix}special": tuple(bool(flag) for flag in encoded.special[b].tolist()),
+        f"{prefix}real": tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
+        f"{prefix}display": tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
+    }
 
 
 def _check_batch(result: AnalyzerResult, batch: int) -> None:
@@ -157,19 +156,7 @@ def _captured_heads(trace: Trace) -> list[int | str]:
 
 
 def _select_layers(layers: Sequence[int] | None, captured: list[int], n_layers: int) -> list[int]:
-    if layers is None:
-        return list(captured)
-    chosen = []
-    for layer in layers:
-        index = layer + n_layers if layer < 0 else layer
-        if index not in captured:
-            raise ReportError(
-                f"layer {layer} was not captured (captured layers: {captured}); pick layers from those, or"
-                " collect it with layers=."
-            )
-        if index not in chosen:
-            chosen.append(index)
-    return sorted(chosen)
+    return list(captured) if layers is None else sorted(_chosen("layer", layers, captured, n_layers))
 
 
 def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace: Trace) -> list[int | str]:
@@ -180,13 +167,19 @@ def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace:
             f"heads={list(heads)} cannot be picked from a trace reduced over heads ({trace.meta.reduce});"
             " collect without reduce= to choose heads."
         )
-    chosen: list[int | str] = []
-    for head in heads:
-        index = head + trace.meta.n_heads if head < 0 else head
-        if index not in head_ids:
+    return _chosen("head", heads, head_ids, trace.meta.n_heads)
+
+
+def _chosen(axis: str, asked: Sequence[int], captured: Sequence[int | str], count: int) -> list[Any]:
+    """Return the asked layers or heads (negatives count back from `count`) without repeats, in the order asked;
+    ReportError naming the first that was not captured."""
+    chosen = []
+    for item in asked:
+        index = item + count if item < 0 else item
+        if index not in captured:
             raise ReportError(
-                f"head {head} was not captured (captured heads: {head_ids}); pick heads from those, or collect"
-                " it with heads=."
+                f"{axis} {item} was not captured (captured {axis}s: {list(captured)}); pick {axis}s from those, or"
+                f" collect it with {axis}s=."
             )
         if index not in chosen:
             chosen.append(index)

@@ -51,9 +51,7 @@ def _readout_figure(plt: Any, report: ReportData, section: Section, example: int
     if result.readout is None or result.readout_of is None:
         return None
     tokens_of = report.examples[example]
-    decoder = result.readout_of.side == "decoder"
-    real = tokens_of.decoder_real if decoder else tokens_of.real
-    shown = (tokens_of.decoder_display or tokens_of.decoder_tokens) if decoder else (tokens_of.display or tokens_of.tokens)
+    _, shown, _, real = tokens_of.side(result.readout_of.side == "decoder")
     positions = [i for i, flag in enumerate(real) if flag and i < result.readout.shape[1]]
     values = np.asarray(result.readout[example], dtype=np.float64)[positions]
     labels = [_label(shown[i]) for i in positions]

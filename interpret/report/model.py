@@ -22,6 +22,7 @@ from interpret.trace import Trace
 DEFAULT_MAX_BYTES = 20_000_000
 
 SectionKind = Literal["analyzer", "attention"]
+TokenSide = tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...], tuple[bool, ...]]
 
 
 def _now() -> str:
@@ -126,6 +127,13 @@ class ExampleTokens:
     decoder_special: tuple[bool, ...] = ()
     decoder_real: tuple[bool, ...] = ()
     decoder_display: tuple[str, ...] = ()
+
+    def side(self, decoder: bool) -> TokenSide:
+        """Return one side's tokens as written, as shown (display forms, else as written), special and real flags."""
+        if decoder:
+            shown = self.decoder_display or self.decoder_tokens
+            return self.decoder_tokens, shown, self.decoder_special, self.decoder_real
+        return self.tokens, self.display or self.tokens, self.special, self.real
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""

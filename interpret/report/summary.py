@@ -131,13 +131,7 @@ def _readout_row(
     if result.readout is None or result.readout_of is None:
         return None
     row = np.asarray(result.readout[example], dtype=np.float64)
-    tokens_of = report.examples[example]
-    if result.readout_of.side == "decoder":
-        raw, shown = tokens_of.decoder_tokens, tokens_of.decoder_display or tokens_of.decoder_tokens
-        special, real = tokens_of.decoder_special, tokens_of.decoder_real
-    else:
-        raw, shown = tokens_of.tokens, tokens_of.display or tokens_of.tokens
-        special, real = tokens_of.special, tokens_of.real
+    raw, shown, special, real = report.examples[example].side(result.readout_of.side == "decoder")
     if len(raw) != row.shape[0]:
         return None
     scores = [
