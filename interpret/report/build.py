@@ -21,19 +21,14 @@ from interpret.trace import Trace
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4
 
-# (array name, prefix, suffix, query side, key side) of every attention stack a trace may hold.
+# (array name, prefix, suffix, query side, key side, view title) of every attention stack a trace may hold.
 _STACKS = (
-    ("pattern", "", "attn.hook_pattern", "encoder", "encoder"),
-    ("encoder", "encoder.", "attn.hook_pattern", "encoder", "encoder"),
-    ("decoder", "decoder.", "attn.hook_pattern", "decoder", "decoder"),
-    ("cross", "decoder.", "cross_attn.hook_pattern", "decoder", "encoder"),
+    ("pattern", "", "attn.hook_pattern", "encoder", "encoder", "Attention by layer and head"),
+    ("encoder", "encoder.", "attn.hook_pattern", "encoder", "encoder", "Encoder self-attention by layer and head"),
+    ("decoder", "decoder.", "attn.hook_pattern", "decoder", "decoder", "Decoder self-attention by layer and head"),
+    ("cross", "decoder.", "cross_attn.hook_pattern", "decoder", "encoder",
+     "Cross-attention (decoder → encoder) by layer and head"),
 )
-_STACK_TITLES = {
-    "pattern": "Attention by layer and head",
-    "encoder": "Encoder self-attention by layer and head",
-    "decoder": "Decoder self-attention by layer and head",
-    "cross": "Cross-attention (decoder → encoder) by layer and head",
-}
 
 
 def build_report(
@@ -189,7 +184,7 @@ def _chosen(axis: str, asked: Sequence[int], captured: Sequence[int | str], coun
 def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) -> AnalyzerResult | None:
     """Return the raw patterns [batch, layer, head, query, key] of the selection as a result, or None."""
     arrays, views, checks = {}, [], {}
-    for name, prefix, suffix, query_side, key_side in _STACKS:
+    for name, prefix, suffix, query_side, key_side, title in _STACKS:
         captured = trace.layers(suffix, prefix)
         if not captured or any(layer not in captured for layer in layers):
             continue
@@ -197,9 +192,7 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         picked = torch.stack([trace[f"{prefix}blocks.{layer}.{suffix}"][:, head_index] for layer in layers], dim=1).detach()
         pattern = to_numpy(picked.to(torch.float32))
         arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
-        views.append(
-            View("head_grid", name, _STACK_TITLES[name], {"query_tokens": query_side, "key_tokens": key_side})
-        )
+        views.append(View("head_grid", name, title, {"query_tokens": query_side, "key_tokens": key_side}))
         checks[f"{name}_row_sum_error"] = Check(
             _row_sum_error(pattern, _query_mask(trace, query_side)),
             PATTERN_ROW_SUM_TOLERANCE,
