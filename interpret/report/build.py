@@ -54,7 +54,9 @@ def build_report(
         _check_batch(result, trace.encoded.batch)
     captured_layers = _captured_layers(trace)
     head_ids = _captured_heads(trace)
-    layer_sel = _select_layers(layers, captured_layers, trace.meta.n_layers)
+    layer_sel = list(captured_layers) if layers is None else sorted(
+        _chosen("layer", layers, captured_layers, trace.meta.n_layers)
+    )
     head_sel = _select_heads(heads, head_ids, trace)
     keys = section_keys([result.analyzer for result in results] + ["attention"])
     sections = [
@@ -131,13 +133,9 @@ def _summary(result: AnalyzerResult) -> str:
         return ""
 
 
-def _main_prefix(trace: Trace) -> str:
-    return "encoder." if trace.meta.kind == "encoder-decoder" else ""
-
-
 def _captured_layers(trace: Trace) -> list[int]:
     """Return the model layers an analyzer's `layer` axis runs over: the main stack's captured layers."""
-    found = trace.layers("attn.hook_pattern", _main_prefix(trace))
+    found = trace.layers("attn.hook_pattern", "encoder." if trace.meta.kind == "encoder-decoder" else "")
     return found or list(trace.meta.layers)
 
 
@@ -148,10 +146,6 @@ def _captured_heads(trace: Trace) -> list[int | str]:
     if trace.meta.heads is not None:
         return list(trace.meta.heads)
     return list(range(trace.meta.n_heads))
-
-
-def _select_layers(layers: Sequence[int] | None, captured: list[int], n_layers: int) -> list[int]:
-    return list(captured) if layers is None else sorted(_chosen("layer", layers, captured, n_layers))
 
 
 def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace: Trace) -> list[int | str]:
@@ -193,8 +187,10 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         pattern = to_numpy(picked.to(torch.float32))
         arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
         views.append(View("head_grid", name, title, {"query_tokens": query_side, "key_tokens": key_side}))
+        decoder = query_side == "decoder" and trace.encoded.decoder is not None
+        queries = trace.encoded.decoder if decoder else trace.encoded
         checks[f"{name}_row_sum_error"] = Check(
-            _row_sum_error(pattern, _query_mask(trace, query_side)),
+            _row_sum_error(pattern, to_numpy(queries.attention_mask != 0)),
             PATTERN_ROW_SUM_TOLERANCE,
             f"largest |row sum − 1| of the {name} attention rows at real query positions",
         )
@@ -209,11 +205,6 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         views=tuple(views),
         tokens=tuple(tuple(row) for row in trace.encoded.tokens),
     )
-
-
-def _query_mask(trace: Trace, side: str) -> np.ndarray:
-    encoded = trace.encoded.decoder if side == "decoder" and trace.encoded.decoder is not None else trace.encoded
-    return to_numpy(encoded.attention_mask != 0)
 
 
 def _row_sum_error(pattern: np.ndarray, real: np.ndarray) -> float:
