@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interpret.report.summary import EXCERPT_CHARACTERS
+from interpret.report.summary import excerpt
 
 SHOWN_TOKENS = 3  # tokens for and against the decision listed per misclassified row
 SLICE_DTYPES: dict[str, str] = {
@@ -44,10 +44,9 @@ def misclassified(examples: pd.DataFrame, tokens: pd.DataFrame, method: str | No
         scores = by_row.get(record.row, own.iloc[:0])
         ranked = scores.sort_values("rank", kind="mergesort")
         negative = scores[scores["score"] < 0].sort_values(["score", "position"], kind="mergesort")
-        text = str(record.text)
         listed.append({
             "row": int(record.row), "id": None if pd.isna(record.id) else str(record.id),
-            "excerpt": text if len(text) <= EXCERPT_CHARACTERS else text[: EXCERPT_CHARACTERS - 1] + "…",
+            "excerpt": excerpt(str(record.text)),
             "label": str(record.label), "prediction": str(record.prediction), "probability": float(record.probability),
             "for": [str(t) for t in ranked["token"][:SHOWN_TOKENS]],
             "against": [str(t) for t in negative["token"][:SHOWN_TOKENS]],

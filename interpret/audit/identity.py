@@ -67,7 +67,7 @@ def fingerprint_parts(
     `streamed`: the analyzers run streamed, named "rollout (streamed)" in the analyzers component (an audit of
     the old `streaming_rollout` names that, so it never resumes parts computed the other way).
     The drivers and slices are not part of it: they are computed from the finished parts on every run."""
-    parts = {
+    return {
         "format": str(FORMAT),
         "examples": examples_digest(examples, *gold),
         "input_file": "not given" if input_file is None else f"sha256 {file_sha256(input_file)[:_DIGEST]}",
@@ -88,7 +88,6 @@ def fingerprint_parts(
         "evidence": ("measured" + (f" with removal {removal}" if removal else "")) if evidence else "not measured",
         "skipped": "not skipping" if skipped is None else skipped_digest(skipped),
     }
-    return parts
 
 
 def examples_digest(examples: Sequence[Example], gold: Sequence[int | None] = (), classes: Sequence[str] = ()) -> str:

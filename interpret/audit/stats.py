@@ -9,6 +9,7 @@ exactly the same numbers in the same order as an uninterrupted one.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,9 +58,7 @@ def head_columns(results: Sequence[AnalyzerResult]) -> list[tuple[str, AnalyzerR
         for name, array in result.arrays.items()
         if array.axes == HEAD_AXES
     ]
-    counts: dict[str, int] = {}
-    for _, name in found:
-        counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for _, name in found)
     return [(name if counts[name] == 1 else f"{result.analyzer}.{name}", result, name) for result, name in found]
 
 

@@ -125,14 +125,10 @@ def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequen
         if result.readout is None:
             continue
         scores = readout_scores(result)[batch, position]
-        columns["row"].append(rows)
-        columns["id"].append(ids)
-        columns["analyzer"].append([result.analyzer] * len(rows))
-        columns["position"].append(position.astype(np.int64))
-        columns["token"].append(tokens)
-        columns["is_special"].append(is_special)
-        columns["score"].append(scores)
-        columns["rank"].append(_ranks(batch, position, scores, is_special))
+        values = (rows, ids, [result.analyzer] * len(rows), position.astype(np.int64), tokens, is_special, scores,
+                  _ranks(batch, position, scores, is_special))
+        for name, value in zip(TOKEN_DTYPES, values):  # in the table's column order
+            columns[name].append(value)
     return {name: _joined(pieces) for name, pieces in columns.items()}
 
 
@@ -159,20 +155,18 @@ def example_columns(
     truncated = encoded.truncated or tuple(False for _ in examples)
     columns: dict[str, list] = {name: [] for name in EXAMPLE_DTYPES}
     for b, (example, decision) in enumerate(zip(examples, decided)):
-        prediction = decision.predicted if decision.kind != "none" else None
-        columns["row"].append(example.row)
-        columns["id"].append(example.id)
-        columns["text"].append(example.text)
-        columns["label"].append(decision.gold)
-        columns["prediction"].append(prediction)
-        probability = decision.predicted_probability
-        columns["probability"].append(np.nan if probability is None else float(probability))
-        columns["correct"].append(decision.correct)
         has_target = decision.kind != "none"
-        columns["target"].append(decision.target.label if has_target else None)
-        columns["target_source"].append(decision.target.source if has_target else None)
-        columns["n_tokens"].append(int(real[b].sum()))
-        columns["truncated"].append(bool(truncated[b]))
+        probability = decision.predicted_probability
+        record = {
+            "row": example.row, "id": example.id, "text": example.text, "label": decision.gold,
+            "prediction": decision.predicted if has_target else None,
+            "probability": np.nan if probability is None else float(probability), "correct": decision.correct,
+            "target": decision.target.label if has_target else None,
+            "target_source": decision.target.source if has_target else None,
+            "n_tokens": int(real[b].sum()), "truncated": bool(truncated[b]),
+        }
+        for name, value in record.items():
+            columns[name].append(value)
     readouts = [result for result in results if result.readout is not None]
     for result in readouts:
         for suffix, values in _analyzer_columns(readout_scores(result), real, special, encoded.tokens).items():

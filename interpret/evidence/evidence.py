@@ -34,6 +34,7 @@ from interpret.runtime.progress import Stage, begin
 from interpret.trace import Trace
 
 RANDOM = "random"
+METRIC_FIELDS = ("comprehensiveness", "sufficiency", "area", "comp_bins", "suff_bins", "morf", "lerf")  # in field order
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,7 @@ class MethodEvidence:
 
     def to_dict(self) -> dict[str, Any]:
         """Return every metric as plain lists (NaN as None)."""
-        out = {
-            "method": self.method,
-            **{
-                key: _plain(getattr(self, key))
-                for key in ("comprehensiveness", "sufficiency", "area", "comp_bins", "suff_bins", "morf", "lerf")
-            },
-        }
+        out = {"method": self.method, **{key: _plain(getattr(self, key)) for key in METRIC_FIELDS}}
         if self.spread:
             out["spread"] = {key: _plain(value) for key, value in self.spread.items()}
         return out
@@ -237,29 +232,21 @@ def _random_names(seeds: int) -> list[str]:
 
 
 def _stack(name: str, scores: list[RankingScores | None], bins: int, fractions: int) -> MethodEvidence:
-    def column(get: Any, width: int | None) -> np.ndarray:
-        shape = () if width is None else (width,)
-        return np.stack([np.full(shape, np.nan) if s is None else np.asarray(get(s), dtype=float) for s in scores])
-
-    return MethodEvidence(
-        method=name,
-        comprehensiveness=column(lambda s: s.comprehensiveness, None),
-        sufficiency=column(lambda s: s.sufficiency, None),
-        area=column(lambda s: s.area, None),
-        comp_bins=column(lambda s: s.comp_bins, bins),
-        suff_bins=column(lambda s: s.suff_bins, bins),
-        morf=column(lambda s: s.morf, fractions),
-        lerf=column(lambda s: s.lerf, fractions),
-    )
+    """Return the MethodEvidence of one method's scores per example (None: an example without candidates: NaN)."""
+    shapes = {"comp_bins": (bins,), "suff_bins": (bins,), "morf": (fractions,), "lerf": (fractions,)}
+    return MethodEvidence(name, **{
+        key: np.stack([np.full(shapes.get(key, ()), np.nan) if s is None else np.asarray(getattr(s, key), dtype=float)
+                       for s in scores])
+        for key in METRIC_FIELDS
+    })
 
 
 def _mean_of(runs: list[MethodEvidence]) -> MethodEvidence:
-    keys = ("comprehensiveness", "sufficiency", "area", "comp_bins", "suff_bins", "morf", "lerf")
-    stacked = {key: np.stack([getattr(run, key) for run in runs]) for key in keys}
+    stacked = {key: np.stack([getattr(run, key) for run in runs]) for key in METRIC_FIELDS}
     gaps = np.stack([run.gap for run in runs])
-    spread = {key: stacked[key].std(0, ddof=1) for key in ("comprehensiveness", "sufficiency", "area")}
+    spread = {key: stacked[key].std(0, ddof=1) for key in METRIC_FIELDS[:3]}
     spread["gap"] = gaps.std(0, ddof=1)
-    return MethodEvidence(method=RANDOM, **{key: stacked[key].mean(0) for key in keys}, spread=spread)
+    return MethodEvidence(method=RANDOM, **{key: stacked[key].mean(0) for key in METRIC_FIELDS}, spread=spread)
 
 
 def finite_mean(values: np.ndarray, empty: Any = float("nan")) -> Any:

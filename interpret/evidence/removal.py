@@ -99,26 +99,22 @@ class RemovalScorer:
 
     def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:
         """Return m(x \\ r) [rows] for each removal mask [rows, pos] of `example` (True = removed)."""
-        removed = np.asarray(removed, dtype=bool)
-        out = np.empty(len(removed))
-        # deleted rows are as wide as the example (`_deleted`), so its passes are the same alone and in a batch
-        width = int(self.encoded.attention_mask[example].sum()) if self.removal == "delete" else self.encoded.pos
-        step = rows_per_pass(width, self.ctx.gate_shape[1], limit=self.rows_per_pass)
-        for start in range(0, len(removed), step):
-            chunk = torch.from_numpy(removed[start:start + step])
-            out[start:start + len(chunk)] = self._pass(example, chunk)
-        return out
+        return self._passes(example, removed, classes=False) if len(removed) else np.empty(0)
 
     def distributions(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, "rows classes"]:
         """Return the class probabilities [rows, classes] (softmax of the decision's logits) with each removal
         mask [rows, pos] of `example` applied: what the model decides on the edited inputs, in one pass per
         `rows_per_pass` rows. Class decisions only."""
+        return self._passes(example, removed, classes=True) if len(removed) else np.empty((0, 0))
+
+    def _passes(self, example: int, removed: Bool[np.ndarray, "rows pos"], classes: bool) -> np.ndarray:
+        """Return `_pass` over the rows of `removed` in passes of at most `rows_per_pass` rows, concatenated."""
         removed = np.asarray(removed, dtype=bool)
+        # deleted rows are as wide as the example (`_deleted`), so its passes are the same alone and in a batch
         width = int(self.encoded.attention_mask[example].sum()) if self.removal == "delete" else self.encoded.pos
         step = rows_per_pass(width, self.ctx.gate_shape[1], limit=self.rows_per_pass)
-        chunks = [self._pass(example, torch.from_numpy(removed[start:start + step]), classes=True)
-                  for start in range(0, len(removed), step)]
-        return np.concatenate(chunks) if chunks else np.empty((0, 0))
+        return np.concatenate([self._pass(example, torch.from_numpy(removed[start:start + step]), classes)
+                               for start in range(0, len(removed), step)])
 
     @torch.no_grad()
     def _pass(self, example: int, removed: Tensor, classes: bool = False) -> np.ndarray:

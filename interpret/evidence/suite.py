@@ -109,16 +109,11 @@ def score_task(
         seconds[name] = (time.perf_counter() - started) / len(texts)
     results.append(_planted(trace, evidence))
     found = evaluate_evidence(trace, results, ctx, seeds=5)
-    for result, metrics in zip(results, found.methods):
-        rows.append(TaskRow(
-            task, result.analyzer, evidence_recovery(result.readout, positions, evidence),
-            finite_mean(metrics.comprehensiveness), finite_mean(metrics.sufficiency), finite_mean(metrics.area),
-            seconds.get(result.analyzer, 0.0), accuracy,
-        ))
-    rows.append(TaskRow(
-        task, "random", _random_recovery(positions, evidence, seed), finite_mean(found.random.comprehensiveness),
-        finite_mean(found.random.sufficiency), finite_mean(found.random.area), 0.0, accuracy,
-    ))
+    recovery = [*(evidence_recovery(result.readout, positions, evidence) for result in results),
+                _random_recovery(positions, evidence, seed)]
+    for metrics, recovered in zip([*found.methods, found.random], recovery):
+        means = [finite_mean(getattr(metrics, key)) for key in ("comprehensiveness", "sufficiency", "area")]
+        rows.append(TaskRow(task, metrics.method, recovered, *means, seconds.get(metrics.method, 0.0), accuracy))
     failure = planted_check(rows).failure
     if failure:  # the methods' numbers would describe a model that does not decide by the evidence
         return [_refused(task, row.method, accuracy, failure) if row.method in analyzers else row for row in rows]

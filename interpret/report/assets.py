@@ -76,11 +76,8 @@ def scripts(with_bertviz: bool) -> list[Script]:
     """Return the inline scripts in page order: d3, jQuery, the require shim, bertviz's views, then our three."""
     out = []
     if with_bertviz:
-        out += [
-            Script(D3, checked(D3, _read(VENDOR / D3))),
-            Script(JQUERY, checked(JQUERY, _read(VENDOR / JQUERY))),
-            Script("bertviz_shim.js", checked("bertviz_shim.js", _read(STATIC / "bertviz_shim.js"))),
-        ]
+        files = ((D3, VENDOR / D3), (JQUERY, VENDOR / JQUERY), ("bertviz_shim.js", STATIC / "bertviz_shim.js"))
+        out += [Script(name, checked(name, _read(path))) for name, path in files]
         out += [Script(f"{view}_view.js", bertviz_view(view), view) for view in BERTVIZ_VIEWS]
     out += [Script(name, checked(name, _read(STATIC / name))) for name in PAGE_SCRIPTS]
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,19 +21,14 @@ from interpret.trace import Trace
 # float32 softmax rows sum to one within ~1e-6; a larger error means the capture is not a true pattern.
 PATTERN_ROW_SUM_TOLERANCE = 1e-4
 
-# (array name, prefix, suffix, query side, key side) of every attention stack a trace may hold.
+# (array name, prefix, suffix, query side, key side, view title) of every attention stack a trace may hold.
 _STACKS = (
-    ("pattern", "", "attn.hook_pattern", "encoder", "encoder"),
-    ("encoder", "encoder.", "attn.hook_pattern", "encoder", "encoder"),
-    ("decoder", "decoder.", "attn.hook_pattern", "decoder", "decoder"),
-    ("cross", "decoder.", "cross_attn.hook_pattern", "decoder", "encoder"),
+    ("pattern", "", "attn.hook_pattern", "encoder", "encoder", "Attention by layer and head"),
+    ("encoder", "encoder.", "attn.hook_pattern", "encoder", "encoder", "Encoder self-attention by layer and head"),
+    ("decoder", "decoder.", "attn.hook_pattern", "decoder", "decoder", "Decoder self-attention by layer and head"),
+    ("cross", "decoder.", "cross_attn.hook_pattern", "decoder", "encoder",
+     "Cross-attention (decoder → encoder) by layer and head"),
 )
-_STACK_TITLES = {
-    "pattern": "Attention by layer and head",
-    "encoder": "Encoder self-attention by layer and head",
-    "decoder": "Decoder self-attention by layer and head",
-    "cross": "Cross-attention (decoder → encoder) by layer and head",
-}
 
 
 def build_report(
@@ -58,7 +54,9 @@ def build_report(
         _check_batch(result, trace.encoded.batch)
     captured_layers = _captured_layers(trace)
     head_ids = _captured_heads(trace)
-    layer_sel = _select_layers(layers, captured_layers, trace.meta.n_layers)
+    layer_sel = list(captured_layers) if layers is None else sorted(
+        _chosen("layer", layers, captured_layers, trace.meta.n_layers)
+    )
     head_sel = _select_heads(heads, head_ids, trace)
     keys = section_keys([result.analyzer for result in results] + ["attention"])
     sections = [
@@ -91,27 +89,25 @@ def build_report(
 def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tuple[ExampleTokens, ...]:
     """Return each example's tokens, special-token and real-position flags (padded to `pos`), and its id."""
     texts = encoded.texts or ()
-    decoder = encoded.decoder
     out = []
     for b in range(encoded.batch):
-        fields = dict(
-            tokens=tuple(str(token) for token in encoded.tokens[b]),
-            special=tuple(bool(flag) for flag in encoded.special[b].tolist()),
-            real=tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
-            text=texts[b] if b < len(texts) else None,
-            id=ids[b] if ids is not None and b < len(ids) else None,
-            words=tuple(encoded.word_ids[b]) if encoded.word_ids else (),
-            display=tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
-        )
-        if decoder is not None:
-            fields.update(
-                decoder_tokens=tuple(str(token) for token in decoder.tokens[b]),
-                decoder_special=tuple(bool(flag) for flag in decoder.special[b].tolist()),
-                decoder_real=tuple(bool(flag) for flag in (decoder.attention_mask[b] != 0).tolist()),
-                decoder_display=tuple(display_tokens(decoder.tokens[b], decoder.scheme)),
-            )
-        out.append(ExampleTokens(**fields))
+        fields = _side(encoded, b, "")
+        if encoded.decoder is not None:
+            fields.update(_side(encoded.decoder, b, "decoder_"))
+        fields["words"] = tuple(encoded.word_ids[b]) if encoded.word_ids else ()
+        id_ = ids[b] if ids is not None and b < len(ids) else None
+        out.append(ExampleTokens(**fields, text=texts[b] if b < len(texts) else None, id=id_))
     return tuple(out)
+
+
+def _side(encoded: Encoded, b: int, prefix: str) -> dict[str, tuple]:
+    """Return example `b`'s tokens, special and real flags and display forms of one side, keyed `prefix` + field."""
+    return {
+        f"{prefix}tokens": tuple(str(token) for token in encoded.tokens[b]),
+        f"{prefix}special": tuple(bool(flag) for flag in encoded.special[b].tolist()),
+        f"{prefix}real": tuple(bool(flag) for flag in (encoded.attention_mask[b] != 0).tolist()),
+        f"{prefix}display": tuple(display_tokens(encoded.tokens[b], encoded.scheme)),
+    }
 
 
 def _check_batch(result: AnalyzerResult, batch: int) -> None:
@@ -137,13 +133,9 @@ def _summary(result: AnalyzerResult) -> str:
         return ""
 
 
-def _main_prefix(trace: Trace) -> str:
-    return "encoder." if trace.meta.kind == "encoder-decoder" else ""
-
-
 def _captured_layers(trace: Trace) -> list[int]:
     """Return the model layers an analyzer's `layer` axis runs over: the main stack's captured layers."""
-    found = trace.layers("attn.hook_pattern", _main_prefix(trace))
+    found = trace.layers("attn.hook_pattern", "encoder." if trace.meta.kind == "encoder-decoder" else "")
     return found or list(trace.meta.layers)
 
 
@@ -156,22 +148,6 @@ def _captured_heads(trace: Trace) -> list[int | str]:
     return list(range(trace.meta.n_heads))
 
 
-def _select_layers(layers: Sequence[int] | None, captured: list[int], n_layers: int) -> list[int]:
-    if layers is None:
-        return list(captured)
-    chosen = []
-    for layer in layers:
-        index = layer + n_layers if layer < 0 else layer
-        if index not in captured:
-            raise ReportError(
-                f"layer {layer} was not captured (captured layers: {captured}); pick layers from those, or"
-                " collect it with layers=."
-            )
-        if index not in chosen:
-            chosen.append(index)
-    return sorted(chosen)
-
-
 def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace: Trace) -> list[int | str]:
     if heads is None:
         return list(head_ids)
@@ -180,13 +156,19 @@ def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace:
             f"heads={list(heads)} cannot be picked from a trace reduced over heads ({trace.meta.reduce});"
             " collect without reduce= to choose heads."
         )
-    chosen: list[int | str] = []
-    for head in heads:
-        index = head + trace.meta.n_heads if head < 0 else head
-        if index not in head_ids:
+    return _chosen("head", heads, head_ids, trace.meta.n_heads)
+
+
+def _chosen(axis: str, asked: Sequence[int], captured: Sequence[int | str], count: int) -> list[Any]:
+    """Return the asked layers or heads (negatives count back from `count`) without repeats, in the order asked;
+    ReportError naming the first that was not captured."""
+    chosen = []
+    for item in asked:
+        index = item + count if item < 0 else item
+        if index not in captured:
             raise ReportError(
-                f"head {head} was not captured (captured heads: {head_ids}); pick heads from those, or collect"
-                " it with heads=."
+                f"{axis} {item} was not captured (captured {axis}s: {list(captured)}); pick {axis}s from those, or"
+                f" collect it with {axis}s=."
             )
         if index not in chosen:
             chosen.append(index)
@@ -196,7 +178,7 @@ def _select_heads(heads: Sequence[int] | None, head_ids: list[int | str], trace:
 def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) -> AnalyzerResult | None:
     """Return the raw patterns [batch, layer, head, query, key] of the selection as a result, or None."""
     arrays, views, checks = {}, [], {}
-    for name, prefix, suffix, query_side, key_side in _STACKS:
+    for name, prefix, suffix, query_side, key_side, title in _STACKS:
         captured = trace.layers(suffix, prefix)
         if not captured or any(layer not in captured for layer in layers):
             continue
@@ -204,11 +186,11 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         picked = torch.stack([trace[f"{prefix}blocks.{layer}.{suffix}"][:, head_index] for layer in layers], dim=1).detach()
         pattern = to_numpy(picked.to(torch.float32))
         arrays[name] = NamedArray(pattern, ("batch", "layer", "head", "query", "key"))
-        views.append(
-            View("head_grid", name, _STACK_TITLES[name], {"query_tokens": query_side, "key_tokens": key_side})
-        )
+        views.append(View("head_grid", name, title, {"query_tokens": query_side, "key_tokens": key_side}))
+        decoder = query_side == "decoder" and trace.encoded.decoder is not None
+        queries = trace.encoded.decoder if decoder else trace.encoded
         checks[f"{name}_row_sum_error"] = Check(
-            _row_sum_error(pattern, _query_mask(trace, query_side)),
+            _row_sum_error(pattern, to_numpy(queries.attention_mask != 0)),
             PATTERN_ROW_SUM_TOLERANCE,
             f"largest |row sum − 1| of the {name} attention rows at real query positions",
         )
@@ -223,11 +205,6 @@ def _attention_result(trace: Trace, layers: list[int], head_index: list[int]) ->
         views=tuple(views),
         tokens=tuple(tuple(row) for row in trace.encoded.tokens),
     )
-
-
-def _query_mask(trace: Trace, side: str) -> np.ndarray:
-    encoded = trace.encoded.decoder if side == "decoder" and trace.encoded.decoder is not None else trace.encoded
-    return to_numpy(encoded.attention_mask != 0)
 
 
 def _row_sum_error(pattern: np.ndarray, real: np.ndarray) -> float:

@@ -1,6 +1,6 @@
 """What the report's evidence section draws, from an `interpret.evidence.Evidence`: rows of metrics ordered by
-faithfulness beside the random baseline, each example's deletion curves as inline SVG polylines, the mean
-agreement matrix, and per example which methods did no better than random (marked in the summary)."""
+faithfulness beside the random baseline, each example's deletion curves as inline SVG polylines, and the mean
+agreement matrix (the methods no better than random on an example are marked by the summary: `summary_tops`)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,6 @@ class EvidenceView:
     agreement_methods: list[str]
     spearman: list[list[float | None]]
     kendall: list[list[float | None]]
-    weak: list[list[str]]  # per example: the methods no better than random there
     skipped: list[tuple[str, str]]
     width: int = PLOT_WIDTH
     height: int = PLOT_HEIGHT
@@ -62,7 +61,6 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
     """Return the EvidenceView of `evidence`: methods ordered by faithfulness (mean comp − suff)."""
     ranked = evidence.ranked()
     batch = len(evidence.full)
-    weak = [evidence.no_better_than_random(b) for b in range(batch)]
     colours = {m.method: PALETTE[i % len(PALETTE)] for i, m in enumerate(evidence.methods)}
     curves = []
     for b in range(batch):
@@ -83,7 +81,6 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
         agreement_methods=[m.method for m in evidence.methods],
         spearman=_mean_matrix(evidence.spearman),
         kendall=_mean_matrix(evidence.kendall),
-        weak=weak,
         skipped=list(evidence.skipped),
     )
 

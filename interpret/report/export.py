@@ -130,10 +130,8 @@ def tokens_table(report: ReportData) -> pd.DataFrame:
     """Return one row per (side, batch, pos): token, special, real."""
     rows = []
     for b, example in enumerate(report.examples):
-        sides = [("encoder", example.tokens, example.special, example.real)]
-        if example.decoder_tokens:
-            sides.append(("decoder", example.decoder_tokens, example.decoder_special, example.decoder_real))
-        for side, tokens, special, real in sides:
+        for side in ("encoder", "decoder") if example.decoder_tokens else ("encoder",):
+            tokens, _, special, real = example.side(side == "decoder")
             for pos, token in enumerate(tokens):
                 rows.append(
                     {"side": side, "batch": b, "pos": pos, "token": token, "special": special[pos], "real": real[pos]}

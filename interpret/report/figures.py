@@ -18,6 +18,7 @@ import numpy as np
 
 from interpret.files.atomic import atomic_path
 from interpret.report.model import ReportData, Section
+from interpret.report.summary import excerpt
 
 MAX_EXAMPLES = 20
 LABEL_LIMIT = 24
@@ -51,12 +52,10 @@ def _readout_figure(plt: Any, report: ReportData, section: Section, example: int
     if result.readout is None or result.readout_of is None:
         return None
     tokens_of = report.examples[example]
-    decoder = result.readout_of.side == "decoder"
-    real = tokens_of.decoder_real if decoder else tokens_of.real
-    shown = (tokens_of.decoder_display or tokens_of.decoder_tokens) if decoder else (tokens_of.display or tokens_of.tokens)
+    _, shown, _, real = tokens_of.side(result.readout_of.side == "decoder")
     positions = [i for i, flag in enumerate(real) if flag and i < result.readout.shape[1]]
     values = np.asarray(result.readout[example], dtype=np.float64)[positions]
-    labels = [_label(shown[i]) for i in positions]
+    labels = [excerpt(shown[i], LABEL_LIMIT) for i in positions]
     figure, axes = plt.subplots(figsize=(max(3.0, 0.32 * len(positions) + 1.2), 2.8), constrained_layout=True)
     if result.signed:
         bound = float(np.abs(values).max()) or 1.0
@@ -102,7 +101,3 @@ def _save(plt: Any, figure: Any, stem: Path) -> list[Path]:
     finally:
         plt.close(figure)
     return paths
-
-
-def _label(token: str) -> str:
-    return token if len(token) <= LABEL_LIMIT else token[: LABEL_LIMIT - 1] + "…"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from interpret.trace import Trace
 DEFAULT_MAX_BYTES = 20_000_000
 
 SectionKind = Literal["analyzer", "attention"]
+TokenSide = tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...], tuple[bool, ...]]
 
 
 def _now() -> str:
@@ -61,10 +62,7 @@ class RunInfo:
 
     def __post_init__(self) -> None:
         # A lone string is one input, not a sequence of one-character inputs.
-        if isinstance(self.inputs, str):
-            object.__setattr__(self, "inputs", (self.inputs,))
-        else:
-            object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "inputs", (self.inputs,) if isinstance(self.inputs, str) else tuple(self.inputs))
 
     @classmethod
     def from_trace(cls, trace: Trace, **fields: Any) -> RunInfo:
@@ -82,19 +80,12 @@ class RunInfo:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field (non-finite probabilities as None)."""
         return {
-            "model_id": self.model_id,
-            "revision": self.revision,
-            "attention": self.attention,
-            "kind": self.kind,
+            **{item.name: getattr(self, item.name) for item in fields(self)},
             "inputs": list(self.inputs),
-            "request": self.request,
             "decisions": [_finite(decision.to_dict()) for decision in self.decisions],
             "analyzers": list(self.analyzers),
             "notes": [list(note) for note in self.notes],
-            "seed": self.seed,
             "versions": dict(self.versions),
-            "wall_seconds": self.wall_seconds,
-            "created": self.created,
         }
 
 
@@ -127,21 +118,18 @@ class ExampleTokens:
     decoder_real: tuple[bool, ...] = ()
     decoder_display: tuple[str, ...] = ()
 
+    def side(self, decoder: bool) -> TokenSide:
+        """Return one side's tokens as written, as shown (display forms, else as written), special and real flags."""
+        if decoder:
+            shown = self.decoder_display or self.decoder_tokens
+            return self.decoder_tokens, shown, self.decoder_special, self.decoder_real
+        return self.tokens, self.display or self.tokens, self.special, self.real
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
-        return {
-            "id": self.id,
-            "text": self.text,
-            "tokens": list(self.tokens),
-            "display": list(self.display),
-            "words": list(self.words),
-            "special": list(self.special),
-            "real": list(self.real),
-            "decoder_tokens": list(self.decoder_tokens),
-            "decoder_special": list(self.decoder_special),
-            "decoder_real": list(self.decoder_real),
-            "decoder_display": list(self.decoder_display),
-        }
+        lists = ("tokens", "display", "words", "special", "real", "decoder_tokens", "decoder_special", "decoder_real",
+                 "decoder_display")
+        return {"id": self.id, "text": self.text, **{name: list(getattr(self, name)) for name in lists}}
 
 
 @dataclass(frozen=True)

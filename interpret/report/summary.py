@@ -90,7 +90,6 @@ def summary_tops(
     """Return the example's `top_tokens` as the summary lists them: (the methods that beat random here, or were
     not evaluated; those no better than random here), each most faithful first by the report's evidence, then
     (not evaluated) in section order. Without evidence: every method in section order, none folded."""
-    tops = top_tokens(report, example)
     evidence = report.evidence
     if evidence is None:
         return tops, []
@@ -103,15 +102,7 @@ def summary_tops(
 def check_rows(report: ReportData) -> list[CheckRow]:
     """Return every check of every section, in section order."""
     return [
-        CheckRow(
-            section=section.key,
-            analyzer=section.result.analyzer,
-            name=name,
-            description=check.description,
-            value=check.value,
-            tolerance=check.tolerance,
-            ok=check.ok,
-        )
+        CheckRow(section.key, section.result.analyzer, name, check.description, check.value, check.tolerance, check.ok)
         for section in report.sections
         for name, check in section.result.checks.items()
     ]
@@ -131,13 +122,7 @@ def _readout_row(
     if result.readout is None or result.readout_of is None:
         return None
     row = np.asarray(result.readout[example], dtype=np.float64)
-    tokens_of = report.examples[example]
-    if result.readout_of.side == "decoder":
-        raw, shown = tokens_of.decoder_tokens, tokens_of.decoder_display or tokens_of.decoder_tokens
-        special, real = tokens_of.decoder_special, tokens_of.decoder_real
-    else:
-        raw, shown = tokens_of.tokens, tokens_of.display or tokens_of.tokens
-        special, real = tokens_of.special, tokens_of.real
+    raw, shown, special, real = report.examples[example].side(result.readout_of.side == "decoder")
     if len(raw) != row.shape[0]:
         return None
     scores = [
@@ -212,14 +197,17 @@ def overview_rows(
             if math.isfinite(gap):
                 verdict = Verdict(gap, float(evidence.random.gap[b]), float(evidence.random.spread["gap"][b]),
                                   bool(evidence.better_than_random(lead)[b]))
-        text = _text_of(report, b)
-        excerpt = text if len(text) <= EXCERPT_CHARACTERS else text[: EXCERPT_CHARACTERS - 1] + "…"
         decision = decisions[b]
         rows.append(OverviewRow(
-            b, example.id, excerpt, None if decision is None else decision.predicted,
+            b, example.id, excerpt(_text_of(report, b)), None if decision is None else decision.predicted,
             None if decision is None else decision.predicted_probability, top, verdict,
         ))
     return rows
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARACTERS) -> str:
+    """Return `text` cut to `limit` characters, the last one an ellipsis when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _text_of(report: ReportData, example: int) -> str:

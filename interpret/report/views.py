@@ -222,17 +222,12 @@ def _options(view: View) -> dict[str, Any]:
 
 
 def _example_data(example: ExampleTokens) -> dict[str, Any]:
+    lists = ("words", "tokens", "special", "real", "decoder_tokens", "decoder_special", "decoder_real")
     return {
         "id": example.id,
         "display_tokens": list(example.display),
         "decoder_display_tokens": list(example.decoder_display),
-        "words": list(example.words),
-        "tokens": list(example.tokens),
-        "special": list(example.special),
-        "real": list(example.real),
-        "decoder_tokens": list(example.decoder_tokens),
-        "decoder_special": list(example.decoder_special),
-        "decoder_real": list(example.decoder_real),
+        **{name: list(getattr(example, name)) for name in lists},
     }
 
 
