@@ -22,6 +22,7 @@ Arrays: readout [batch, key], signed, 0 at positions that are not attributed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from captum._utils.models.linear_model import SkLearnLasso
@@ -89,9 +90,7 @@ class _Perturbation:
         extra = {"n_samples": params.n_samples} if sampled else {}
         rows = []
         for b in range(inputs.shape[0]):
-            # LIME's Lasso penalty scales with the example's |F(x) − F(x')| (module docstring)
-            lasso = SkLearnLasso(alpha=params.alpha * gaps[b]) if isinstance(params, LimeParams) else None
-            method = self.method(forward) if lasso is None else self.method(forward, interpretable_model=lasso)
+            method = self.make(forward, params, gaps[b])
             if sampled:
                 _captum.seed(ctx)
             attr = method.attribute(
@@ -103,6 +102,10 @@ class _Perturbation:
         readout = _captum.token_scores(torch.cat(rows), batch)
         return _captum.token_result(self, trace, params, readout, f"{self.title} per token (signed)",
                                     {"score_consistency": _captum.score_check(ctx, batch, inputs, scores)}, signed=True)
+
+    def make(self, forward: _captum.ScoreModule, params: AblationParams, gap: float) -> Any:
+        """Return the Captum method over `forward` for one example whose |F(x) − F(x')| is `gap`."""
+        return self.method(forward)
 
 
 class FeatureAblationAnalyzer(_Perturbation):
@@ -123,6 +126,10 @@ class LimeAnalyzer(_Perturbation):
     summary = "LIME (Ribeiro et al. 2016) over a token mask via Captum's Lime, seeded; n_samples a parameter."
     Params = LimeParams
     method = Lime
+
+    def make(self, forward: _captum.ScoreModule, params: LimeParams, gap: float) -> Any:
+        """Return Captum's Lime whose Lasso penalty scales with the example's |F(x) − F(x')| (module docstring)."""
+        return Lime(forward, interpretable_model=SkLearnLasso(alpha=params.alpha * gap))
 
 
 class KernelShapAnalyzer(_Perturbation):

@@ -125,9 +125,12 @@ def token_columns(examples: Sequence[Example], encoded: Encoded, results: Sequen
         if result.readout is None:
             continue
         scores = readout_scores(result)[batch, position]
-        values = (rows, ids, [result.analyzer] * len(rows), position.astype(np.int64), tokens, is_special, scores,
-                  _ranks(batch, position, scores, is_special))
-        for name, value in zip(TOKEN_DTYPES, values):  # in the table's column order
+        record = {
+            "row": rows, "id": ids, "analyzer": [result.analyzer] * len(rows), "position": position.astype(np.int64),
+            "token": tokens, "is_special": is_special, "score": scores,
+            "rank": _ranks(batch, position, scores, is_special),
+        }
+        for name, value in record.items():
             columns[name].append(value)
     return {name: _joined(pieces) for name, pieces in columns.items()}
 

@@ -30,6 +30,7 @@ def reference_capturable(model: ReferenceModel) -> Capturable:
     }
     if config.vocab_size is not None:
         sizes["vocab"] = config.vocab_size
+
     def run(encoded: Encoded) -> Any:
         return model.forward_encoded(encoded)
 

@@ -34,7 +34,8 @@ from interpret.runtime.progress import Stage, begin
 from interpret.trace import Trace
 
 RANDOM = "random"
-METRIC_FIELDS = ("comprehensiveness", "sufficiency", "area", "comp_bins", "suff_bins", "morf", "lerf")  # in field order
+SCALAR_METRICS = ("comprehensiveness", "sufficiency", "area")  # one value per example
+METRIC_FIELDS = (*SCALAR_METRICS, "comp_bins", "suff_bins", "morf", "lerf")  # MethodEvidence's, in field order
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ def _stack(name: str, scores: list[RankingScores | None], bins: int, fractions: 
 def _mean_of(runs: list[MethodEvidence]) -> MethodEvidence:
     stacked = {key: np.stack([getattr(run, key) for run in runs]) for key in METRIC_FIELDS}
     gaps = np.stack([run.gap for run in runs])
-    spread = {key: stacked[key].std(0, ddof=1) for key in METRIC_FIELDS[:3]}
+    spread = {key: stacked[key].std(0, ddof=1) for key in SCALAR_METRICS}
     spread["gap"] = gaps.std(0, ddof=1)
     return MethodEvidence(method=RANDOM, **{key: stacked[key].mean(0) for key in METRIC_FIELDS}, spread=spread)
 

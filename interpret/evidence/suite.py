@@ -18,7 +18,7 @@ from interpret.analysis.run import required_names, run_context
 from interpret.capture import collect
 from interpret.data.shipped import write_weights
 from interpret.errors import AnalyzerError
-from interpret.evidence.evidence import evaluate_evidence, finite_mean
+from interpret.evidence.evidence import SCALAR_METRICS, evaluate_evidence, finite_mean
 from interpret.evidence.removal import candidates
 from interpret.evidence.tasks import TASKS, evidence_recovery, task_accuracy, task_dataset, task_model, weights_name
 from interpret.runtime.progress import Stage, begin
@@ -112,7 +112,7 @@ def score_task(
     recovery = [*(evidence_recovery(result.readout, positions, evidence) for result in results),
                 _random_recovery(positions, evidence, seed)]
     for metrics, recovered in zip([*found.methods, found.random], recovery):
-        means = [finite_mean(getattr(metrics, key)) for key in ("comprehensiveness", "sufficiency", "area")]
+        means = [finite_mean(getattr(metrics, key)) for key in SCALAR_METRICS]
         rows.append(TaskRow(task, metrics.method, recovered, *means, seconds.get(metrics.method, 0.0), accuracy))
     failure = planted_check(rows).failure
     if failure:  # the methods' numbers would describe a model that does not decide by the evidence
