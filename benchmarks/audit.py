@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 64] [--batches 1 8 32]
                                   [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile] [--stages]
-                                  [--texts synthetic|heldout] [--drivers K]
+                                  [--texts synthetic|heldout] [--drivers K] [--driver-rows N]
 Analyzers: the default audit's (`interpret.analysis.defaults`, its lead chosen on the model as `run_audit`
 chooses it) unless --analyzers names others (the default list itself, in its order, means the defaults: to time
 the earlier decompx-led audit, name it in another order, `--analyzers decompx attention_entropy rollout`). Model: the default model (MiniLM-L6 + sentiment head). Every text
@@ -63,7 +63,7 @@ from interpret.models.default_model import DEFAULT_MODEL_ID, load_default  # noq
 from interpret.models.loading import load  # noqa: E402
 from interpret.pipeline import Plan  # noqa: E402
 from interpret.reading.datasets import Example  # noqa: E402
-from interpret.request import DEFAULT_DRIVERS  # noqa: E402
+from interpret.request import DEFAULT_DRIVER_ROWS, DEFAULT_DRIVERS  # noqa: E402
 
 WORDS = "the film was quietly brilliant although its ending felt rushed and a little dull to me".split()
 
@@ -180,6 +180,7 @@ def main() -> None:
                         help="synthetic: every text exactly --tokens tokens of one 16-word vocabulary (so every row holds"
                              " every driver: the drivers' worst case); heldout: the shipped held-out sentences, cut at --tokens")
     parser.add_argument("--drivers", type=int, default=DEFAULT_DRIVERS, help="the audit's --drivers (0: off)")
+    parser.add_argument("--driver-rows", type=int, default=DEFAULT_DRIVER_ROWS, help="the audit's --driver-rows (0: all)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -211,7 +212,8 @@ def main() -> None:
                 try:
                     run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size, head=head,
                               options=AuditOptions(max_length=args.tokens, model_id=DEFAULT_MODEL_ID, fresh=True,
-                                                   model_dir=model_dir, drivers=args.drivers))
+                                                   model_dir=model_dir, drivers=args.drivers,
+                                                   driver_rows=args.driver_rows))
                 finally:
                     overlap.ENABLED = None
 
@@ -233,7 +235,7 @@ def main() -> None:
                 stage_rows.append([batch_size, *stage_seconds(model, tokenizer, head, examples, batch_size, args, names,
                                                               med(p_cpu), med(a_cpu))])
     print(f"{DEFAULT_MODEL_ID}, {args.texts} texts of {args.tokens} tokens or fewer, {len(examples)} examples,"
-          f" drivers {args.drivers}, analyzers {'+'.join(names)}"
+          f" drivers {args.drivers} (at most {args.driver_rows or 'all'} rows each), analyzers {'+'.join(names)}"
           f"{' (the default audit)' if given == DEFAULT_ANALYZERS else ''},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
           f" {args.repeat} repeats after a warm-up; the default audit "

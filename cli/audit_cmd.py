@@ -27,7 +27,7 @@ from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan, Source
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
 from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
-from interpret.request import AuditOptions, EvidenceOptions
+from interpret.request import DEFAULT_DRIVER_ROWS, AuditOptions, EvidenceOptions
 
 
 @click.command()
@@ -53,8 +53,11 @@ from interpret.request import AuditOptions, EvidenceOptions
                    " zero its embedding (default: delete).")
 @click.option("--drivers", "n_drivers", type=click.IntRange(min=0), default=20, show_default=True, metavar="K",
               help="Re-run the model without each of the K tokens (and K words) of highest mean |score| under the"
-                   " lead method in every row holding it: flip rates in drivers.csv, flipped rows in"
-                   " counterfactuals.csv; costs 2 forward passes per row holding one (K up to 32). 0: off.")
+                   " lead method in the rows holding it (see --driver-rows): flip rates in drivers.csv, flipped"
+                   " rows in counterfactuals.csv; costs 2 forward passes per row re-run (K up to 32). 0: off.")
+@click.option("--driver-rows", "driver_rows", type=click.IntRange(min=0), default=DEFAULT_DRIVER_ROWS, show_default=True,
+              metavar="N", help="Re-run each driver in at most N of the rows holding it, a sample seeded by --seed"
+                                " (its flip rate and interval are the sample's). 0: every row holding it.")
 @click.option("--slice-by", default=None, metavar="COLUMN",
               help="A column of the input: accuracy and evidence per value of it (slices.csv).")
 @click.option("--streaming", type=click.Choice(["on", "off"]), default="off", show_default=True,
@@ -68,7 +71,7 @@ def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
     batch_size: int, seed: int, fresh: bool, skip_invalid: bool, target: str, output: str | None, evidence: bool,
-    removal: str | None, n_drivers: int, slice_by: str | None, streaming: str, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
+    removal: str | None, n_drivers: int, driver_rows: int, slice_by: str | None, streaming: str, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
     verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
@@ -103,7 +106,7 @@ def audit(
                               " example a label, or explain predictions (--target prediction).")
     plan = preflight.plan_model(model, allow_pickle)
     options = built(AuditOptions, target=target, max_length=max_length, streaming=streaming, evidence=evidence_options,
-                    drivers=n_drivers, slice_by=slice_by, seed=seed, fresh=fresh, model_dir=plan.checkpoint.directory,
+                    drivers=n_drivers, driver_rows=driver_rows, slice_by=slice_by, seed=seed, fresh=fresh, model_dir=plan.checkpoint.directory,
                     input_file=input_file, skipped=dataset.skipped if skip_invalid else None)
     texts = [example.text for example in examples]
     source = Source(input_file.name, tuple(example.row for example in examples))

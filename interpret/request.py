@@ -109,6 +109,7 @@ class View:
 
 
 DEFAULT_DRIVERS = 20  # tokens (and words) of the lead method an audit re-runs the model without
+DEFAULT_DRIVER_ROWS = 200  # rows each of them is re-run in at most (a seeded sample of a more frequent one's)
 PART_EXAMPLES = 512  # an audit stores a part once it holds this many examples (or after PART_SECONDS)
 
 
@@ -126,6 +127,8 @@ class AuditOptions:
         says how evidence and drivers remove tokens (None: `default_removal`).
     drivers: check the top `drivers` tokens of the lead method by re-running the model without them
         (`interpret.audit.drivers`: drivers.parquet, drivers.csv, counterfactuals.csv); 0: no drivers.
+    driver_rows: re-run each of them in at most this many of the rows holding it, a sample seeded by `seed`
+        (its flip rate and interval are then the sample's); 0: in every row holding it.
     slice_by: a column of `input_file`: accuracy and evidence per value of it (slices.csv).
     seed: the seed of any randomness.
     fresh: discard the parts of an earlier audit in the output directory instead of resuming or refusing.
@@ -148,6 +151,7 @@ class AuditOptions:
     streaming: str = "off"
     evidence: EvidenceOptions = EvidenceOptions(enabled=False)
     drivers: int = DEFAULT_DRIVERS
+    driver_rows: int = DEFAULT_DRIVER_ROWS
     slice_by: str | None = None
     seed: int = 0
     fresh: bool = False
@@ -169,5 +173,8 @@ class AuditOptions:
         if isinstance(self.drivers, bool) or not isinstance(self.drivers, int) or self.drivers < 0:
             raise ConfigError(f"drivers={self.drivers!r} must be a number of tokens to check, 0 or more;"
                               f" use e.g. {DEFAULT_DRIVERS}.")
+        if isinstance(self.driver_rows, bool) or not isinstance(self.driver_rows, int) or self.driver_rows < 0:
+            raise ConfigError(f"driver_rows={self.driver_rows!r} must be a number of rows to re-run each driver in,"
+                              f" 0 (every row) or more; use e.g. {DEFAULT_DRIVER_ROWS}.")
         if self.slice_by is not None and self.input_file is None:
             raise ConfigError(f"slice_by={self.slice_by!r} reads a column of the input file; pass input_file= too.")

@@ -165,7 +165,7 @@ RUNS: list[list[str]] = [
     ["collect", "--model", "{llama}", "--text", "the cat", "--reduce", "max", "-o", "{tmp}/llama.safetensors", "-q"],
     ["audit", "--model", "{cls}", "--input", "{data}.jsonl", "-a", "rollout", "--set", "rollout.head_fusion=max",
      "--batch-size", "2", "--target", "gold", "-o", "{tmp}/audit", "--evidence", "--engine", "local", "--drivers", "3",
-     "--removal", "mask", "--slice-by", "label", "-q", "--no-progress"],
+     "--driver-rows", "2", "--removal", "mask", "--slice-by", "label", "-q", "--no-progress"],
     ["audit", "--model", "{cls}", "--input", "{data}.csv", "-a", "rollout", "--target", "prediction", "-o", "{tmp}/audit",
      "--fresh", "--skip-invalid", "--streaming", "off", "--progress"],
     ["evaluate", "--model", "{cls}", "--text", "the cat sat", "-a", "rollout", "--checks", "erasers,sanity", "--removal", "mask",

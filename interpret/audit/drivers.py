@@ -7,11 +7,14 @@ under the audit's lead method (`lead_of`: the method the evidence ranks first, e
 candidate, over the rows it occurs in: its rows, its occurrences, and the mean and mean |score| of its
 occurrences. The `k` tokens and the `k` words of highest mean |score| among those in at least `MIN_ROWS` rows
 (every row, in a smaller audit: a unit of one or two rows has no interval worth reading, and rare words would
-crowd the top) are checked: every row holding one is
-encoded again and re-run with every occurrence of it removed (`interpret.evidence.removal`, the evidence's own
-removal; one pass for all of a row's candidates, up to 64), and the candidate flips that row when the model's
-predicted class changes. Its flip rate is flips / rows with a percentile bootstrap 95% interval (resampling its
-rows, seeded by the audit's seed: `interpret.evidence.aggregate`). Candidates rank by flip rate, then mean
+crowd the top) are checked: every row holding one (at most `DriverSettings.rows` of them per candidate: the
+first of its rows in one random order of the audit's rows, `numpy.random.default_rng(SeedSequence(seed,
+spawn_key=(1,))).permutation` of the rows in order, so the cost is bounded however many rows a token occurs in
+and candidates that share rows share their sample) is encoded again and re-run with
+every occurrence of it removed (`interpret.evidence.removal`, the evidence's own removal; one pass for all of a
+row's candidates, up to 64), and the candidate flips that row when the model's predicted class changes. Its
+flip rate is flips / checked rows with a percentile bootstrap 95% interval (resampling those rows, seeded by
+the audit's seed: `interpret.evidence.aggregate`). Candidates rank by flip rate, then mean
 |score| (those not checked after, by mean |score|), then tokens before words, then by text.
 
 drivers — one row per token and per word:
@@ -23,8 +26,9 @@ drivers — one row per token and per word:
     mean_score      float64  mean score of its occurrences
     mean_abs_score  float64  mean |score| of its occurrences
     tested          bool     it was among the `k` of its unit re-run
-    flips           Int64    rows whose prediction changed without it; null when not tested
-    flip_rate       float64  flips / rows (NaN when not tested)
+    checked         Int64    rows re-run without it (all its rows, or the sample); null when not tested
+    flips           Int64    checked rows whose prediction changed without it; null when not tested
+    flip_rate       float64  flips / checked (NaN when not tested)
     flip_rate_low   float64  its bootstrap 95% interval's lower end (NaN when not tested)
     flip_rate_high  float64  and upper end
     removal         string   how it was removed ("delete", "mask", "zero"); null when not tested
@@ -61,10 +65,11 @@ from interpret.reading.datasets import Example
 from interpret.reading.text import marker_word_ids, token_scheme, word_spans, words
 
 MIN_ROWS = 3  # rows a unit occurs in before it is checked (or every row of a smaller audit)
+SAMPLE_STREAM = 1  # the spawn key of the rows' sample generator (the bootstrap's is the seed itself)
 DRIVER_DTYPES: dict[str, str] = {
     "unit": "string", "token": "string", "method": "string", "rows": "int64", "occurrences": "int64",
-    "mean_score": "float64", "mean_abs_score": "float64", "tested": "bool", "flips": "Int64", "flip_rate": "float64",
-    "flip_rate_low": "float64", "flip_rate_high": "float64", "removal": "string", "rank": "int64",
+    "mean_score": "float64", "mean_abs_score": "float64", "tested": "bool", "checked": "Int64", "flips": "Int64",
+    "flip_rate": "float64", "flip_rate_low": "float64", "flip_rate_high": "float64", "removal": "string", "rank": "int64",
 }
 COUNTERFACTUAL_DTYPES: dict[str, str] = {
     "unit": "string", "token": "string", "rank": "int64", "row": "int64", "id": "string",
@@ -77,10 +82,12 @@ Flip = tuple[str, float, str, float, str]  # prediction before, its probability,
 
 @dataclass(frozen=True)
 class DriverSettings:
-    """How the drivers are checked: `k` tokens and `k` words re-run (0: none), the removal (None:
-    `default_removal`), and the audit's batching, truncation, head, attention kernel and seed."""
+    """How the drivers are checked: `k` tokens and `k` words re-run (0: none) in at most `rows` rows each
+    (0: every row holding one), the removal (None: `default_removal`), and the audit's batching, truncation,
+    head, attention kernel and seed."""
 
     k: int
+    rows: int
     removal: str | None
     batch_size: int
     max_length: int | None
@@ -128,6 +135,25 @@ def to_check(table: pd.DataFrame, k: int, n_rows: int) -> pd.DataFrame:
     return table[table["rows"] >= min(MIN_ROWS, n_rows)].groupby("unit", sort=False).head(k)
 
 
+def rows_to_check(found: pd.DataFrame, top: pd.DataFrame, settings: DriverSettings) -> dict[int, set[Unit]]:
+    """Return per row to re-run the units of `top` (`to_check`) it is re-run without: every row holding one, or
+    for a unit in more than `settings.rows` rows the first `settings.rows` of them in one seeded random order
+    of the rows (module docstring). Each unit's sample is uniform without replacement, and the samples share
+    rows as far as the units do, so few rows are encoded again."""
+    everyone = np.unique(found["row"].to_numpy())
+    order = np.random.default_rng(np.random.SeedSequence(settings.seed, spawn_key=(SAMPLE_STREAM,))).permutation(everyone)
+    place = dict(zip(order.tolist(), range(len(order))))
+    holding = found.groupby(["unit", "token"], sort=False)["row"].unique()
+    wanted: dict[int, set[Unit]] = {}
+    for unit in zip(top["unit"], top["token"]):
+        rows = sorted(holding[unit].tolist())
+        if 0 < settings.rows < len(rows):
+            rows = sorted(sorted(rows, key=place.__getitem__)[:settings.rows])
+        for row in rows:
+            wanted.setdefault(row, set()).add((str(unit[0]), str(unit[1])))
+    return wanted
+
+
 def driver_tables(
     model: nn.Module,
     tokenizer: Any,
@@ -137,24 +163,23 @@ def driver_tables(
     settings: DriverSettings,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return the drivers and counterfactuals tables (module docstring) of the audit's `tokens` table under
-    `method`, re-running the model on the rows of the top `settings.k` tokens and words."""
+    `method`, re-running the model on the rows (or a sample of them) of the top `settings.k` tokens and words."""
     scheme = token_scheme(tokenizer)
     found = unit_occurrences(tokens, method, scheme)
     table = unit_scores(found)
-    top = to_check(table, settings.k, len(examples))
-    tested = [(str(unit), str(text)) for unit, text in zip(top["unit"], top["token"])]
-    holding = set(found.merge(top[["unit", "token"]], on=["unit", "token"])["row"].tolist())
-    rows = [example for example in examples if example.row in holding]
-    outcome = _flip_rows(model, tokenizer, rows, tested, scheme, settings) if tested else {}
+    wanted = rows_to_check(found, to_check(table, settings.k, len(examples)), settings)
+    rows = [example for example in examples if example.row in wanted]
+    outcome = _flip_rows(model, tokenizer, rows, wanted, scheme, settings) if wanted else {}
     rng = np.random.default_rng(settings.seed)
-    columns: dict[str, list] = {name: [] for name in ("tested", "flips", "flip_rate", "flip_rate_low", "flip_rate_high", "removal")}
+    names = ("tested", "checked", "flips", "flip_rate", "flip_rate_low", "flip_rate_high", "removal")
+    columns: dict[str, list] = {name: [] for name in names}
     for unit in zip(table["unit"], table["token"]):
         checked = outcome.get(unit)
-        values: tuple = (False, None, np.nan, np.nan, np.nan, None)
+        values: tuple = (False, None, None, np.nan, np.nan, np.nan, None)
         if checked:
             flipped = np.asarray([float(flip[0] != flip[2]) for flip in checked.values()])
             interval = mean_interval(flipped, rng.integers(0, len(flipped), (RESAMPLES, len(flipped))))
-            values = (True, int(flipped.sum()), *interval, next(iter(checked.values()))[4])
+            values = (True, len(flipped), int(flipped.sum()), *interval, next(iter(checked.values()))[4])
         for name, value in zip(columns, values):
             columns[name].append(value)
     table = table.assign(method=method, **columns)
@@ -182,17 +207,16 @@ def _flip_rows(
     model: nn.Module,
     tokenizer: Any,
     examples: Sequence[Example],
-    tested: Sequence[Unit],
+    wanted: dict[int, set[Unit]],
     scheme: str,
     settings: DriverSettings,
 ) -> dict[Unit, dict[int, Flip]]:
-    """Return per tested unit, per row of `examples` holding it, its Flip: the rows are encoded again in batches of the audit's
-    size (a unit's positions are found in that encoding, so padding cannot move them), decided, and re-run with
-    each unit's every occurrence removed (one removal pass per row for all its units). Empty when the model
-    makes no class decision."""
-    wanted = set(tested)
+    """Return per unit, per row of `examples` it is `wanted` in, its Flip: the rows are encoded again in batches
+    of the audit's size (a unit's positions are found in that encoding, so padding cannot move them), decided,
+    and re-run with each wanted unit's every occurrence removed (one removal pass per row for all its units).
+    Empty when the model makes no class decision."""
     plan = Plan({}, {}, (), head=settings.head, max_length=settings.max_length)  # nothing captured: the decisions
-    outcome: dict[Unit, dict[int, Flip]] = {unit: {} for unit in tested}
+    outcome: dict[Unit, dict[int, Flip]] = {unit: {} for units in wanted.values() for unit in units}
     with audit_kernel(model, settings.attention):  # the kernel the audit's own passes ran with
         for start in range(0, len(examples), settings.batch_size):
             batch = examples[start:start + settings.batch_size]
@@ -209,7 +233,7 @@ def _flip_rows(
                 special = to_numpy(encoded.special[b].bool())
                 masks: dict[Unit, np.ndarray] = {}
                 for unit, index in occurrences([encoded.tokens[b][p] for p in real], special[real].tolist(), scheme):
-                    if unit in wanted:
+                    if unit in wanted[example.row]:
                         mask = masks.setdefault(unit, np.zeros(encoded.pos, dtype=bool))
                         mask[[p for p in real[index] if p in allowed]] = True
                 present = [unit for unit, mask in masks.items() if mask.any()]

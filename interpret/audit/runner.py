@@ -194,10 +194,14 @@ def run_audit(
     )
     findings = Findings(
         model, tokenizer, examples, options.slice_by, slices,
-        DriverSettings(options.drivers, removal, batch_size, max_length, head, plan.attention, options.seed),
+        DriverSettings(options.drivers, options.driver_rows, removal, batch_size, max_length, head, plan.attention,
+                       options.seed),
     )
     if options.drivers:  # a log line: the CLI shows it unless -q, whether or not a bar is drawn
-        log.info(f"after the batches, the top {options.drivers} drivers are checked: 2 forward passes per row holding one")
+        each = f"in at most {options.driver_rows} rows each" if options.driver_rows else "in every row holding one"
+        bound = min(len(examples), 2 * options.drivers * options.driver_rows) if options.driver_rows else len(examples)
+        log.info(f"after the batches, the top {options.drivers} drivers are checked {each}:"
+                 f" 2 forward passes per row re-run, at most {bound} rows")
     store = AuditDir(Path(out_dir), evidence=evidence)
     with AuditLock(store.root):
         store.open(components, n_batches, fresh=options.fresh)
@@ -393,8 +397,10 @@ def _finish(
         facts = {**facts, "sliced by": str(findings.slice_by)}
     if driven is not None:
         checked = int(driven["tested"].sum())
+        rows = f"at most {findings.drivers.rows} rows each" if findings.drivers.rows else "every row holding one"
         facts = {**facts, "drivers": f"the top {findings.drivers.k} tokens and words of {lead} by mean |score| re-run"
-                                     f" without them ({checked} checked, removal {findings.drivers.removal or 'default'})"}
+                                     f" without them ({checked} checked in {rows},"
+                                     f" removal {findings.drivers.removal or 'default'})"}
     heads = head_table(merge(stats))
     for frame, stem in ((tokens, "tokens"), (examples, "examples")):
         frame.to_parquet(folder / f"{stem}.parquet", index=False)

@@ -56,9 +56,12 @@ def page_findings(
         flipped = counterfactuals[(counterfactuals["unit"] == driver["unit"])  # type: ignore[index]
                                   & (counterfactuals["token"] == driver["token"])]  # type: ignore[index]
         what = "the word " if driver["unit"] == "word" else ""
+        checked, rows = driver["checked"], driver["rows"]
+        sample = f" (re-run in {checked} of the {rows} rows holding it)" if checked < rows else ""
         checks.append({
             "token": driver["token"],
-            "sentence": f"removing {what}{driver['token']!r} changes {driver['flips']} of {driver['rows']} predictions",
+            "sentence": f"removing {what}{driver['token']!r} changes {driver['flips']} of {checked} predictions"
+                        f"{sample}",
             "rows": _records(flipped.head(SHOWN_FLIPS)), "more": max(0, len(flipped) - SHOWN_FLIPS),
         })
     return {

@@ -70,7 +70,7 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
     after = _predict(model, tokenizer, edited)
     flipped = [example.row for example, b, a in zip(holding, before, after.argmax(-1)) if a != b]
     assert len(flipped) >= len(holding) - 1 >= 10  # the planted shortcut: removing "!" flips nearly every row
-    assert drivers.loc[0, "rows"] == len(holding) and drivers.loc[0, "flips"] == len(flipped)
+    assert drivers.loc[0, "rows"] == drivers.loc[0, "checked"] == len(holding) and drivers.loc[0, "flips"] == len(flipped)
     assert drivers.loc[0, "flip_rate"] == pytest.approx(len(flipped) / len(holding), abs=1e-12)
     assert drivers.loc[0, "flip_rate_low"] <= drivers.loc[0, "flip_rate"] <= drivers.loc[0, "flip_rate_high"]
     counterfactuals = read_csv(tmp_path / "out" / "counterfactuals.csv")
@@ -84,6 +84,69 @@ def test_the_planted_marker_ranks_first_and_its_counterfactuals_are_the_rows_tha
         assert record.probability_after == pytest.approx(p_after.max(), abs=1e-6)
     page = result.summary.read_text(encoding="utf-8")
     assert f"removing &#39;{MARKER}&#39; changes {len(flipped)} of {len(holding)} predictions" in page
+
+
+def test_a_driver_in_more_rows_than_driver_rows_is_checked_in_a_seeded_sample_of_them(marker, tmp_path: Path) -> None:
+    """The cost is bounded by --driver-rows: the marker (in 12 or more rows) is re-run in 5 of them; its flips are
+    rows that truly flip, its flip rate is over the 5, the page says so, and the same seed gives the same tables."""
+    model, tokenizer = marker
+    path = _input(tmp_path)
+    examples = read_dataset(path).examples
+    holding = [example for example in examples if MARKER in example.text.split()]
+    before = _predict(model, tokenizer, [example.text for example in holding]).argmax(-1)
+    after = _predict(model, tokenizer, [" ".join(w for w in e.text.split() if w != MARKER) for e in holding]).argmax(-1)
+    flipped = {example.row for example, b, a in zip(holding, before, after) if a != b}
+    cap = 5
+    options = AuditOptions(input_file=path, drivers=5, driver_rows=cap)
+    result = run_audit(model, tokenizer, examples, tmp_path / "a", options=options)
+    drivers = read_csv(tmp_path / "a" / "drivers.csv")
+    tested = drivers[drivers["tested"]]
+    assert len(tested) == 5 and (tested["checked"] == tested["rows"].clip(upper=cap)).all()
+    row = drivers[drivers["token"] == MARKER].iloc[0]
+    assert row["rank"] == 1 and row["rows"] == len(holding) > cap and row["checked"] == cap
+    counterfactuals = read_csv(tmp_path / "a" / "counterfactuals.csv")
+    own = set(counterfactuals.loc[counterfactuals["token"] == MARKER, "row"].tolist())
+    assert own <= flipped and len(own) == row["flips"] >= cap - 1  # nearly every row flips, so nearly every sampled one
+    assert row["flip_rate"] == pytest.approx(row["flips"] / cap, abs=1e-12)
+    page = result.summary.read_text(encoding="utf-8")
+    assert (f"removing &#39;{MARKER}&#39; changes {int(row['flips'])} of {cap} predictions"
+            f" (re-run in {cap} of the {len(holding)} rows holding it)") in page
+    again = run_audit(model, tokenizer, examples, tmp_path / "b", options=options)
+    assert again.n_computed == len(examples)
+    for name in ("drivers.csv", "counterfactuals.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    every = run_audit(model, tokenizer, examples, tmp_path / "a", options=dataclasses.replace(options, driver_rows=0))
+    assert every.n_computed == 0  # a rerun with another --driver-rows recomputes no batch
+    whole = read_csv(tmp_path / "a" / "drivers.csv")
+    assert (whole.loc[whole["tested"], "checked"] == whole.loc[whole["tested"], "rows"]).all()
+    run_audit(model, tokenizer, examples, tmp_path / "b", options=dataclasses.replace(options, driver_rows=len(examples)))
+    assert (tmp_path / "a" / "drivers.csv").read_bytes() == (tmp_path / "b" / "drivers.csv").read_bytes()
+
+
+def test_the_rows_sample_is_the_documented_draw() -> None:
+    """A unit in more rows than `rows` is checked in the first `rows` of its rows in one random order of the
+    audit's rows (`permutation` of a generator seeded by SeedSequence(seed, spawn_key=(1,))); others keep every
+    row. Units in the same rows share their sample."""
+    found = pd.DataFrame({"unit": ["token"] * 10 + ["word"] * 7 + ["token"] * 2,
+                          "token": ["a"] * 10 + ["b c"] * 7 + ["d"] * 2,
+                          "row": list(range(10)) + [1, 3, 5, 7, 9, 11, 13] + [2, 4], "score": 0.0})
+    top = pd.DataFrame({"unit": ["word", "token", "token"], "token": ["b c", "a", "d"]})
+    for seed in (0, 7):
+        settings = drivers_mod.DriverSettings(3, 4, None, 8, None, None, None, seed)
+        wanted = drivers_mod.rows_to_check(found, top, settings)
+        order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))).permutation(
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13]).tolist()
+        expected = {("word", "b c"): set([row for row in order if row % 2][:4]),
+                    ("token", "a"): set([row for row in order if row < 10][:4]),
+                    ("token", "d"): {2, 4}}
+        got = {unit: {row for row, units in wanted.items() if unit in units} for unit in expected}
+        assert got == expected and all(len(rows) == min(4, n) for rows, n in zip(got.values(), (7, 10, 2)))
+    unbounded = drivers_mod.rows_to_check(found, top, drivers_mod.DriverSettings(3, 0, None, 8, None, None, None, 0))
+    assert sorted(unbounded) == sorted(set(found["row"]))
+    everywhere = pd.DataFrame({"unit": "token", "token": ["x"] * 12 + ["y"] * 12, "row": list(range(12)) * 2, "score": 0.0})
+    shared = drivers_mod.rows_to_check(everywhere, pd.DataFrame({"unit": ["token"] * 2, "token": ["x", "y"]}),
+                                       drivers_mod.DriverSettings(3, 5, None, 8, None, None, None, 0))
+    assert len(shared) == 5 and all(units == {("token", "x"), ("token", "y")} for units in shared.values())
 
 
 def test_only_units_of_several_rows_are_checked() -> None:
@@ -159,6 +222,8 @@ def test_bad_options_are_refused_before_any_batch(marker, tmp_path: Path) -> Non
     examples = read_dataset(path).examples
     with pytest.raises(ConfigError, match="drivers=-1"):
         run_audit(model, tokenizer, examples, tmp_path / "a", options=AuditOptions(drivers=-1))
+    with pytest.raises(ConfigError, match="driver_rows=-2 must be a number of rows"):
+        run_audit(model, tokenizer, examples, tmp_path / "a", options=AuditOptions(driver_rows=-2))
     with pytest.raises(ConfigError, match="removal='cut'"):
         run_audit(model, tokenizer, examples, tmp_path / "b",
                   options=AuditOptions(evidence=EvidenceOptions(False, removal="cut")))

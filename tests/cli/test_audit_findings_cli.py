@@ -27,6 +27,7 @@ def _data(tmp_path: Path, n: int = 12) -> Path:
 @pytest.mark.parametrize(("option", "said"), [
     (["--drivers", "-1"], "Invalid value for '--drivers': -1 is not in the range x>=0."),
     (["--drivers", "many"], "Invalid value for '--drivers': 'many' is not a valid integer"),
+    (["--driver-rows", "-3"], "Invalid value for '--driver-rows': -3 is not in the range x>=0."),
     (["--removal", "cut"], "Invalid value for '--removal': 'cut' is not one of 'delete', 'mask', 'zero'."),
     (["--slice-by", "source"], "--slice-by: data.jsonl has no column 'source'; its columns: id, label, lang, text."),
 ])
@@ -43,7 +44,8 @@ def test_the_cost_is_stated_and_the_outcome_lists_the_findings_and_the_drivers_t
     result = run("audit", "--model", str(classifier_dir), "--input", str(_data(tmp_path)), "-o", str(out), "-a", "rollout",
                  "--drivers", "3", "--slice-by", "lang")
     assert result.exit_code == 0, result.stderr
-    assert "after the batches, the top 3 drivers are checked: 2 forward passes per row holding one" in result.stderr  # the cost
+    assert ("after the batches, the top 3 drivers are checked in at most 200 rows each: 2 forward passes per row"
+            " re-run, at most 12 rows") in result.stderr  # the cost, bounded before it runs
     assert "drivers.csv, counterfactuals.csv, slices.csv" in result.stdout
     assert " s (drivers " in result.stdout
     assert int(read_csv(out / "drivers.csv")["tested"].sum()) == 3
