@@ -234,8 +234,9 @@ def main() -> None:
             if args.stages:
                 stage_rows.append([batch_size, *stage_seconds(model, tokenizer, head, examples, batch_size, args, names,
                                                               med(p_cpu), med(a_cpu))])
+    capped = f" (at most {args.driver_rows or 'all'} rows each)"
     print(f"{DEFAULT_MODEL_ID}, {args.texts} texts of {args.tokens} tokens or fewer, {len(examples)} examples,"
-          f" drivers {args.drivers} (at most {args.driver_rows or 'all'} rows each), analyzers {'+'.join(names)}"
+          f" drivers {args.drivers}{capped if args.drivers else ''}, analyzers {'+'.join(names)}"
           f"{' (the default audit)' if given == DEFAULT_ANALYZERS else ''},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
           f" {args.repeat} repeats after a warm-up; the default audit "

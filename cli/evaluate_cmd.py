@@ -65,7 +65,8 @@ def evaluate(
         examples = [] if texts else preflight.check_dataset(input_file).examples
         inputs = check_texts(texts, "--text") if texts else [example.text for example in examples]
         plan = preflight.plan_model(model, allow_pickle)
-        preflight.check_text_sizes(inputs, plan, Source("--text") if texts else Source(input_file.name, tuple(range(len(inputs)))))
+        source = Source("--text") if texts else Source(input_file.name, tuple(example.row for example in examples))
+        preflight.check_text_sizes(inputs, plan, source)
     classes = prerun.check_analyzers_load(names, {})
     names = [cls.name for cls in classes if "readout" in cls.provides]
     if not names:
