@@ -23,7 +23,9 @@ from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan, Source
 from interpret.estimate.facts import count_tokens
 from interpret.estimate.memory import default_memory, human_bytes
-from interpret.estimate.report import DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, streamed_estimate
+from interpret.estimate.report import (
+    DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, gradient_pass_bytes, streamed_estimate,
+)
 from interpret.request import Subject, View
 
 
@@ -125,6 +127,9 @@ def report(
         follow = [generate] * len(inputs.texts)
     follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
+    gradient_passes: list[dict[str, str]] = []  # the --set params of each analyzer whose streamed computation runs
+    # the model (the gradient pass): known once the analyzers load, so the estimate before torch leaves them out
+
     def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool) -> ReportEstimate:
         lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
@@ -133,17 +138,21 @@ def report(
         estimate = estimate_report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
-            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda,
+            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda, evidence=evidence,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > limits.capture_bytes):
-            estimate = streamed_estimate(estimate, facts, len(names), fmt)
+            gradients = max((gradient_pass_bytes(facts, estimate.tokens, estimate.examples, facts.loaded_itemsize(dtype),
+                                                 cuda, chosen.get("recompute", "auto"), chosen.get("offload", "auto"))
+                             for chosen in gradient_passes), default=0)
+            estimate = streamed_estimate(estimate, facts, len(names), fmt, gradients)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
 
     if counts is not None and (follow is not None or not continuations):  # no torch yet: the CUDA runtime comes next
         estimate_for(counts, follow, cuda=False)
     # ---- with torch, before the weights: analyzers' parameters, the target, exact token counts ----
-    prerun.check_analyzers_load(names, params)
+    classes = prerun.check_analyzers_load(names, params)
+    gradient_passes += [params.get(cls.name, {}) for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
     tokenizer = prerun.load_tokenizer(plan, device)
     prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
     for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast

@@ -17,11 +17,25 @@ BASE_MEMORY = 600 << 20  # the interpreter with torch, transformers, numpy and t
 # model measured 1.78 GB resident on an H200 (torch 2.11, CUDA 13) against 1.06 GB estimated without it.
 CUDA_HOST_MEMORY = GIB
 MEMORY_LIMIT_BYTES = 8 * GIB  # a decomposition analyzer refuses above this estimate, before any work
+ROWS_PER_PASS = 64  # rows of one evidence pass; all removals of an example go through ceil(rows / 64) passes
+PASS_BYTES = GIB  # an evidence pass's activations are kept under about this many bytes (long inputs: fewer rows)
 
 
 def pattern_bytes(patterns: int, n: int) -> int:
     """Return the bytes of `patterns` float32 [n, n] attention patterns (one per layer and head captured)."""
     return 4 * patterns * n * n
+
+
+def pass_row_bytes(pos: int, heads: int) -> int:
+    """Return what one row of `pos` tokens is taken to hold in an evidence pass: one layer's float32 attention
+    scores and pattern (2 · heads · pos²) and a generous 16 · 1024 · pos of other activations."""
+    return 4 * pos * (2 * heads * pos + 16 * 1024)
+
+
+def rows_per_pass(pos: int, heads: int, limit: int = ROWS_PER_PASS, budget: int = PASS_BYTES) -> int:
+    """Return how many rows of `pos` tokens one evidence pass may take: at most `limit`, and few enough that
+    their `pass_row_bytes` stay under `budget` bytes (one row at least)."""
+    return max(1, min(limit, budget // pass_row_bytes(pos, heads)))
 
 
 def longest_within(budget: int, patterns: int) -> int:

@@ -6,8 +6,8 @@ run captures every layer's pattern, float32. `estimate_report` adds those up fro
 (config.json) and the token counts (`facts.count_tokens`, without torch), so a command line can refuse a
 report that cannot fit before loading a model. `streamed_estimate` turns it into what a streamed run takes:
 no pattern captured but, per example, each layer's queries, keys, values and z ([pos, d_model] each, float32
-at most), no attention view embedded, and per analyzer one block of pattern rows (`BLOCK_BYTES`) and its
-float64 vectors.
+at most), no attention view embedded, per analyzer one block of pattern rows (`BLOCK_BYTES`) and its
+float64 vectors, and what the streamed gradient pass keeps (`gradient_pass_bytes`).
 
 What each figure means:
 - `output_bytes` is the size of the attention views in the written file, as the format stores them: the
@@ -21,8 +21,9 @@ What each figure means:
 - `capture_bytes` is what the run captures per example: every layer's and head's pattern, float32.
 - `memory_bytes` is an estimate of the peak resident memory: a fixed base for the interpreter and libraries,
   the weights, the capture held three times (the trace, the report's stacked copy, an analyzer's working
-  copy), each analyzer's float64 working arrays, and serializing the views. Approximate by nature and meant
-  to err high; the CLI tests compare it with the measured peak of a run.
+  copy), each analyzer's float64 working arrays, serializing the views, and with evidence one removal pass
+  (`interpret.estimate.memory.rows_per_pass` rows of `pass_row_bytes`, the pass's own bound). Approximate by
+  nature and meant to err high; the CLI tests compare it with the measured peak of a run.
 """
 
 from __future__ import annotations
@@ -35,13 +36,20 @@ from pathlib import Path
 from typing import Literal
 
 from interpret.estimate.facts import ModelFacts
-from interpret.estimate.memory import BASE_MEMORY, CUDA_HOST_MEMORY
+from interpret.estimate.memory import BASE_MEMORY, CUDA_HOST_MEMORY, pass_row_bytes, rows_per_pass
 
 Format = Literal["html", "json"]
 
 DEFAULT_MAX_BYTES = 20_000_000  # the report's own default limit (interpret.report.DEFAULT_MAX_BYTES)
 PACK_THRESHOLD = 65_536  # arrays of this many values are packed as u16 (interpret.report.views)
 BLOCK_BYTES = 64 << 20  # interpret.streaming.pattern.DEFAULT_BLOCK_BYTES, without importing torch
+OFFLOAD_TOKENS = 4096  # interpret.streaming.capture.OFFLOAD_TOKENS, without importing torch
+# What autograd keeps of one block per token in the streamed gradient pass, in values of the model's dtype:
+# 8 · d_model + 8 · d_attn + 4 · d_ff (norms, residuals, q, k, v, rotary copies, the attention's output and
+# log-sum-exp, z, the MLP's gate, up, activation and product, and the pass's own q, k, v, z, ∂z). Measured on
+# a Llama-shaped model (8 layers, d_model 512, d_ff 2048, CPU, float32): 52.5 kB per layer and token over a
+# streamed rollout at 1,024 and 2,048 tokens, against 64 kB counted here.
+GRADIENT_VALUES = (8, 8, 4)  # per d_model, d_attn, d_ff
 _PAGE_MIN_BYTES_PER_VALUE = 2  # a short decimal and its comma
 JSON_MIN_BYTES_PER_VALUE = 4  # "0.0," — every other float is longer
 JSON_BYTES_PER_PROBABILITY = 21  # measured on softmax rows of 16 to 1024 keys: 20.4 to 22.1 bytes
@@ -94,12 +102,14 @@ def estimate_report(
     weight_bytes: int = 0,
     dtype: str | None = None,
     cuda: bool = False,
+    evidence: bool = False,
 ) -> ReportEstimate:
     """Return the ReportEstimate of explaining texts of `lengths` tokens with `facts`'s model.
 
     layers / heads: how many layers and heads the views embed (None: all). analyzers: how many run.
     weight_bytes / dtype: the weight files' size and the dtype they load in (--dtype; None: float32).
     cuda: the model runs on a CUDA device (its runtime's host memory, `CUDA_HOST_MEMORY`, on top).
+    evidence: the run measures faithfulness (one removal pass of the longest example on top).
     """
     batch = len(lengths)
     n = max(lengths, default=0)
@@ -134,6 +144,7 @@ def estimate_report(
         # per analyzer: a float64 copy of one example's patterns and float64 [layers + 2, pos, pos] results
         "analyzers": analyzers * (2 * capture_example + batch * (n_layers + 2) * (n * n + d * d + d * n) * 8),
         "serialize": work * view_values + 2 * output,
+        "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if evidence and n else 0,
     }
     return ReportEstimate(
         examples=batch, tokens=n, decoder_tokens=d, layers=shown_layers, heads=shown_heads, view_values=view_values,
@@ -170,8 +181,29 @@ def page_base_bytes() -> int:
     return 0
 
 
-def streamed_estimate(estimate: ReportEstimate, facts: ModelFacts, analyzers: int, fmt: str) -> ReportEstimate:
-    """Return `estimate` as a streamed run takes it: O(pos·d_model) capture, no attention views."""
+def gradient_pass_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize: int, cuda: bool,
+                        recompute: str = "auto", offload: str = "auto") -> int:
+    """Return the host memory the streamed gradient pass keeps (`interpret.streaming.capture.gradient_pass`)
+    for `examples` of `tokens` tokens, with one block's worth (`GRADIENT_VALUES` per token) for the gradients of
+    the block the backward pass is in: where autograd keeps every block, every layer's activations and that;
+    with blocks recomputed (CPU: recompute "on", or "auto" from `OFFLOAD_TOKENS` tokens of batch × length) each
+    block's input and one recomputed block's activations and gradients; on CUDA only what is offloaded to the
+    host (offload "on", or "auto" from `OFFLOAD_TOKENS`), the rest being on the device."""
+    total = examples * tokens
+    block = itemsize * total * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+    if cuda:
+        moved = offload == "on" or (offload == "auto" and total >= OFFLOAD_TOKENS)
+        return facts.n_layers * block if moved else 0
+    if recompute == "on" or (recompute == "auto" and total >= OFFLOAD_TOKENS):
+        return facts.n_layers * itemsize * total * facts.d_model + 2 * block
+    return (facts.n_layers + 1) * block
+
+
+def streamed_estimate(estimate: ReportEstimate, facts: ModelFacts, analyzers: int, fmt: str,
+                      gradient_bytes: int = 0) -> ReportEstimate:
+    """Return `estimate` as a streamed run takes it: O(pos·d_model) capture, no attention views, and
+    `gradient_bytes` for the streamed gradient passes (the largest analyzer's `gradient_pass_bytes`: they run
+    one after another; 0 for none)."""
     n, n_layers = estimate.tokens, facts.n_layers
     capture = 4 * n_layers * n * facts.d_model * 4  # q, k, v and z of every layer, float32
     output = page_base_bytes() if fmt == "html" else 0
@@ -179,6 +211,7 @@ def streamed_estimate(estimate: ReportEstimate, facts: ModelFacts, analyzers: in
     parts["capture"] = 3 * estimate.examples * capture
     parts["analyzers"] = analyzers * (BLOCK_BYTES + 8 * (n_layers + 2) * n * estimate.examples)
     parts["serialize"] = 2 * output
+    parts["gradients"] = gradient_bytes
     return dataclasses.replace(
         estimate, layers=0, heads=0, view_values=0, view_bytes=0, output_bytes=output, capture_bytes=capture,
         memory_bytes=sum(parts.values()), parts=parts,

@@ -35,22 +35,12 @@ from interpret.analysis.contract import RunContext
 from interpret.analysis.runner import Forward, ModelRunner
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError
+from interpret.estimate.memory import ROWS_PER_PASS, rows_per_pass
 from interpret.inputs import Encoded, pad_token_id
 from interpret.request import REMOVALS
 from interpret.target import Target
 
 Removal = Literal["delete", "mask", "zero"]
-ROWS_PER_PASS = 64  # rows of one forward pass; all removals of an example go through ceil(rows / 64) passes
-PASS_BYTES = 1 << 30  # a pass's activations are kept under about this many bytes (long inputs: fewer rows)
-
-
-def rows_per_pass(pos: int, heads: int, limit: int = ROWS_PER_PASS, budget: int = PASS_BYTES) -> int:
-    """Return how many rows of `pos` tokens one forward pass may take: at most `limit`, and few enough that
-    one layer's float32 attention scores and pattern (2 · heads · pos²) plus a generous 16 · 1024 · pos of
-    other activations per row stay under `budget` bytes."""
-    per_row = 4 * pos * (2 * heads * pos + 16 * 1024)
-    return max(1, min(limit, budget // per_row))
-
 
 def default_removal(encoded: Encoded) -> Removal:
     """Return the removal the literature uses for these inputs: "delete" for token ids, else "zero"."""

@@ -20,8 +20,13 @@ from interpret.capture.api import capturable_for
 from interpret.decision.decide import reader_for
 from interpret.estimate.checkpoint import read_json
 from interpret.estimate.facts import count_tokens, model_facts
-from interpret.estimate.memory import CAPTURE_BUDGET, CUDA_HOST_MEMORY, human_bytes, round_up_bytes
-from interpret.estimate.report import DEFAULT_MAX_BYTES, estimate_report, page_base_bytes
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.memory import (
+    CAPTURE_BUDGET, CUDA_HOST_MEMORY, PASS_BYTES, human_bytes, pass_row_bytes, round_up_bytes, rows_per_pass,
+)
+from interpret.estimate.report import (
+    DEFAULT_MAX_BYTES, estimate_report, gradient_pass_bytes, page_base_bytes, streamed_estimate,
+)
 from interpret.report.views import section_data
 from interpret.request import View
 
@@ -138,6 +143,37 @@ def test_a_cuda_run_adds_the_runtime_s_host_memory(family_dirs: dict[str, Path])
     assert on_cuda.parts["base"] == on_cpu.parts["base"] + CUDA_HOST_MEMORY
 
 
+def test_the_evidence_pass_is_counted_as_the_evidence_bounds_it(family_dirs: dict[str, Path]) -> None:
+    """With evidence, one removal pass of the longest example on top: the rows the pass takes
+    (`rows_per_pass`, the one function the evidence sizes its passes with) times what a row is taken to hold."""
+    directory = family_dirs["bert"]
+    facts, lengths = model_facts(read_json(directory / "config.json")), count_tokens(directory, TEXTS[:2])
+    without, with_evidence = (estimate_report(facts, lengths, evidence=evidence) for evidence in (False, True))
+    n = max(lengths)
+    pass_bytes = rows_per_pass(n, facts.n_heads) * pass_row_bytes(n, facts.n_heads)
+    assert with_evidence.memory_bytes - without.memory_bytes == with_evidence.parts["evidence"] == pass_bytes > 0
+    assert without.parts["evidence"] == 0
+    assert rows_per_pass(1024, 8) * pass_row_bytes(1024, 8) <= PASS_BYTES  # long inputs: fewer rows, one GiB at most
+    assert rows_per_pass(8192, 32) == 1  # one row over the budget still runs, and is counted whole
+
+
+def test_the_streamed_gradient_pass_is_counted_by_its_policies() -> None:
+    """What the gradient pass keeps: every block's activations and one block's gradients; recomputed, every
+    block's input and one block twice; on CUDA only what is offloaded to the host."""
+    facts = ModelFacts(model_type="llama", architecture="LlamaForCausalLM", kind="decoder", n_layers=8, n_heads=8,
+                       d_model=512, d_ff=2048, d_attn=512)
+    block = 4 * (8 * 512 + 8 * 512 + 4 * 2048)  # bytes per token of one block, float32: 64 kB
+    assert gradient_pass_bytes(facts, 1024, 1, 4, cuda=False) == 9 * 1024 * block
+    assert gradient_pass_bytes(facts, 1024, 1, 4, cuda=False, recompute="on") == 1024 * (8 * 4 * 512 + 2 * block)
+    assert gradient_pass_bytes(facts, 2048, 2, 4, cuda=False) == 4096 * (8 * 4 * 512 + 2 * block)  # auto: recomputed
+    assert gradient_pass_bytes(facts, 4096, 1, 4, cuda=False, recompute="off") == 9 * 4096 * block
+    assert gradient_pass_bytes(facts, 1024, 2, 2, cuda=True) == 0  # kept on the device below the offload threshold
+    assert gradient_pass_bytes(facts, 4096, 1, 2, cuda=True) == 8 * 4096 * block // 2  # offloaded, bfloat16
+    assert gradient_pass_bytes(facts, 4096, 1, 2, cuda=True, offload="off") == 0
+    streamed = streamed_estimate(estimate_report(facts, [1024]), facts, 1, "html", gradient_bytes=12345)
+    assert streamed.parts["gradients"] == 12345 and streamed.memory_bytes == sum(streamed.parts.values())
+
+
 def test_constants_agree_with_the_modules_they_mirror() -> None:
     from interpret.analysis import GROUP
     from interpret.analysis.defaults import DEFAULT_ANALYZERS
@@ -151,6 +187,11 @@ def test_constants_agree_with_the_modules_they_mirror() -> None:
 
     assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == inspect.signature(explain).parameters["limits"].default.capture_bytes
     assert interpret.estimate.report.PACK_THRESHOLD == PACK_THRESHOLD
+    from interpret.streaming.capture import OFFLOAD_TOKENS
+    from interpret.streaming.pattern import DEFAULT_BLOCK_BYTES
+
+    assert interpret.estimate.report.OFFLOAD_TOKENS == OFFLOAD_TOKENS
+    assert interpret.estimate.report.BLOCK_BYTES == DEFAULT_BLOCK_BYTES
     assert INDEX_GROUP == GROUP and default_analyzers() == tuple(DEFAULT_ANALYZERS)
 
 

@@ -138,7 +138,7 @@ def test_encoder_decoder_deletes_encoder_tokens_and_keeps_the_decoder() -> None:
 
 
 def test_long_inputs_take_fewer_rows_per_pass() -> None:
-    from interpret.evidence.removal import rows_per_pass
+    from interpret.estimate.memory import rows_per_pass
 
     assert rows_per_pass(20, 12) == 64
     assert rows_per_pass(1024, 12) == 6  # 4 · 1024 · (2 · 12 · 1024 + 16384) = 160 MiB a row, 1 GiB a pass
