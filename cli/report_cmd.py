@@ -8,6 +8,7 @@ the target against the model's labels or vocabulary, exact token counts). Only t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,10 +128,10 @@ def report(
         follow = [generate] * len(inputs.texts)
     follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
-    gradient_passes: list[dict[str, str]] = []  # the --set params of each analyzer whose streamed computation runs
-    # the model (the gradient pass): known once the analyzers load, so the estimate before torch leaves them out
-
-    def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool) -> ReportEstimate:
+    def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool,
+                     gradient_passes: Sequence[dict[str, str]] = ()) -> ReportEstimate:
+        """gradient_passes: the --set params of each analyzer whose streamed computation runs the model (the
+        gradient pass), known once the analyzers load (the estimate before torch leaves them out)."""
         lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
         if generate is not None and facts.kind == "encoder-decoder":  # its start token and the generated tokens
@@ -152,14 +153,14 @@ def report(
         estimate_for(counts, follow, cuda=False)
     # ---- with torch, before the weights: analyzers' parameters, the target, exact token counts ----
     classes = prerun.check_analyzers_load(names, params)
-    gradient_passes += [params.get(cls.name, {}) for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
     tokenizer = prerun.load_tokenizer(plan, device)
     prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
     for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
-    estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device))
+    gradient_passes = [params.get(cls.name, {}) for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
+    estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device), gradient_passes=gradient_passes)
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)

@@ -19,6 +19,8 @@ CUDA_HOST_MEMORY = GIB
 MEMORY_LIMIT_BYTES = 8 * GIB  # a decomposition analyzer refuses above this estimate, before any work
 ROWS_PER_PASS = 64  # rows of one evidence pass; all removals of an example go through ceil(rows / 64) passes
 PASS_BYTES = GIB  # an evidence pass's activations are kept under about this many bytes (long inputs: fewer rows)
+BLOCK_BYTES = 64 << 20  # working memory of one streamed block of pattern rows: scores and pattern, float32
+OFFLOAD_TOKENS = 4096  # "auto" offloads (CUDA) and recomputes blocks from this many tokens of batch × length
 
 
 def pattern_bytes(patterns: int, n: int) -> int:
@@ -36,6 +38,15 @@ def rows_per_pass(pos: int, heads: int, limit: int = ROWS_PER_PASS, budget: int 
     """Return how many rows of `pos` tokens one evidence pass may take: at most `limit`, and few enough that
     their `pass_row_bytes` stay under `budget` bytes (one row at least)."""
     return max(1, min(limit, budget // pass_row_bytes(pos, heads)))
+
+
+def gradient_policy(on_cuda: bool, tokens: int, offload: str, recompute: str) -> tuple[bool, bool]:
+    """Return whether the streamed gradient pass over `tokens` tokens (batch × length) offloads what autograd
+    saves to the host (CUDA: offload "on", or "auto" from `OFFLOAD_TOKENS`) and whether it recomputes blocks
+    (recompute "on", or "auto" on the CPU from `OFFLOAD_TOKENS`)."""
+    offloads = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
+    recomputes = recompute == "on" or (recompute == "auto" and tokens >= OFFLOAD_TOKENS and not on_cuda)
+    return offloads, recomputes
 
 
 def longest_within(budget: int, patterns: int) -> int:

@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Literal
 
 from interpret.estimate.facts import ModelFacts
-from interpret.estimate.memory import BASE_MEMORY, CUDA_HOST_MEMORY, pass_row_bytes, rows_per_pass
+from interpret.estimate.memory import (
+    BASE_MEMORY, BLOCK_BYTES, CUDA_HOST_MEMORY, gradient_policy, pass_row_bytes, rows_per_pass,
+)
 
 Format = Literal["html", "json"]
 
 DEFAULT_MAX_BYTES = 20_000_000  # the report's own default limit (interpret.report.DEFAULT_MAX_BYTES)
 PACK_THRESHOLD = 65_536  # arrays of this many values are packed as u16 (interpret.report.views)
-BLOCK_BYTES = 64 << 20  # interpret.streaming.pattern.DEFAULT_BLOCK_BYTES, without importing torch
-OFFLOAD_TOKENS = 4096  # interpret.streaming.capture.OFFLOAD_TOKENS, without importing torch
 # What autograd keeps of one block per token in the streamed gradient pass, in values of the model's dtype:
 # 8 · d_model + 8 · d_attn + 4 · d_ff (norms, residuals, q, k, v, rotary copies, the attention's output and
 # log-sum-exp, z, the MLP's gate, up, activation and product, and the pass's own q, k, v, z, ∂z). Measured on
@@ -186,15 +186,15 @@ def gradient_pass_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize:
     """Return the host memory the streamed gradient pass keeps (`interpret.streaming.capture.gradient_pass`)
     for `examples` of `tokens` tokens, with one block's worth (`GRADIENT_VALUES` per token) for the gradients of
     the block the backward pass is in: where autograd keeps every block, every layer's activations and that;
-    with blocks recomputed (CPU: recompute "on", or "auto" from `OFFLOAD_TOKENS` tokens of batch × length) each
-    block's input and one recomputed block's activations and gradients; on CUDA only what is offloaded to the
-    host (offload "on", or "auto" from `OFFLOAD_TOKENS`), the rest being on the device."""
+    with blocks recomputed each block's input and one recomputed block's activations and gradients; on CUDA
+    only what is offloaded to the host, the rest being on the device (the pass's own policy: `gradient_policy`,
+    `OFFLOAD_TOKENS` tokens of batch × length for "auto")."""
     total = examples * tokens
     block = itemsize * total * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+    offloads, recomputes = gradient_policy(cuda, total, offload, recompute)
     if cuda:
-        moved = offload == "on" or (offload == "auto" and total >= OFFLOAD_TOKENS)
-        return facts.n_layers * block if moved else 0
-    if recompute == "on" or (recompute == "auto" and total >= OFFLOAD_TOKENS):
+        return facts.n_layers * block if offloads else 0
+    if recomputes:
         return facts.n_layers * itemsize * total * facts.d_model + 2 * block
     return (facts.n_layers + 1) * block
 

@@ -27,6 +27,7 @@ from interpret.arrays import to_numpy
 from interpret.capture.kernel import to_host
 from interpret.capture.sites import on_its_call
 from interpret.errors import AnalyzerError
+from interpret.estimate.memory import gradient_policy
 from interpret.hooks import hook_session
 from interpret.streaming.pattern import LazyLayers, StreamedLayer
 from interpret.trace import Trace
@@ -104,7 +105,6 @@ class _TraceLayers(LazyLayers):
         return row if self.device is None else row.to(self.device, non_blocking=True)
 
 
-OFFLOAD_TOKENS = 4096  # "auto" offloads (CUDA) and recomputes blocks from this many tokens of batch × length
 KEPT = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "z", "grad")  # what one layer's StreamedLayers are built from
 
 # consume(index, layers): index into the pass's layer order (ascending layer numbers); layers: one StreamedLayer
@@ -152,7 +152,7 @@ def gradient_pass(
         )
     on_cuda = any(param.is_cuda for param in runner.model.parameters())
     tokens = trace.encoded.batch * trace.encoded.pos
-    offload = on_cuda and (offload == "on" or (offload == "auto" and tokens >= OFFLOAD_TOKENS))
+    offloads, recomputes = gradient_policy(on_cuda, tokens, offload, recompute)
     order = sorted(_layer_of(site) for site in sites)
     shared = any(site.calls > 1 for site in sites)  # one module runs for several layers (ALBERT)
     if shared and recompute == "on":
@@ -160,11 +160,9 @@ def gradient_pass(
             f"{what}: this model runs one block module for several layers, whose calls a recomputation in the"
             " backward pass cannot tell apart; use recompute='off'."
         )
-    recomputing = not shared and (
-        recompute == "on" or (recompute == "auto" and tokens >= OFFLOAD_TOKENS and not on_cuda))
-    blocks = _blocks(runner.capturable, order[0]) if recomputing else {}
-    stream = _Stream(order, set(blocks), offload, partial(_example_layers, trace), consume)
-    saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext()
+    blocks = _blocks(runner.capturable, order[0]) if recomputes and not shared else {}
+    stream = _Stream(order, set(blocks), offloads, partial(_example_layers, trace), consume)
+    saved = torch.autograd.graph.save_on_cpu(pin_memory=True) if offloads else contextlib.nullcontext()
     try:
         with _frozen(runner.model), saved, _recomputed(list(blocks.values())), hook_session() as session:
             for site in sites:
@@ -177,7 +175,7 @@ def gradient_pass(
                 stream.backward = True  # from here on, hooks fire only where a block is recomputed
                 torch.autograd.grad(score.sum(), [stream.root])  # the consumer runs as the pass reaches each layer
                 del score
-        if offload:
+        if offloads:
             torch.cuda.synchronize()  # the host copies are complete
         stream.finish()
     finally:

@@ -25,9 +25,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interpret.estimate.memory import BLOCK_BYTES
+
 # A masked score: the float32 minimum (as transformers' eager masks and the collector's recompute use).
 LOWEST = torch.finfo(torch.float32).min
-DEFAULT_BLOCK_BYTES = 64 << 20  # working memory of one block of rows: scores and pattern, float32
+DEFAULT_BLOCK_BYTES = BLOCK_BYTES  # working memory of one block of rows (`interpret.estimate.memory`, torch-free)
 
 
 @dataclass(frozen=True)

@@ -187,10 +187,10 @@ def test_constants_agree_with_the_modules_they_mirror() -> None:
 
     assert DEFAULT_MAX_BYTES == REPORT_MAX_BYTES and CAPTURE_BUDGET == inspect.signature(explain).parameters["limits"].default.capture_bytes
     assert interpret.estimate.report.PACK_THRESHOLD == PACK_THRESHOLD
-    from interpret.streaming.capture import OFFLOAD_TOKENS
+    import interpret.streaming.capture
     from interpret.streaming.pattern import DEFAULT_BLOCK_BYTES
 
-    assert interpret.estimate.report.OFFLOAD_TOKENS == OFFLOAD_TOKENS
+    assert interpret.streaming.capture.gradient_policy is interpret.estimate.report.gradient_policy  # one policy
     assert interpret.estimate.report.BLOCK_BYTES == DEFAULT_BLOCK_BYTES
     assert INDEX_GROUP == GROUP and default_analyzers() == tuple(DEFAULT_ANALYZERS)
 
