@@ -31,7 +31,10 @@ from interpret.streaming.capture import REQUIRES, layers_from_trace, real_positi
 from interpret.streaming.entropy import row_statistics
 from interpret.trace import Trace
 
-CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` (2 MiB: stays in cache)
+CHUNK_ELEMENTS = 1 << 18  # float64 elements per step of `head_statistics` on a CPU (2 MiB: stays in cache)
+# On an accelerator (no cache to stay in; each step is a dozen kernel launches): 128 MiB per buffer, so a
+# batch of 32 examples of 64 tokens on a 6-layer, 12-head model is one step, not 32.
+DEVICE_CHUNK_ELEMENTS = 1 << 24
 LOG_FLOOR = -1e4  # stands for log 0 (see `head_statistics`)
 
 
@@ -137,12 +140,14 @@ def head_statistics(
     the real rows, all computed in float64 from the layers' patterns (any float dtype).
 
     The float64 work goes through one reused [layer, batch slice, head, query, key] buffer of about
-    CHUNK_ELEMENTS, not a whole [batch, layer, head, query, key] tensor: large fresh allocations cost their
-    page faults on every call, more than the arithmetic. p·log p with p = 0 is 0 (entr(0) = 0).
+    CHUNK_ELEMENTS (DEVICE_CHUNK_ELEMENTS off the CPU), not a whole [batch, layer, head, query, key] tensor:
+    large fresh allocations cost their page faults on every call, more than the arithmetic. p·log p with
+    p = 0 is 0 (entr(0) = 0).
     """
     batch, n_heads, q_len, k_len = layers[0].shape
     device = layers[0].device
-    step = max(1, CHUNK_ELEMENTS // max(1, len(layers) * n_heads * q_len * k_len))
+    chunk = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
+    step = max(1, chunk // max(1, len(layers) * n_heads * q_len * k_len))
     buffer = torch.empty(len(layers), min(step, batch), n_heads, q_len, k_len, dtype=torch.float64, device=device)
     logs = torch.empty_like(buffer)
     real64 = real.to(torch.float64)

@@ -10,6 +10,9 @@ Full (every pattern captured). Arrays (batch first; padded positions are zero):
 Encoder-decoder models (Chefer et al. 2021 rules, attention-only):
     encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, enc] is
     the cross rows of the decoder positions the decision reads, weighted likewise.
+Computed for the whole padded batch at once in torch on the patterns' device (`rollout_batch`, equal to the
+per-example statement to 1e-12), except with a discard ratio or, on a CPU, layers big enough for the compiled
+per-example pass (`threads.SERIAL_WORK` head entries): then each example's real block (`rollout_math`).
 Streamed (no pattern: each layer's q, k and the kernel's row log-sum-exps, `interpret.streaming.readout`): the
 readout [batch, key] alone, in O(n·d) memory per layer, equal to rows="readout" (tests, 1e-5). Each layer's
 first and last block of rows are restated from q and k and their log-sum-exps compared with the captured ones
@@ -22,12 +25,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import torch
 
 from interpret.analysis import AnalyzerResult, Check, NamedArray, Readout, RunContext, View
 from interpret.analysis.params import as_dict
 from interpret.arrays import to_numpy
 from interpret.errors import AnalyzerError, ConfigError
-from interpret.plugins import rollout_math
+from interpret.plugins import rollout_batch, rollout_math
 from interpret.plugins._attention import (
     READOUT_HELP, ReadoutRows, check_residual, examples, readout_weights, residual_field, row_sum_error, scatter, scatter_row,
     target_of,
@@ -36,6 +40,7 @@ from interpret.plugins._streaming import (
     BLOCK_HELP, check_streamed, example_weights, full, lse_check, streamed,
 )
 from interpret.streaming.capture import REQUIRES, layers_from_trace
+from interpret.runtime import threads
 from interpret.streaming.readout import rollout_readout
 from interpret.trace import Trace
 
@@ -89,7 +94,7 @@ class Rollout:
 
     name = "rollout"
     summary = "Attention rollout (Abnar & Zuidema 2020): residual-augmented attention multiplied through the layers."
-    version = "2.0"
+    version = "2.1"  # 2.1: a padded batch rolled out at once (`rollout_batch`; last digits may differ from 2.0)
     requires = ("*attn.hook_pattern",)
     streamed_requires = REQUIRES
     needs_model = False
@@ -108,12 +113,35 @@ class Rollout:
             raise AnalyzerError(f"rollout: {err}") from None
 
     def _single_stack(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
-        pos = trace.encoded.pos
-        full = np.zeros((trace.encoded.batch, pos, pos))
-        readout = np.zeros((trace.encoded.batch, pos))
-        layers = []
         captured = list(trace.meta.layers) or trace.layers("attn.hook_pattern")
         start = 0 if params.start_layer == 0 else _start_index(params.start_layer, captured, "collect it or ")
+        batched = self._batched(trace, params, ctx, start) if params.discard_ratio == 0.0 else None
+        readout, full, per_layer = batched or self._per_example(trace, params, ctx, start)
+        arrays = {"readout": NamedArray(readout, ("batch", "key"))}
+        views = [View("token_strip", "readout", "Rollout from the decision's rows")]
+        checks = {
+            "readout_sum_error": Check(
+                row_sum_error(readout), ROW_SUM_TOLERANCE, "largest |Σ readout − 1| (a weighted mean of rows that sum to one)"
+            )
+        }
+        if full is not None:
+            arrays["rollout"] = NamedArray(full, ("batch", "query", "key"))
+            views.insert(0, View("heatmap", "rollout", "Attention rollout [query × key]"))
+            checks["row_sum_error"] = Check(row_sum_error(full), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the rollout")
+        if per_layer is not None:
+            arrays["per_layer"] = NamedArray(per_layer, ("batch", "layer", "query", "key"))
+            views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
+        return self._result(trace, params, arrays, checks, views, ctx)
+
+    def _per_example(
+        self, trace: Trace, params: RolloutParams, ctx: RunContext, start: int
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Return (readout [batch, pos], rollout [batch, pos, pos] with rows="all", per_layer [batch, layer, pos,
+        pos] with per_layer) one example's real block at a time (`rollout_math`): any discard ratio."""
+        pos = trace.encoded.pos
+        full = np.zeros((trace.encoded.batch, pos, pos)) if params.rows == "all" else None
+        readout = np.zeros((trace.encoded.batch, pos))
+        layers = []
         for example in examples(trace):
             weights = readout_weights(params.readout, target_of(ctx.targets, example.index), example.positions)
             rows = [int(row) for row in np.flatnonzero(weights)]
@@ -127,7 +155,7 @@ class Rollout:
                     example.pattern[start:], head_fusion=params.head_fusion, residual_weight=params.residual,
                     discard_ratio=params.discard_ratio, keep=rows,
                 )
-            if params.rows == "readout":  # w · Â_{L−1} · … · Â_0, streamed: never the full product
+            if full is None:  # w · Â_{L−1} · … · Â_0, streamed: never the full product
                 rolled = rollout_math.chain(augmented, weights=weights)[0]  # one row for one weight vector
                 readout[example.index] = scatter_row(rolled, example.positions, pos)
                 continue
@@ -139,21 +167,37 @@ class Rollout:
                 matrix = rollout_math.chain(augmented)
             full[example.index] = scatter(matrix, example.positions, pos)
             readout[example.index] = scatter_row(weights @ matrix, example.positions, pos)
-        arrays = {"readout": NamedArray(readout, ("batch", "key"))}
-        views = [View("token_strip", "readout", "Rollout from the decision's rows")]
-        checks = {
-            "readout_sum_error": Check(
-                row_sum_error(readout), ROW_SUM_TOLERANCE, "largest |Σ readout − 1| (a weighted mean of rows that sum to one)"
-            )
-        }
-        if params.rows == "all":
-            arrays["rollout"] = NamedArray(full, ("batch", "query", "key"))
-            views.insert(0, View("heatmap", "rollout", "Attention rollout [query × key]"))
-            checks["row_sum_error"] = Check(row_sum_error(full), ROW_SUM_TOLERANCE, "largest |row sum − 1| of the rollout")
-        if layers:
-            arrays["per_layer"] = NamedArray(np.stack(layers), ("batch", "layer", "query", "key"))
-            views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
-        return self._result(trace, params, arrays, checks, views, ctx)
+        return readout, full, np.stack(layers) if layers else None
+
+    def _batched(
+        self, trace: Trace, params: RolloutParams, ctx: RunContext, start: int
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+        """Return what `_per_example` returns, for the whole padded batch at once (`rollout_batch`) on the
+        patterns' device (no discard); None where the per-example statement runs instead: layers on a CPU big
+        enough for its compiled pass (`threads.SERIAL_WORK` head entries per example), or a row that
+        `rollout_batch.augmented` refuses (the per-example statement names it in its error)."""
+        heads = [trace[f"blocks.{i}.attn.hook_pattern"].detach() for i in trace.layers("attn.hook_pattern")][start:]
+        if not heads or (heads[0].device.type == "cpu" and heads[0][0].numel() >= threads.SERIAL_WORK):
+            return None
+        device = heads[0].device
+        mask = trace.encoded.attention_mask.bool()
+        real = mask.to(device)
+        weights = np.zeros((trace.encoded.batch, trace.encoded.pos))
+        for index, row in enumerate(to_numpy(mask)):
+            positions = np.flatnonzero(row)
+            weights[index, positions] = readout_weights(params.readout, target_of(ctx.targets, index), positions)
+        start_weights = torch.from_numpy(weights).to(device)
+        if params.rows == "readout":
+            row = rollout_batch.readout(heads, real, start_weights, params.head_fusion, params.residual)
+            return None if row is None else (to_numpy(row), None, None)
+        steps = rollout_batch.products(heads, real, params.head_fusion, params.residual, params.per_layer)
+        if steps is None:
+            return None
+        row = torch.bmm(start_weights[:, None, :], steps[-1])[:, 0]
+        if not params.per_layer:
+            return to_numpy(row), to_numpy(steps[-1]), None
+        before = torch.diag_embed(real.to(torch.float64))  # the identity on the real positions, before `start`
+        return to_numpy(row), to_numpy(steps[-1]), to_numpy(torch.stack([before] * start + steps, dim=1))
 
     def _encoder_decoder(self, trace: Trace, params: RolloutParams, ctx: RunContext) -> AnalyzerResult:
         decoder = trace.encoded.decoder
