@@ -28,8 +28,15 @@ every core (another process spinning, as on a shared machine):
                     forced onto every core (SERIAL_WORK = 0: what a numba parallel=True pass did), and on one
                     thread (workers=1)
 
+A last table times a padded batch, as an audit's batch reaches the analyzer: 32 examples of MiniLM's real
+attention at n, 3n/4, n/2 and n/4 tokens (each its own forward pass), padded to n:
+
+    batched         interpret.analyze(trace, "rollout") as it runs: the batch at once (`plugins/rollout_batch.py`)
+    per example     the same with the per-example statement (`rollout_math` on each example's real block)
+    max |Δ|         between the two, over every array
+
     python benchmarks/rollout.py [--lengths 128 512] [--repeat 9] [--thread-lengths 32 512]
-                                 [--threshold-lengths 64 128 256 384 512]
+                                 [--threshold-lengths 64 128 256 384 512] [--batch-lengths 64 128]
 """
 
 from __future__ import annotations
@@ -159,12 +166,52 @@ def analyzer_threads_table(lengths: list[int], repeat: int) -> str:
     )
 
 
+def padded_batch(n: int, batch: int = 32) -> Trace:
+    """Return a Trace of `batch` examples of MiniLM's attention at n, 3n/4, n/2 and n/4 tokens, padded to n."""
+    lengths = [max(2, n * k // 4) for k in (4, 3, 2, 1)]
+    patterns = minilm_attention(lengths)
+    layers, heads = patterns[n].shape[:2]
+    tensors = {f"blocks.{i}.attn.hook_pattern": torch.zeros(batch, heads, n, n) for i in range(layers)}
+    mask = torch.zeros(batch, n, dtype=torch.long)
+    for b in range(batch):
+        m = lengths[b % len(lengths)]
+        mask[b, :m] = 1
+        for i in range(layers):
+            tensors[f"blocks.{i}.attn.hook_pattern"][b, :, :m, :m] = torch.from_numpy(patterns[m][i]).float()
+    meta = TraceMeta(model_id="MiniLM-L6", kind="encoder", n_layers=layers, n_heads=heads, layers=tuple(range(layers)))
+    return Trace(tensors=tensors, encoded=from_ids(torch.zeros(batch, n, dtype=torch.long), mask), meta=meta)
+
+
+def batch_table(lengths: list[int], repeat: int) -> str:
+    """Return the rollout analyzer on a padded batch of 32: batched as it runs, and example by example."""
+    from interpret.plugins.rollout import Rollout
+
+    rows = []
+    for n in lengths:
+        trace = padded_batch(n)
+        for params in ({"rows": "readout", "readout": "0"}, {"readout": "0"}):
+            batched_s = median_seconds(lambda: interpret.analyze(trace, "rollout", params=params), repeat=repeat)
+            batched = interpret.analyze(trace, "rollout", params=params)
+            saved = Rollout._batched
+            Rollout._batched = lambda *args: None  # the per-example statement, as with a discard ratio
+            try:
+                alone_s = median_seconds(lambda: interpret.analyze(trace, "rollout", params=params), repeat=repeat)
+                alone = interpret.analyze(trace, "rollout", params=params)
+            finally:
+                Rollout._batched = saved
+            delta = max(float(np.abs(batched[name] - alone[name]).max()) for name in alone.arrays)
+            rows.append([n, params.get("rows", "all"), f"{batched_s * 1e3:.2f}", f"{alone_s * 1e3:.2f}",
+                         f"{alone_s / batched_s:.2f}x", f"{delta:.1e}"])
+    return table(["n", "rows", "batched ms", "per example ms", "per example / batched", "max |Δ|"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--thread-lengths", type=int, nargs="*", default=[32, 512])
     parser.add_argument("--threshold-lengths", type=int, nargs="*", default=[64, 128, 256, 384, 512])
+    parser.add_argument("--batch-lengths", type=int, nargs="*", default=[64, 128])
     args = parser.parse_args()
     rows = []
     for n, pattern in minilm_attention(args.lengths).items():
@@ -199,6 +246,11 @@ def main() -> None:
         print()
         print("The rollout analyzer under the thread policy, forced onto every core, and on one thread:")
         print(analyzer_threads_table(args.thread_lengths, args.repeat))
+    if args.batch_lengths:
+        print()
+        print(f"The rollout analyzer on a padded batch of 32 (torch on {torch.get_num_threads()} threads), median of"
+              f" {args.repeat}:")
+        print(batch_table(args.batch_lengths, args.repeat))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ Encoder-decoder models (Chefer et al. 2021 rules, attention-only):
     encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, enc] is
     the cross rows of the decoder positions the decision reads, weighted likewise.
 Computed for the whole padded batch at once in torch on the patterns' device (`rollout_batch`, equal to the
-per-example statement to 1e-12), except with a discard ratio or, on a CPU, layers big enough for the compiled
-per-example pass (`threads.SERIAL_WORK` head entries): then each example's real block (`rollout_math`).
+per-example statement to 1e-12), except with a discard ratio or, on a CPU, a batch past `CPU_BATCH_ENTRIES`
+entries of [batch, n, n]: then each example's real block (`rollout_math`).
 Streamed (no pattern: each layer's q, k and the kernel's row log-sum-exps, `interpret.streaming.readout`): the
 readout [batch, key] alone, in O(n·d) memory per layer, equal to rows="readout" (tests, 1e-5). Each layer's
 first and last block of rows are restated from q and k and their log-sum-exps compared with the captured ones
@@ -40,11 +40,15 @@ from interpret.plugins._streaming import (
     BLOCK_HELP, check_streamed, example_weights, full, lse_check, streamed,
 )
 from interpret.streaming.capture import REQUIRES, layers_from_trace
-from interpret.runtime import threads
 from interpret.streaming.readout import rollout_readout
 from interpret.trace import Trace
 
 ROW_SUM_TOLERANCE = 1e-6
+# On a CPU the batch is rolled out at once while its [batch, n, n] float64 arrays stay within 16 MiB; beyond,
+# each example's real block (`benchmarks/rollout.py`, a padded batch of 32 of MiniLM's real attention at n,
+# 3n/4, n/2, n/4 tokens, readout rows, 2 threads: 2.2x faster batched at n = 64, 1.4x at 256 (16 MiB),
+# 0.28x at 384, where the arrays leave the cache and the padding is computed too).
+CPU_BATCH_ENTRIES = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -173,11 +177,11 @@ class Rollout:
         self, trace: Trace, params: RolloutParams, ctx: RunContext, start: int
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
         """Return what `_per_example` returns, for the whole padded batch at once (`rollout_batch`) on the
-        patterns' device (no discard); None where the per-example statement runs instead: layers on a CPU big
-        enough for its compiled pass (`threads.SERIAL_WORK` head entries per example), or a row that
-        `rollout_batch.augmented` refuses (the per-example statement names it in its error)."""
+        patterns' device (no discard); None where the per-example statement runs instead: on a CPU a batch
+        whose [batch, n, n] float64 arrays pass `CPU_BATCH_ENTRIES`, or a row that `rollout_batch.augmented`
+        refuses (the per-example statement names it in its error)."""
         heads = [trace[f"blocks.{i}.attn.hook_pattern"].detach() for i in trace.layers("attn.hook_pattern")][start:]
-        if not heads or (heads[0].device.type == "cpu" and heads[0][0].numel() >= threads.SERIAL_WORK):
+        if not heads or (heads[0].device.type == "cpu" and heads[0][:, 0].numel() > CPU_BATCH_ENTRIES):
             return None
         device = heads[0].device
         mask = trace.encoded.attention_mask.bool()

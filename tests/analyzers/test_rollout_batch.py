@@ -11,10 +11,11 @@ import torch
 from fake_traces import random_pattern_trace
 
 import interpret
-from interpret.plugins import rollout_batch, rollout_math
-from interpret.plugins.rollout import Rollout
 from interpret.errors import AnalyzerError
 from interpret.inputs import from_ids
+from interpret.plugins import rollout as rollout_module
+from interpret.plugins import rollout_batch, rollout_math
+from interpret.plugins.rollout import Rollout
 from interpret.trace import Trace
 
 DEVICE = os.environ.get("INTERPRET_TEST_DEVICE", "cpu")
@@ -132,3 +133,15 @@ def test_the_analyzer_names_a_refused_row_as_its_per_example_path_does(monkeypat
     with pytest.raises(AnalyzerError) as alone:
         interpret.analyze(trace, "rollout", params=params)
     assert str(batched.value) == str(alone.value) and "query 1 of layer 1" in str(batched.value)
+
+
+def test_a_cpu_batch_past_the_bound_is_rolled_out_example_by_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = with_padding(random_pattern_trace(batch=3, layers=2, heads=2, pos=6, seed=4), [6, 3, 5])
+    batched = interpret.analyze(trace, "rollout")
+    monkeypatch.setattr(rollout_module, "CPU_BATCH_ENTRIES", 3 * 6 * 6 - 1)  # one entry short of this batch
+    bounded = interpret.analyze(trace, "rollout")
+    monkeypatch.setattr(Rollout, "_batched", lambda *args: None)
+    alone = interpret.analyze(trace, "rollout")
+    if DEVICE == "cpu":  # the per-example statement itself, bit for bit
+        assert all(np.array_equal(bounded[name], alone[name]) for name in alone.arrays)
+    np.testing.assert_allclose(bounded["rollout"], batched["rollout"], rtol=0, atol=1e-12)
