@@ -28,21 +28,21 @@ PATTERNS = "*attn.hook_pattern"
 
 @dataclass(frozen=True)
 class PatternGradients:
-    """Patterns and their gradients per stack, float64, zero at padded queries and keys.
+    """∇A ⊙ A per stack, float64, zero at padded queries and keys (what both readers use: neither A nor ∇A
+    alone is kept, so a batch holds one float64 copy of its patterns' size, not three).
 
-    main: (A, ∇A) each [batch, layer, head, query, key] of the main stack (an encoder-decoder's encoder);
+    main: ∇A ⊙ A [batch, layer, head, query, key] of the main stack (an encoder-decoder's encoder);
     decoder / cross: the decoder's self-attention and cross-attention (query decoder, key encoder), or None.
     """
 
-    main: tuple[np.ndarray, np.ndarray]
-    decoder: tuple[np.ndarray, np.ndarray] | None = None
-    cross: tuple[np.ndarray, np.ndarray] | None = None
+    main: np.ndarray
+    decoder: np.ndarray | None = None
+    cross: np.ndarray | None = None
     score_error: float = 0.0  # largest |score with the capture − score without|: the capture is transparent
 
     def weighted(self, stack: Literal["main", "decoder", "cross"]) -> Float[np.ndarray, "batch layer head q k"] | None:
         """Return ∇A ⊙ A [batch, layer, head, query, key] of `stack` (module docstring), or None without it."""
-        pair = getattr(self, stack)
-        return None if pair is None else pair[0] * pair[1]
+        return getattr(self, stack)
 
     def score_check(self) -> Check:
         """Return the check that differentiating the captured patterns left the decision's score unchanged."""
@@ -63,11 +63,7 @@ def pattern_gradients(
     with torch.no_grad():
         plain = ctx.score(trace.encoded, examples=rows, step=step)
     score_error = float((cap.score.detach() - plain).abs().max() / max(1.0, float(plain.abs().max())))
-    pairs = {
-        name: (to_numpy(cap[name].double()),
-               np.zeros(tuple(cap[name].shape)) if grad is None else to_numpy(grad.double()))
-        for name, grad in zip(names, grads)
-    }
+    pairs = {name: (cap[name].detach(), grad) for name, grad in zip(names, grads)}  # as captured: float64 once stacked
     main_mask = to_numpy(trace.encoded.attention_mask).astype(bool)[to_numpy(rows)]
     if trace.meta.kind == "encoder-decoder":
         decoder = trace.encoded.decoder
@@ -84,16 +80,30 @@ def pattern_gradients(
 
 
 def _stack(
-    pairs: dict[str, tuple[np.ndarray, np.ndarray]], prefix: str, suffix: str, queries: np.ndarray, keys: np.ndarray
-) -> tuple[Float[np.ndarray, "batch layer head query key"], Float[np.ndarray, "batch layer head query key"]]:
-    """Return (A, ∇A) of `{prefix}blocks.{i}.{suffix}` stacked over layers, zero at padded queries and keys."""
+    pairs: dict[str, tuple[torch.Tensor, torch.Tensor | None]], prefix: str, suffix: str, queries: np.ndarray,
+    keys: np.ndarray,
+) -> Float[np.ndarray, "batch layer head query key"]:
+    """Return ∇A ⊙ A of `{prefix}blocks.{i}.{suffix}` stacked over layers in float64, zero at padded queries and
+    keys (a pattern the score does not reach has ∇A = 0). Each layer's A and ∇A are converted to float64 and
+    multiplied into the stack, which is then masked in place: one float64 array in all."""
     chosen = sorted(
         (name for name in pairs if name.startswith(f"{prefix}blocks.") and name.endswith(f".{suffix}")),
         key=lambda name: int(name[len(prefix) + len("blocks."):].split(".")[0]),
     )
     if not chosen:
         raise AnalyzerError(f"no {prefix}blocks.{{i}}.{suffix} pattern was captured from this model.")
-    keep = (queries[:, :, None] & keys[:, None, :])[:, None, None].astype(np.float64)  # [batch, 1, 1, query, key]
-    pattern = np.stack([pairs[name][0] for name in chosen], axis=1) * keep
-    grad = np.stack([pairs[name][1] for name in chosen], axis=1) * keep
-    return pattern, grad
+    first = pairs[chosen[0]][0]
+    weighted = np.empty((first.shape[0], len(chosen), *first.shape[1:]))
+    for index, name in enumerate(chosen):
+        layer, layer_grad = pairs[name]
+        out = weighted[:, index]
+        out[...] = _host(layer)
+        out *= 0.0 if layer_grad is None else _host(layer_grad)  # read as float64: exact products
+    weighted *= (queries[:, :, None] & keys[:, None, :])[:, None, None]  # [batch, 1, 1, query, key]
+    return weighted
+
+
+def _host(tensor: torch.Tensor) -> np.ndarray:
+    """Return `tensor` on the host in a dtype NumPy holds exactly: float32 and float64 as they are, half
+    precision (bfloat16 has no NumPy dtype) widened to float32."""
+    return to_numpy(tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float())
