@@ -21,12 +21,14 @@ import click
 from interpret.cli import preflight, prerun
 from interpret.cli.budget import estimated_lengths, exact_lengths
 from interpret.cli.options import (
-    analyzer_options, built, checked_streamed, model_options, progress_option, streaming_names, verbosity_options,
+    analyzer_options, built, checked_streamed, model_options, parse_size, progress_option, streaming_names,
+    verbosity_options,
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan, Source
 from interpret.cli.ray_options import check_engine, engine_options, ray_engine
-from interpret.estimate.memory import CAPTURE_BUDGET, human_bytes, pattern_bytes
+from interpret.estimate.audit import AuditWork, BatchEstimate, GradientPass, estimate_audit, largest_batch_size
+from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes, pattern_bytes
 from interpret.request import DEFAULT_DRIVER_ROWS, AuditOptions, EvidenceOptions
 
 
@@ -60,6 +62,9 @@ from interpret.request import DEFAULT_DRIVER_ROWS, AuditOptions, EvidenceOptions
                                 " (its flip rate and interval are the sample's). 0: every row holding it.")
 @click.option("--slice-by", default=None, metavar="COLUMN",
               help="A column of the input: accuracy and evidence per value of it (slices.csv).")
+@click.option("--max-memory", default=None, metavar="SIZE",
+              help="Largest estimated peak memory of one batch, e.g. 8GB (default: 80% of this machine's memory, or"
+                   " of the GPU's); a larger batch is refused before the model loads, naming a batch size that fits.")
 @click.option("--streaming", type=click.Choice(["on", "off"]), default="off", show_default=True,
               help="Run each analyzer's streamed computation, no attention pattern captured (long examples).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -71,7 +76,8 @@ def audit(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
     allow_missing_weights: bool, input_file: Path, analyzer_names: tuple[str, ...], sets: tuple[str, ...],
     batch_size: int, seed: int, fresh: bool, skip_invalid: bool, target: str, output: str | None, evidence: bool,
-    removal: str | None, n_drivers: int, driver_rows: int, slice_by: str | None, streaming: str, fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
+    removal: str | None, n_drivers: int, driver_rows: int, slice_by: str | None, max_memory: str | None, streaming: str,
+    fmt: str, engine: str, address: str | None, num_gpus_per_worker: float | None, workers: int | None, quiet: bool,
     verbose: bool,
 ) -> None:
     """Audit every example of a dataset; re-running resumes where an interrupted run stopped."""
@@ -90,6 +96,7 @@ def audit(
     if slice_by is not None:
         _check_column(input_file, slice_by)
     evidence_options = built(EvidenceOptions, evidence, removal)
+    memory_limit = parse_size(max_memory, "--max-memory")
     given = analyzer_names or preflight.default_analyzers()
     names, streamed = streaming_names(given)  # an old streaming analyzer's name: its twin, streamed
     names = preflight.check_analyzer_names(names)
@@ -125,7 +132,22 @@ def audit(
     if silent:
         raise usage_error(f"-a {silent[0]}: the analyzer declares neither a readout nor a head map, so the audit has"
                           " nothing to tabulate; run it with `interpret report`, or audit with another analyzer.")
-    _check_capture(plan, exact_lengths(plan, texts, max_length, source, device), patterns)
+    exact = exact_lengths(plan, texts, max_length, source, device)
+    _check_capture(plan, exact, patterns)
+    from interpret.audit.overlap import core_free
+
+    cuda = prerun.on_cuda(device)
+    gradients = tuple(
+        GradientPass(cls.name in streamed, *(params.get(cls.name, {}).get(key, "auto") for key in ("recompute", "offload")))
+        for cls in classes if cls.needs_model
+    )
+    overlaps = not gradients and not evidence_options.enabled and core_free(cuda)  # as interpret.audit.overlap runs
+    work = AuditWork(analyzers=len(names), patterns=patterns, evidence=evidence_options.enabled, gradients=gradients,
+                     dtype=dtype, cuda=cuda, weight_bytes=plan.checkpoint.weight_bytes(), traces=2 if overlaps else 1)
+    limit = memory_limit or default_memory(cuda)
+    estimate = _check_memory(plan, exact, batch_size, work, limit, patterns)
+    log.info("estimate: the largest batch, %d examples of %d tokens, peak memory about %s%s", estimate.rows,
+             estimate.tokens, human_bytes(estimate.memory_bytes), f" (limit {human_bytes(limit)})" if limit else "")
 
     from interpret.audit import run_audit
     from interpret.cli.common import stages
@@ -222,6 +244,26 @@ def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
             " with --streaming on, which holds no pattern (rollout, attention_x_gradient, gradient_weighted_rollout and"
             " attention_entropy stream)."
         )
+
+
+def _check_memory(plan: ModelPlan, lengths: list[int], batch_size: int, work: AuditWork, limit: int | None,
+                  patterns: bool) -> BatchEstimate:
+    """Return the estimate of the audit's largest batch (`interpret.estimate.audit`); refuse (exit 2) one over
+    `limit` bytes, naming the batch size that fits and the other ways out."""
+    estimate = estimate_audit(plan.facts, lengths, batch_size, work)
+    if limit is None or estimate.memory_bytes <= limit:
+        return estimate
+    fits = largest_batch_size(plan.facts, lengths, batch_size, work, limit)
+    parts = ", ".join(f"{name} {human_bytes(size)}" for name, size in estimate.parts.items() if size)
+    ways = [f"lower --batch-size to {fits}"] if fits else []
+    ways.append("truncate the examples (--max-length)")
+    if patterns:
+        ways.append("audit with --streaming on (no [head, n, n] pattern held)")
+    raise usage_error(
+        f"a batch of {estimate.rows} examples of {estimate.tokens} tokens would need about"
+        f" {human_bytes(estimate.memory_bytes)} of memory ({parts}), over --max-memory {human_bytes(limit)};"
+        f" {', '.join(ways)}, or raise --max-memory."
+    )
 
 
 @contextmanager

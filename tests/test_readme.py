@@ -167,7 +167,7 @@ RUNS: list[list[str]] = [
      "--batch-size", "2", "--target", "gold", "-o", "{tmp}/audit", "--evidence", "--engine", "local", "--drivers", "3",
      "--driver-rows", "2", "--removal", "mask", "--slice-by", "label", "-q", "--no-progress"],
     ["audit", "--model", "{cls}", "--input", "{data}.csv", "-a", "rollout", "--target", "prediction", "-o", "{tmp}/audit",
-     "--fresh", "--skip-invalid", "--streaming", "off", "--progress"],
+     "--fresh", "--skip-invalid", "--streaming", "off", "--max-memory", "8GB", "--progress"],
     ["evaluate", "--model", "{cls}", "--text", "the cat sat", "-a", "rollout", "--checks", "erasers,sanity", "--removal", "mask",
      "--format", "json"],
     ["evaluate", "--model", "{cls}", "--input", "{data}.jsonl", "-a", "rollout", "--format", "text"],

@@ -55,11 +55,14 @@ def overlappable(plan: Plan) -> bool:
 
 
 def worker_core_free(model: nn.Module) -> bool:
-    """Return whether a worker thread beside `model`'s forward passes gets a core of its own: the model runs
-    on an accelerator, or the free cores (`interpret.runtime.threads.free_cores`) outnumber torch's threads."""
-    if any(parameter.device.type != "cpu" for parameter in model.parameters()):
-        return True
-    return threads.free_cores() > torch.get_num_threads()
+    """Return whether a worker thread beside `model`'s forward passes gets a core of its own (`core_free`)."""
+    return core_free(any(parameter.device.type != "cpu" for parameter in model.parameters()))
+
+
+def core_free(accelerated: bool) -> bool:
+    """Return whether a worker thread beside the forward passes gets a core of its own: the model runs on an
+    accelerator, or the free cores (`interpret.runtime.threads.free_cores`) outnumber torch's threads."""
+    return accelerated or threads.free_cores() > torch.get_num_threads()
 
 
 def computed(

@@ -181,6 +181,12 @@ def page_base_bytes() -> int:
     return 0
 
 
+def block_bytes(facts: ModelFacts, tokens: int, itemsize: int) -> int:
+    """Return one block's activations over `tokens` tokens (batch × length): `GRADIENT_VALUES` per token of
+    d_model, d_attn and d_ff, `itemsize` bytes each."""
+    return itemsize * tokens * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+
+
 def gradient_pass_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize: int, cuda: bool,
                         recompute: str = "auto", offload: str = "auto") -> int:
     """Return the host memory the streamed gradient pass keeps (`interpret.streaming.capture.gradient_pass`)
@@ -190,7 +196,7 @@ def gradient_pass_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize:
     only what is offloaded to the host, the rest being on the device (the pass's own policy: `gradient_policy`,
     `OFFLOAD_TOKENS` tokens of batch × length for "auto")."""
     total = examples * tokens
-    block = itemsize * total * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+    block = block_bytes(facts, total, itemsize)
     offloads, recomputes = gradient_policy(cuda, total, offload, recompute)
     if cuda:
         return facts.n_layers * block if offloads else 0

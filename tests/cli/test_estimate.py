@@ -18,11 +18,12 @@ from hf_tiny import FAMILIES, VISION, collect_args, save_tiny, tiny_model
 import interpret
 from interpret.capture.api import capturable_for
 from interpret.decision.decide import reader_for
+from interpret.estimate.audit import AuditWork, GradientPass, estimate_audit, estimate_batch, largest_batch_size
 from interpret.estimate.checkpoint import read_json
 from interpret.estimate.facts import count_tokens, model_facts
 from interpret.estimate.facts import ModelFacts
 from interpret.estimate.memory import (
-    CAPTURE_BUDGET, CUDA_HOST_MEMORY, PASS_BYTES, human_bytes, pass_row_bytes, round_up_bytes, rows_per_pass,
+    BASE_MEMORY, CAPTURE_BUDGET, CUDA_HOST_MEMORY, PASS_BYTES, human_bytes, pass_row_bytes, round_up_bytes, rows_per_pass,
 )
 from interpret.estimate.report import (
     DEFAULT_MAX_BYTES, estimate_report, gradient_pass_bytes, page_base_bytes, streamed_estimate,
@@ -172,6 +173,45 @@ def test_the_streamed_gradient_pass_is_counted_by_its_policies() -> None:
     assert gradient_pass_bytes(facts, 4096, 1, 2, cuda=True, offload="off") == 0
     streamed = streamed_estimate(estimate_report(facts, [1024]), facts, 1, "html", gradient_bytes=12345)
     assert streamed.parts["gradients"] == 12345 and streamed.memory_bytes == sum(streamed.parts.values())
+
+
+LLAMA_FACTS = ModelFacts(model_type="llama", architecture="LlamaForCausalLM", kind="decoder", n_layers=8, n_heads=8,
+                         d_model=512, d_ff=2048, d_attn=512)
+
+
+def test_an_audit_batch_is_counted_term_by_term() -> None:
+    """The audit's batch estimate against the plain statement of each term (interpret.estimate.audit)."""
+    rows, n, facts = 4, 256, LLAMA_FACTS
+    patterns = rows * 8 * 8 * n * n * 4  # every layer's and head's pattern of every row, float32
+    block = 4 * rows * n * (8 * 512 + 8 * 512 + 4 * 2048)
+    work = AuditWork(analyzers=2, patterns=True, weight_bytes=10_000_000)
+    plain = estimate_batch(facts, rows, n, work)
+    assert plain.parts == {
+        "base": BASE_MEMORY, "weights": 10_000_000, "capture": patterns,
+        "forward": block + 2 * rows * 8 * n * n * 4,
+        "analyzers": 2 * (2 * patterns // rows + rows * 10 * n * n * 8), "evidence": 0, "gradients": 0,
+    }
+    assert plain.memory_bytes == sum(plain.parts.values()) and (plain.rows, plain.tokens) == (rows, n)
+    overlapped = estimate_batch(facts, rows, n, dataclasses.replace(work, traces=2))  # two traces alive
+    assert overlapped.parts["capture"] == 2 * patterns and overlapped.parts["forward"] == 2 * plain.parts["forward"]
+    full, streamed = GradientPass(streamed=False), GradientPass(streamed=True, recompute="off")
+    graded = estimate_batch(facts, rows, n, dataclasses.replace(work, gradients=(streamed, full), dtype="bfloat16"))
+    # the largest pass, not their sum: they run one after another; bfloat16 halves the saved tensors
+    assert graded.parts["gradients"] == 9 * block // 2 + rows * 8 * 8 * n * n * (2 * 2 + 8)
+    no_patterns = estimate_batch(facts, rows, n, dataclasses.replace(work, patterns=False))
+    assert no_patterns.parts["capture"] == rows * 4 * 8 * n * 512 * 4  # q, k, v and z of every layer
+
+
+def test_the_audit_s_largest_batch_and_a_batch_size_that_fits() -> None:
+    work = AuditWork(analyzers=1, patterns=True)
+    lengths = [10, 20, 300, 40, 50, 60, 70, 80, 290]
+    worst = estimate_audit(LLAMA_FACTS, lengths, 4, work)
+    assert (worst.rows, worst.tokens) == (4, 300)  # batch 0 holds the 300-token example
+    assert estimate_audit(LLAMA_FACTS, lengths, 9, work).tokens == 300 and estimate_audit(LLAMA_FACTS, [], 4, work).rows == 0
+    limit = estimate_audit(LLAMA_FACTS, lengths, 3, work).memory_bytes
+    fits = largest_batch_size(LLAMA_FACTS, lengths, 9, work, limit)
+    assert fits == 3 and estimate_audit(LLAMA_FACTS, lengths, 4, work).memory_bytes > limit
+    assert largest_batch_size(LLAMA_FACTS, lengths, 9, work, BASE_MEMORY) == 0  # not even one example fits
 
 
 def test_constants_agree_with_the_modules_they_mirror() -> None:

@@ -1,0 +1,127 @@
+"""Peak memory of an audit's batch, from the model's config and the examples' token counts, before it loads.
+
+An audit holds one batch at a time, or two where the analysis of one overlaps the capture of the next
+(`interpret.audit.overlap`: trace-only analyzers, no evidence, a core free for the worker): then the capture
+and the forward pass below count twice. Its batches are fixed
+(batch i holds examples i·size … i·size + size − 1, padded to the longest), so the largest is known from the
+token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimate_batch` adds up:
+
+- base: the interpreter and libraries (`BASE_MEMORY`; on CUDA its runtime's host memory on top);
+- weights: the weight files at the dtype they load in;
+- capture: every layer's [head, n, n] pattern of every row, float32 (`pattern_bytes`), or streamed, each
+  layer's q, k, v and z [n, d_model];
+- forward: what the forward pass holds besides: one block's activations (`block_bytes`) and one layer's
+  scores and pattern;
+- analyzers: per analyzer the report's statement (`estimate.report`): a float64 copy of one example's
+  patterns and float64 [layers + 2, n, n] results per row (streamed: one block and its float64 vectors);
+- evidence: one removal pass (`rows_per_pass` rows of `pass_row_bytes`) when the audit measures evidence;
+- gradients: the largest backward pass of an analyzer that runs the model (they run one after another):
+  streamed, what `gradient_pass_bytes` keeps; full, every block's activations (`block_bytes`), every
+  layer's pattern and its gradient ([rows, head, n, n] twice, in the model's dtype) and their float64
+  product ∇A ⊙ A (`plugins/_pattern_grad.py`, attention × gradient's and gradient-weighted rollout's).
+
+Measured on the default model (MiniLM-L6, batch 32, CPU): rollout + entropy at 122 tokens peaked at 1.01 GB
+(stated 1.05 GB), at 502 tokens at 3.78 GB (4.56 GB); with attnlrp, the default audit, 2.30 GB (2.66 GB) and
+11.4 GB (14.7 GB). Meant to err high; `tests/cli/test_long_input.py` compares it with a measured run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from interpret.estimate.facts import ModelFacts
+from interpret.estimate.heads import batch_lengths
+from interpret.estimate.memory import (
+    BASE_MEMORY, BLOCK_BYTES, CUDA_HOST_MEMORY, pass_row_bytes, pattern_bytes, rows_per_pass,
+)
+from interpret.estimate.report import block_bytes, gradient_pass_bytes
+
+
+@dataclass(frozen=True)
+class GradientPass:
+    """An analyzer that runs the model backward: streamed or not, and its --set recompute / offload."""
+
+    streamed: bool
+    recompute: str = "auto"
+    offload: str = "auto"
+
+
+@dataclass(frozen=True)
+class BatchEstimate:
+    """The estimated peak of an audit batch of `rows` examples padded to `tokens` tokens: memory_bytes in all,
+    parts its terms by name (module docstring)."""
+
+    rows: int
+    tokens: int
+    memory_bytes: int
+    parts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class AuditWork:
+    """What an audit runs, as its estimate needs it: analyzers (how many), patterns (whether it captures
+    every [head, n, n] pattern: False when it streams), evidence (whether it measures it), gradients (one
+    GradientPass per analyzer that runs the model), dtype (--dtype; None: float32), cuda (the model's device),
+    weight_bytes (the weight files' size), traces (batches alive at once: 2 where the analysis overlaps)."""
+
+    analyzers: int
+    patterns: bool
+    evidence: bool = False
+    gradients: tuple[GradientPass, ...] = ()
+    dtype: str | None = None
+    cuda: bool = False
+    weight_bytes: int = 0
+    traces: int = 1
+
+
+def estimate_batch(facts: ModelFacts, rows: int, tokens: int, work: AuditWork) -> BatchEstimate:
+    """Return the BatchEstimate of one batch of `rows` examples padded to `tokens` tokens (module docstring)."""
+    n, n_layers, n_heads = tokens, facts.n_layers, facts.n_heads
+    itemsize = facts.loaded_itemsize(work.dtype)
+    patterns = rows * pattern_bytes(n_layers * n_heads, n)
+    if work.patterns:
+        capture = patterns
+        analyzers = work.analyzers * (2 * patterns // max(rows, 1) + rows * (n_layers + 2) * n * n * 8)
+    else:
+        capture = rows * 4 * n_layers * n * facts.d_model * 4
+        analyzers = work.analyzers * (BLOCK_BYTES + 8 * (n_layers + 2) * n * rows)
+    parts = {
+        "base": BASE_MEMORY + (CUDA_HOST_MEMORY if work.cuda else 0),
+        "weights": work.weight_bytes * itemsize // max(facts.weight_itemsize, 1),
+        "capture": work.traces * capture,
+        "forward": work.traces * (block_bytes(facts, rows * n, itemsize) + 2 * rows * pattern_bytes(n_heads, n)),
+        "analyzers": analyzers,
+        "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if work.evidence and n else 0,
+        "gradients": max((_gradient_bytes(facts, rows, n, itemsize, work.cuda, each) for each in work.gradients), default=0),
+    }
+    return BatchEstimate(rows=rows, tokens=n, memory_bytes=sum(parts.values()), parts=parts)
+
+
+def estimate_audit(facts: ModelFacts, lengths: Sequence[int], batch_size: int, work: AuditWork) -> BatchEstimate:
+    """Return the largest BatchEstimate of the audit's batches: `lengths` (tokens per example, in input order)
+    taken `batch_size` at a time."""
+    shapes = set(batch_lengths(list(lengths), batch_size)) or {(0, 0)}
+    return max((estimate_batch(facts, rows, n, work) for rows, n in shapes), key=lambda each: each.memory_bytes)
+
+
+def largest_batch_size(facts: ModelFacts, lengths: Sequence[int], batch_size: int, work: AuditWork, limit: int) -> int:
+    """Return a batch size up to `batch_size` whose audit fits in `limit` bytes, found by bisection (0: not even
+    1 fits). The estimate grows with the batch size but for where the batches' boundaries fall, so this is the
+    largest that fits or one a little below it; it always fits."""
+    low, high = 0, batch_size  # fits(low) holds (0 by convention)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_audit(facts, lengths, middle, work).memory_bytes <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _gradient_bytes(facts: ModelFacts, rows: int, tokens: int, itemsize: int, cuda: bool, each: GradientPass) -> int:
+    """Return what one backward pass over the batch keeps (module docstring)."""
+    if each.streamed:
+        return gradient_pass_bytes(facts, tokens, rows, itemsize, cuda, each.recompute, each.offload)
+    saved = rows * facts.n_layers * facts.n_heads * tokens * tokens * (2 * itemsize + 8)
+    return (facts.n_layers + 1) * block_bytes(facts, rows * tokens, itemsize) + saved
