@@ -129,9 +129,10 @@ def report(
     follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
     def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool,
-                     gradient_passes: Sequence[dict[str, str]] = ()) -> ReportEstimate:
+                     gradient_passes: Sequence[dict[str, str]] = (), runs_model: bool = False) -> ReportEstimate:
         """gradient_passes: the --set params of each analyzer whose streamed computation runs the model (the
-        gradient pass), known once the analyzers load (the estimate before torch leaves them out)."""
+        gradient pass); runs_model: an analyzer runs the model (its full computation's backward pass); both
+        known once the analyzers load (the estimate before torch leaves them out)."""
         lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
         if generate is not None and facts.kind == "encoder-decoder":  # its start token and the generated tokens
@@ -139,7 +140,7 @@ def report(
         estimate = estimate_report(
             facts, lengths, decoder_lengths=decoder, layers=len(layer_list) if layer_list else None,
             heads=len(head_list) if head_list else None, fmt=fmt, analyzers=len(names),
-            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda, evidence=evidence,
+            weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda, evidence=evidence, gradients=runs_model,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > limits.capture_bytes):
             gradients = max((gradient_pass_bytes(facts, estimate.tokens, estimate.examples, facts.loaded_itemsize(dtype),
@@ -160,7 +161,8 @@ def report(
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     gradient_passes = [params.get(cls.name, {}) for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
-    estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device), gradient_passes=gradient_passes)
+    estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device), gradient_passes=gradient_passes,
+                            runs_model=any(cls.needs_model for cls in classes))
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation
         why = "--streaming on" if streaming == "on" else "the capture would be over the budget"
         checked_streamed(names, why, leave_out=not analyzer_names)

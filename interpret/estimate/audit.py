@@ -16,8 +16,8 @@ token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimat
   patterns and float64 [layers + 2, n, n] results per row (streamed: one block and its float64 vectors);
 - evidence: one removal pass (`rows_per_pass` rows of `pass_row_bytes`) when the audit measures evidence;
 - gradients: the largest backward pass of an analyzer that runs the model (they run one after another):
-  streamed, what `gradient_pass_bytes` keeps; full, every block's activations (`block_bytes`), every
-  layer's pattern and its gradient ([rows, head, n, n] twice, in the model's dtype) and their float64
+  streamed, what `gradient_pass_bytes` keeps; full, `full_gradient_bytes`: every block's activations,
+  every layer's pattern and its gradient ([rows, head, n, n] twice, in the model's dtype) and their float64
   product ∇A ⊙ A (`plugins/_pattern_grad.py`, attention × gradient's and gradient-weighted rollout's).
 
 Measured on the default model (MiniLM-L6, batch 32, CPU): rollout + entropy at 122 tokens peaked at 1.01 GB
@@ -35,7 +35,7 @@ from interpret.estimate.heads import batch_lengths
 from interpret.estimate.memory import (
     BASE_MEMORY, BLOCK_BYTES, CUDA_HOST_MEMORY, pass_row_bytes, pattern_bytes, rows_per_pass,
 )
-from interpret.estimate.report import block_bytes, gradient_pass_bytes
+from interpret.estimate.report import block_bytes, full_gradient_bytes, gradient_pass_bytes
 
 
 @dataclass(frozen=True)
@@ -123,5 +123,4 @@ def _gradient_bytes(facts: ModelFacts, rows: int, tokens: int, itemsize: int, cu
     """Return what one backward pass over the batch keeps (module docstring)."""
     if each.streamed:
         return gradient_pass_bytes(facts, tokens, rows, itemsize, cuda, each.recompute, each.offload)
-    saved = rows * facts.n_layers * facts.n_heads * tokens * tokens * (2 * itemsize + 8)
-    return (facts.n_layers + 1) * block_bytes(facts, rows * tokens, itemsize) + saved
+    return full_gradient_bytes(facts, tokens, rows, itemsize)

@@ -21,8 +21,9 @@ What each figure means:
 - `capture_bytes` is what the run captures per example: every layer's and head's pattern, float32.
 - `memory_bytes` is an estimate of the peak resident memory: a fixed base for the interpreter and libraries,
   the weights, the capture held three times (the trace, the report's stacked copy, an analyzer's working
-  copy), each analyzer's float64 working arrays, serializing the views, and with evidence one removal pass
-  (`interpret.estimate.memory.rows_per_pass` rows of `pass_row_bytes`, the pass's own bound). Approximate by
+  copy), each analyzer's float64 working arrays, serializing the views, with evidence one removal pass
+  (`interpret.estimate.memory.rows_per_pass` rows of `pass_row_bytes`, the pass's own bound), and where an
+  analyzer runs the model backward its pass (`full_gradient_bytes`; streamed, `gradient_pass_bytes`). Approximate by
   nature and meant to err high; the CLI tests compare it with the measured peak of a run.
 """
 
@@ -103,6 +104,7 @@ def estimate_report(
     dtype: str | None = None,
     cuda: bool = False,
     evidence: bool = False,
+    gradients: bool = False,
 ) -> ReportEstimate:
     """Return the ReportEstimate of explaining texts of `lengths` tokens with `facts`'s model.
 
@@ -110,6 +112,7 @@ def estimate_report(
     weight_bytes / dtype: the weight files' size and the dtype they load in (--dtype; None: float32).
     cuda: the model runs on a CUDA device (its runtime's host memory, `CUDA_HOST_MEMORY`, on top).
     evidence: the run measures faithfulness (one removal pass of the longest example on top).
+    gradients: an analyzer runs the model backward (`full_gradient_bytes` of the batch on top).
     """
     batch = len(lengths)
     n = max(lengths, default=0)
@@ -145,6 +148,7 @@ def estimate_report(
         "analyzers": analyzers * (2 * capture_example + batch * (n_layers + 2) * (n * n + d * d + d * n) * 8),
         "serialize": work * view_values + 2 * output,
         "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if evidence and n else 0,
+        "gradients": full_gradient_bytes(facts, n, batch, facts.loaded_itemsize(dtype)) if gradients else 0,
     }
     return ReportEstimate(
         examples=batch, tokens=n, decoder_tokens=d, layers=shown_layers, heads=shown_heads, view_values=view_values,
@@ -185,6 +189,14 @@ def block_bytes(facts: ModelFacts, tokens: int, itemsize: int) -> int:
     """Return one block's activations over `tokens` tokens (batch × length): `GRADIENT_VALUES` per token of
     d_model, d_attn and d_ff, `itemsize` bytes each."""
     return itemsize * tokens * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+
+
+def full_gradient_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize: int) -> int:
+    """Return what a backward pass to the captured patterns keeps for `examples` of `tokens` tokens: every
+    block's activations (`block_bytes`, layers + 1 of them), every layer's pattern and its gradient ([head, n, n]
+    twice, `itemsize` bytes) and their float64 product ∇A ⊙ A (`plugins/_pattern_grad.py`)."""
+    saved = examples * facts.n_layers * facts.n_heads * tokens * tokens * (2 * itemsize + 8)
+    return (facts.n_layers + 1) * block_bytes(facts, examples * tokens, itemsize) + saved
 
 
 def gradient_pass_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize: int, cuda: bool,
