@@ -21,7 +21,7 @@ the cause in its error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence  # `_head`: stages may differ in head count (Swin)
 
 import torch
 from jaxtyping import Bool, Float
@@ -29,7 +29,7 @@ from torch import Tensor
 
 
 def augmented(
-    heads: Float[Tensor, "batch head n n"], real: Bool[Tensor, "batch n"], head_fusion: str, residual: float
+    heads: Float[Tensor, "batch _head n n"], real: Bool[Tensor, "batch n"], head_fusion: str, residual: float
 ) -> Float[Tensor, "batch n n"] | None:
     """Return Â [batch, n, n] in float64 (padded rows and columns zero), or None where a present row sums to
     zero or a value is not finite (module docstring)."""
@@ -57,7 +57,7 @@ def augmented(
 
 
 def readout(
-    layers: Sequence[Float[Tensor, "batch head n n"]], real: Bool[Tensor, "batch n"], start: Float[Tensor, "batch n"],
+    layers: Sequence[Float[Tensor, "batch _head n n"]], real: Bool[Tensor, "batch n"], start: Float[Tensor, "batch n"],
     head_fusion: str, residual: float,
 ) -> Float[Tensor, "batch n"] | None:
     """Return s · Â_{L−1} · … · Â_0 [batch, n] for the start weights s [batch, n] (zero on padding), one layer's
@@ -72,7 +72,7 @@ def readout(
 
 
 def products(
-    layers: Sequence[Float[Tensor, "batch head n n"]], real: Bool[Tensor, "batch n"], head_fusion: str,
+    layers: Sequence[Float[Tensor, "batch _head n n"]], real: Bool[Tensor, "batch n"], head_fusion: str,
     residual: float, cumulative: bool = False,
 ) -> list[Float[Tensor, "batch n n"]] | None:
     """Return [Â_{L−1} · … · Â_0] [batch, n, n], or with `cumulative` the product after each layer (Â_0 first);
