@@ -21,8 +21,9 @@ token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimat
   product ∇A ⊙ A (`plugins/_pattern_grad.py`, attention × gradient's and gradient-weighted rollout's).
 
 Measured on the default model (MiniLM-L6, batch 32, CPU): rollout + entropy at 122 tokens peaked at 1.01 GB
-(stated 1.05 GB), at 502 tokens at 3.78 GB (4.56 GB); with attnlrp, the default audit, 2.30 GB (2.66 GB) and
-11.4 GB (14.7 GB). Meant to err high; `tests/cli/test_long_input.py` compares it with a measured run.
+(stated 1.17 GB), at 502 tokens at 3.78 GB (5.93 GB); the default audit (attnlrp, which forms no float64
+product, so the gradient term is about twice its due) 2.25 GB (3.10 GB) and 11.4 GB (21.4 GB). Meant to err
+high; `tests/cli/test_long_input.py` compares it with a measured run (peak <= stated <= 2 x peak).
 """
 
 from __future__ import annotations
