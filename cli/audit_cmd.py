@@ -141,9 +141,13 @@ def audit(
         GradientPass(cls.name in streamed, *(params.get(cls.name, {}).get(key, "auto") for key in ("recompute", "offload")))
         for cls in classes if cls.needs_model
     )
-    overlaps = not gradients and not evidence_options.enabled and core_free(cuda)  # as interpret.audit.overlap runs
+    # as interpret.audit.overlap runs, in the local engine only
+    overlaps = engine == "local" and not gradients and not evidence_options.enabled and core_free(cuda)
+    gpu_actors = num_gpus_per_worker > 0 if num_gpus_per_worker is not None else prerun.on_cuda("auto")  # ray_engine's rule
+    host_workers = (workers or 1) if engine == "ray" and address is None and not gpu_actors else 0
     work = AuditWork(analyzers=len(names), patterns=patterns, evidence=evidence_options.enabled, gradients=gradients,
-                     dtype=dtype, cuda=cuda, weight_bytes=plan.checkpoint.weight_bytes(), traces=2 if overlaps else 1)
+                     dtype=dtype, cuda=cuda, weight_bytes=plan.checkpoint.weight_bytes(), traces=2 if overlaps else 1,
+                     host_workers=host_workers)
     limit = memory_limit or default_memory(cuda)
     estimate = _check_memory(plan, exact, batch_size, work, limit, patterns)
     log.info("estimate: the largest batch, %d examples of %d tokens, peak memory about %s%s", estimate.rows,

@@ -2,7 +2,7 @@
 
 An audit holds one batch at a time, or two where the analysis of one overlaps the capture of the next
 (`interpret.audit.overlap`: trace-only analyzers, no evidence, a core free for the worker): then the capture
-and the forward pass below count twice. Its batches are fixed
+and the forward pass below count twice. On a local Ray cluster of CPU actors each actor holds all of it. Its batches are fixed
 (batch i holds examples i·size … i·size + size − 1, padded to the longest), so the largest is known from the
 token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimate_batch` adds up:
 
@@ -64,7 +64,9 @@ class AuditWork:
     """What an audit runs, as its estimate needs it: analyzers (how many), patterns (whether it captures
     every [head, n, n] pattern: False when it streams), evidence (whether it measures it), gradients (one
     GradientPass per analyzer that runs the model), dtype (--dtype; None: float32), cuda (the model's device),
-    weight_bytes (the weight files' size), traces (batches alive at once: 2 where the analysis overlaps)."""
+    weight_bytes (the weight files' size), traces (batches alive at once: 2 where the analysis overlaps),
+    host_workers (Ray actors that run the batches on this machine's CPU, each loading the model: 0 where the
+    batches run in this process or on other machines and devices)."""
 
     analyzers: int
     patterns: bool
@@ -74,6 +76,7 @@ class AuditWork:
     cuda: bool = False
     weight_bytes: int = 0
     traces: int = 1
+    host_workers: int = 0
 
 
 def estimate_batch(facts: ModelFacts, rows: int, tokens: int, work: AuditWork) -> BatchEstimate:
@@ -96,6 +99,9 @@ def estimate_batch(facts: ModelFacts, rows: int, tokens: int, work: AuditWork) -
         "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if work.evidence and n else 0,
         "gradients": max((_gradient_bytes(facts, rows, n, itemsize, work.cuda, each) for each in work.gradients), default=0),
     }
+    if work.host_workers:  # every actor holds all of it; this process (the driver) its base and the weights
+        parts = {**{name: work.host_workers * size for name, size in parts.items()},
+                 "driver": parts["base"] + parts["weights"]}
     return BatchEstimate(rows=rows, tokens=n, memory_bytes=sum(parts.values()), parts=parts)
 
 

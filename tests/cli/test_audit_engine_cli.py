@@ -49,3 +49,22 @@ def test_a_ray_audit_from_the_command_line_equals_the_local_one(classifier_dir: 
     for table in ("tokens.parquet", "examples.parquet"):
         assert_frame_equal(pd.read_parquet(tmp_path / "ray" / table), pd.read_parquet(tmp_path / "local" / table),
                            check_exact=False, rtol=1e-6, atol=1e-6)
+
+
+def test_a_local_ray_audit_counts_every_actor_s_memory(classifier_dir: Path, tmp_path: Path, loads: list[str]) -> None:
+    """Each CPU actor of a local Ray cluster loads the model and runs batches: the estimate the refusal states is
+    the one process's times the actors, plus the driver's base and weights (`estimate.audit`)."""
+    pytest.importorskip("ray")
+    common = ["audit", "--model", str(classifier_dir), "--input", str(_data(tmp_path)), "-a", "rollout",
+              "--max-memory", "1MB", "-o", str(tmp_path / "out")]
+    stated = {}
+    for engine in (["--engine", "local"], ["--engine", "ray", "--workers", "3", "--num-gpus-per-worker", "0"]):
+        refused = run(*common, *engine)
+        assert refused.exit_code == 2, refused.stderr
+        (message,) = [line for line in refused.stderr.splitlines() if line.strip()]
+        value, unit = message.split("would need about ")[1].split(" of memory")[0].split()
+        stated[engine[1]] = float(value) * {"kB": 1e3, "MB": 1e6, "GB": 1e9}[unit]
+        assert ("driver " in message) == (engine[1] == "ray")
+    # three actors' processes and the driver's base and weights: on a tiny model with short texts a process is
+    # almost all base and weights, so about four times the local audit's (as printed: three digits)
+    assert stated["ray"] == pytest.approx(4 * stated["local"], rel=0.01) and loads == []

@@ -198,6 +198,8 @@ def test_an_audit_batch_is_counted_term_by_term() -> None:
     graded = estimate_batch(facts, rows, n, dataclasses.replace(work, gradients=(streamed, full), dtype="bfloat16"))
     # the largest pass, not their sum: they run one after another; bfloat16 halves the saved tensors
     assert graded.parts["gradients"] == 9 * block // 2 + rows * 8 * 8 * n * n * (2 * 2 + 8)
+    actors = estimate_batch(facts, rows, n, dataclasses.replace(work, host_workers=3))  # a local Ray cluster of CPU actors
+    assert actors.memory_bytes == 3 * plain.memory_bytes + BASE_MEMORY + 10_000_000  # and the driver's base and weights
     no_patterns = estimate_batch(facts, rows, n, dataclasses.replace(work, patterns=False))
     assert no_patterns.parts["capture"] == rows * 4 * 8 * n * 512 * 4  # q, k, v and z of every layer
 
