@@ -19,7 +19,7 @@ from interpret.cli.main import cli
 from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
-         "vitdet"]
+         "vitdet", "resnet", "sam3_vision_model"]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,10 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
 @pytest.mark.parametrize(
     ("model_type", "fragment"),
     [("mamba", "no attention layers"), ("rwkv", "computes no softmax over keys"),
-     ("vitdet", "its queries are not the positions of its input")],
+     ("vitdet", "its queries are not the positions of its input"),
+     # no image_size in the config: the probe runs on a 224 × 224 image, so a network without attention is
+     # refused as such, and one with attention for what its input lacks (no patch grid to map positions to)
+     ("resnet", "no attention layers"), ("sam3_vision_model", "sets no image_size and patch_size")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

@@ -32,6 +32,10 @@ from interpret.errors import InterpretError, UnsupportedModelError
 NAME = "generic"
 PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
 PROBE_DECODER_TOKENS = 2
+# The probe's image where the config sets no image_size (convolutional networks, detectors): enough to see
+# whether any attention runs at all, so that a network without attention is refused as such; one with
+# attention but no patch grid is still refused by `vision_sizes` when its input is prepared.
+PROBE_IMAGE_SIZE = 224
 
 # Per model object (weakly held): {(probe inputs, discovery): layout}, so each adapter probes a model once.
 _LAYOUTS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, Any], ModelLayout]] = weakref.WeakKeyDictionary()
@@ -69,17 +73,21 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
     attempts = (False, True) if model_device(model).type == "meta" else (False,)
     failure: Exception | None = None
+    given: dict[str, Any] = {}
     for with_mask in attempts:
         try:
-            return observe(model, inputs(model, with_mask))
+            given = inputs(model, with_mask)
+            return observe(model, given)
         except InterpretError:
             raise
         except Exception as err:  # a model's own error on the probe input: reported below in one line
             failure = err
     assert failure is not None
     message = " ".join(str(failure).split())[:160]
+    pixels = given.get("pixel_values")
+    on = f"a {pixels.shape[-2]}×{pixels.shape[-1]} image" if isinstance(pixels, torch.Tensor) else f"{PROBE_TOKENS} positions"
     raise UnsupportedModelError(
-        f"a probe forward pass of {type(model).__name__} on {PROBE_TOKENS} positions failed"
+        f"a probe forward pass of {type(model).__name__} on {on} failed"
         f" ({type(failure).__name__}: {message}); {ADAPTERS_HINT} that feeds it valid inputs."
     ) from None
 
@@ -90,7 +98,9 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     config = model.config
     main = _main_input(model)
     if main == "pixel_values":
-        size, _, channels = vision_sizes(model)
+        vision = getattr(config, "vision_config", None) or config
+        size = pair(getattr(vision, "image_size", None) or PROBE_IMAGE_SIZE)
+        channels = int(getattr(vision, "num_channels", 3) or 3)
         return {"pixel_values": torch.zeros(1, channels, *size, device=device, dtype=_dtype(model))}
     if main != "input_ids":
         raise UnsupportedModelError(
