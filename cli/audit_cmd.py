@@ -143,8 +143,9 @@ def audit(
     )
     # as interpret.audit.overlap runs, in the local engine only
     overlaps = engine == "local" and not gradients and not evidence_options.enabled and core_free(cuda)
-    gpu_actors = num_gpus_per_worker > 0 if num_gpus_per_worker is not None else prerun.on_cuda("auto")  # ray_engine's rule
-    host_workers = (workers or 1) if engine == "ray" and address is None and not gpu_actors else 0
+    host_workers = 0  # Ray actors on this machine's CPU (ray_engine's rule: GPU actors where CUDA is, by default)
+    if engine == "ray" and address is None and not (num_gpus_per_worker or 0) > 0:
+        host_workers = 0 if num_gpus_per_worker is None and prerun.on_cuda("auto") else workers or 1
     work = AuditWork(analyzers=len(names), patterns=patterns, evidence=evidence_options.enabled, gradients=gradients,
                      dtype=dtype, cuda=cuda, weight_bytes=plan.checkpoint.weight_bytes(), traces=2 if overlaps else 1,
                      host_workers=host_workers)
