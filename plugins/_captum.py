@@ -163,19 +163,35 @@ class ScoreModule(torch.nn.Module):
         return self.ctx.score(self.encoded, examples=examples, step=self.step, **{self.on: inputs})
 
 
-def score_check(ctx: RunContext, batch: TokenBatch, inputs: Tensor, via_embeddings: Tensor | None = None) -> Check:
+def score_check(ctx: RunContext, trace: Trace, batch: TokenBatch, inputs: Tensor,
+                via_embeddings: Tensor | None = None) -> Check:
     """Return the check that the function Captum differentiates is the decision's score: the score of the input
     embeddings [batch, pos, d_model] fed as `inputs_embeds` equals the score of the token ids (a model that
     derives anything else from the ids, such as positions after a padding index, would otherwise be attributed
-    on another function than the one it decides with). via_embeddings: that score [batch], when the caller
-    has it already."""
+    on another function than the one it decides with). via_embeddings: that score [batch], when the caller has
+    it already; the ids' score is the trace's own pass where it can stand in (`traced_scores`), else a pass."""
+    via_ids = traced_scores(ctx, trace, batch)
     with torch.no_grad():
         if via_embeddings is None:
             via_embeddings = ctx.score(batch.encoded, inputs_embeds=inputs, examples=batch.examples)
-        via_ids = ctx.score(batch.encoded, input_ids=batch.input_ids, examples=batch.examples)
+        if via_ids is None:
+            via_ids = ctx.score(batch.encoded, input_ids=batch.input_ids, examples=batch.examples)
     error = float((via_embeddings - via_ids).abs().max())
     scale = max(1.0, float(via_ids.abs().max()))
     return Check(error, 1e-4 * scale, "largest |F(embeddings) − F(ids)|: the attributed function is the decision's score")
+
+
+def traced_scores(ctx: RunContext, trace: Trace, batch: TokenBatch) -> Float[Tensor, " batch"] | None:
+    """Return the decision's scores [batch] of the trace's own forward pass on the token ids (`trace.output`),
+    the F(ids) side of `score_check` without running the model again; None where the trace kept no output or
+    the batch is not the trace's examples in order on their own ids."""
+    ids = trace.encoded.input_ids
+    if trace.output is None or ids is None or batch.examples.tolist() != list(range(trace.encoded.batch)):
+        return None
+    if not torch.equal(batch.input_ids.cpu(), ids.cpu()):
+        return None
+    with torch.no_grad():
+        return ctx.score_output(trace.output, trace.encoded)
 
 
 def embeddings(ctx: RunContext, batch: TokenBatch, ids: Tensor | None = None) -> Float[Tensor, "batch pos d_model"]:

@@ -160,6 +160,6 @@ class AttnLRPAnalyzer:
                 f"{self.name}: {len(fired)} of {type(ctx.model).__name__}'s {layers} attention layers went through"
                 " transformers' attention interface, where the attention rule is applied; use decompx or integrated_gradients."
             )
-        checks = {"score_consistency": _captum.score_check(ctx, batch, inputs.detach(), scores.detach())}
+        checks = {"score_consistency": _captum.score_check(ctx, trace, batch, inputs.detach(), scores.detach())}
         readout = _captum.per_token(inputs.detach() * grad, params.reduce, batch)
         return _captum.token_result(self, trace, params, readout, "AttnLRP relevance per token", checks)

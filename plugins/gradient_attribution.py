@@ -69,7 +69,7 @@ def _gradient(analyzer: _Gradient, trace: Trace, params: _captum.TokenParams, ct
     forward = _captum.ScoreModule(ctx, batch.encoded)
     attr = method(forward).attribute(inputs, additional_forward_args=(batch.examples,), **options)
     return _captum.token_result(analyzer, trace, params, _captum.per_token(attr, params.reduce, batch), title,
-                                {"score_consistency": _captum.score_check(ctx, batch, inputs)}, signed=signed)
+                                {"score_consistency": _captum.score_check(ctx, trace, batch, inputs)}, signed=signed)
 
 
 class SaliencyAnalyzer(_Gradient):
@@ -119,6 +119,6 @@ class GradientShapAnalyzer(_Gradient):
             rows.append(attr)
             deltas.append(float(delta.detach().double().mean()))
         readout = _captum.per_token(torch.cat(rows), params.reduce, batch)
-        checks = {"score_consistency": _captum.score_check(ctx, batch, inputs)}
+        checks = {"score_consistency": _captum.score_check(ctx, trace, batch, inputs)}
         return _captum.token_result(self, trace, params, readout, "GradientSHAP per token", checks,
                                     delta=np.asarray(deltas))

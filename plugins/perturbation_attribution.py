@@ -101,7 +101,7 @@ class _Perturbation:
             rows.append(attr[..., 0])  # every coordinate of a token carries that token's value
         readout = _captum.token_scores(torch.cat(rows), batch)
         return _captum.token_result(self, trace, params, readout, f"{self.title} per token (signed)",
-                                    {"score_consistency": _captum.score_check(ctx, batch, inputs, scores)}, signed=True)
+                                    {"score_consistency": _captum.score_check(ctx, trace, batch, inputs, scores)}, signed=True)
 
     def make(self, forward: _captum.ScoreModule, params: AblationParams, gap: float) -> Any:
         """Return the Captum method over `forward` for one example whose |F(x) − F(x')| is `gap`."""

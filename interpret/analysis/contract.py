@@ -45,6 +45,8 @@ class RunContext:
 
     Running the model (each raises AnalyzerError when no model was given):
         score(encoded, ...) -> Tensor [rows]      the targets' scores with autograd on
+        score_output(model_output, encoded) -> Tensor [batch]   the same read from an output the model gave
+                                                   already (trace.output), without running it
         capture(encoded, names, ...) -> GradCapture   hook tensors that stay in the autograd graph + score
         embedding_layer(side) -> nn.Module         the module whose output Captum's layer methods attribute to
         embeddings(encoded, ...) -> Tensor [rows, pos, d_model]   that module's output for these inputs
@@ -80,6 +82,12 @@ class RunContext:
             pixel_values, gates, step, output, contrast), documented there.
         """
         return self._runner().score(encoded, Forward(**forward))
+
+    def score_output(self, model_output: Any, encoded: Encoded, **forward: Any) -> Tensor:
+        """Return each example's target score [batch] read from `model_output`, the model's own output on the whole of
+        `encoded` (such as `trace.output`, the captured forward pass's), without running the model again.
+        Keywords: step, output, contrast, as for `score`."""
+        return self._runner().score_output(model_output, encoded, Forward(**forward))
 
     def capture(self, encoded: Encoded, names: Sequence[str], **forward: Any) -> GradCapture:
         """Run the model once with autograd on and return the hook tensors of `names` (globs) kept in the graph,

@@ -114,6 +114,16 @@ class ModelRunner:
             result = self.capturable.run(batch)
         return self._scores(result, batch, rows, forward)
 
+    def score_output(self, model_output: Any, encoded: Encoded, forward: Forward = Forward()) -> Float[Tensor, " batch"]:
+        """Return each example's target score [batch] read from `model_output`, the model's output on the whole of
+        `encoded` (`RunContext.score_output`), without running the model; `forward` may set step, output and
+        contrast, not inputs or examples."""
+        if any(value is not None for value in (forward.examples, forward.input_ids, forward.inputs_embeds,
+                                                forward.pixel_values, forward.gates)):
+            raise AnalyzerError("score_output reads an output the model already gave for the whole batch; pass no"
+                                " examples, inputs or gates (use score to run the model on them).")
+        return self._scores(model_output, encoded, self._rows(encoded, None), forward)
+
     def capture(self, encoded: Encoded, names: Sequence[str], forward: Forward = Forward()) -> GradCapture:
         """Return the tensors of `names` (globs) in the autograd graph with the same pass's scores."""
         rows, batch = self._batch(encoded, forward)

@@ -148,6 +148,20 @@ def test_the_rules_change_the_gradient_only() -> None:
     assert np.abs(lrp.arrays["readout"].values - plain.arrays["readout"].values).max() > 1e-3
 
 
+def test_the_score_check_reads_the_captured_pass_instead_of_running_the_model_again() -> None:
+    """F(ids) of the check is the trace's own forward pass (`trace.output`, `_captum.traced_scores`): attnlrp
+    runs the model once, the rules' pass, where the check once ran it a second time."""
+    model, tokenizer = _tiny_bert(), word_tokenizer()
+    trace = interpret.collect(model, tokenizer, TEXTS, names=["*attn.hook_pattern"])
+    calls: list[int] = []
+    handle = model.register_forward_hook(lambda module, args, output: calls.append(1))
+    try:
+        result = interpret.analyze(trace, "attnlrp", model, tokenizer=tokenizer)
+    finally:
+        handle.remove()
+    assert len(calls) == 1 and result.checks["score_consistency"].value == 0.0  # double precision: equal
+
+
 @pytest.mark.parametrize(("family", "cls", "texts"), [
     ("bert", "BertForSequenceClassification", TEXTS),
     ("distilbert", "DistilBertForSequenceClassification", TEXTS),

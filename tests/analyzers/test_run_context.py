@@ -259,3 +259,21 @@ def test_running_the_model_needs_one_and_in_eval_mode(tmp_path: Path) -> None:
             interpret.analyze(trace, "gradient_probe", model=case.model, tokenizer=case.tokenizer)
     finally:
         case.model.eval()
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_score_output_reads_the_scores_of_an_output_the_model_gave(family: str) -> None:
+    """`score_output(trace.output, ...)` is `score` without the forward pass: the captured pass's own output (its
+    hooks read and leave the outputs as they are) gives each example's target score as a fresh pass does."""
+    model = tiny_model(family, "sdpa")
+    inputs, extra = collect_args(family)
+    trace = interpret.collect(model, word_tokenizer(), inputs, **extra)
+    ctx = run_context(trace, model, word_tokenizer())
+    with torch.no_grad():
+        fresh, read = ctx.score(trace.encoded), ctx.score_output(trace.output, trace.encoded)
+        torch.testing.assert_close(read, fresh, rtol=1e-6, atol=1e-6)
+        if family == "llama":  # a language model's log-probability, as `score` reads it with output="logprob"
+            torch.testing.assert_close(ctx.score_output(trace.output, trace.encoded, output="logprob"),
+                                       ctx.score(trace.encoded, output="logprob"), rtol=1e-6, atol=1e-6)
+    with pytest.raises(AnalyzerError, match="pass no examples"):
+        ctx.score_output(trace.output, trace.encoded, examples=torch.tensor([0]))
