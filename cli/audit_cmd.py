@@ -26,9 +26,10 @@ from interpret.cli.options import (
 )
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import ModelPlan, Source
-from interpret.cli.ray_options import check_engine, engine_options, ray_engine
-from interpret.estimate.audit import AuditWork, BatchEstimate, GradientPass, estimate_audit, largest_batch_size
+from interpret.cli.ray_options import actor_gpus, check_engine, engine_options, ray_engine
+from interpret.estimate.audit import AuditWork, BatchEstimate, estimate_audit, largest_batch_size
 from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes, pattern_bytes
+from interpret.estimate.report import GradientPass
 from interpret.request import DEFAULT_DRIVER_ROWS, AuditOptions, EvidenceOptions
 
 
@@ -137,20 +138,16 @@ def audit(
     from interpret.audit.overlap import core_free
 
     cuda = prerun.on_cuda(device)
-    gradients = tuple(
-        GradientPass(cls.name in streamed, *(params.get(cls.name, {}).get(key, "auto") for key in ("recompute", "offload")))
-        for cls in classes if cls.needs_model
-    )
+    gradients = tuple(GradientPass.of(cls.name in streamed, params.get(cls.name, {})) for cls in classes if cls.needs_model)
     # as interpret.audit.overlap runs, in the local engine only
     overlaps = engine == "local" and not gradients and not evidence_options.enabled and core_free(cuda)
-    host_workers = 0  # Ray actors on this machine's CPU (ray_engine's rule: GPU actors where CUDA is, by default)
-    if engine == "ray" and address is None and not (num_gpus_per_worker or 0) > 0:
-        host_workers = 0 if num_gpus_per_worker is None and prerun.on_cuda("auto") else workers or 1
+    # CPU actors of a Ray cluster started here each run batches on this machine
+    local_actors = engine == "ray" and address is None and actor_gpus(num_gpus_per_worker, address) == 0
     work = AuditWork(analyzers=len(names), patterns=patterns, evidence=evidence_options.enabled, gradients=gradients,
                      dtype=dtype, cuda=cuda, weight_bytes=plan.checkpoint.weight_bytes(), traces=2 if overlaps else 1,
-                     host_workers=host_workers)
+                     host_workers=(workers or 1) if local_actors else 0)
     limit = memory_limit or default_memory(cuda)
-    estimate = _check_memory(plan, exact, batch_size, work, limit, patterns)
+    estimate = _check_memory(plan, exact, batch_size, work, limit)
     log.info("estimate: the largest batch, %d examples of %d tokens, peak memory about %s%s", estimate.rows,
              estimate.tokens, human_bytes(estimate.memory_bytes), f" (limit {human_bytes(limit)})" if limit else "")
 
@@ -251,8 +248,8 @@ def _check_capture(plan: ModelPlan, lengths: list[int], patterns: bool) -> None:
         )
 
 
-def _check_memory(plan: ModelPlan, lengths: list[int], batch_size: int, work: AuditWork, limit: int | None,
-                  patterns: bool) -> BatchEstimate:
+def _check_memory(plan: ModelPlan, lengths: list[int], batch_size: int, work: AuditWork, limit: int | None
+                  ) -> BatchEstimate:
     """Return the estimate of the audit's largest batch (`interpret.estimate.audit`); refuse (exit 2) one over
     `limit` bytes, naming the batch size that fits and the other ways out."""
     estimate = estimate_audit(plan.facts, lengths, batch_size, work)
@@ -262,7 +259,7 @@ def _check_memory(plan: ModelPlan, lengths: list[int], batch_size: int, work: Au
     parts = ", ".join(f"{name} {human_bytes(size)}" for name, size in estimate.parts.items() if size)
     ways = [f"lower --batch-size to {fits}"] if fits else []
     ways.append("truncate the examples (--max-length)")
-    if patterns:
+    if work.patterns:
         ways.append("audit with --streaming on (no [head, n, n] pattern held)")
     raise usage_error(
         f"a batch of {estimate.rows} examples of {estimate.tokens} tokens would need about"

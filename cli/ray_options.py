@@ -50,13 +50,20 @@ def ray_engine(model: str | None, device: str, dtype: str | None, allow_pickle: 
     """Return the RayEngine whose actors each load `model` themselves (the weights never travel)."""
     from interpret.audit.engine_ray import RayEngine, RayOptions
 
-    if gpus is None:
-        import torch
-
-        gpus = 1.0 if torch.cuda.is_available() and address is None else 0.0
+    gpus = actor_gpus(gpus, address)
     worker_device = "cuda" if gpus > 0 else ("cpu" if device.startswith("cuda") else device)
     options = RayOptions(address=address, workers=workers or 1, num_gpus_per_worker=gpus)
     return RayEngine(options, loader=CliLoader(model, worker_device, dtype, allow_pickle, allow_missing_weights))
+
+
+def actor_gpus(gpus: float | None, address: str | None) -> float:
+    """Return the GPUs each Ray actor takes: --num-gpus-per-worker, or by default one where this machine has
+    CUDA and the cluster is started here (no --address), none otherwise."""
+    if gpus is not None:
+        return gpus
+    import torch
+
+    return 1.0 if torch.cuda.is_available() and address is None else 0.0
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from interpret.cli.preflight import ModelPlan, Source
 from interpret.estimate.facts import count_tokens
 from interpret.estimate.memory import default_memory, human_bytes
 from interpret.estimate.report import (
-    DEFAULT_MAX_BYTES, ReportEstimate, estimate_report, gradient_pass_bytes, streamed_estimate,
+    DEFAULT_MAX_BYTES, GradientPass, ReportEstimate, estimate_report, streamed_estimate,
 )
 from interpret.request import Subject, View
 
@@ -129,10 +129,10 @@ def report(
     follow_option = "--continuation" if generate is None else f"--generate {generate}"
 
     def estimate_for(token_counts: list[int], continuation_counts: list[int] | None, cuda: bool,
-                     gradient_passes: Sequence[dict[str, str]] = (), runs_model: bool = False) -> ReportEstimate:
-        """gradient_passes: the --set params of each analyzer whose streamed computation runs the model (the
-        gradient pass); runs_model: an analyzer runs the model (its full computation's backward pass); both
-        known once the analyzers load (the estimate before torch leaves them out)."""
+                     gradient_passes: Sequence[GradientPass] = (), runs_model: bool = False) -> ReportEstimate:
+        """gradient_passes: the streamed pass of each analyzer whose streamed computation runs the model;
+        runs_model: an analyzer runs the model (its full computation's backward pass); both known once the
+        analyzers load (the estimate before torch leaves them out)."""
         lengths = check_lengths(token_counts, limit, max_length, inputs.source, continuation_counts or (), follow_option)
         decoder = (count_tokens(directory, list(decoder_texts)) or []) if decoder_texts else []
         if generate is not None and facts.kind == "encoder-decoder":  # its start token and the generated tokens
@@ -143,9 +143,8 @@ def report(
             weight_bytes=plan.checkpoint.weight_bytes(), dtype=dtype, cuda=cuda, evidence=evidence, gradients=runs_model,
         )
         if streaming == "on" or (streaming == "auto" and estimate.capture_bytes > limits.capture_bytes):
-            gradients = max((gradient_pass_bytes(facts, estimate.tokens, estimate.examples, facts.loaded_itemsize(dtype),
-                                                 cuda, chosen.get("recompute", "auto"), chosen.get("offload", "auto"))
-                             for chosen in gradient_passes), default=0)
+            gradients = max((each.bytes(facts, estimate.tokens, estimate.examples, facts.loaded_itemsize(dtype), cuda)
+                             for each in gradient_passes), default=0)
             estimate = streamed_estimate(estimate, facts, len(names), fmt, gradients)
         check_budget(estimate, facts, fmt=fmt, max_bytes=byte_limit, max_memory=memory_limit)
         return estimate
@@ -160,7 +159,8 @@ def report(
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
     exact = prerun.exact_counts(tokenizer, inputs.texts)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
-    gradient_passes = [params.get(cls.name, {}) for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
+    gradient_passes = [GradientPass.of(True, params.get(cls.name, {}))
+                       for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
     estimate = estimate_for(exact, exact_follow, cuda=prerun.on_cuda(device), gradient_passes=gradient_passes,
                             runs_model=any(cls.needs_model for cls in classes))
     if estimate.view_values == 0 and estimate.layers == 0:  # streamed: a named analyzer needs a streamed computation

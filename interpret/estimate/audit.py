@@ -2,9 +2,10 @@
 
 An audit holds one batch at a time, or two where the analysis of one overlaps the capture of the next
 (`interpret.audit.overlap`: trace-only analyzers, no evidence, a core free for the worker): then the capture
-and the forward pass below count twice. On a local Ray cluster of CPU actors each actor holds all of it. Its batches are fixed
-(batch i holds examples i·size … i·size + size − 1, padded to the longest), so the largest is known from the
-token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimate_batch` adds up:
+and the forward pass below count twice. On a local Ray cluster of CPU actors each actor holds all of it. Its
+batches are fixed (batch i holds examples i·size … i·size + size − 1, padded to the longest), so the largest
+is known from the token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimate_batch`
+adds up:
 
 - base: the interpreter and libraries (`BASE_MEMORY`; on CUDA its runtime's host memory on top);
 - weights: the weight files at the dtype they load in;
@@ -12,13 +13,15 @@ token counts. For a batch of `rows` examples padded to `tokens` tokens, `estimat
   layer's q, k, v and z [n, d_model];
 - forward: what the forward pass holds besides: one block's activations (`block_bytes`) and one layer's
   scores and pattern;
-- analyzers: per analyzer the report's statement (`estimate.report`): a float64 copy of one example's
-  patterns and float64 [layers + 2, n, n] results per row (streamed: one block and its float64 vectors);
-- evidence: one removal pass (`rows_per_pass` rows of `pass_row_bytes`) when the audit measures evidence;
-- gradients: the largest backward pass of an analyzer that runs the model (they run one after another):
-  streamed, what `gradient_pass_bytes` keeps; full, `full_gradient_bytes`: every block's activations,
-  every layer's pattern and its gradient ([rows, head, n, n] twice, in the model's dtype) and their float64
-  product ∇A ⊙ A (`plugins/_pattern_grad.py`, attention × gradient's and gradient-weighted rollout's).
+- analyzers: per analyzer the report's statement (`estimate.report.analyzer_bytes`): a float64 copy of one
+  example's patterns and float64 [layers + 2, n, n] results per row (streamed: one block and its float64
+  vectors, `streamed_analyzer_bytes`);
+- evidence: one removal pass (`evidence_bytes`) when the audit measures evidence;
+- gradients: the largest backward pass of an analyzer that runs the model (they run one after another,
+  `estimate.report.GradientPass`): streamed, what `gradient_pass_bytes` keeps; full, `full_gradient_bytes`:
+  every block's activations, every layer's pattern and its gradient ([rows, head, n, n] twice, in the
+  model's dtype) and their float64 product ∇A ⊙ A (`plugins/_pattern_grad.py`, attention × gradient's and
+  gradient-weighted rollout's).
 
 Measured on the default model (MiniLM-L6, batch 32, CPU): rollout + entropy at 122 tokens peaked at 1.01 GB
 (stated 1.17 GB), at 502 tokens at 3.78 GB (5.93 GB); the default audit (attnlrp, which forms no float64
@@ -33,19 +36,11 @@ from dataclasses import dataclass
 
 from interpret.estimate.facts import ModelFacts
 from interpret.estimate.heads import batch_lengths
-from interpret.estimate.memory import (
-    BASE_MEMORY, BLOCK_BYTES, CUDA_HOST_MEMORY, pass_row_bytes, pattern_bytes, rows_per_pass,
+from interpret.estimate.memory import pattern_bytes
+from interpret.estimate.report import (
+    GradientPass, analyzer_bytes, base_bytes, block_bytes, evidence_bytes, loaded_weight_bytes,
+    streamed_analyzer_bytes, streamed_capture_bytes,
 )
-from interpret.estimate.report import block_bytes, full_gradient_bytes, gradient_pass_bytes
-
-
-@dataclass(frozen=True)
-class GradientPass:
-    """An analyzer that runs the model backward: streamed or not, and its --set recompute / offload."""
-
-    streamed: bool
-    recompute: str = "auto"
-    offload: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -81,23 +76,22 @@ class AuditWork:
 
 def estimate_batch(facts: ModelFacts, rows: int, tokens: int, work: AuditWork) -> BatchEstimate:
     """Return the BatchEstimate of one batch of `rows` examples padded to `tokens` tokens (module docstring)."""
-    n, n_layers, n_heads = tokens, facts.n_layers, facts.n_heads
+    n, n_heads = tokens, facts.n_heads
     itemsize = facts.loaded_itemsize(work.dtype)
-    patterns = rows * pattern_bytes(n_layers * n_heads, n)
     if work.patterns:
-        capture = patterns
-        analyzers = work.analyzers * (2 * patterns // max(rows, 1) + rows * (n_layers + 2) * n * n * 8)
+        example = pattern_bytes(facts.n_layers * n_heads, n)
+        capture, analyzers = rows * example, analyzer_bytes(facts, work.analyzers, rows, example, n * n)
     else:
-        capture = rows * 4 * n_layers * n * facts.d_model * 4
-        analyzers = work.analyzers * (BLOCK_BYTES + 8 * (n_layers + 2) * n * rows)
+        capture = rows * streamed_capture_bytes(facts, n)
+        analyzers = streamed_analyzer_bytes(facts, work.analyzers, rows, n)
     parts = {
-        "base": BASE_MEMORY + (CUDA_HOST_MEMORY if work.cuda else 0),
-        "weights": work.weight_bytes * itemsize // max(facts.weight_itemsize, 1),
+        "base": base_bytes(work.cuda),
+        "weights": loaded_weight_bytes(facts, work.weight_bytes, work.dtype),
         "capture": work.traces * capture,
         "forward": work.traces * (block_bytes(facts, rows * n, itemsize) + 2 * rows * pattern_bytes(n_heads, n)),
         "analyzers": analyzers,
-        "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if work.evidence and n else 0,
-        "gradients": max((_gradient_bytes(facts, rows, n, itemsize, work.cuda, each) for each in work.gradients), default=0),
+        "evidence": evidence_bytes(n, n_heads) if work.evidence else 0,
+        "gradients": max((each.bytes(facts, n, rows, itemsize, work.cuda) for each in work.gradients), default=0),
     }
     if work.host_workers:  # every actor holds all of it; this process (the driver) its base and the weights
         parts = {**{name: work.host_workers * size for name, size in parts.items()},
@@ -125,9 +119,3 @@ def largest_batch_size(facts: ModelFacts, lengths: Sequence[int], batch_size: in
             high = middle - 1
     return low
 
-
-def _gradient_bytes(facts: ModelFacts, rows: int, tokens: int, itemsize: int, cuda: bool, each: GradientPass) -> int:
-    """Return what one backward pass over the batch keeps (module docstring)."""
-    if each.streamed:
-        return gradient_pass_bytes(facts, tokens, rows, itemsize, cuda, each.recompute, each.offload)
-    return full_gradient_bytes(facts, tokens, rows, itemsize)

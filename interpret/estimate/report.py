@@ -22,16 +22,17 @@ What each figure means:
 - `memory_bytes` is an estimate of the peak resident memory: a fixed base for the interpreter and libraries,
   the weights, the capture held three times (the trace, the report's stacked copy, an analyzer's working
   copy), each analyzer's float64 working arrays, serializing the views, with evidence one removal pass
-  (`interpret.estimate.memory.rows_per_pass` rows of `pass_row_bytes`, the pass's own bound), and where an
-  analyzer runs the model backward its pass (`full_gradient_bytes`; streamed, `gradient_pass_bytes`). Approximate by
-  nature and meant to err high; the CLI tests compare it with the measured peak of a run.
+  (`evidence_bytes`: `interpret.estimate.memory.rows_per_pass` rows of `pass_row_bytes`, the pass's own
+  bound), and where an analyzer runs the model backward its pass (`GradientPass`: `full_gradient_bytes`;
+  streamed, `gradient_pass_bytes`). Approximate by nature and meant to err high; the CLI tests compare it
+  with the measured peak of a run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -138,16 +139,14 @@ def estimate_report(
     view_bytes = sum(_stored_bytes(values, nonzero, fmt) for values, nonzero in stacks)
     output = view_bytes + (page_base_bytes() if fmt == "html" else 0)
     capture_example = 4 * sum(captured)
-    loaded_weights = weight_bytes * facts.loaded_itemsize(dtype) // max(facts.weight_itemsize, 1)
     work = _PAGE_WORK_BYTES_PER_VALUE if fmt == "html" else _JSON_WORK_BYTES_PER_VALUE
     parts = {
-        "base": BASE_MEMORY + (CUDA_HOST_MEMORY if cuda else 0),
-        "weights": loaded_weights,
+        "base": base_bytes(cuda),
+        "weights": loaded_weight_bytes(facts, weight_bytes, dtype),
         "capture": 3 * batch * capture_example,
-        # per analyzer: a float64 copy of one example's patterns and float64 [layers + 2, pos, pos] results
-        "analyzers": analyzers * (2 * capture_example + batch * (n_layers + 2) * (n * n + d * d + d * n) * 8),
+        "analyzers": analyzer_bytes(facts, analyzers, batch, capture_example, n * n + d * d + d * n),
         "serialize": work * view_values + 2 * output,
-        "evidence": rows_per_pass(n, n_heads) * pass_row_bytes(n, n_heads) if evidence and n else 0,
+        "evidence": evidence_bytes(n, n_heads) if evidence else 0,
         "gradients": full_gradient_bytes(facts, n, batch, facts.loaded_itemsize(dtype)) if gradients else 0,
     }
     return ReportEstimate(
@@ -185,10 +184,66 @@ def page_base_bytes() -> int:
     return 0
 
 
+def base_bytes(cuda: bool) -> int:
+    """Return the interpreter and libraries' memory (`BASE_MEMORY`; on CUDA its runtime's host memory on top)."""
+    return BASE_MEMORY + (CUDA_HOST_MEMORY if cuda else 0)
+
+
+def loaded_weight_bytes(facts: ModelFacts, weight_bytes: int, dtype: str | None) -> int:
+    """Return the weight files' `weight_bytes` as they load with --dtype `dtype` (None: float32)."""
+    return weight_bytes * facts.loaded_itemsize(dtype) // max(facts.weight_itemsize, 1)
+
+
+def analyzer_bytes(facts: ModelFacts, analyzers: int, examples: int, capture_example: int, square: int) -> int:
+    """Return the full analyzers' working arrays: per analyzer a float64 copy of one example's patterns
+    (`capture_example` bytes captured in float32) and float64 [layers + 2, ...] results of `square` entries per
+    layer (n² for one stack; an encoder-decoder's three stacks n² + d² + d·n) for each of the `examples`."""
+    return analyzers * (2 * capture_example + examples * (facts.n_layers + 2) * square * 8)
+
+
+def streamed_capture_bytes(facts: ModelFacts, tokens: int) -> int:
+    """Return what a streamed run captures of one example of `tokens` tokens: each layer's q, k, v and z
+    [tokens, d_model], float32."""
+    return 4 * facts.n_layers * tokens * facts.d_model * 4
+
+
+def streamed_analyzer_bytes(facts: ModelFacts, analyzers: int, examples: int, tokens: int) -> int:
+    """Return the streamed analyzers' working memory: per analyzer one block of pattern rows (`BLOCK_BYTES`) and
+    float64 [layers + 2, tokens] vectors for each of the `examples`."""
+    return analyzers * (BLOCK_BYTES + 8 * (facts.n_layers + 2) * tokens * examples)
+
+
+def evidence_bytes(tokens: int, heads: int) -> int:
+    """Return one evidence removal pass over examples of `tokens` tokens (`rows_per_pass` rows of
+    `pass_row_bytes`, the pass's own bound; 0 for no tokens)."""
+    return rows_per_pass(tokens, heads) * pass_row_bytes(tokens, heads) if tokens else 0
+
+
 def block_bytes(facts: ModelFacts, tokens: int, itemsize: int) -> int:
     """Return one block's activations over `tokens` tokens (batch × length): `GRADIENT_VALUES` per token of
     d_model, d_attn and d_ff, `itemsize` bytes each."""
     return itemsize * tokens * sum(k * width for k, width in zip(GRADIENT_VALUES, (facts.d_model, facts.d_attn, facts.d_ff)))
+
+
+@dataclass(frozen=True)
+class GradientPass:
+    """An analyzer that runs the model backward: streamed or not, and its --set recompute / offload."""
+
+    streamed: bool
+    recompute: str = "auto"
+    offload: str = "auto"
+
+    @classmethod
+    def of(cls, streamed: bool, params: Mapping[str, str]) -> GradientPass:
+        """Return the pass of an analyzer with these --set params (recompute / offload, "auto" when not set)."""
+        return cls(streamed, params.get("recompute", "auto"), params.get("offload", "auto"))
+
+    def bytes(self, facts: ModelFacts, tokens: int, examples: int, itemsize: int, cuda: bool) -> int:
+        """Return what this pass keeps for `examples` of `tokens` tokens: `gradient_pass_bytes` streamed,
+        `full_gradient_bytes` otherwise."""
+        if self.streamed:
+            return gradient_pass_bytes(facts, tokens, examples, itemsize, cuda, self.recompute, self.offload)
+        return full_gradient_bytes(facts, tokens, examples, itemsize)
 
 
 def full_gradient_bytes(facts: ModelFacts, tokens: int, examples: int, itemsize: int) -> int:
@@ -222,12 +277,12 @@ def streamed_estimate(estimate: ReportEstimate, facts: ModelFacts, analyzers: in
     """Return `estimate` as a streamed run takes it: O(pos·d_model) capture, no attention views, and
     `gradient_bytes` for the streamed gradient passes (the largest analyzer's `gradient_pass_bytes`: they run
     one after another; 0 for none)."""
-    n, n_layers = estimate.tokens, facts.n_layers
-    capture = 4 * n_layers * n * facts.d_model * 4  # q, k, v and z of every layer, float32
+    n = estimate.tokens
+    capture = streamed_capture_bytes(facts, n)
     output = page_base_bytes() if fmt == "html" else 0
     parts = dict(estimate.parts)
     parts["capture"] = 3 * estimate.examples * capture
-    parts["analyzers"] = analyzers * (BLOCK_BYTES + 8 * (n_layers + 2) * n * estimate.examples)
+    parts["analyzers"] = streamed_analyzer_bytes(facts, analyzers, estimate.examples, n)
     parts["serialize"] = 2 * output
     parts["gradients"] = gradient_bytes
     return dataclasses.replace(

@@ -18,7 +18,7 @@ from hf_tiny import FAMILIES, VISION, collect_args, save_tiny, tiny_model
 import interpret
 from interpret.capture.api import capturable_for
 from interpret.decision.decide import reader_for
-from interpret.estimate.audit import AuditWork, GradientPass, estimate_audit, estimate_batch, largest_batch_size
+from interpret.estimate.audit import AuditWork, estimate_audit, estimate_batch, largest_batch_size
 from interpret.estimate.checkpoint import read_json
 from interpret.estimate.facts import count_tokens, model_facts
 from interpret.estimate.facts import ModelFacts
@@ -26,7 +26,7 @@ from interpret.estimate.memory import (
     BASE_MEMORY, CAPTURE_BUDGET, CUDA_HOST_MEMORY, PASS_BYTES, human_bytes, pass_row_bytes, round_up_bytes, rows_per_pass,
 )
 from interpret.estimate.report import (
-    DEFAULT_MAX_BYTES, estimate_report, gradient_pass_bytes, page_base_bytes, streamed_estimate,
+    DEFAULT_MAX_BYTES, GradientPass, estimate_report, gradient_pass_bytes, page_base_bytes, streamed_estimate,
 )
 from interpret.report.views import section_data
 from interpret.request import View

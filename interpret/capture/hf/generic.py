@@ -98,10 +98,9 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     config = model.config
     main = _main_input(model)
     if main == "pixel_values":
-        vision = getattr(config, "vision_config", None) or config
+        vision = _vision_config(config)
         size = pair(getattr(vision, "image_size", None) or PROBE_IMAGE_SIZE)
-        channels = int(getattr(vision, "num_channels", 3) or 3)
-        return {"pixel_values": torch.zeros(1, channels, *size, device=device, dtype=_dtype(model))}
+        return {"pixel_values": torch.zeros(1, _channels(vision), *size, device=device, dtype=_dtype(model))}
     if main != "input_ids":
         raise UnsupportedModelError(
             f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"
@@ -160,14 +159,23 @@ def runner(model: nn.Module, layout: ModelLayout) -> Callable[[Any], Any]:
 def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], int]:
     """Return (image size, patch size, channels) from the (vision) config."""
     config = model.config
-    vision = getattr(config, "vision_config", None) or config
+    vision = _vision_config(config)
     image_size, patch_size = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
     if image_size is None or patch_size is None:
         raise UnsupportedModelError(
             f"{type(config).__name__} sets no image_size and patch_size, so the image input cannot be sized;"
             f" {ADAPTERS_HINT}."
         )
-    return pair(image_size), pair(patch_size), int(getattr(vision, "num_channels", 3) or 3)
+    return pair(image_size), pair(patch_size), _channels(vision)
+
+
+def _vision_config(config: Any) -> Any:
+    """Return the config that describes the image input: the vision sub-config where there is one."""
+    return getattr(config, "vision_config", None) or config
+
+
+def _channels(vision: Any) -> int:
+    return int(getattr(vision, "num_channels", 3) or 3)
 
 
 def vision_prepare(model: nn.Module, layout: ModelLayout) -> Callable[..., Any]:
