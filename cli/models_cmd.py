@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format.")
 def models(model_types: tuple[str, ...], statuses: tuple[str, ...], probe: bool, refresh: bool, fmt: str) -> None:
     """List the model types the installed transformers knows: supported or not, by which adapter, and the hook
-    points each offers (found by a probe pass on the meta device: no weights, no memory; cached per version).
+    points each offers (found by a probe pass on the meta device: no weights, no memory; on the CPU with random
+    weights where the meta device lacks a value the model reads; cached per version).
     Without names it lists at once what is known without building a model: the cached outcome of each type
     probed before (by name, by --probe, or by a command that used it) and, for the rest, `unprobed` with the
     adapter that would serve it. Naming model types probes them and shows each one's hook points in full."""
@@ -78,6 +79,8 @@ def _detail(row: TypeSupport) -> None:
         click.echo(f"  {row.reason}")
         return
     click.echo(f"  adapter: {row.adapter}   kind: {row.kind}")
+    if row.probed_on == "cpu":
+        click.echo("  probed on the CPU with random weights (the meta device lacks a value its forward pass reads)")
     if row.shared:
         click.echo(f"  shared: {row.shared}")
     click.echo("  offers: " + ", ".join(row.offered))
@@ -91,7 +94,7 @@ def _bar(todo: Iterable[str]) -> Iterator[str]:
 
     items = list(todo)
     with stages(quiet=len(items) < 5) as stage:
-        advance = stage("probing model types on the meta device", len(items), "type")
+        advance = stage("probing model types (meta device; CPU where meta lacks values)", len(items), "type")
         for item in items:
             yield item
             advance(1)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -48,7 +49,7 @@ def load(
 def explain(
     model: nn.Module,
     tokenizer: Any,
-    inputs: str | Sequence[str] | Tensor | Encoded,
+    inputs: str | Sequence[str] | Tensor | Encoded | np.ndarray | Sequence[np.ndarray] | Sequence[Tensor],
     analyzers: Sequence[str] = DEFAULT_ANALYZERS,
     *,
     params: Mapping[str, Mapping[str, Any]] | None = None,
@@ -62,6 +63,9 @@ def explain(
 ) -> Report:
     """Return a Report explaining the model's decision on each input with each analyzer in `analyzers`.
 
+    inputs: a text or texts, token ids [batch, pos], pixel values [batch, channel, height, width], an Encoded,
+        or a speech encoder's raw audio: a waveform [batch, samples], or 1-D clips (read with the feature
+        extractor `load` returned).
     params: per analyzer, its parameters ({"rollout": {"head_fusion": "max"}}).
     target: a class index or label (classifiers) or a token (language models) explained for every example
         (default: each example's own prediction), or a `Subject` saying all of what to explain: a contrast, gold

@@ -30,6 +30,10 @@ class Encoded:
         inputs_embeds: [batch, pos, d_model] when the model is fed embeddings directly.
         pixel_values: [batch, channel, height, width] for vision models.
         input_features: audio features as the model takes them (Whisper: log-mel [batch, mel, frame]).
+        input_values: raw audio [batch, samples] for speech encoders on waveforms (wav2vec2 family); the
+            positions are then the frames of the model's feature encoder.
+        sample_mask: [batch, samples] 1 for a real sample of input_values, 0 for padding, given to the model as
+            its attention_mask; None when the model is given none (its feature extractor returns none).
         decoder: the decoder side of an encoder-decoder model, itself an Encoded.
         image: the image side of a text-image dual encoder (CLIP), itself an Encoded (pixel_values).
         truncated: per example, whether the text was cut to fit.
@@ -48,6 +52,8 @@ class Encoded:
     inputs_embeds: Tensor | None = None
     pixel_values: Tensor | None = None
     input_features: Tensor | None = None
+    input_values: Tensor | None = None
+    sample_mask: Tensor | None = None
     decoder: Encoded | None = None
     image: Encoded | None = None
     texts: tuple[str, ...] | None = None
@@ -72,6 +78,10 @@ class Encoded:
             raise InputError(
                 f"inputs_embeds has shape {tuple(self.inputs_embeds.shape)}; expected [{batch}, {pos}, d_model]."
             )
+        if self.input_values is not None and (self.input_values.dim() != 2 or self.input_values.shape[0] != batch):
+            raise InputError(f"input_values has shape {tuple(self.input_values.shape)}; expected [{batch}, samples].")
+        if self.sample_mask is not None and (self.input_values is None or self.sample_mask.shape != self.input_values.shape):
+            raise InputError("sample_mask must have the shape of input_values [batch, samples].")
         if len(self.tokens) != batch or any(len(row) != pos for row in self.tokens):
             raise InputError(f"tokens must be {batch} lists of {pos} strings, one per position.")
         if self.continuation and len(self.continuation) != batch:
@@ -110,7 +120,7 @@ class Encoded:
         """Return the Encoded of rows `examples` [rows] (example indices; default all), with their inputs
         optionally replaced: input_ids [rows, pos], inputs_embeds [rows, pos, d_model] or pixel_values.
 
-        Masks, tokens and the decoder side are the examples' own; this is how a run of many rows per example
+        Masks, tokens, raw audio and the decoder side are the examples' own; this is how a run of many rows per example
         (an integration path, perturbations) is fed to the model.
         """
         if examples is None:
@@ -140,6 +150,8 @@ class Encoded:
             input_ids=ids,
             inputs_embeds=embeds,
             pixel_values=pixel_values if pixel_values is not None else take(self.pixel_values),
+            input_values=take(self.input_values),
+            sample_mask=take(self.sample_mask),
             decoder=None if self.decoder is None else self.decoder.rows(examples),
             texts=None if self.texts is None else tuple(self.texts[i] for i in picked),
             truncated=tuple(self.truncated[i] for i in picked) if self.truncated else (),
@@ -159,6 +171,8 @@ class Encoded:
             inputs_embeds=move(self.inputs_embeds),
             pixel_values=move(self.pixel_values),
             input_features=move(self.input_features),
+            input_values=move(self.input_values),
+            sample_mask=move(self.sample_mask),
             decoder=None if self.decoder is None else self.decoder.to(device),
             image=None if self.image is None else self.image.to(device),
         )

@@ -10,6 +10,10 @@ dual encoders. A family that ships a
 tokenizer of its own kind is saved with one built like it (`shipped_tokenizers`); the others with the word-level
 one.
 
+`SPEECH_ENCODERS` are the speech encoders on raw waveforms that the `speech` adapter serves (wav2vec2 family,
+tests/collect/test_hf_speech.py), kept out of the matrix: each has a small convolutional feature encoder, a
+classification head, and is fed clips through `feature_extractor()` (`save_tiny_speech` saves both).
+
 `save_tiny(family, directory)` writes a model and its tokenizer (or image processor) with save_pretrained,
 so tests load it back through `interpret.load` exactly as a user would.
 """
@@ -53,8 +57,8 @@ _ROTARY = {**_SIZES, "max_position_embeddings": 64, **_TOKENS}
 class Family:
     """One tiny family: its category, how to build its config, its task head, and its attention kernels.
 
-    category: encoder, decoder, encoder-decoder, speech (encoder-decoder on audio features), vision or
-        dual (text-image dual encoder). implementations: the kernels it is loaded with (SDPA where the
+    category: encoder, decoder, encoder-decoder, speech (encoder-decoder on audio features), vision,
+        dual (text-image dual encoder) or speech-encoder (raw waveforms, `SPEECH_ENCODERS`). implementations: the kernels it is loaded with (SDPA where the
         family has it, and eager).
     """
 
@@ -64,7 +68,8 @@ class Family:
     head: str
     implementations: tuple[str, ...] = ("sdpa", "eager")
     what: str = ""
-    padding_invariant: bool = True  # False where the model's own output reads padding (SigLIP pools the last position)
+    padding_invariant: bool = True  # False where the model's own output reads padding (SigLIP pools the last position,
+    # data2vec-audio's stacked positional convolutions and the Conformer's convolution module read padded frames)
     tokenizer: Callable[[], Any] | None = None  # the tokenizer it ships (tests/shipped_tokenizers.py); None: word-level
 
     @property
@@ -216,6 +221,41 @@ _FAMILY_LIST = [
            what="SigLIP: text and vision towers", padding_invariant=False),
 ]
 MATRIX: dict[str, Family] = {family.name: family for family in _FAMILY_LIST}
+
+# Speech encoders on raw waveforms: a two-layer convolutional feature encoder (a frame per 10 samples, every 10
+# samples after the first 10: `conv_kernel` (10, 3), `conv_stride` (5, 2)), a small positional convolution.
+SAMPLING_RATE = 16000
+CLIP_SAMPLES = (400, 250)  # two clips of different lengths: 39 and 24 frames, the second padded
+_CONV = {"conv_dim": (16, 16), "conv_kernel": (10, 3), "conv_stride": (5, 2), "num_conv_pos_embeddings": 4,
+         "num_conv_pos_embedding_groups": 2, "num_labels": 3}
+
+
+def _speech(cls: Any, **extra: Any) -> Callable[[], Any]:
+    return lambda: cls(**_SIZES, **{**_CONV, **extra})
+
+
+_SPEECH_LIST = [
+    Family("wav2vec2", "speech-encoder", _speech(T.Wav2Vec2Config, feat_extract_norm="layer", do_stable_layer_norm=True),
+           "Wav2Vec2ForSequenceClassification", what="wav2vec 2.0: pre-norm blocks (large checkpoints' layout)"),
+    Family("hubert", "speech-encoder", _speech(T.HubertConfig, feat_extract_norm="layer"),
+           "HubertForSequenceClassification", what="HuBERT: post-norm blocks"),
+    Family("data2vec-audio", "speech-encoder", _speech(T.Data2VecAudioConfig, num_conv_pos_embeddings=2, conv_pos_kernel_size=3),
+           "Data2VecAudioForSequenceClassification", what="data2vec-audio: stacked positional convolutions",
+           padding_invariant=False),
+    Family("unispeech", "speech-encoder", _speech(T.UniSpeechConfig, feat_extract_norm="layer"),
+           "UniSpeechForSequenceClassification", what="UniSpeech"),
+    Family("unispeech-sat", "speech-encoder", _speech(T.UniSpeechSatConfig, feat_extract_norm="layer"),
+           "UniSpeechSatForSequenceClassification", what="UniSpeech-SAT"),
+    Family("wav2vec2-conformer", "speech-encoder",
+           _speech(T.Wav2Vec2ConformerConfig, feat_extract_norm="layer", conv_depthwise_kernel_size=3),
+           "Wav2Vec2ConformerForSequenceClassification", what="Conformer: relative position bias, convolution module",
+           padding_invariant=False),
+    Family("wav2vec2-conformer-rotary", "speech-encoder",
+           _speech(T.Wav2Vec2ConformerConfig, feat_extract_norm="layer", conv_depthwise_kernel_size=3,
+                   position_embeddings_type="rotary"),
+           "Wav2Vec2ConformerForSequenceClassification", what="Conformer: rotary positions", padding_invariant=False),
+]
+SPEECH_ENCODERS: dict[str, Family] = {family.name: family for family in _SPEECH_LIST}
 SWIN_LIKE = ("swin", "swinv2", "donut-swin")  # the families the Swin adapter serves: patterns lifted to the patch grid
 
 ENCODERS = ("bert", "roberta", "distilbert")
@@ -228,6 +268,36 @@ FAMILIES = ENCODERS + DECODERS + ENCODER_DECODERS + VISION
 def word_tokenizer(words: list[str] = WORDS, max_length: int = 64) -> transformers.PreTrainedTokenizerFast:
     """Return the in-memory word-level tokenizer: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4, then `words`."""
     return reference_vocab.word_tokenizer(words, model_max_length=max_length)
+
+
+def tiny_speech(family: str, attn_implementation: str = "sdpa", seed: int = 0) -> Any:
+    """Return a tiny random speech encoder of `SPEECH_ENCODERS` with its classification head, in eval mode."""
+    torch.manual_seed(seed)
+    spec = SPEECH_ENCODERS[family]
+    config = spec.config()
+    config._attn_implementation = attn_implementation
+    return getattr(transformers, spec.head)(config).eval().to(TEST_DEVICE)
+
+
+def feature_extractor() -> Any:
+    """Return a wav2vec2 feature extractor that normalises each clip and returns a sample-level attention mask."""
+    return transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLING_RATE, padding_value=0.0,
+                                                 do_normalize=True, return_attention_mask=True)
+
+
+def audio_clips(lengths: tuple[int, ...] = CLIP_SAMPLES, seed: int = 0) -> list[Any]:
+    """Return random mono clips, 1-D float32 numpy arrays of `lengths` samples."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [(0.1 * rng.standard_normal(length)).astype(np.float32) for length in lengths]
+
+
+def save_tiny_speech(family: str, directory: Path) -> Path:
+    """Save a tiny `SPEECH_ENCODERS` model (eager) with its feature extractor to `directory`; return it."""
+    tiny_speech(family, "eager").save_pretrained(directory)
+    feature_extractor().save_pretrained(directory)
+    return directory
 
 
 def tiny_config(family: str, vocab_size: int = VOCAB) -> Any:
@@ -323,6 +393,10 @@ def model_inputs(encoded: Any) -> dict[str, torch.Tensor]:
         inputs["pixel_values"] = encoded.pixel_values
     if getattr(encoded, "input_features", None) is not None:
         inputs["input_features"] = encoded.input_features
+    if getattr(encoded, "input_values", None) is not None:  # raw audio: the mask is per sample, not per frame
+        inputs["input_values"] = encoded.input_values
+        if encoded.sample_mask is not None:
+            inputs["attention_mask"] = encoded.sample_mask
     if encoded.input_ids is not None:
         inputs["input_ids"] = encoded.input_ids
         inputs["attention_mask"] = encoded.attention_mask

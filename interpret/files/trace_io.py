@@ -22,7 +22,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in trace.tensors.items()}
     encoded = trace.encoded
-    for field in ("input_ids", "attention_mask", "special", "inputs_embeds", "pixel_values"):
+    for field in ("input_ids", "attention_mask", "special", "inputs_embeds", "pixel_values", "input_values", "sample_mask"):
         value = getattr(encoded, field)
         if value is not None:
             tensors[_INPUT + field] = value.detach().cpu().contiguous()
@@ -72,6 +72,8 @@ def load_trace(path: str | Path) -> Trace:
         input_ids=inputs.get("input_ids"),
         inputs_embeds=inputs.get("inputs_embeds"),
         pixel_values=inputs.get("pixel_values"),
+        input_values=inputs.get("input_values"),
+        sample_mask=inputs.get("sample_mask"),
         tokens=json.loads(header["tokens"]),
         decoder=decoder,
         texts=None if texts is None else tuple(texts),

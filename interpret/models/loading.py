@@ -1,4 +1,4 @@
-"""`load`: a Hugging Face model and its tokenizer (or image processor), safely.
+"""`load`: a Hugging Face model and its tokenizer (or image processor, or audio feature extractor), safely.
 
 Safe means: no code from the checkpoint ever runs (`trust_remote_code=False` is passed explicitly, and a
 config that asks for remote code is refused before transformers sees it, so nothing can prompt or hang);
@@ -122,7 +122,8 @@ def load(
     local_files_only: bool | None = None,
     revision: str | None = None,
 ) -> tuple[nn.Module, Any | None]:
-    """Return (model in eval mode on `device`, tokenizer or image processor, or None when none is saved).
+    """Return (model in eval mode on `device`, its preprocessor, or None when none is saved): the tokenizer, the
+    image processor of a vision model, or the feature extractor of a speech encoder on raw audio (`load_preprocessor`).
 
     path_or_name: a local directory, or a hub name found in the local Hugging Face cache (both read offline);
         `interpret.load()` with no name is the built-in default model (`interpret.api.load`).
@@ -200,8 +201,9 @@ def load(
         log.warning("%d weight(s) of %s are random: %s", len(missing), location, ", ".join(missing))
     model = model.to(torch_device).eval()
     log.info("loaded %s from %s on %s (%s)", type(model).__name__, location, torch_device, model.dtype)
-    vision = getattr(model, "main_input_name", "input_ids") == "pixel_values"
-    return model, load_preprocessor(location, vision=vision, is_local=is_local, **common)
+    main_input = getattr(model, "main_input_name", "input_ids")
+    vision, audio = main_input == "pixel_values", main_input == "input_values"
+    return model, load_preprocessor(location, vision=vision, audio=audio, is_local=is_local, **common)
 
 
 def _load_failure(cls: str, location: str, directory: Path | None, err: BaseException, allow_pickle: bool) -> str:
@@ -225,9 +227,10 @@ def _load_failure(cls: str, location: str, directory: Path | None, err: BaseExce
 
 
 def load_preprocessor(
-    location: str, *, vision: bool = False, is_local: bool = True, warn: bool = True, **common: Any
+    location: str, *, vision: bool = False, audio: bool = False, is_local: bool = True, warn: bool = True, **common: Any
 ) -> Any | None:
-    """Return the image processor (vision) or the tokenizer of the model at `location`, or None if none is saved.
+    """Return the image processor (vision), the feature extractor (audio: a speech encoder on raw waveforms,
+    whose `input_values` it makes) or the tokenizer of the model at `location`, or None if none is saved.
 
     warn: log a warning when there is none (a caller that reports it itself passes False).
     common: the keyword arguments of `from_pretrained` (`load` passes trust_remote_code=False, local_files_only
@@ -236,11 +239,13 @@ def load_preprocessor(
     import transformers
 
     common = {"trust_remote_code": False, "local_files_only": True, **common}
-    loader = transformers.AutoImageProcessor if vision else transformers.AutoTokenizer
-    files = _PROCESSOR_FILES if vision else _TOKENIZER_FILES
+    loader = (transformers.AutoImageProcessor if vision else transformers.AutoFeatureExtractor if audio
+              else transformers.AutoTokenizer)
+    files = _PROCESSOR_FILES if vision or audio else _TOKENIZER_FILES
     if is_local and not any((Path(location) / name).is_file() for name in files):
         if warn:
-            log.warning("%s holds no %s; pass token ids or pixel values to collect", location, loader.__name__)
+            log.warning("%s holds no %s; pass the model's input tensors (ids, pixels, audio) to collect", location,
+                        loader.__name__)
         return None
     try:
         return loader.from_pretrained(location, **common)

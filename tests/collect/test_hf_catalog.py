@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from click.testing import CliRunner
-from hf_tiny import tiny_model
+from hf_tiny import TEXTS, VOCAB, model_inputs, tiny_model, word_tokenizer
 from transformers.modeling_utils import AttentionInterface
 
+import interpret
 from interpret.capture.hf import catalog, generic
 from interpret.cli.main import cli
+from interpret.errors import UnsupportedModelError
 from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
-         "vitdet", "resnet", "sam3_vision_model"]
+         "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash"]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,31 @@ def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> N
     assert row["status"] == "unsupported" and fragment in row["reason"] and "\n" not in row["reason"]
 
 
+def test_a_type_the_meta_device_cannot_probe_is_probed_on_the_cpu(table) -> None:
+    """ConvBERT reads a value (`.item()`) in its forward pass, which the meta device does not hold: its default
+    model (106M parameters) is built on the CPU with random weights and probed there. BigBird is probed there too
+    and refused for swapping its own attention modules on a short input. LongCat-Flash stops at the meta
+    device's limit as well, but its default config has 740B parameters: it stays unknown, and says why."""
+    row = table["convbert"]
+    assert (row["status"], row["kind"], row["probed_on"]) == ("supported", "encoder", "cpu"), row
+    assert "blocks.{i}.attn.hook_pattern" in row["offered"]
+    assert table["bert"]["probed_on"] == "meta"
+    assert (table["big_bird"]["status"], table["big_bird"]["probed_on"]) == ("unsupported", "cpu")
+    assert "attention_type='original_full'" in table["big_bird"]["reason"]
+    large = table["longcat_flash"]
+    assert (large["status"], large["probed_on"]) == ("unknown", "meta")
+    assert "exceed the CPU probe's 1B" in large["reason"] and "\n" not in large["reason"]
+
+
+def test_attention_kept_in_a_list_of_its_own_is_refused_for_that() -> None:
+    """XLM keeps its attentions, norms and MLPs in parallel lists: no block module bounds a layer, which is
+    said as such (it was once called a hybrid with attention in 'only 2 of the 2 blocks')."""
+    config = transformers.XLMConfig(vocab_size=20, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=16)
+    model = transformers.XLMModel(config).eval()
+    with pytest.raises(UnsupportedModelError, match=r"keeps its attention modules in a list of their own \('attentions'\)"):
+        generic.layout_of(model)
+
+
 def test_the_table_is_cached_per_version(table, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
     path = catalog.cache_path()
@@ -85,8 +113,9 @@ def test_the_cache_is_keyed_by_the_adapter_code_too(table, monkeypatch) -> None:
 
 def test_text_output_and_usage_errors(table, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
-    shown = CliRunner().invoke(cli, ["models", "mixtral", "rwkv"], catch_exceptions=False)
+    shown = CliRunner().invoke(cli, ["models", "mixtral", "rwkv", "convbert"], catch_exceptions=False)
     assert shown.exit_code == 0
+    assert "convbert (ConvBertModel): supported\n  adapter: generic   kind: encoder\n  probed on the CPU" in shown.stdout
     assert "adapter: generic   kind: decoder" in shown.stdout and "not offered: blocks.{i}.mlp.hook_post" in shown.stdout
     assert "rwkv (RwkvModel): unsupported" in shown.stdout
     unknown = CliRunner().invoke(cli, ["models", "lama"])
@@ -104,6 +133,39 @@ def test_the_probe_leaves_no_hook_and_no_patch_and_keeps_the_random_state() -> N
     assert count_hooks(model) == hooks and AttentionInterface.__dict__["get_interface"] is lookup
     assert generic.layout_of(model) is layout  # probed once per model
     assert layout.kind == "encoder" and layout.stacks[0].n_heads == 4 and layout.position_offset == 0
+
+
+def test_a_model_that_swaps_its_own_modules_in_the_probe_is_put_back_and_refused() -> None:
+    """BigBird's block-sparse attention replaces itself with full attention (module and `attention_type` on
+    every level) on an input too short for blocks, such as the probe's: capture would then explain full
+    attention where the user's model runs block-sparse on long inputs. The probe puts the modules and settings
+    back (the model's output on a long input is bit-identical afterwards) and refuses; loaded with full
+    attention, BigBird is captured equal to its eager output_attentions."""
+    def bigbird(attention_type: str) -> transformers.BigBirdModel:
+        torch.manual_seed(0)
+        return transformers.BigBirdModel(transformers.BigBirdConfig(
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            block_size=2, num_random_blocks=1, max_position_embeddings=80, attention_type=attention_type)).eval()
+
+    model = bigbird("block_sparse")
+    ids = torch.arange(30)[None] % (VOCAB - 5) + 5  # 30 positions: block-sparse (more than 14 for blocks of 2)
+    modules = [(path, module, getattr(module, "attention_type", None)) for path, module in model.named_modules()]
+    with torch.no_grad():
+        before = model(ids).last_hidden_state
+    with pytest.raises(UnsupportedModelError, match=r"replaced its own modules 'encoder.layer.0.attention.self'"):
+        interpret.collect(model, word_tokenizer(), TEXTS)
+    assert [(p, m, getattr(m, "attention_type", None)) for p, m in model.named_modules()] == modules
+    with torch.no_grad():
+        assert torch.equal(model(ids).last_hidden_state, before)
+    full = bigbird("original_full")
+    trace = interpret.collect(full, word_tokenizer(), TEXTS)
+    with torch.no_grad():
+        reference = full(**model_inputs(trace.encoded), output_attentions=True).attentions
+    real = trace.encoded.attention_mask.bool()
+    keep = real[:, None, :, None] & real[:, None, None, :]
+    for layer, attention in enumerate(reference):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.masked_fill(~keep, 0),
+                                   atol=1e-6, rtol=0)
 
 
 def test_the_list_builds_no_model_on_a_fresh_cache(tmp_path, monkeypatch) -> None:

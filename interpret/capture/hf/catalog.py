@@ -23,11 +23,12 @@ import json
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from torch import nn
 
 from interpret.capture.sites import Capturable
 from interpret.errors import InterpretError, UnsupportedModelError
@@ -37,13 +38,18 @@ from interpret.runtime.versions import library_versions
 
 Status = Literal["supported", "unsupported", "unknown", "unprobed"]
 _LAYER = re.compile(r"blocks\.\d+\.")
+# A type whose meta-device probe stops at a value (a `.item()`, a device check) is probed again on the CPU with
+# random weights when its default config has at most this many parameters (4 GB of float32, seconds to build).
+CPU_PROBE_PARAMETERS = 1_000_000_000
 
 
 @dataclass(frozen=True)
 class TypeSupport:
     """What one model type offers: status, adapter, kind, hook points (folded: `blocks.{i}.attn.hook_pattern`)
     offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
-    (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty."""
+    (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty;
+    probed_on: where the probe ran (`meta`; `cpu` where the meta device lacked a value the model reads; empty
+    for an unprobed row)."""
 
     model_type: str
     status: Status
@@ -54,6 +60,7 @@ class TypeSupport:
     missing: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     shared: str = ""
+    probed_on: Literal["meta", "cpu", ""] = "meta"
 
 
 def model_types() -> list[str]:
@@ -64,30 +71,62 @@ def model_types() -> list[str]:
 
 
 def describe(model_type: str) -> TypeSupport:
-    """Return what `model_type` offers, from its base model built with the default config on the meta device."""
+    """Return what `model_type` offers, from its base model built with the default config on the meta device;
+    where that probe stops at a value the meta device does not hold (a `.item()`, a device check), from the
+    same model built on the CPU with random weights, if its parameters fit `CPU_PROBE_PARAMETERS`."""
+    try:
+        model, name = _build(model_type, "meta")
+    except _NoModelClass:
+        return TypeSupport(model_type, "unknown", reason="transformers has no model class for this model type")
+    except Exception as err:  # a default config that transformers itself cannot build on meta
+        return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
+    outcome = _probe(model_type, model, name)
+    if outcome.status != "unknown" or "meta" not in outcome.reason:
+        return outcome
+    parameters = sum(param.numel() for param in model.parameters())
+    del model
+    if parameters > CPU_PROBE_PARAMETERS:
+        return replace(outcome, reason=(
+            f"{outcome.reason.rstrip('.')}; the probe needs values the meta device does not hold, and the default"
+            f" config's {parameters / 1e9:.1f}B parameters exceed the CPU probe's {CPU_PROBE_PARAMETERS / 1e9:.0f}B:"
+            " a model of this type is probed on its own weights when it is captured."))
+    try:
+        model, name = _build(model_type, "cpu")
+    except Exception as err:  # built on meta, not on the CPU: said as it is
+        return replace(outcome, reason=f"{outcome.reason.rstrip('.')}; on the CPU it cannot be built: {_short(err)}")
+    return replace(_probe(model_type, model, name), probed_on="cpu")
+
+
+class _NoModelClass(LookupError):
+    """transformers maps the model type to no model class."""
+
+
+def _build(model_type: str, device: str) -> tuple[nn.Module, str]:
+    """Return (the base model of `model_type` built from its default config on `device`, its class name), with
+    eager attention and batched experts: on the meta device fused kernels have nothing to dispatch to and a
+    per-expert loop reads the routing's values; the structure the probe reads is the same under every kernel.
+    On the CPU the weights are random (transformers' own initialisation) and the random-number state is kept."""
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
+    with _quiet():
+        config = CONFIG_MAPPING[model_type]()
+        name = _model_class_name(model_type, type(config).__name__, MODEL_MAPPING_NAMES)
+        if name is None:
+            raise _NoModelClass(model_type)
+        config._attn_implementation = "eager"
+        with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+            config._experts_implementation = "batched_mm"
+        with torch.device(device), torch.random.fork_rng(devices=[]):
+            model = getattr(transformers, name)(config).eval()
+    return model, name
+
+
+def _probe(model_type: str, model: nn.Module, name: str) -> TypeSupport:
+    """Return what the adapter serving `model` makes of it: supported with its hook points, or why not."""
     from interpret.capture.hf.registry import adapter_for, hf_capturable
 
-    try:
-        with _quiet():
-            config = CONFIG_MAPPING[model_type]()
-            name = _model_class_name(model_type, type(config).__name__, MODEL_MAPPING_NAMES)
-            if name is None:
-                return TypeSupport(model_type, "unknown", reason="transformers has no model class for this model type")
-            model_class = getattr(transformers, name)
-            # Eager attention and batched experts: on the meta device fused kernels have nothing to dispatch
-            # to and a per-expert loop reads the routing's values; the structure the probe reads is the same
-            # under every kernel.
-            config._attn_implementation = "eager"
-            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
-                config._experts_implementation = "batched_mm"
-            with torch.device("meta"):
-                model = model_class(config).eval()
-    except Exception as err:  # a default config that transformers itself cannot build on meta
-        return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
     adapter = adapter_for(model).name
     try:
         with _quiet():
@@ -169,7 +208,7 @@ def listing(types: Iterable[str] | None = None) -> list[TypeSupport]:
     def unprobed(model_type: str) -> TypeSupport:
         name = MODEL_MAPPING_NAMES.get(model_type, "")
         return TypeSupport(model_type, "unprobed", adapters.get(model_type, "generic"),
-                           model_class=name[0] if isinstance(name, (tuple, list)) else name)
+                           model_class=name[0] if isinstance(name, (tuple, list)) else name, probed_on="")
 
     return [cached.get(model_type) or unprobed(model_type) for model_type in (model_types() if types is None else types)]
 

@@ -331,7 +331,8 @@ def _embedding(model: nn.Module, side: str) -> nn.Module | None:
 def run_model(
     model: nn.Module, encoded: Encoded, *, disable_cache: bool, position_offset: int | None = None
 ) -> Any:
-    """Return the model's output on an Encoded: ids or embeddings, masks, the decoder or image side, pixels, audio.
+    """Return the model's output on an Encoded: ids or embeddings, masks, the decoder or image side, pixels, audio
+    (features, or raw audio with its sample mask).
 
     position_offset: for models that take `position_ids` (absolute or rotary positions), the id of the first
     position; a left-padded batch then gets position ids that follow the padding, so every example sees the
@@ -342,6 +343,10 @@ def run_model(
         inputs["pixel_values"] = encoded.pixel_values
     elif encoded.input_features is not None:
         inputs["input_features"] = encoded.input_features
+    elif encoded.input_values is not None:  # raw audio; its mask is per sample (the positions are frames)
+        inputs["input_values"] = encoded.input_values
+        if encoded.sample_mask is not None:
+            inputs["attention_mask"] = encoded.sample_mask
     else:
         inputs.update(_side_inputs(encoded, ""))
         if position_offset is not None:

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from interpret.capture.hf.kernels import Kernel, wrapped_kernels
 from interpret.capture.hf.own_code import OwnAttention
+from interpret.errors import UnsupportedModelError
 from interpret.hooks import hook_session
 
 Slot = tuple[str, int | str]  # ("arg", index) or ("kwarg", name): where a module received a tensor
@@ -152,13 +153,48 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
                 KernelCall(path, tick(), tuple(query.shape), tuple(key.shape), tuple(value.shape), frozenset(kwargs))
             )
 
+    replaced: list[str] = []
     with hook_session() as session, wrapped_kernels(_watching(on_kernel)), _meta_nonzero(), _rng_kept(model), \
-            torch.no_grad(), own:
+            _modules_kept(model, replaced), torch.no_grad(), own:
         for path, module in probe.modules.items():
             session.add(module, _pre_hook(before, path), pre=True, with_kwargs=True)
             session.add(module, _post_hook(after))
         model(**inputs)
+    if replaced:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} replaced its own module{'s' if len(replaced) > 1 else ''} {replaced[0]!r}"
+            f"{f' (and {len(replaced) - 1} more)' if len(replaced) > 1 else ''} during a short forward pass (BigBird"
+            " swaps its block-sparse attention for full attention on inputs too short for blocks), so which attention"
+            " runs depends on the input's length; load it with the attention it runs on every input (BigBird:"
+            " attention_type='original_full', or model.set_attention_type('original_full')). The probe put the"
+            " modules back."
+        )
     return probe
+
+
+@contextlib.contextmanager
+def _modules_kept(model: nn.Module, replaced: list[str]) -> Iterator[None]:
+    """Yield, then put back every submodule the forward pass replaced with another, appending its path to
+    `replaced`, and then also every plain setting (str, number, bool, None) the pass changed on a module, so a
+    model the probe refuses is left as it was found (BigBird sets `attention_type` on every level as it swaps
+    its attention modules). Settings a model adjusts to its input without swapping modules are left as its own
+    forward pass set them (Swin fits its window size to the image, and its adapter reads the fitted size)."""
+    plain = (str, int, float, bool, type(None))
+    before = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()]
+    settings = [(module, {key: value for key, value in vars(module).items()
+                          if not key.startswith("_") and isinstance(value, plain)}) for module in model.modules()]
+    paths = {id(module): path for path, module in model.named_modules()}
+    try:
+        yield
+    finally:
+        for parent, name, child in before:
+            if parent._modules.get(name) is not child:
+                replaced.append(f"{paths[id(parent)]}.{name}".lstrip("."))
+                parent._modules[name] = child
+        for module, values in settings if replaced else ():
+            for key, value in values.items():
+                if vars(module).get(key, value) != value:
+                    setattr(module, key, value)
 
 
 class _OwnCalls(OwnAttention):

@@ -152,6 +152,12 @@ def _block_of(path: str, modules: dict[str, nn.Module], attention_paths: Sequenc
     if lists:
         blocks, _, size = lists[-1]
         holding = sorted({int(p[len(blocks) + 1:].split(".")[0]) for p in attention_paths if p.startswith(blocks + ".")})
+        if len(holding) == size:  # each element is an attention module itself: no block bounds a layer
+            raise UnsupportedModelError(
+                f"{type(model).__name__} keeps its attention modules in a list of their own ({blocks!r}), apart from"
+                " the rest of each layer (parallel lists of norms and MLPs, as XLM's), so no block module bounds a"
+                f" layer; {ADAPTERS_HINT} that maps each layer onto its lists."
+            )
         raise UnsupportedModelError(
             f"{type(model).__name__} has attention in only {len(holding)} of the {size} blocks of {blocks!r} (the"
             " others mix tokens another way, e.g. state-space or convolution layers), so attention patterns"

@@ -1,0 +1,219 @@
+"""Adapter for speech encoders on raw waveforms: the wav2vec2 family (wav2vec 2.0, HuBERT, data2vec-audio,
+UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer).
+
+What it adds over the generic adapter: the input. These models read raw audio, `input_values` [batch,
+samples], and a convolutional feature encoder turns it into frames (20 ms apart for the released models) that
+the transformer attends over; those frames are the positions, named `audio_0`, `audio_1`, .... Raw clips
+(1-D arrays or tensors) are made into `input_values` by the feature extractor that `interpret.load` returned,
+called at its own sampling rate, so normalisation and padding are the checkpoint's; when the extractor returns
+a sample-level attention mask it is given to the model, and a padded clip's frames beyond its own are padding.
+The frame count and each example's frame mask come from the model's own `_get_feat_extract_output_lengths`
+and `_get_feature_vector_attention_mask`. The probe pass feeds a short zero waveform of a few frames.
+Everything else (the transformer stack, projections, MLPs, norms, Wav2Vec2-Conformer's rotary or relative
+position bias, which its kernel receives) is the generic adapter's.
+
+A padded clip's frames equal the clip's alone where the model itself ignores padding (wav2vec 2.0, HuBERT,
+UniSpeech, UniSpeech-SAT with a layer-norm feature encoder; a group-norm one normalises over the padding too,
+and its extractor returns no mask: the model then reads the clips padded with silence, all frames real); data2vec-audio's stacked positional convolutions
+and the Conformer's convolution module read the padded frames, so there the model's own numbers (and thus the
+patterns) of a padded clip differ from the clip alone, as they do in the model's batched inference.
+
+Not served (left to the generic adapter, which refuses them by name): WavLM (its attention runs through
+torch's `multi_head_attention_forward` with a gated relative position bias: no softmax the capture sees), SEW
+and SEW-D (the transformer attends over frames pooled by `squeeze_factor`, not the feature encoder's frames;
+SEW-D's attention is also DeBERTa's, computed in the module) and Wav2Vec2-BERT (log-mel features, not raw
+audio).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from interpret.arrays import to_numpy
+from interpret.capture.hf import generic
+from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.structure import ADAPTERS_HINT
+from interpret.capture.sites import Capturable
+from interpret.errors import InputError, UnsupportedModelError
+from interpret.inputs import Encoded
+
+NAME = "speech"
+PROBE_FRAMES = 3  # the probe's waveform is the shortest power of two long enough for this many frames
+
+
+def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
+    """Return the Capturable of a wav2vec2-family model (the bare encoder or one with a task head)."""
+    layout = generic.layout_of(model, inputs=_probe_inputs)
+    prepare = partial(prepare_waveforms, frames=partial(frame_lengths, model),
+                      frame_mask=partial(frame_mask, model), dtype=_feature_encoder(model).weight.dtype)
+    return generic.capturable(model, replace(layout, max_positions=None), adapter=NAME, prepare=prepare)
+
+
+def _feature_encoder(model: nn.Module) -> nn.Conv1d:
+    """Return the first convolution of the feature encoder: the module that reads the waveform (its device and
+    dtype are the input's; a model built on the meta device keeps `masked_spec_embed` on the CPU)."""
+    for module in model.modules():
+        if isinstance(module, nn.Conv1d):
+            return module
+    raise UnsupportedModelError(
+        f"{type(model).__name__} has no convolutional feature encoder; {ADAPTERS_HINT} that prepares its input."
+    )
+
+
+def _adapter_off(method: Callable[..., Tensor]) -> dict[str, Any]:
+    """Return {"add_adapter": False} where `method` takes it: the positions are the frames the transformer
+    reads, before the adapter layers some checkpoints stack after it."""
+    try:
+        return {"add_adapter": False} if "add_adapter" in inspect.signature(method).parameters else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def frame_lengths(model: nn.Module, samples: Tensor) -> Tensor:
+    """Return the frames [batch] the feature encoder makes of `samples` [batch] samples (long), by the model's
+    own `_get_feat_extract_output_lengths`."""
+    method = model._get_feat_extract_output_lengths
+    return method(samples.long(), **_adapter_off(method)).long()
+
+
+def frame_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
+    """Return the frame mask [batch, frames] (1 real, 0 padding) of a sample mask [batch, samples], by the
+    model's own `_get_feature_vector_attention_mask`."""
+    method = model._get_feature_vector_attention_mask
+    return method(frames, sample_mask.long(), **_adapter_off(method)).long()
+
+
+def probe_samples(model: nn.Module) -> int:
+    """Return the probe's waveform length: the shortest power of two that makes `PROBE_FRAMES` frames."""
+    samples = 1
+    while int(frame_lengths(model, torch.tensor([samples]))[0]) < PROBE_FRAMES:
+        samples *= 2
+    return samples
+
+
+def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
+    """Return the probe's inputs: a zero waveform [1, samples] of a few frames (also on the meta device)."""
+    conv = _feature_encoder(model)
+    device = conv.weight.device
+    values = torch.zeros(1, probe_samples(model), device=device, dtype=conv.weight.dtype)
+    inputs: dict[str, Any] = {"input_values": values}
+    if with_mask:
+        inputs["attention_mask"] = torch.ones(values.shape, dtype=torch.long, device=device)
+    return inputs
+
+
+def prepare_waveforms(
+    processor: Any | None,
+    inputs: Any,
+    *,
+    max_length: int | None = None,
+    decoder_inputs: Any | None = None,
+    frames: Callable[[Tensor], Tensor],
+    frame_mask: Callable[[int, Tensor], Tensor],
+    dtype: torch.dtype = torch.float32,
+) -> Encoded:
+    """Return the Encoded of audio: input_values [batch, samples] (float, in the model's dtype), the sample
+    mask [batch, samples] when the feature extractor returned one, and the positions: the frames [batch, frame]
+    after the feature encoder, `audio_{i}`, padding frames masked.
+
+    inputs: raw waveforms [batch, samples] as the model takes them (a float tensor or array), or one clip or a
+        list of clips (1-D float arrays or tensors) with the feature extractor `interpret.load` returned, or an
+        Encoded made by this function. frames: samples [batch] -> frames [batch]; frame_mask: (frames, sample
+        mask [batch, samples]) -> frame mask [batch, frames] (the model's own, `frame_lengths` / `frame_mask`).
+    """
+    if max_length is not None:
+        raise InputError("max_length does not apply to audio (positions are frames of the waveform); cut the clips.")
+    if decoder_inputs is not None:
+        raise InputError("decoder inputs do not apply to a speech encoder; drop them.")
+    if isinstance(inputs, Encoded):
+        if inputs.input_values is None:
+            raise InputError("this Encoded has no input_values; a speech encoder needs raw audio.")
+        return inputs
+    values, sample_mask = waveforms(processor, inputs)
+    samples = sample_mask.sum(-1) if sample_mask is not None else torch.full((values.shape[0],), values.shape[1])
+    made = frames(samples)
+    if int(made.min()) < 1:
+        short = int(samples[int(made.argmin())])
+        raise InputError(
+            f"a clip of {short} samples is too short for one frame of this model's feature encoder; give longer audio."
+        )
+    total = int(frames(torch.tensor([values.shape[1]]))[0])
+    if sample_mask is None:
+        mask = torch.ones(values.shape[0], total, dtype=torch.long)
+    else:
+        mask = frame_mask(total, sample_mask)
+    names = [f"audio_{i}" for i in range(total)]
+    return Encoded(
+        attention_mask=mask,
+        tokens=[list(names) for _ in range(values.shape[0])],
+        special=mask == 0,
+        input_values=values.to(dtype),
+        sample_mask=sample_mask,
+    )
+
+
+_WHAT = "pass raw audio: a float waveform [batch, samples], or a list of 1-D float clips with the feature extractor"
+
+
+def waveforms(processor: Any | None, inputs: Any) -> tuple[Tensor, Tensor | None]:
+    """Return (input_values [batch, samples] float, sample mask [batch, samples] or None) from a waveform
+    tensor or array, or from clips and the feature extractor (padded to the longest clip, at its sampling rate)."""
+    if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
+        raise InputError(f"a speech encoder takes audio, not text; {_WHAT} interpret.load returned.")
+    if isinstance(inputs, (Tensor, np.ndarray)) and inputs.ndim == 2:
+        values = torch.as_tensor(inputs)
+        if not values.is_floating_point():
+            raise InputError(
+                f"the waveform is {values.dtype}, not float; convert integer samples to floats in [-1, 1]."
+            )
+        if values.shape[0] < 1 or values.shape[1] < 1:
+            raise InputError(f"the waveform has shape {tuple(values.shape)}; {_WHAT} interpret.load returned.")
+        return values.cpu(), None
+    if isinstance(inputs, Tensor) or (isinstance(inputs, np.ndarray) and inputs.ndim != 1):
+        raise InputError(
+            f"audio of shape {tuple(inputs.shape)} is not understood; {_WHAT} interpret.load returned"
+            " (one clip: [1, samples])."
+        )
+    clips = [inputs] if isinstance(inputs, np.ndarray) else list(inputs) if isinstance(inputs, (list, tuple)) else None
+    if not clips:
+        raise InputError(
+            f"audio inputs of type {type(inputs).__name__} are not understood; {_WHAT} interpret.load returned."
+        )
+    arrays = []
+    for i, clip in enumerate(clips):
+        array = to_numpy(clip) if isinstance(clip, Tensor) else np.asarray(clip)
+        if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.floating):
+            raise InputError(
+                f"clip {i} has shape {array.shape} ({array.dtype}); each clip must be a non-empty 1-D float array"
+                " (mono samples in [-1, 1])."
+            )
+        arrays.append(array.astype(np.float32))
+    extractor = getattr(processor, "feature_extractor", processor)
+    if extractor is None or not callable(extractor) or getattr(extractor, "sampling_rate", None) is None:
+        raise InputError(
+            "raw audio clips need the model's feature extractor; pass the one interpret.load returned, or"
+            " input_values [batch, samples] as the model takes them."
+        )
+    out = extractor(arrays, sampling_rate=extractor.sampling_rate, padding="longest", return_tensors="pt")
+    if "input_values" not in out:
+        raise InputError(
+            f"{type(extractor).__name__} returned {', '.join(out)}, not input_values; this model needs a raw-audio"
+            " feature extractor (Wav2Vec2FeatureExtractor)."
+        )
+    mask = out.get("attention_mask")
+    return out["input_values"].float(), None if mask is None else mask.long()
+
+
+ADAPTER = HFAdapter(
+    model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer"),
+    build=build,
+    adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i)",
+)

@@ -1,0 +1,254 @@
+"""The `speech` adapter: speech encoders on raw waveforms (wav2vec2 family), on tiny random models built from
+configs (`hf_tiny.SPEECH_ENCODERS`: hidden 32, 2 layers, 4 heads, a two-layer convolutional feature encoder).
+
+Captured patterns equal the eager model's own `output_attentions` on a padded batch of two clips, under SDPA
+and eager; where the model ignores padding, each clip's frames in the batch equal the clip alone; positions are
+the feature encoder's frames counted by the model's own functions; rollout and a report run; a model saved with
+its feature extractor is loaded back with `interpret.load` and explained from numpy clips; `interpret models`
+lists the claimed types as supported by this adapter (probed on the meta device); bad audio is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from click.testing import CliRunner
+from hf_tiny import (CLIP_SAMPLES, SAMPLING_RATE, SPEECH_ENCODERS, audio_clips, eager_patterns, feature_extractor,
+                     model_inputs, save_tiny_speech, tiny_speech)
+
+import interpret
+from interpret.capture.api import capturable_for, prepare
+from interpret.capture.hf import speech
+from interpret.capture.hf.registry import adapter_for
+from interpret.cli.main import cli
+from interpret.errors import InputError, UnsupportedModelError
+from interpret.files.trace_io import load_trace, save_trace
+from interpret.inputs import Encoded
+
+TIGHT = 1e-6  # captured against eager output_attentions (observed: below 1e-7)
+PADDING = 1e-5  # a clip in a padded batch against the clip alone
+RUNS = [(family, implementation) for family in SPEECH_ENCODERS for implementation in ("sdpa", "eager")]
+INVARIANT = [family for family, spec in SPEECH_ENCODERS.items() if spec.padding_invariant]
+READS_PADDING = [family for family, spec in SPEECH_ENCODERS.items() if not spec.padding_invariant]
+
+
+def _eager_twin(model: Any, family: str) -> Any:
+    """Return the same weights loaded with the eager kernel."""
+    eager = tiny_speech(family, "eager")
+    eager.load_state_dict(model.state_dict())
+    return eager
+
+
+@pytest.mark.parametrize(("family", "implementation"), RUNS, ids=[f"{f}-{i}" for f, i in RUNS])
+def test_patterns_equal_eager_output_attentions_on_a_padded_batch(family, implementation) -> None:
+    model = tiny_speech(family, implementation)
+    assert model.config._attn_implementation == implementation
+    assert adapter_for(model).name == "speech"
+    trace = interpret.collect(model, feature_extractor(), audio_clips())
+    encoded = trace.encoded
+    assert trace.meta.adapter == "speech" and trace.meta.kind == "encoder"
+    assert encoded.padding[1].any() and not encoded.padding[0].any()  # the second clip is padded
+    expected = eager_patterns(_eager_twin(model, family), encoded)
+    assert sorted(trace.names()) == sorted(expected) and len(expected) == 2
+    for name, pattern in expected.items():
+        assert trace[name].dtype == torch.float32 and trace[name].shape == (2, 4, encoded.pos, encoded.pos)
+        torch.testing.assert_close(trace[name], pattern, atol=TIGHT, rtol=0, msg=name)
+    assert trace.meta.attention == ("eager" if implementation == "eager" else "recomputed")
+
+
+@pytest.mark.parametrize("family", list(SPEECH_ENCODERS))
+def test_positions_are_the_feature_encoders_frames(family) -> None:
+    model = tiny_speech(family)
+    trace = interpret.collect(model, feature_extractor(), audio_clips())
+    encoded = trace.encoded
+    frames = model._get_feat_extract_output_lengths(torch.tensor(CLIP_SAMPLES))
+    assert encoded.lengths == frames.tolist() == [39, 24]  # floor((floor((n - 10) / 5) + 1 - 3) / 2) + 1
+    assert encoded.tokens[0] == [f"audio_{i}" for i in range(39)] and encoded.pos == 39
+    assert encoded.input_values.shape == (2, 400) and encoded.sample_mask.sum(-1).tolist() == list(CLIP_SAMPLES)
+    assert torch.equal(encoded.special, encoded.attention_mask == 0)
+    with torch.no_grad():
+        hidden = model(**model_inputs(encoded), output_hidden_states=True).hidden_states[-1]
+    assert hidden.shape[1] == encoded.pos
+    # the extractor's own normalisation: each clip to zero mean, unit variance over its own samples
+    real = encoded.input_values[1, :CLIP_SAMPLES[1]]
+    assert abs(float(real.mean())) < 1e-5 and abs(float(real.std(unbiased=False)) - 1) < 1e-3
+    assert float(encoded.input_values[1, CLIP_SAMPLES[1]:].abs().max()) == 0
+
+
+@pytest.mark.parametrize("family", INVARIANT)
+def test_each_clip_of_a_padded_batch_equals_the_clip_alone(family) -> None:
+    model = tiny_speech(family)
+    extractor, clips = feature_extractor(), audio_clips()
+    names = ["*hook_pattern", "*hook_attn_scores", "*hook_resid_post"]
+    batch = interpret.collect(model, extractor, clips, names=names)
+    for b in range(2):
+        alone = interpret.collect(model, extractor, clips[b:b + 1], names=names)
+        keep = batch.encoded.attention_mask[b].bool()
+        assert alone.encoded.pos == int(keep.sum())
+        for name in batch.names():
+            got = batch[name][b]
+            got = got[:, keep][:, :, keep] if name.endswith(("hook_pattern", "hook_attn_scores")) else got[keep]
+            torch.testing.assert_close(got, alone[name][0], atol=PADDING, rtol=0, msg=name)
+        torch.testing.assert_close(batch.output.logits[b], alone.output.logits[0], atol=PADDING, rtol=0)
+
+
+@pytest.mark.parametrize("family", READS_PADDING)
+def test_a_model_that_reads_padding_is_captured_as_it_runs(family) -> None:
+    """data2vec-audio and the Conformer read padded frames themselves (stacked positional convolutions, the
+    convolution module): a padded clip's numbers differ from the clip alone in the model's own output, and the
+    capture follows the model (the eager test above checks the padded batch)."""
+    model = tiny_speech(family)
+    extractor, clips = feature_extractor(), audio_clips()
+    batch = interpret.collect(model, extractor, clips, names=["*hook_resid_post"])
+    alone = interpret.collect(model, extractor, clips[1:], names=["*hook_resid_post"])
+    keep = batch.encoded.attention_mask[1].bool()
+    with torch.no_grad():
+        own_batch = model(**model_inputs(batch.encoded), output_hidden_states=True).hidden_states[-1][1][keep]
+        own_alone = model(**model_inputs(alone.encoded), output_hidden_states=True).hidden_states[-1][0]
+    assert float((own_batch - own_alone).abs().max()) > 1e-2
+    torch.testing.assert_close(batch["blocks.1.hook_resid_post"][1][keep], own_batch, atol=1e-6, rtol=0)
+
+
+def test_positions_are_the_frames_the_transformer_reads_before_an_adapter() -> None:
+    """A checkpoint with adapter layers after the transformer (add_adapter) still attends over the feature
+    encoder's frames: positions are counted without the adapter's striding."""
+    torch.manual_seed(0)
+    config = SPEECH_ENCODERS["wav2vec2"].config()
+    config.add_adapter, config.num_adapter_layers, config.adapter_stride, config.output_hidden_size = True, 1, 2, 32
+    model = transformers.Wav2Vec2Model(config).eval()
+    trace = interpret.collect(model, feature_extractor(), audio_clips())
+    assert trace.encoded.lengths == [39, 24] and trace["blocks.0.attn.hook_pattern"].shape[-1] == 39
+    assert model._get_feat_extract_output_lengths(torch.tensor([400])).item() == 20  # with the adapter: not positions
+
+
+def test_waveform_tensor_and_encoded_inputs() -> None:
+    model = tiny_speech("hubert")
+    waveform = torch.randn(2, 300, generator=torch.Generator().manual_seed(1))
+    trace = interpret.collect(model, None, waveform)  # as the model takes it: no extractor, no mask
+    assert trace.encoded.sample_mask is None and trace.encoded.lengths == [29, 29]
+    assert torch.equal(trace.encoded.input_values, waveform)
+    with torch.no_grad():
+        own = _eager_twin(model, "hubert")(input_values=waveform, output_attentions=True).attentions
+    torch.testing.assert_close(trace["blocks.1.attn.hook_pattern"], own[1], atol=TIGHT, rtol=0)
+    again = interpret.collect(model, None, trace.encoded)
+    assert torch.equal(again["blocks.1.attn.hook_pattern"], trace["blocks.1.attn.hook_pattern"])
+    one = interpret.collect(model, feature_extractor(), torch.from_numpy(audio_clips()[0]).numpy())  # one 1-D clip
+    assert one.encoded.batch == 1 and one.encoded.pos == 39
+
+
+def test_rollout_runs_and_a_report_names_the_frames(tmp_path) -> None:
+    model = tiny_speech("wav2vec2")
+    extractor = feature_extractor()
+    trace = interpret.collect(model, extractor, audio_clips())
+    rollout = interpret.analyze(trace, "rollout")["readout"]
+    assert np.isfinite(rollout).all() and (rollout >= 0).all() and rollout.shape[0] == 2
+    assert np.abs(rollout[1, 24:]).max() == 0  # the padded frames of the second clip get nothing
+    report = interpret.explain(model, extractor, audio_clips(), analyzers=["rollout"])
+    path = tmp_path / "speech.html"
+    report.render(path)
+    html = path.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html>") and "audio_0" in html and "audio_38" in html
+
+
+def test_saved_model_and_extractor_load_back_and_explain_raw_audio(tmp_path) -> None:
+    directory = save_tiny_speech("hubert", tmp_path / "hubert")
+    model, extractor = interpret.load(directory, device="cpu")
+    assert isinstance(extractor, transformers.Wav2Vec2FeatureExtractor)
+    assert extractor.sampling_rate == SAMPLING_RATE and extractor.return_attention_mask
+    assert type(model).__name__ == "HubertForSequenceClassification"
+    clips = audio_clips(seed=3)
+    trace = interpret.collect(model, extractor, clips)
+    original = tiny_speech("hubert", "eager")
+    expected = eager_patterns(original, prepare(capturable_for(original, extractor), extractor, clips))
+    for name, pattern in expected.items():
+        torch.testing.assert_close(trace[name], pattern, atol=TIGHT, rtol=0, msg=name)
+    report = interpret.explain(model, extractor, clips, analyzers=["rollout", "attention_entropy"])
+    out = tmp_path / "report.html"
+    report.render(out)
+    html = out.read_text(encoding="utf-8")
+    assert "audio_0" in html and "audio_23" in html
+    saved = load_trace(save_trace(trace, tmp_path / "t.safetensors"))
+    assert torch.equal(saved.encoded.input_values, trace.encoded.input_values)
+    assert torch.equal(saved.encoded.sample_mask, trace.encoded.sample_mask)
+
+
+def test_encoded_rows_and_moves_keep_the_audio() -> None:
+    encoded = prepare(capturable_for(tiny_speech("hubert")), feature_extractor(), audio_clips())
+    row = encoded.rows(torch.tensor([1]))
+    assert torch.equal(row.input_values, encoded.input_values[1:]) and torch.equal(row.sample_mask, encoded.sample_mask[1:])
+    moved = encoded.to("cpu")
+    assert moved.input_values is not None and moved.sample_mask is not None
+    with pytest.raises(InputError, match="sample_mask"):
+        Encoded(attention_mask=encoded.attention_mask, tokens=encoded.tokens, special=encoded.special,
+                input_values=encoded.input_values, sample_mask=encoded.sample_mask[:, :10])
+
+
+def test_interpret_models_lists_the_claimed_types_with_the_speech_adapter(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
+    types = ["wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer"]
+    result = CliRunner().invoke(cli, ["models", *types, "wavlm", "--refresh", "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    rows = {row["model_type"]: row for row in json.loads(result.stdout)}
+    for model_type in types:
+        row = rows[model_type]
+        assert (row["status"], row["adapter"], row["kind"], row["probed_on"]) == ("supported", "speech", "encoder", "meta")
+        assert "blocks.{i}.attn.hook_pattern" in row["offered"]
+    assert rows["wavlm"]["status"] == "unsupported" and rows["wavlm"]["adapter"] == "generic"
+    assert set(speech.ADAPTER.model_types) == set(types)
+
+
+def test_the_probe_runs_on_the_meta_device() -> None:
+    with torch.device("meta"):
+        model = transformers.Wav2Vec2Model(transformers.Wav2Vec2Config()).eval()  # 95M parameters, no memory
+    capturable = capturable_for(model)
+    assert capturable.adapter == "speech" and capturable.n_layers == 12 and capturable.n_heads == 12
+    assert speech.probe_samples(model) == 2048  # 6 frames; 1024 samples make 2 (a 400-sample window, stride 320)
+
+
+@pytest.mark.parametrize(("inputs", "processor", "match"), [
+    ("hello", "extractor", "takes audio, not text"),
+    (["a clip", "another"], "extractor", "takes audio, not text"),
+    (torch.zeros(1, 1, 400), "extractor", r"shape \(1, 1, 400\) is not understood.*\[1, samples\]"),
+    (torch.zeros(400), "extractor", r"shape \(400,\) is not understood"),
+    (torch.zeros(2, 400, dtype=torch.int16), "extractor", "not float; convert integer samples"),
+    ([np.zeros(400, dtype=np.int16)], "extractor", "1-D float array"),
+    ([np.zeros((2, 400), dtype=np.float32)], "extractor", "1-D float array"),
+    ([np.zeros(9, dtype=np.float32)], "extractor", "too short for one frame"),
+    (torch.zeros(1, 9), None, "9 samples is too short for one frame"),
+    ([np.zeros(400, dtype=np.float32)], None, "need the model's feature extractor"),
+    ([], "extractor", "not understood"),
+])
+def test_bad_audio_is_refused_in_one_line(inputs, processor, match) -> None:
+    model = tiny_speech("wav2vec2")
+    with pytest.raises(InputError, match=match) as err:
+        interpret.collect(model, feature_extractor() if processor else None, inputs)
+    assert "\n" not in str(err.value)
+
+
+def test_text_only_options_are_refused() -> None:
+    model = tiny_speech("wav2vec2")
+    with pytest.raises(InputError, match="max_length does not apply to audio"):
+        interpret.collect(model, feature_extractor(), audio_clips(), max_length=4)
+    with pytest.raises(InputError, match="decoder inputs do not apply"):
+        interpret.collect(model, feature_extractor(), audio_clips(), decoder_inputs=["a"])
+
+
+def test_unclaimed_speech_encoders_stay_refused_by_name() -> None:
+    """WavLM (torch's multi_head_attention_forward with a gated relative bias) and SEW (attention over pooled
+    frames) are not claimed: the generic adapter refuses them in one line."""
+    for config in (transformers.WavLMConfig(**_small()), transformers.SEWConfig(**_small())):
+        model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+        assert adapter_for(model).name == "generic"
+        with pytest.raises(UnsupportedModelError, match="input_values"):
+            capturable_for(model)
+
+
+def _small() -> dict[str, Any]:
+    return {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+            "conv_dim": (16, 16), "conv_kernel": (10, 3), "conv_stride": (5, 2), "num_conv_pos_embeddings": 4,
+            "num_conv_pos_embedding_groups": 2}
