@@ -105,6 +105,11 @@ class Encoded:
         return [int(n) for n in self.attention_mask.sum(dim=1).tolist()]
 
     @property
+    def reads_media(self) -> bool:
+        """Whether the model reads pixels or audio (pixel_values, input_features or input_values), not tokens."""
+        return any(value is not None for value in (self.pixel_values, self.input_features, self.input_values))
+
+    @property
     def padding(self) -> Tensor:
         """[batch, pos] bool, True at padded positions."""
         return self.attention_mask == 0

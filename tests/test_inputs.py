@@ -66,3 +66,14 @@ def test_refusals(inputs: Any, options: dict[str, Any], message: str) -> None:
 def test_text_needs_a_tokenizer() -> None:
     with pytest.raises(InputError, match=r"^text input needs a tokenizer; pass tokenizer= or give a tensor of token ids\.$"):
         as_encoded(None, "the cat", kind="encoder", max_positions=8)
+
+
+def test_reads_media_tells_tokens_from_pixels_and_audio() -> None:
+    """Evidence removes tokens, so it asks `reads_media` whether the model reads tokens at all."""
+    text = encode(word_tokenizer(), TEXTS)
+    assert not text.reads_media
+    one = {"attention_mask": torch.ones(1, 2, dtype=torch.long), "tokens": [["a", "b"]],
+           "special": torch.zeros(1, 2, dtype=torch.bool)}
+    assert Encoded(**one, pixel_values=torch.zeros(1, 3, 4, 4)).reads_media
+    assert Encoded(**one, input_features=torch.zeros(1, 8, 16)).reads_media
+    assert Encoded(**one, input_values=torch.zeros(1, 400)).reads_media

@@ -210,7 +210,7 @@ def evidence_or_reason(
     encoded = trace.encoded
     if ctx.runner is None:
         return None, "not computed: no model to re-run"
-    if encoded.pixel_values is not None or encoded.input_features is not None or encoded.input_values is not None:
+    if encoded.reads_media:
         return None, "not computed: removing tokens applies to text inputs, and this model reads pixels or audio"
     if not any(r.readout_of is not None and r.readout_of.side == "main" for r in results):
         return None, "not computed: no method declares a readout over the input tokens"

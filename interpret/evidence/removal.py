@@ -84,8 +84,7 @@ class RemovalScorer:
             raise AnalyzerError("evidence re-runs the model with tokens removed; pass model= (and tokenizer=).")
         if self.encoded.input_ids is None and self.removal != "zero":
             raise AnalyzerError(f"removal {self.removal!r} needs token ids; these inputs are embeddings: use zero.")
-        media = (self.encoded.pixel_values, self.encoded.input_features, self.encoded.input_values)
-        if any(value is not None for value in media):
+        if self.encoded.reads_media:
             raise AnalyzerError("evidence removes tokens of text inputs; this model reads pixels or audio.")
 
     def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:

@@ -172,6 +172,9 @@ def test_saved_model_and_extractor_load_back_and_explain_raw_audio(tmp_path) -> 
     report.render(out)
     html = out.read_text(encoding="utf-8")
     assert "audio_0" in html and "audio_23" in html
+    # token-removal evidence does not apply to audio, and the report says so rather than showing none
+    assert trace.encoded.reads_media and report.evidence is None
+    assert "removing tokens applies to text inputs, and this model reads pixels or audio" in html
     saved = load_trace(save_trace(trace, tmp_path / "t.safetensors"))
     assert torch.equal(saved.encoded.input_values, trace.encoded.input_values)
     assert torch.equal(saved.encoded.sample_mask, trace.encoded.sample_mask)

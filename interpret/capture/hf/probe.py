@@ -155,7 +155,7 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
 
     replaced: list[str] = []
     with hook_session() as session, wrapped_kernels(_watching(on_kernel)), _meta_nonzero(), _rng_kept(model), \
-            _modules_kept(model, replaced), torch.no_grad(), own:
+            _modules_kept(probe.modules, replaced), torch.no_grad(), own:
         for path, module in probe.modules.items():
             session.add(module, _pre_hook(before, path), pre=True, with_kwargs=True)
             session.add(module, _post_hook(after))
@@ -173,23 +173,24 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
 
 
 @contextlib.contextmanager
-def _modules_kept(model: nn.Module, replaced: list[str]) -> Iterator[None]:
-    """Yield, then put back every submodule the forward pass replaced with another, appending its path to
-    `replaced`, and then also every plain setting (str, number, bool, None) the pass changed on a module, so a
-    model the probe refuses is left as it was found (BigBird sets `attention_type` on every level as it swaps
-    its attention modules). Settings a model adjusts to its input without swapping modules are left as its own
-    forward pass set them (Swin fits its window size to the image, and its adapter reads the fitted size)."""
+def _modules_kept(modules: Mapping[str, nn.Module], replaced: list[str]) -> Iterator[None]:
+    """Yield, then put back every submodule of `modules` (a model's `named_modules`) the forward pass replaced
+    with another, appending its path to `replaced`, and then also every plain setting (str, number, bool, None)
+    the pass changed on a module, so a model the probe refuses is left as it was found (BigBird sets
+    `attention_type` on every level as it swaps its attention modules). Settings a model adjusts to its input
+    without swapping modules are left as its own forward pass set them (Swin fits its window size to the
+    image, and its adapter reads the fitted size)."""
     plain = (str, int, float, bool, type(None))
-    before = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()]
+    before = [(f"{path}.{name}".lstrip("."), parent, name, child)
+              for path, parent in modules.items() for name, child in parent.named_children()]
     settings = [(module, {key: value for key, value in vars(module).items()
-                          if not key.startswith("_") and isinstance(value, plain)}) for module in model.modules()]
-    paths = {id(module): path for path, module in model.named_modules()}
+                          if not key.startswith("_") and isinstance(value, plain)}) for module in modules.values()]
     try:
         yield
     finally:
-        for parent, name, child in before:
+        for path, parent, name, child in before:
             if parent._modules.get(name) is not child:
-                replaced.append(f"{paths[id(parent)]}.{name}".lstrip("."))
+                replaced.append(path)
                 parent._modules[name] = child
         for module, values in settings if replaced else ():
             for key, value in values.items():
