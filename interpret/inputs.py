@@ -29,11 +29,14 @@ class Encoded:
         special: [batch, pos] bool, True at special tokens (CLS, SEP, BOS, EOS, padding).
         inputs_embeds: [batch, pos, d_model] when the model is fed embeddings directly.
         pixel_values: [batch, channel, height, width] for vision models.
-        input_features: audio features as the model takes them (Whisper: log-mel [batch, mel, frame]).
-        input_values: raw audio [batch, samples] for speech encoders on waveforms (wav2vec2 family); the
-            positions are then the frames of the model's feature encoder.
-        sample_mask: [batch, samples] 1 for a real sample of input_values, 0 for padding, given to the model as
-            its attention_mask; None when the model is given none (its feature extractor returns none).
+        input_features: audio features as the model takes them (Whisper: log-mel [batch, mel, frame]; Parakeet
+            and Wav2Vec2-BERT: [batch, frame, feature], positions the frames after the model's subsampling).
+        input_values: raw audio [batch, samples] for speech encoders on waveforms (wav2vec2 family), whose
+            positions are the frames of the model's feature encoder; or a log-mel spectrogram [batch, frame,
+            mel] for the Audio Spectrogram Transformer, whose positions are two tokens and its patches.
+        sample_mask: [batch, samples] 1 for a real sample of input_values, 0 for padding (or [batch, frame] for
+            a log-mel encoder's input_features [batch, frame, feature]), given to the model as its
+            attention_mask; None when the model is given none (its feature extractor returns none).
         decoder: the decoder side of an encoder-decoder model, itself an Encoded.
         image: the image side of a text-image dual encoder (CLIP), itself an Encoded (pixel_values).
         truncated: per example, whether the text was cut to fit.
@@ -78,16 +81,29 @@ class Encoded:
             raise InputError(
                 f"inputs_embeds has shape {tuple(self.inputs_embeds.shape)}; expected [{batch}, {pos}, d_model]."
             )
-        if self.input_values is not None and (self.input_values.dim() != 2 or self.input_values.shape[0] != batch):
-            raise InputError(f"input_values has shape {tuple(self.input_values.shape)}; expected [{batch}, samples].")
-        if self.sample_mask is not None and (self.input_values is None or self.sample_mask.shape != self.input_values.shape):
-            raise InputError("sample_mask must have the shape of input_values [batch, samples].")
+        if self.input_values is not None and (self.input_values.dim() not in (2, 3) or self.input_values.shape[0] != batch):
+            raise InputError(
+                f"input_values has shape {tuple(self.input_values.shape)}; expected [{batch}, samples] (a waveform) or"
+                f" [{batch}, frame, mel] (a spectrogram)."
+            )
+        if self.sample_mask is not None and self._audio_steps() != tuple(self.sample_mask.shape):
+            raise InputError(
+                "sample_mask must be [batch, samples] of input_values (a waveform) or [batch, frame] of input_features."
+            )
         if len(self.tokens) != batch or any(len(row) != pos for row in self.tokens):
             raise InputError(f"tokens must be {batch} lists of {pos} strings, one per position.")
         if self.continuation and len(self.continuation) != batch:
             raise InputError(f"continuation must give one count per example ({batch}), got {len(self.continuation)}.")
         if self.word_ids and (len(self.word_ids) != batch or any(len(row) != pos for row in self.word_ids)):
             raise InputError(f"word_ids must be {batch} rows of {pos} entries, one per position.")
+
+    def _audio_steps(self) -> tuple[int, ...] | None:
+        """Return [batch, steps] of the audio a sample mask covers: a waveform's samples, or feature frames."""
+        if self.input_values is not None and self.input_values.dim() == 2:
+            return tuple(self.input_values.shape)
+        if self.input_features is not None and self.input_features.dim() == 3:
+            return tuple(self.input_features.shape[:2])
+        return None
 
     @property
     def batch(self) -> int:
@@ -155,9 +171,11 @@ class Encoded:
             input_ids=ids,
             inputs_embeds=embeds,
             pixel_values=pixel_values if pixel_values is not None else take(self.pixel_values),
+            input_features=take(self.input_features),
             input_values=take(self.input_values),
             sample_mask=take(self.sample_mask),
             decoder=None if self.decoder is None else self.decoder.rows(examples),
+            image=None if self.image is None else self.image.rows(examples),
             texts=None if self.texts is None else tuple(self.texts[i] for i in picked),
             truncated=tuple(self.truncated[i] for i in picked) if self.truncated else (),
             continuation=tuple(self.continuation[i] for i in picked) if self.continuation else (),

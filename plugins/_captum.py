@@ -102,7 +102,7 @@ def token_batch(trace: Trace, ctx: RunContext, params: TokenParams, analyzer: st
     """Return the TokenBatch of the trace's examples under `params` (refused for inputs that are not token ids)."""
     encoded = trace.encoded
     if encoded.input_ids is None:
-        what = "pixels" if encoded.pixel_values is not None else "embeddings"
+        what = "pixels" if encoded.pixel_values is not None else "audio" if encoded.reads_media else "embeddings"
         raise AnalyzerError(f"{analyzer} attributes to token ids, but this trace's inputs are {what}; give text or ids.")
     device = ctx.device or encoded.input_ids.device
     input_ids = encoded.input_ids.to(device)

@@ -437,3 +437,21 @@ def eager_patterns(eager_model: Any, encoded: Any) -> dict[str, torch.Tensor]:
         for layer, pattern in enumerate(layers):
             patterns[template.format(layer)] = pattern.float().masked_fill(~keep, 0)
     return patterns
+
+
+def eager_copy(model: Any) -> Any:
+    """Return an eager copy of `model` (the same weights, in eval mode): its output_attentions are the reference."""
+    eager = type(model)(type(model.config).from_dict(model.config.to_dict())).eval()
+    eager.config._attn_implementation = "eager"
+    eager.load_state_dict(model.state_dict())
+    return eager
+
+
+def built_with(build: Callable[[], Any], kernel: str, seed: int = 0) -> Any:
+    """Return the model `build()` makes (seeded, in eval mode) run with attention `kernel`; SDPA only where its
+    class supports it, as transformers checks when it loads one."""
+    torch.manual_seed(seed)
+    model = build().eval()
+    assert kernel == "eager" or model._supports_sdpa
+    model.config._attn_implementation = kernel
+    return model

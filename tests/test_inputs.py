@@ -77,3 +77,22 @@ def test_reads_media_tells_tokens_from_pixels_and_audio() -> None:
     assert Encoded(**one, pixel_values=torch.zeros(1, 3, 4, 4)).reads_media
     assert Encoded(**one, input_features=torch.zeros(1, 8, 16)).reads_media
     assert Encoded(**one, input_values=torch.zeros(1, 400)).reads_media
+
+
+def test_rows_keep_every_input_the_model_reads() -> None:
+    """`rows` is the batch an analyzer feeds back to the model: audio features, a feature mask and a dual encoder's
+    image side go with their examples (the gradient methods on Whisper re-run the model from these rows)."""
+    features = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # [batch, frame, feature]
+    frame_mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    pixels = torch.randn(2, 3, 8, 8)
+    image = Encoded(attention_mask=torch.ones(2, 5, dtype=torch.long), tokens=[["p"] * 5] * 2,
+                    special=torch.zeros(2, 5, dtype=torch.bool), pixel_values=pixels)
+    encoded = Encoded(attention_mask=torch.tensor([[1, 1], [1, 0]]), tokens=[["a", "b"]] * 2,
+                      special=torch.zeros(2, 2, dtype=torch.bool), input_features=features, sample_mask=frame_mask,
+                      image=image)
+    row = encoded.rows(torch.tensor([1]))
+    assert torch.equal(row.input_features, features[1:]) and torch.equal(row.sample_mask, frame_mask[1:])
+    assert torch.equal(row.image.pixel_values, pixels[1:]) and row.image.batch == 1
+    with pytest.raises(InputError, match=r"sample_mask must be \[batch, samples\]"):
+        Encoded(attention_mask=torch.ones(2, 2, dtype=torch.long), tokens=[["a", "b"]] * 2,
+                special=torch.zeros(2, 2, dtype=torch.bool), input_features=features, sample_mask=frame_mask[:, :2])

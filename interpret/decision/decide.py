@@ -378,6 +378,7 @@ def resolve_token(target: int | str, tokenizer: Any, vocab: int) -> int:
 
 
 def _token_label(tokenizer: Any, index: int) -> str:
-    if tokenizer is None:
-        return str(index)
-    return str(tokenizer.convert_ids_to_tokens(int(index)))
+    """Return the token `index` as the tokenizer (a processor's own) writes it, or the index where there is none
+    (a speech encoder's CTC head read with its feature extractor)."""
+    convert = getattr(getattr(tokenizer, "tokenizer", tokenizer), "convert_ids_to_tokens", None)
+    return str(index) if not callable(convert) else str(convert(int(index)))

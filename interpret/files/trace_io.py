@@ -22,7 +22,8 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in trace.tensors.items()}
     encoded = trace.encoded
-    for field in ("input_ids", "attention_mask", "special", "inputs_embeds", "pixel_values", "input_values", "sample_mask"):
+    for field in ("input_ids", "attention_mask", "special", "inputs_embeds", "pixel_values", "input_features",
+                  "input_values", "sample_mask"):
         value = getattr(encoded, field)
         if value is not None:
             tensors[_INPUT + field] = value.detach().cpu().contiguous()
@@ -72,6 +73,7 @@ def load_trace(path: str | Path) -> Trace:
         input_ids=inputs.get("input_ids"),
         inputs_embeds=inputs.get("inputs_embeds"),
         pixel_values=inputs.get("pixel_values"),
+        input_features=inputs.get("input_features"),
         input_values=inputs.get("input_values"),
         sample_mask=inputs.get("sample_mask"),
         tokens=json.loads(header["tokens"]),

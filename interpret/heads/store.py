@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 

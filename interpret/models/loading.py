@@ -202,7 +202,10 @@ def load(
     model = model.to(torch_device).eval()
     log.info("loaded %s from %s on %s (%s)", type(model).__name__, location, torch_device, model.dtype)
     main_input = getattr(model, "main_input_name", "input_ids")
-    vision, audio = main_input == "pixel_values", main_input == "input_values"
+    # an audio encoder reads clips with its feature extractor; Whisper's decoder also needs its tokenizer
+    encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+    vision = main_input == "pixel_values"
+    audio = main_input == "input_values" or (main_input == "input_features" and not encoder_decoder)
     return model, load_preprocessor(location, vision=vision, audio=audio, is_local=is_local, **common)
 
 
@@ -229,8 +232,9 @@ def _load_failure(cls: str, location: str, directory: Path | None, err: BaseExce
 def load_preprocessor(
     location: str, *, vision: bool = False, audio: bool = False, is_local: bool = True, warn: bool = True, **common: Any
 ) -> Any | None:
-    """Return the image processor (vision), the feature extractor (audio: a speech encoder on raw waveforms,
-    whose `input_values` it makes) or the tokenizer of the model at `location`, or None if none is saved.
+    """Return the image processor (vision), the feature extractor (audio: a speech encoder, whose
+    `input_values` or `input_features` it makes) or the tokenizer of the model at `location`, or None if none is
+    saved.
 
     warn: log a warning when there is none (a caller that reports it itself passes False).
     common: the keyword arguments of `from_pretrained` (`load` passes trust_remote_code=False, local_files_only

@@ -101,7 +101,8 @@ def _expected(family: str) -> str:
     import test_hf_matrix
 
     found = []
-    for check, params in (("rollout", test_hf_matrix._ROLLOUT_FAMILIES), ("gradient capture", test_hf_matrix._GRAD_RUNS)):
+    for check, params in (("gradient capture", test_hf_matrix._GRAD_RUNS),
+                          ("gradient methods", test_hf_matrix._GRAD_METHOD_RUNS)):
         reasons = {mark.kwargs.get("reason", "") for param in params
                    if getattr(param, "values", (None,))[0] == family for mark in param.marks}
         found += [f"{check}: {reason}" for reason in sorted(reasons)]

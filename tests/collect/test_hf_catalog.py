@@ -61,8 +61,8 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
     [("mamba", "no attention layers"), ("rwkv", "computes no softmax over keys"),
      ("vitdet", "its queries are not the positions of its input"),
      # no image_size in the config: the probe runs on a 224 × 224 image, so a network without attention is
-     # refused as such, and one with attention for what its input lacks (no patch grid to map positions to)
-     ("resnet", "no attention layers"), ("sam3_vision_model", "sets no image_size and patch_size")],
+     # refused as such; SAM 3's image size is its backbone config's, and its windows are not the patch grid
+     ("resnet", "no attention layers"), ("sam3_vision_model", "576 positions, fewer than its 5184 patches")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

@@ -23,7 +23,7 @@ import torch
 import transformers as T
 from click.testing import CliRunner
 import shipped_tokenizers as shipped
-from hf_tiny import TEXTS, model_inputs, word_tokenizer
+from hf_tiny import TEXTS, eager_copy, model_inputs, word_tokenizer
 from transformers.modeling_utils import AttentionInterface
 
 import interpret
@@ -84,13 +84,6 @@ def _model(name: str, kernel: str) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def _eager(model: Any) -> Any:
-    """Return an eager copy of `model` (the same weights): its output_attentions are the reference."""
-    eager = type(model)(type(model.config).from_dict(model.config.to_dict())).eval()
-    eager.config._attn_implementation = "eager"
-    eager.load_state_dict(model.state_dict())
-    return eager
-
 
 def _no_cache(model: Any) -> dict[str, bool]:
     return {"use_cache": False} if "falcon" in type(model).__name__.lower() or "bloom" in type(model).__name__.lower() else {}
@@ -108,7 +101,7 @@ def test_patterns_equal_the_eager_output_attentions_and_the_logits_are_untouched
     hooks, lookup = count_hooks(model), AttentionInterface.__dict__["get_interface"]
     trace = interpret.collect(model, tokenizer, TEXTS, names="*")
     with torch.no_grad():
-        reference = _eager(model)(**model_inputs(trace.encoded), output_attentions=True, **_no_cache(model))
+        reference = eager_copy(model)(**model_inputs(trace.encoded), output_attentions=True, **_no_cache(model))
         plain = model(**model_inputs(trace.encoded), **_no_cache(model))
     assert torch.equal(trace.output.logits, plain.logits)
     assert len(reference.attentions) == trace.meta.n_layers == (6 if name == "albert" else 2)
@@ -258,7 +251,7 @@ def test_each_layer_pattern_gets_its_own_gradient(name: str, kernel: str) -> Non
     tensors, output, _ = capture(capturable, encoded, select_sites(capturable, ["*hook_pattern"], None), grad=True)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(capturable.n_layers)]
     grads = torch.autograd.grad(_score(output), [tensors[name] for name in names])
-    eager = _eager(model)
+    eager = eager_copy(model)
     reference = eager(**model_inputs(encoded), output_attentions=True, **_no_cache(model))
     expected = torch.autograd.grad(_score(reference), list(reference.attentions))
     keep = _real(encoded).expand_as(grads[0])

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 import transformers
-from hf_tiny import tiny_config, word_tokenizer
+from hf_tiny import tiny_config
 
 TEXTS = ["the cat sat on the mat !", "a dog saw red"]  # the second is padded
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from hf_tiny import tiny_model, word_tokenizer
 from statement import TEXTS, alti_layer, bert_classifier, globenc_layer, gpt2_lm, rolled, run
 

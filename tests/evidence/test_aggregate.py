@@ -3,7 +3,6 @@ bootstrap, methods are ranked by comp − suff, and `run_audit(evidence=True)` w
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd

@@ -106,21 +106,20 @@ def _build(model_type: str, device: str) -> tuple[nn.Module, str]:
     eager attention and batched experts: on the meta device fused kernels have nothing to dispatch to and a
     per-expert loop reads the routing's values; the structure the probe reads is the same under every kernel.
     On the CPU the weights are random (transformers' own initialisation) and the random-number state is kept."""
-    import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     with _quiet():
         config = CONFIG_MAPPING[model_type]()
-        name = _model_class_name(model_type, type(config).__name__, MODEL_MAPPING_NAMES)
-        if name is None:
+        model_class = _model_class(type(config), MODEL_MAPPING_NAMES, model_type)
+        if model_class is None:
             raise _NoModelClass(model_type)
         config._attn_implementation = "eager"
         with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
             config._experts_implementation = "batched_mm"
         with torch.device(device), torch.random.fork_rng(devices=[]):
-            model = getattr(transformers, name)(config).eval()
-    return model, name
+            model = model_class(config).eval()
+    return model, model_class.__name__
 
 
 def _probe(model_type: str, model: nn.Module, name: str) -> TypeSupport:
@@ -156,25 +155,41 @@ def sharing(capturable: Capturable) -> str:
             " layers); each layer is captured from its own call")
 
 
-def _model_class_name(model_type: str, config_name: str, base: dict[str, Any]) -> str | None:
+def _model_class(config_class: type, base: dict[str, Any], model_type: str) -> type | None:
     """Return the base model class of a model type: transformers' AutoModel mapping, else the model class
     named after the config (`AlignTextConfig` -> `AlignTextModel`, for the towers of composite models), else
-    the first task model any other Auto mapping gives."""
+    the first task model another Auto mapping gives, else (for a tower transformers exports no class for,
+    e.g. `qwen2_5_omni_audio_encoder`) the model class of the type's own modeling module built from exactly
+    this config, a base model before a task model."""
+    import importlib
+
     import transformers
     from transformers.models.auto import modeling_auto
 
-    name = base.get(model_type)
-    if name is None and hasattr(transformers, config_name.removesuffix("Config") + "Model"):
-        name = config_name.removesuffix("Config") + "Model"
-    if name is None:
-        for mapping in sorted(attr for attr in dir(modeling_auto) if attr.endswith("_MAPPING_NAMES")):
-            value = getattr(modeling_auto, mapping)
-            if isinstance(value, dict) and model_type in value and mapping != "MODEL_MAPPING_NAMES":
-                name = value[model_type]
-                break
-    if isinstance(name, (tuple, list)):
-        name = name[0]
-    return name if isinstance(name, str) and hasattr(transformers, name) else None
+    names: list[Any] = [base.get(model_type), config_class.__name__.removesuffix("Config") + "Model"]
+    names += [getattr(modeling_auto, mapping).get(model_type) for mapping in sorted(dir(modeling_auto))
+              if mapping.startswith("MODEL_FOR_") and mapping.endswith("_MAPPING_NAMES")
+              and isinstance(getattr(modeling_auto, mapping), dict)]
+    for name in names:
+        if isinstance(name, (tuple, list)):
+            name = name[0] if name else None
+        found = getattr(transformers, name, None) if isinstance(name, str) else None
+        if _is_model_class(found):  # `modeling_auto` also imports CONFIG_MAPPING_NAMES: config classes
+            return found
+    try:
+        module = importlib.import_module(config_class.__module__.replace(".configuration_", ".modeling_"))
+    except ImportError:
+        return None
+    own = [cls for name, cls in vars(module).items() if _is_model_class(cls) and cls.config_class is config_class
+           and not name.endswith("PreTrainedModel")]
+    return min(own, key=lambda cls: "For" in cls.__name__, default=None)
+
+
+def _is_model_class(cls: object) -> bool:
+    """Whether `cls` is a transformers model class."""
+    from transformers import PreTrainedModel
+
+    return isinstance(cls, type) and issubclass(cls, PreTrainedModel)
 
 
 def catalog(

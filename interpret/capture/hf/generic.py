@@ -170,8 +170,9 @@ def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], in
 
 
 def _vision_config(config: Any) -> Any:
-    """Return the config that describes the image input: the vision sub-config where there is one."""
-    return getattr(config, "vision_config", None) or config
+    """Return the config that describes the image input: the vision sub-config where there is one, else the
+    backbone's (a depth or pose head on a ViT backbone), else the config itself."""
+    return getattr(config, "vision_config", None) or getattr(config, "backbone_config", None) or config
 
 
 def _channels(vision: Any) -> int:
@@ -195,7 +196,14 @@ def vision_prepare(model: nn.Module, layout: ModelLayout) -> Callable[..., Any]:
 
 
 def _main_input(model: nn.Module) -> str:
-    return str(getattr(model, "main_input_name", "input_ids"))
+    """Return the input `model` is run on: its `main_input_name`, unless its forward has no such parameter (a
+    tower that keeps transformers' default "input_ids" while taking `pixel_values`), then the forward's first."""
+    main = str(getattr(model, "main_input_name", "input_ids"))
+    parameters = _parameters(model)
+    if not parameters or main in parameters:
+        return main
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return next((name for name, parameter in parameters.items() if parameter.kind in positional), main)
 
 
 def _parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:

@@ -341,10 +341,10 @@ def run_model(
     inputs: dict[str, Any] = {}
     if encoded.pixel_values is not None:
         inputs["pixel_values"] = encoded.pixel_values
-    elif encoded.input_features is not None:
-        inputs["input_features"] = encoded.input_features
-    elif encoded.input_values is not None:  # raw audio; its mask is per sample (the positions are frames)
-        inputs["input_values"] = encoded.input_values
+    elif encoded.input_features is not None or encoded.input_values is not None:
+        # audio; its mask is per sample or feature frame (the positions are frames after the model's own encoder)
+        field = "input_features" if encoded.input_features is not None else "input_values"
+        inputs[field] = getattr(encoded, field)
         if encoded.sample_mask is not None:
             inputs["attention_mask"] = encoded.sample_mask
     else:

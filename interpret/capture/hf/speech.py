@@ -78,21 +78,29 @@ def _adapter_off(method: Callable[..., Tensor]) -> dict[str, Any]:
 
 
 def frame_lengths(model: nn.Module, samples: Tensor) -> Tensor:
-    """Return the frames [batch] the feature encoder makes of `samples` [batch] samples (long), by the model's
-    own `_get_feat_extract_output_lengths`."""
+    """Return the positions [batch] the model makes of `samples` [batch] input steps (long: waveform samples, or
+    feature frames for a log-mel encoder), by the model's own `_get_subsampling_output_length` (Parakeet's
+    convolutional subsampling), else `_get_feat_extract_output_lengths` (the wav2vec2 family)."""
+    subsampling = getattr(model, "_get_subsampling_output_length", None)
+    if callable(subsampling):
+        return subsampling(samples.long()).long()
     method = model._get_feat_extract_output_lengths
     return method(samples.long(), **_adapter_off(method)).long()
 
 
 def frame_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
-    """Return the frame mask [batch, frames] (1 real, 0 padding) of a sample mask [batch, samples], by the
-    model's own `_get_feature_vector_attention_mask`."""
+    """Return the position mask [batch, frames] (1 real, 0 padding) of an input mask [batch, steps], by the
+    model's own `_get_output_attention_mask`, else `_get_feature_vector_attention_mask`."""
+    output_mask = getattr(model, "_get_output_attention_mask", None)
+    if callable(output_mask):
+        return output_mask(sample_mask.long(), target_length=frames).long()
     method = model._get_feature_vector_attention_mask
     return method(frames, sample_mask.long(), **_adapter_off(method)).long()
 
 
 def probe_samples(model: nn.Module) -> int:
-    """Return the probe's waveform length: the shortest power of two that makes `PROBE_FRAMES` frames."""
+    """Return the probe's input length (waveform samples, or a log-mel encoder's feature frames): the shortest
+    power of two that makes `PROBE_FRAMES` positions."""
     samples = 1
     while int(frame_lengths(model, torch.tensor([samples]))[0]) < PROBE_FRAMES:
         samples *= 2
@@ -119,6 +127,7 @@ def prepare_waveforms(
     frames: Callable[[Tensor], Tensor],
     frame_mask: Callable[[int, Tensor], Tensor],
     dtype: torch.dtype = torch.float32,
+    features: int | None = None,
 ) -> Encoded:
     """Return the Encoded of audio: input_values [batch, samples] (float, in the model's dtype), the sample
     mask [batch, samples] when the feature extractor returned one, and the positions: the frames [batch, frame]
@@ -128,22 +137,26 @@ def prepare_waveforms(
         list of clips (1-D float arrays or tensors) with the feature extractor `interpret.load` returned, or an
         Encoded made by this function. frames: samples [batch] -> frames [batch]; frame_mask: (frames, sample
         mask [batch, samples]) -> frame mask [batch, frames] (the model's own, `frame_lengths` / `frame_mask`).
+    features: for a log-mel encoder, the size of one feature frame: the input is then `input_features` [batch,
+        frame, features] (a float tensor or array, or clips with the feature extractor), its frame mask the
+        `sample_mask`, and the positions the frames after the model's own subsampling.
     """
     if max_length is not None:
         raise InputError("max_length does not apply to audio (positions are frames of the waveform); cut the clips.")
     if decoder_inputs is not None:
         raise InputError("decoder inputs do not apply to a speech encoder; drop them.")
+    field = "input_values" if features is None else "input_features"
     if isinstance(inputs, Encoded):
-        if inputs.input_values is None:
-            raise InputError("this Encoded has no input_values; a speech encoder needs raw audio.")
+        if getattr(inputs, field) is None:
+            raise InputError(f"this Encoded has no {field}; a speech encoder needs audio.")
         return inputs
-    values, sample_mask = waveforms(processor, inputs)
+    values, sample_mask = waveforms(processor, inputs) if features is None else feature_frames(processor, inputs, features)
     samples = sample_mask.sum(-1) if sample_mask is not None else torch.full((values.shape[0],), values.shape[1])
     made = frames(samples)
     if int(made.min()) < 1:
-        short = int(samples[int(made.argmin())])
+        short, unit = int(samples[int(made.argmin())]), "samples" if features is None else "feature frames"
         raise InputError(
-            f"a clip of {short} samples is too short for one frame of this model's feature encoder; give longer audio."
+            f"a clip of {short} {unit} is too short for one frame of this model's feature encoder; give longer audio."
         )
     total = int(frames(torch.tensor([values.shape[1]]))[0])
     if sample_mask is None:
@@ -155,8 +168,8 @@ def prepare_waveforms(
         attention_mask=mask,
         tokens=[list(names) for _ in range(values.shape[0])],
         special=mask == 0,
-        input_values=values.to(dtype),
         sample_mask=sample_mask,
+        **{field: values.to(dtype)},
     )
 
 
@@ -182,13 +195,57 @@ def waveforms(processor: Any | None, inputs: Any) -> tuple[Tensor, Tensor | None
             f"audio of shape {tuple(inputs.shape)} is not understood; {_WHAT} interpret.load returned"
             " (one clip: [1, samples])."
         )
-    clips = [inputs] if isinstance(inputs, np.ndarray) else list(inputs) if isinstance(inputs, (list, tuple)) else None
-    if not clips:
+    out = extract(processor, clips(inputs, _WHAT))
+    if "input_values" not in out:
         raise InputError(
-            f"audio inputs of type {type(inputs).__name__} are not understood; {_WHAT} interpret.load returned."
+            f"{type(getattr(processor, 'feature_extractor', processor)).__name__} returned {', '.join(out)}, not"
+            " input_values; this model needs a raw-audio"
+            " feature extractor (Wav2Vec2FeatureExtractor)."
         )
+    mask = out.get("attention_mask")
+    return out["input_values"].float(), None if mask is None else mask.long()
+
+
+_FEATURES = "pass log-mel features [batch, frame, feature] as the model takes them, or a list of 1-D float clips with" \
+            " the feature extractor"
+
+
+def feature_frames(processor: Any | None, inputs: Any, size: int) -> tuple[Tensor, Tensor | None]:
+    """Return (input_features [batch, frame, size] float, frame mask [batch, frame] or None) from a features
+    tensor or array (every frame real), or from clips and the feature extractor (padded to the longest clip)."""
+    if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
+        raise InputError(f"a speech encoder takes audio, not text; {_FEATURES} interpret.load returned.")
+    if isinstance(inputs, (Tensor, np.ndarray)) and inputs.ndim == 3:
+        values = torch.as_tensor(inputs).cpu()
+    elif isinstance(inputs, Tensor) or (isinstance(inputs, np.ndarray) and inputs.ndim != 1):
+        raise InputError(f"audio of shape {tuple(inputs.shape)} is not understood; {_FEATURES} interpret.load returned.")
+    else:
+        out = extract(processor, clips(inputs, _FEATURES))
+        values = out.get("input_features")
+        if values is None or values.dim() != 3:
+            raise InputError(
+                f"{type(getattr(processor, 'feature_extractor', processor)).__name__} returned {', '.join(out)}, not"
+                " input_features [batch, frame, feature]; this model needs its own log-mel feature extractor."
+            )
+        mask = out.get("attention_mask")
+        if values.shape[-1] == size and mask is not None:
+            return values.float(), mask.long()
+    if values.shape[-1] != size or not values.is_floating_point() or values.shape[0] < 1 or values.shape[1] < 1:
+        raise InputError(
+            f"the features have shape {tuple(values.shape)} ({values.dtype}); this model takes float"
+            f" [batch, frame, {size}]: use its own feature extractor."
+        )
+    return values.float(), None
+
+
+def clips(inputs: Any, what: str) -> list[np.ndarray]:
+    """Return `inputs` (one 1-D clip, or a list of clips: arrays or tensors) as float32 arrays, or say in one
+    line what to pass (`what`)."""
+    given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs) if isinstance(inputs, (list, tuple)) else None
+    if not given:
+        raise InputError(f"audio inputs of type {type(inputs).__name__} are not understood; {what} interpret.load returned.")
     arrays = []
-    for i, clip in enumerate(clips):
+    for i, clip in enumerate(given):
         array = to_numpy(clip) if isinstance(clip, Tensor) else np.asarray(clip)
         if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.floating):
             raise InputError(
@@ -196,20 +253,19 @@ def waveforms(processor: Any | None, inputs: Any) -> tuple[Tensor, Tensor | None
                 " (mono samples in [-1, 1])."
             )
         arrays.append(array.astype(np.float32))
+    return arrays
+
+
+def extract(processor: Any | None, arrays: list[np.ndarray]) -> Any:
+    """Return what the model's own feature extractor makes of the clips `arrays`, at its sampling rate and padded
+    to the longest clip (an extractor of fixed-length inputs pads or cuts to its own length)."""
     extractor = getattr(processor, "feature_extractor", processor)
     if extractor is None or not callable(extractor) or getattr(extractor, "sampling_rate", None) is None:
         raise InputError(
-            "raw audio clips need the model's feature extractor; pass the one interpret.load returned, or"
-            " input_values [batch, samples] as the model takes them."
+            "raw audio clips need the model's feature extractor; pass the one interpret.load returned, or the"
+            " model's input_values as it takes them."
         )
-    out = extractor(arrays, sampling_rate=extractor.sampling_rate, padding="longest", return_tensors="pt")
-    if "input_values" not in out:
-        raise InputError(
-            f"{type(extractor).__name__} returned {', '.join(out)}, not input_values; this model needs a raw-audio"
-            " feature extractor (Wav2Vec2FeatureExtractor)."
-        )
-    mask = out.get("attention_mask")
-    return out["input_values"].float(), None if mask is None else mask.long()
+    return extractor(arrays, sampling_rate=extractor.sampling_rate, padding="longest", return_tensors="pt")
 
 
 ADAPTER = HFAdapter(

@@ -1,0 +1,203 @@
+"""Speech encoders on log-mel features through the `features` adapter: Parakeet and LASR (Fast Conformer
+encoders, bare or with a CTC head) and Wav2Vec2-BERT; `input_features` [batch, frame, feature] with a frame mask,
+positions the frames after the model's own subsampling (`audio_0`, ...).
+
+References are independent of the capture: the eager model's own `output_attentions` on the same features and
+mask; the model's own subsampling of each clip's length; the clip run alone (where the model itself ignores the
+padding, the capture must too, and where it does not, the capture follows the model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from click.testing import CliRunner
+from hf_tiny import SAMPLING_RATE, audio_clips, built_with, eager_copy
+
+import interpret
+from interpret.capture.api import capturable_for, prepare
+from interpret.capture.hf import features, speech
+from interpret.cli.main import cli
+from interpret.errors import InputError
+from interpret.files.trace_io import load_trace, save_trace
+
+TIGHT = 1e-6
+PADDING = 1e-5
+MELS = 16
+_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
+
+
+def _parakeet_encoder() -> Any:
+    return T.ParakeetEncoderConfig(**_SIZES, num_mel_bins=MELS, subsampling_conv_channels=8, subsampling_factor=4,
+                                   conv_kernel_size=3)
+
+
+def _lasr_encoder() -> Any:
+    return T.LasrEncoderConfig(**_SIZES, num_mel_bins=MELS, subsampling_conv_channels=8, conv_kernel_size=3)
+
+
+# name -> (model builder from a config's attention implementation, its feature extractor)
+MODELS: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+    "parakeet_ctc": (lambda: T.ParakeetForCTC(T.ParakeetCTCConfig(encoder_config=_parakeet_encoder().to_dict(),
+                                                                  vocab_size=10)),
+                     lambda: T.ParakeetFeatureExtractor(feature_size=MELS)),
+    "parakeet_encoder": (lambda: T.ParakeetEncoder(_parakeet_encoder()), lambda: T.ParakeetFeatureExtractor(feature_size=MELS)),
+    "lasr_ctc": (lambda: T.LasrForCTC(T.LasrCTCConfig(encoder_config=_lasr_encoder().to_dict(), vocab_size=10)),
+                 lambda: T.LasrFeatureExtractor(feature_size=MELS)),
+    # Wav2Vec2-BERT: no subsampling; its extractor stacks two 8-bin frames into one of 16
+    "wav2vec2-bert": (lambda: T.Wav2Vec2BertForSequenceClassification(T.Wav2Vec2BertConfig(
+        **_SIZES, feature_projection_input_dim=MELS, conv_depthwise_kernel_size=3, num_labels=3)),
+        lambda: T.SeamlessM4TFeatureExtractor(feature_size=MELS // 2, num_mel_bins=MELS // 2)),
+}
+RUNS = [(name, kernel) for name in MODELS for kernel in ("sdpa", "eager")]
+CLIPS = (4000, 2500)  # 0.25 s and 0.16 s: the second padded by the extractors that return a frame mask
+
+
+def _model(name: str, kernel: str) -> Any:
+    return built_with(MODELS[name][0], kernel)
+
+
+
+def _extractor(name: str) -> Any:
+    return MODELS[name][1]()
+
+
+def _output(output: Any) -> torch.Tensor:
+    return output.logits if getattr(output, "logits", None) is not None else output.last_hidden_state
+
+
+def _feed(encoded: Any) -> dict[str, torch.Tensor]:
+    inputs = {"input_features": encoded.input_features}
+    if encoded.sample_mask is not None:
+        inputs["attention_mask"] = encoded.sample_mask
+    return inputs
+
+
+@pytest.mark.parametrize(("name", "kernel"), RUNS, ids=[f"{n}-{k}" for n, k in RUNS])
+def test_patterns_equal_the_eager_output_attentions_and_the_output_is_untouched(name: str, kernel: str) -> None:
+    model = _model(name, kernel)
+    trace = interpret.collect(model, _extractor(name), audio_clips(CLIPS), names="*")
+    encoded = trace.encoded
+    assert encoded.input_features.shape[-1] == MELS and encoded.tokens[0][:2] == ["audio_0", "audio_1"]
+    with torch.no_grad():
+        reference = eager_copy(model)(**_feed(encoded), output_attentions=True)
+        plain = model(**_feed(encoded))
+    assert torch.equal(_output(trace.output), _output(plain))
+    assert len(reference.attentions) == trace.meta.n_layers == 2
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    for layer, attention in enumerate(reference.attentions):
+        expected = attention.float().masked_fill(~keep, 0)
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], expected, atol=TIGHT, rtol=0)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_positions_are_the_frames_after_the_models_own_subsampling(name: str) -> None:
+    model = _model(name, "eager")
+    extractor = _extractor(name)
+    encoded = prepare(capturable_for(model, extractor), extractor, audio_clips(CLIPS))
+    raw = extractor(audio_clips(CLIPS), sampling_rate=extractor.sampling_rate, padding="longest", return_tensors="pt")
+    torch.testing.assert_close(encoded.input_features, raw["input_features"].float(), atol=0, rtol=0)
+    with torch.no_grad():  # the model's own sequence length is the number of positions
+        hidden = model(**_feed(encoded), output_hidden_states=True).hidden_states[-1]
+    assert encoded.pos == hidden.shape[1]
+    if "attention_mask" in raw:  # each clip's real positions: the model's subsampling of its real frames
+        frames = raw["attention_mask"].long().sum(-1)
+        assert encoded.lengths == features.frame_lengths(model, frames).tolist()
+        assert encoded.lengths[1] < encoded.lengths[0]
+        torch.testing.assert_close(encoded.sample_mask, raw["attention_mask"].long(), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["parakeet_ctc", "wav2vec2-bert"])
+def test_a_padded_clip_is_captured_as_the_model_reads_it(name: str) -> None:
+    """Where the model's own output for a padded clip equals the clip alone, so do the patterns; where the model
+    reads the padding (a convolution module over padded frames), the patterns differ as its output does."""
+    model = _model(name, "eager")
+    extractor = _extractor(name)
+    both = interpret.collect(model, extractor, audio_clips(CLIPS))
+    alone = interpret.collect(model, extractor, [audio_clips(CLIPS)[1]])
+    real = alone.encoded.pos
+    assert both.encoded.lengths[1] == real
+    with torch.no_grad():
+        padded_out = model(**_feed(both.encoded), output_hidden_states=True).hidden_states[-1][1, :real]
+        alone_out = model(**_feed(alone.encoded), output_hidden_states=True).hidden_states[-1][0]
+    model_ignores_padding = torch.allclose(padded_out, alone_out, atol=PADDING, rtol=0)
+    patterns_equal = all(
+        torch.allclose(both[key][1, :, :real, :real], alone[key][0], atol=PADDING, rtol=0) for key in both.names()
+    )
+    assert patterns_equal == model_ignores_padding
+    assert (both[both.names()[0]][1, :, :, real:] == 0).all()  # padded positions get no attention
+
+
+def test_rollout_a_report_a_saved_trace_and_the_listing(tmp_path, monkeypatch) -> None:
+    model = _model("parakeet_ctc", "sdpa")
+    extractor = _extractor("parakeet_ctc")
+    trace = interpret.collect(model, extractor, audio_clips(CLIPS))
+    rollout = interpret.analyze(trace, "rollout")["readout"]
+    assert np.isfinite(rollout).all() and (rollout >= 0).all()
+    assert np.abs(rollout[1, trace.encoded.lengths[1]:]).max() == 0  # padded positions get nothing
+    saved = load_trace(save_trace(trace, tmp_path / "t.safetensors"))
+    assert torch.equal(saved.encoded.input_features, trace.encoded.input_features)
+    assert torch.equal(saved.encoded.sample_mask, trace.encoded.sample_mask) and saved.encoded.reads_media
+    report = interpret.explain(model, extractor, audio_clips(CLIPS), analyzers=["rollout", "attention_entropy"])
+    path = tmp_path / "parakeet.html"
+    report.render(path)
+    html = path.read_text(encoding="utf-8")
+    assert "audio_0" in html and report.evidence is None
+
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(cli, ["models", *MODELS, "lasr_encoder", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    for row in json.loads(result.stdout):
+        assert (row["status"], row["adapter"], row["kind"]) == ("supported", "features", "encoder"), row
+
+
+def test_a_saved_model_loads_with_its_feature_extractor(tmp_path) -> None:
+    directory = tmp_path / "w2v-bert"
+    _model("wav2vec2-bert", "eager").save_pretrained(directory)
+    _extractor("wav2vec2-bert").save_pretrained(directory)
+    model, extractor = interpret.load(directory, device="cpu")
+    assert isinstance(extractor, T.SeamlessM4TFeatureExtractor)
+    assert capturable_for(model, extractor).adapter == "features"
+    trace = interpret.collect(model, extractor, audio_clips(CLIPS))
+    with torch.no_grad():
+        reference = eager_copy(_model("wav2vec2-bert", "eager"))(**_feed(trace.encoded), output_attentions=True)
+    mask = trace.encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    for layer, attention in enumerate(reference.attentions):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.masked_fill(~keep, 0),
+                                   atol=TIGHT, rtol=0)
+
+
+def test_the_probe_runs_on_the_meta_device() -> None:
+    with torch.device("meta"):
+        model = T.ParakeetForCTC(T.ParakeetCTCConfig()).eval()  # the released shape: 8× subsampling, 80 mel bins
+    capturable = capturable_for(model)
+    assert capturable.adapter == "features" and features.feature_size(model) == 80
+    assert speech.probe_samples(model) == 32  # 8× subsampling: 32 frames make 4 positions, 16 make 2
+
+
+@pytest.mark.parametrize(("inputs", "with_extractor", "match"), [
+    ("hello", True, "takes audio, not text"),
+    (torch.zeros(2, 40, MELS + 1), False, rf"shape \(2, 40, {MELS + 1}\).*\[batch, frame, {MELS}\]"),
+    (torch.zeros(2, 40, MELS, dtype=torch.int64), False, "takes float"),
+    (torch.zeros(2, 400), True, r"shape \(2, 400\) is not understood"),
+    ([np.zeros(400, dtype=np.float32)], False, "need the model's feature extractor"),
+    (torch.zeros(0, 40, MELS), False, r"shape \(0, 40, 16\).*takes float"),
+])
+def test_bad_audio_is_refused_in_one_line(inputs, with_extractor, match) -> None:
+    with pytest.raises(InputError, match=match) as err:
+        interpret.collect(_model("parakeet_ctc", "sdpa"), _extractor("parakeet_ctc") if with_extractor else None, inputs)
+    assert "\n" not in str(err.value)
+
+
+def test_a_raw_waveform_extractor_is_refused_for_a_log_mel_model() -> None:
+    waveform = T.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLING_RATE)
+    with pytest.raises(InputError, match="returned input_values.*not input_features"):
+        interpret.collect(_model("parakeet_ctc", "sdpa"), waveform, audio_clips(CLIPS))
