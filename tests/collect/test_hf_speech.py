@@ -16,12 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 from click.testing import CliRunner
+from torch import Tensor
 from hf_tiny import (CLIP_SAMPLES, SAMPLING_RATE, SPEECH_ENCODERS, audio_clips, eager_patterns, feature_extractor,
                      model_inputs, save_tiny_speech, tiny_speech)
 
 import interpret
+from interpret.analysis.run import run_context
 from interpret.capture.api import capturable_for, prepare
 from interpret.capture.hf import speech
 from interpret.capture.hf.registry import adapter_for
@@ -193,15 +196,15 @@ def test_encoded_rows_and_moves_keep_the_audio() -> None:
 
 def test_interpret_models_lists_the_claimed_types_with_the_speech_adapter(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
-    types = ["wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer"]
-    result = CliRunner().invoke(cli, ["models", *types, "wavlm", "--refresh", "--format", "json"], catch_exceptions=False)
+    types = ["wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm"]
+    result = CliRunner().invoke(cli, ["models", *types, "sew", "--refresh", "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     rows = {row["model_type"]: row for row in json.loads(result.stdout)}
     for model_type in types:
         row = rows[model_type]
         assert (row["status"], row["adapter"], row["kind"], row["probed_on"]) == ("supported", "speech", "encoder", "meta")
         assert "blocks.{i}.attn.hook_pattern" in row["offered"]
-    assert rows["wavlm"]["status"] == "unsupported" and rows["wavlm"]["adapter"] == "generic"
+    assert rows["sew"]["status"] == "unsupported" and rows["sew"]["adapter"] == "generic"
     assert set(speech.ADAPTER.model_types) == set(types)
 
 
@@ -242,9 +245,8 @@ def test_text_only_options_are_refused() -> None:
 
 
 def test_unclaimed_speech_encoders_stay_refused_by_name() -> None:
-    """WavLM (torch's multi_head_attention_forward with a gated relative bias) and SEW (attention over pooled
-    frames) are not claimed: the generic adapter refuses them in one line."""
-    for config in (transformers.WavLMConfig(**_small()), transformers.SEWConfig(**_small())):
+    """SEW (attention over pooled frames) is not claimed: the generic adapter refuses it in one line."""
+    for config in (transformers.SEWConfig(**_small()),):
         model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
         assert adapter_for(model).name == "generic"
         with pytest.raises(UnsupportedModelError, match="input_values"):
@@ -255,3 +257,72 @@ def _small() -> dict[str, Any]:
     return {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
             "conv_dim": (16, 16), "conv_kernel": (10, 3), "conv_stride": (5, 2), "num_conv_pos_embeddings": 4,
             "num_conv_pos_embedding_groups": 2}
+
+
+def _wavlm(seed: int = 0) -> Any:
+    torch.manual_seed(seed)
+    config = transformers.WavLMConfig(**_small(), num_buckets=8, max_bucket_distance=16, num_labels=3,
+                                      feat_extract_norm="layer")
+    return transformers.WavLMForSequenceClassification(config).eval()
+
+
+def test_wavlm_patterns_are_the_per_head_weights_of_its_multi_head_attention_forward() -> None:
+    """WavLM computes its attention with torch's `F.multi_head_attention_forward`, its gated relative position
+    bias as the mask, and returns the weights averaged over heads. The reference for each head is that same torch
+    function called on the very arguments WavLM gave it, with `average_attn_weights=False`; the model's own
+    (averaged) output_attentions must be the captured patterns' mean over heads."""
+    model = _wavlm()
+    calls: list[Tensor] = []
+    original = transformers.models.wavlm.modeling_wavlm.WavLMAttention.torch_multi_head_self_attention
+
+    def per_head(self: Any, hidden_states: Tensor, attention_mask: Any, gated_position_bias: Tensor) -> Any:
+        query = hidden_states.transpose(0, 1)
+        _, weights = F.multi_head_attention_forward(
+            query, query, query, self.embed_dim, self.num_heads, torch.empty([0]),
+            torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)), None, None, False, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, self.training,
+            attention_mask.ne(1) if attention_mask is not None else None, need_weights=True,
+            attn_mask=gated_position_bias, use_separate_proj_weight=True, q_proj_weight=self.q_proj.weight,
+            k_proj_weight=self.k_proj.weight, v_proj_weight=self.v_proj.weight, average_attn_weights=False)
+        calls.append(weights)
+        return original(self, hidden_states, attention_mask, gated_position_bias)
+
+    reference = _wavlm()
+    trace = interpret.collect(model, feature_extractor(), audio_clips(), names="*")
+    encoded = trace.encoded
+    assert encoded.lengths == [39, 24] and trace.meta.n_layers == 2
+    with pytest.MonkeyPatch.context() as patch, torch.no_grad():  # the reference copy only, not the capture
+        patch.setattr(transformers.models.wavlm.modeling_wavlm.WavLMAttention, "torch_multi_head_self_attention",
+                      per_head)
+        output = reference(input_values=encoded.input_values, attention_mask=encoded.sample_mask,
+                           output_attentions=True, output_hidden_states=True)
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    for layer in range(2):
+        pattern = trace[f"blocks.{layer}.attn.hook_pattern"]
+        torch.testing.assert_close(pattern, calls[layer].masked_fill(~keep, 0), atol=TIGHT, rtol=0)
+        averaged = output.attentions[layer][:, 0].masked_fill(~keep[:, 0], 0)
+        torch.testing.assert_close(pattern.mean(1), averaged, atol=TIGHT, rtol=0)
+        # each block's output is the model's own hidden state after it
+        torch.testing.assert_close(trace[f"blocks.{layer}.hook_resid_post"], output.hidden_states[layer + 1],
+                                   atol=1e-6, rtol=0)
+    with torch.no_grad():
+        plain = model(input_values=encoded.input_values, attention_mask=encoded.sample_mask)
+    assert torch.equal(trace.output.logits, plain.logits)
+    # torch's function takes the output projection's weights and applies them itself: no module call to hook
+    reason = capturable_for(model).unsupported["blocks.0.attn.hook_z"]
+    assert "inside torch's multi_head_attention_forward" in reason
+
+
+def test_wavlm_rollout_a_report_and_its_gradient_capture(tmp_path) -> None:
+    model = _wavlm()
+    trace = interpret.collect(model, feature_extractor(), audio_clips())
+    rollout = interpret.analyze(trace, "rollout")["readout"]
+    assert np.isfinite(rollout).all() and np.abs(rollout[1, 24:]).max() == 0
+    context = run_context(trace, model, feature_extractor())
+    captured = context.capture(trace.encoded, ["*hook_pattern"])
+    grads = torch.autograd.grad(captured.score.sum(), [captured[name] for name in sorted(captured.tensors)])
+    assert all(torch.isfinite(grad).all() and grad.abs().sum() > 0 for grad in grads)
+    report = interpret.explain(model, feature_extractor(), audio_clips(), analyzers=["rollout", "attention_entropy"])
+    report.render(tmp_path / "wavlm.html")
+    assert "audio_38" in (tmp_path / "wavlm.html").read_text(encoding="utf-8")

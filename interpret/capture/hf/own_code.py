@@ -24,6 +24,8 @@ did not apply. Intermediate tensors are told apart by identity and held weakly
 
 from __future__ import annotations
 
+import functools
+import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +43,11 @@ _SOFTMAX = {"softmax", "_softmax"}
 _SAME_VALUES = {"view", "reshape", "contiguous", "to", "type_as", "float", "flatten", "unflatten", "view_as",
                 "reshape_as", "clone"}
 _ZEROING = {"masked_fill", "masked_fill_"}
+# torch functions written in Python that compute attention themselves (nn.MultiheadAttention's, which WavLM calls
+# with its gated position bias as the mask): a mode sees only the outer call, so its body is run, with the mode
+# on, from a copy whose torch-function check is off (`_opened`), and the eager statement or SDPA call inside it
+# is found as in any module's code.
+_OPENED = {"multi_head_attention_forward"}
 _SOFTMAX_OUTPUT = -1  # the source of what derives from a softmax's output (others: their product's index)
 _OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "div", "mod", "pow", "and", "or", "xor", "lshift", "rshift"}
 
@@ -65,6 +72,7 @@ class OwnAttention(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._calls: dict[int, _Call] = {}
+        self.opened = 0  # > 0 inside an `_OPENED` function, which applies the output projection itself
 
     def owner(self) -> Any | None:
         """Return the watched module call now running (as passed to `begin`), or None."""
@@ -105,6 +113,13 @@ class OwnAttention(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == SDPA:
             return self.sdpa(owner, func, {**dict(zip(SDPA_ARGUMENTS, args)), **kwargs})
+        if name in _OPENED and getattr(func, "__module__", "") == "torch.nn.functional":
+            self.opened += 1
+            try:
+                with self:  # its body's calls are followed as the module's own (the mode is off in this handler)
+                    return _opened(func)(*args, **kwargs)
+            finally:
+                self.opened -= 1
         if name in _PRODUCTS:
             return self._product(owner, state, func, name, args, kwargs)
         result = func(*args, **kwargs)
@@ -186,6 +201,16 @@ class OwnAttention(TorchFunctionMode):
             for out in _outputs(result):
                 if _source(state.derived, out) is None:  # (an id may be left by a tensor since freed)
                     state.derived[id(out)] = (weakref.ref(out), source)
+
+
+@functools.cache
+def _opened(func: Any) -> Callable[..., Any]:
+    """Return a copy of the Python function `func` whose `has_torch_function` check is off, so that under a mode
+    it runs its own body (whose torch calls the mode then sees) instead of handing the whole call to the mode."""
+    namespace = {**func.__globals__, "has_torch_function": lambda *_: False}
+    copy = types.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    return copy
 
 
 def _in_place(name: str) -> bool:

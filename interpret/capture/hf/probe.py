@@ -33,9 +33,13 @@ from interpret.hooks import hook_session
 Slot = tuple[str, int | str]  # ("arg", index) or ("kwarg", name): where a module received a tensor
 
 
+PROJECTED = "projected"  # a KernelCall mark: the call applies the output projection itself (F.multi_head_attention_forward)
+
+
 @dataclass(frozen=True)
 class KernelCall:
-    """One call of the attention kernel: the calling module's path, when, and the tensor shapes."""
+    """One call of the attention kernel: the calling module's path, when, and the tensor shapes; `kwargs` names
+    what the call does not pass as transformers' kernels do (or `PROJECTED`)."""
 
     path: str
     order: int
@@ -225,7 +229,11 @@ class _OwnCalls(OwnAttention):
         return tuple(query.shape), tuple(key.shape)
 
     def values(self, owner: Any, pending: Any, value: Tensor, pattern: Tensor) -> None:
-        self.probe.own.append(KernelCall(owner.path, self.tick(), *pending, tuple(value.shape)))
+        self.probe.own.append(KernelCall(owner.path, self.tick(), *pending, tuple(value.shape), self._marks()))
+
+    def _marks(self, *kwargs: str) -> frozenset[str]:
+        """The call's marks: `PROJECTED` inside a torch function that applies the output projection itself."""
+        return frozenset((*kwargs, PROJECTED) if self.opened else kwargs)
 
     def missed(self, owner: Any, why: str) -> None:
         self.probe.missed.setdefault(owner.path, why)
@@ -233,7 +241,7 @@ class _OwnCalls(OwnAttention):
     def sdpa(self, owner: Any, func: Any, arguments: Mapping[str, Any]) -> Tensor:
         result = func(**arguments)
         shapes = (tuple(arguments[name].shape) for name in ("query", "key", "value"))
-        self.probe.own.append(KernelCall(owner.path, self.tick(), *shapes, frozenset({"scaling", "is_causal"})))
+        self.probe.own.append(KernelCall(owner.path, self.tick(), *shapes, self._marks("scaling", "is_causal")))
         return result
 
 

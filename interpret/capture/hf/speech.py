@@ -1,5 +1,5 @@
 """Adapter for speech encoders on raw waveforms: the wav2vec2 family (wav2vec 2.0, HuBERT, data2vec-audio,
-UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer).
+UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer, WavLM).
 
 What it adds over the generic adapter: the input. These models read raw audio, `input_values` [batch,
 samples], and a convolutional feature encoder turns it into frames (20 ms apart for the released models) that
@@ -18,9 +18,12 @@ and its extractor returns no mask: the model then reads the clips padded with si
 and the Conformer's convolution module read the padded frames, so there the model's own numbers (and thus the
 patterns) of a padded clip differ from the clip alone, as they do in the model's batched inference.
 
-Not served (left to the generic adapter, which refuses them by name): WavLM (its attention runs through
-torch's `multi_head_attention_forward` with a gated relative position bias: no softmax the capture sees), SEW
-and SEW-D (the transformer attends over frames pooled by `squeeze_factor`, not the feature encoder's frames;
+WavLM computes its attention with torch's `F.multi_head_attention_forward`, its gated relative position bias as
+the mask, and returns the weights averaged over heads; the capture follows that function's own body
+(`own_code._OPENED`), so each head's pattern is what the function applied, and `hook_z` is refused (the function
+applies the output projection from its weights, never calling the module).
+
+Not served (left to the generic adapter, which refuses them by name): SEW and SEW-D (the transformer attends over frames pooled by `squeeze_factor`, not the feature encoder's frames;
 SEW-D's attention is also DeBERTa's, computed in the module) and Wav2Vec2-BERT (log-mel features, not raw
 audio).
 """
@@ -269,7 +272,7 @@ def extract(processor: Any | None, arrays: list[np.ndarray]) -> Any:
 
 
 ADAPTER = HFAdapter(
-    model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer"),
+    model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm"),
     build=build,
     adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i)",
 )

@@ -30,7 +30,7 @@ from typing import Any
 from torch import nn
 
 from interpret.capture.hf.layout import AttentionLayout, StackLayout
-from interpret.capture.hf.probe import KernelCall, ModuleCall, Probe
+from interpret.capture.hf.probe import PROJECTED, KernelCall, ModuleCall, Probe
 from interpret.capture.hf.roles import common_path, is_mixture, is_norm, is_projection, relative, weights_act_here
 from interpret.errors import UnsupportedModelError
 from interpret.trace import ModelKind
@@ -68,12 +68,13 @@ class AttentionCall:
     query_length: int
     key_length: int
     own: bool = False
+    projected: bool = False  # the call applies the output projection itself (F.multi_head_attention_forward)
 
     @classmethod
     def from_kernel(cls, call: KernelCall, own: bool = False) -> AttentionCall:
         """Return the attention call of one kernel call (own: an attention computed in the module's own code)."""
         return cls(call.path, call.order, call.n_heads, call.n_kv_heads, call.d_head, call.d_value,
-                   call.query_length, call.key_length, own)
+                   call.query_length, call.key_length, own, PROJECTED in call.kwargs)
 
 
 def model_layout(
@@ -297,13 +298,15 @@ def _block_layout(
                 f" {ADAPTERS_HINT}."
             )
         joined = call.n_heads * call.d_value
-        out_proj = next(
+        out_proj = None if call.projected else next(
             (c for c in inside if c.start > call.order and is_projection(probe.modules[c.path])
              and c.in_shape is not None and c.in_shape[-1] == joined),
             None,
         )
         if out_proj is None:
-            why = "no projection takes the concatenated heads after the attention"
+            why = ("the output projection runs inside torch's multi_head_attention_forward, which takes its weights"
+                   " and never calls it" if call.projected
+                   else "no projection takes the concatenated heads after the attention")
             unsupported[f"{name}.hook_z"] = unsupported[f"hook_{'cross_' if cross else ''}attn_out"] = why
             scopes.append(call.path)
             attention_end = max(attention_end, call.order)
