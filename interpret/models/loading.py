@@ -202,10 +202,14 @@ def load(
     model = model.to(torch_device).eval()
     log.info("loaded %s from %s on %s (%s)", type(model).__name__, location, torch_device, model.dtype)
     main_input = getattr(model, "main_input_name", "input_ids")
-    # an audio encoder reads clips with its feature extractor; Whisper's decoder also needs its tokenizer
+    # an audio encoder reads clips with its feature extractor; a speech encoder-decoder (Whisper, Speech2Text)
+    # also needs its tokenizer: its processor holds both, where one is saved
     encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
     vision = main_input == "pixel_values"
     audio = main_input == "input_values" or (main_input == "input_features" and not encoder_decoder)
+    if main_input == "input_features" and encoder_decoder and (not is_local or any(
+            (Path(location) / name).is_file() for name in _PROCESSOR_FILES)):
+        return model, load_preprocessor(location, speech_seq2seq=True, is_local=is_local, **common)
     return model, load_preprocessor(location, vision=vision, audio=audio, is_local=is_local, **common)
 
 
@@ -230,11 +234,12 @@ def _load_failure(cls: str, location: str, directory: Path | None, err: BaseExce
 
 
 def load_preprocessor(
-    location: str, *, vision: bool = False, audio: bool = False, is_local: bool = True, warn: bool = True, **common: Any
+    location: str, *, vision: bool = False, audio: bool = False, speech_seq2seq: bool = False, is_local: bool = True,
+    warn: bool = True, **common: Any
 ) -> Any | None:
     """Return the image processor (vision), the feature extractor (audio: a speech encoder, whose
-    `input_values` or `input_features` it makes) or the tokenizer of the model at `location`, or None if none is
-    saved.
+    `input_values` or `input_features` it makes), the processor (speech_seq2seq: its feature extractor and the
+    decoder's tokenizer) or the tokenizer of the model at `location`, or None if none is saved.
 
     warn: log a warning when there is none (a caller that reports it itself passes False).
     common: the keyword arguments of `from_pretrained` (`load` passes trust_remote_code=False, local_files_only
@@ -244,8 +249,8 @@ def load_preprocessor(
 
     common = {"trust_remote_code": False, "local_files_only": True, **common}
     loader = (transformers.AutoImageProcessor if vision else transformers.AutoFeatureExtractor if audio
-              else transformers.AutoTokenizer)
-    files = _PROCESSOR_FILES if vision or audio else _TOKENIZER_FILES
+              else transformers.AutoProcessor if speech_seq2seq else transformers.AutoTokenizer)
+    files = _PROCESSOR_FILES if vision or audio or speech_seq2seq else _TOKENIZER_FILES
     if is_local and not any((Path(location) / name).is_file() for name in files):
         if warn:
             log.warning("%s holds no %s; pass the model's input tensors (ids, pixels, audio) to collect", location,

@@ -18,7 +18,7 @@ import pytest
 import torch
 import transformers as T
 from click.testing import CliRunner
-from hf_tiny import SAMPLING_RATE, audio_clips, built_with, eager_copy
+from hf_tiny import SAMPLING_RATE, audio_clips, built_with, eager_copy, word_tokenizer
 
 import interpret
 from interpret.capture.api import capturable_for, prepare
@@ -152,10 +152,11 @@ def test_rollout_a_report_a_saved_trace_and_the_listing(tmp_path, monkeypatch) -
     assert "audio_0" in html and report.evidence is None
 
     monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path / "cache"))
-    result = CliRunner().invoke(cli, ["models", *MODELS, "lasr_encoder", "--format", "json"])
+    result = CliRunner().invoke(cli, ["models", *MODELS, "lasr_encoder", "speech_to_text", "--format", "json"])
     assert result.exit_code == 0, result.output
     for row in json.loads(result.stdout):
-        assert (row["status"], row["adapter"], row["kind"]) == ("supported", "features", "encoder"), row
+        kind = "encoder-decoder" if row["model_type"] == "speech_to_text" else "encoder"
+        assert (row["status"], row["adapter"], row["kind"]) == ("supported", "features", kind), row
 
 
 def test_a_saved_model_loads_with_its_feature_extractor(tmp_path) -> None:
@@ -201,3 +202,67 @@ def test_a_raw_waveform_extractor_is_refused_for_a_log_mel_model() -> None:
     waveform = T.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLING_RATE)
     with pytest.raises(InputError, match="returned input_values.*not input_features"):
         interpret.collect(_model("parakeet_ctc", "sdpa"), waveform, audio_clips(CLIPS))
+
+
+# Speech2Text: an encoder-decoder on log-mel features (a 4× convolutional subsampling); its decoder reads text.
+_DECODER_TEXTS = ["the cat sat", "a dog"]
+
+
+def _speech2text() -> Any:
+    vocab = len(word_tokenizer())
+    return T.Speech2TextForConditionalGeneration(T.Speech2TextConfig(
+        vocab_size=vocab, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, input_feat_per_channel=MELS,
+        input_channels=1, conv_channels=16, conv_kernel_sizes=[5, 5], num_conv_layers=2, max_source_positions=200,
+        max_target_positions=64, pad_token_id=0, bos_token_id=2, eos_token_id=3, decoder_start_token_id=2))
+
+
+def _s2t_processor(directory) -> Any:
+    """Save Speech2Text's feature extractor and a tokenizer to `directory` and return what `interpret.load` reads
+    back from them: a Speech2TextProcessor holding both."""
+    T.Speech2TextFeatureExtractor(feature_size=MELS, num_mel_bins=MELS).save_pretrained(directory)
+    word_tokenizer().save_pretrained(directory)
+    return T.AutoProcessor.from_pretrained(directory)
+
+
+def test_speech2text_patterns_equal_the_eager_attentions_on_every_side(tmp_path) -> None:
+    model = built_with(_speech2text, "eager")
+    directory = tmp_path / "s2t"
+    model.save_pretrained(directory)
+    processor = _s2t_processor(directory)
+    loaded, read = interpret.load(directory, device="cpu")
+    assert type(read).__name__ == "Speech2TextProcessor"  # an encoder-decoder gets both halves
+    trace = interpret.collect(loaded, read, audio_clips(CLIPS), decoder_inputs=_DECODER_TEXTS)
+    encoded = trace.encoded
+    assert capturable_for(loaded, read).adapter == "features" and encoded.decoder is not None
+    frames = processor.feature_extractor(audio_clips(CLIPS), sampling_rate=SAMPLING_RATE, padding="longest",
+                                         return_tensors="pt")["attention_mask"].long().sum(-1)
+    assert encoded.lengths == features.frame_lengths(model, frames).tolist()
+    with torch.no_grad():
+        output = model(**_feed(encoded), decoder_input_ids=encoded.decoder.input_ids,
+                       decoder_attention_mask=encoded.decoder.attention_mask, output_attentions=True)
+    assert torch.equal(trace.output.logits, output.logits)
+    main, decoder = encoded.attention_mask.bool(), encoded.decoder.attention_mask.bool()
+    for group, layers, queries, keys in (("encoder.blocks.{}.attn", output.encoder_attentions, main, main),
+                                         ("decoder.blocks.{}.attn", output.decoder_attentions, decoder, decoder),
+                                         ("decoder.blocks.{}.cross_attn", output.cross_attentions, decoder, main)):
+        keep = queries[:, None, :, None] & keys[:, None, None, :]
+        for layer, attention in enumerate(layers):
+            torch.testing.assert_close(trace[group.format(layer) + ".hook_pattern"], attention.masked_fill(~keep, 0),
+                                       atol=TIGHT, rtol=0)
+    report = interpret.explain(loaded, read, audio_clips(CLIPS), analyzers=["rollout"],
+                               target=interpret.Subject(decoder_inputs=_DECODER_TEXTS))
+    report.render(tmp_path / "s2t.html")
+    assert "audio_0" in (tmp_path / "s2t.html").read_text(encoding="utf-8")
+
+
+def test_speech2text_needs_one_decoder_input_per_clip(tmp_path) -> None:
+    model = built_with(_speech2text, "eager")
+    model.save_pretrained(tmp_path)  # the processor's class is read from the model's config
+    processor = _s2t_processor(tmp_path)
+    assert type(processor).__name__ == "Speech2TextProcessor"
+    with pytest.raises(InputError, match="needs decoder inputs") as err:
+        interpret.collect(model, processor, audio_clips(CLIPS))
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match="decoder inputs have 1 examples but the audio 2"):
+        interpret.collect(model, processor, audio_clips(CLIPS), decoder_inputs=["the cat"])

@@ -97,7 +97,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                       "donut-swin": "swin", "whisper": "whisper", "clip": "dual", "siglip": "dual",
                       "audio-spectrogram-transformer": "spectrogram",
                       **{model_type: "features" for model_type in ("parakeet_ctc", "parakeet_encoder", "lasr_ctc",
-                                                                   "lasr_encoder", "wav2vec2-bert")},
+                                                                   "lasr_encoder", "wav2vec2-bert", "speech_to_text")},
                       **{model_type: "speech" for model_type in ("wav2vec2", "hubert", "data2vec-audio", "unispeech",
                                                                  "unispeech-sat", "wav2vec2-conformer", "wavlm")}}
     assert not set(FAMILIES) & set(served)  # the families without quirks go to the generic adapter

@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from interpret.arrays import to_numpy
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.media import text_side
 from interpret.capture.hf.structure import ADAPTERS_HINT
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError, UnsupportedModelError
@@ -131,6 +132,8 @@ def prepare_waveforms(
     frame_mask: Callable[[int, Tensor], Tensor],
     dtype: torch.dtype = torch.float32,
     features: int | None = None,
+    encoder_decoder: bool = False,
+    decoder_limit: int | None = None,
 ) -> Encoded:
     """Return the Encoded of audio: input_values [batch, samples] (float, in the model's dtype), the sample
     mask [batch, samples] when the feature extractor returned one, and the positions: the frames [batch, frame]
@@ -143,11 +146,15 @@ def prepare_waveforms(
     features: for a log-mel encoder, the size of one feature frame: the input is then `input_features` [batch,
         frame, features] (a float tensor or array, or clips with the feature extractor), its frame mask the
         `sample_mask`, and the positions the frames after the model's own subsampling.
+    encoder_decoder: the model also has a text decoder (Speech2Text): `decoder_inputs` (text with the
+        processor's tokenizer, or token ids) are its side, at most `decoder_limit` positions.
     """
     if max_length is not None:
         raise InputError("max_length does not apply to audio (positions are frames of the waveform); cut the clips.")
-    if decoder_inputs is not None:
+    if decoder_inputs is not None and not encoder_decoder:
         raise InputError("decoder inputs do not apply to a speech encoder; drop them.")
+    if decoder_inputs is None and encoder_decoder and not isinstance(inputs, Encoded):
+        raise InputError("this speech encoder-decoder needs decoder inputs; pass decoder_inputs= (text or token ids).")
     field = "input_values" if features is None else "input_features"
     if isinstance(inputs, Encoded):
         if getattr(inputs, field) is None:
@@ -167,13 +174,31 @@ def prepare_waveforms(
     else:
         mask = frame_mask(total, sample_mask)
     names = [f"audio_{i}" for i in range(total)]
+    decoder = None
+    if encoder_decoder:
+        decoder = text_side(getattr(processor, "tokenizer", processor), decoder_inputs, decoder_limit)
+        if decoder.batch != values.shape[0]:
+            raise InputError(f"decoder inputs have {decoder.batch} examples but the audio {values.shape[0]}; give one"
+                             " decoder input per example.")
     return Encoded(
         attention_mask=mask,
         tokens=[list(names) for _ in range(values.shape[0])],
         special=mask == 0,
         sample_mask=sample_mask,
+        decoder=decoder,
         **{field: values.to(dtype)},
     )
+
+
+def decoder_probe(model: nn.Module, device: torch.device, with_mask: bool) -> dict[str, Any]:
+    """Return the decoder side of a speech encoder-decoder's probe inputs (a few token ids), or {} for an encoder."""
+    if not getattr(model.config, "is_encoder_decoder", False):
+        return {}
+    ids = torch.ones(1, generic.PROBE_DECODER_TOKENS, dtype=torch.long, device=device)
+    inputs = {"decoder_input_ids": ids, **generic.cache_off(model)}
+    if with_mask:
+        inputs["decoder_attention_mask"] = torch.ones_like(ids)
+    return inputs
 
 
 _WHAT = "pass raw audio: a float waveform [batch, samples], or a list of 1-D float clips with the feature extractor"
