@@ -86,8 +86,9 @@ def test_a_type_the_meta_device_cannot_probe_is_probed_on_the_cpu(table) -> None
 
 
 def test_attention_kept_in_a_list_of_its_own_is_refused_for_that() -> None:
-    """XLM keeps its attentions, norms and MLPs in parallel lists: no block module bounds a layer, which is
-    said as such (it was once called a hybrid with attention in 'only 2 of the 2 blocks')."""
+    """XLM keeps its attentions, norms and MLPs in parallel lists: no block module bounds a layer, which the
+    generic discovery says as such (it was once called a hybrid with attention in 'only 2 of the 2 blocks'); the
+    `parallel` adapter serves XLM and FlauBERT (tests/collect/test_hf_parallel.py)."""
     config = transformers.XLMConfig(vocab_size=20, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=16)
     model = transformers.XLMModel(config).eval()
     with pytest.raises(UnsupportedModelError, match=r"keeps its attention modules in a list of their own \('attentions'\)"):

@@ -89,13 +89,13 @@ def tiny_fsmt() -> transformers.PreTrainedModel:
 def test_built_in_adapters_register_through_entry_points() -> None:
     entries = registry.entries()
     builtins = {name: entry for name, entry in entries.items() if entry.builtin}
-    assert set(builtins) == {"deberta", "swin", "whisper", "speech", "spectrogram", "features", "dual"}
+    assert set(builtins) == {"deberta", "swin", "whisper", "speech", "spectrogram", "features", "parallel", "dual"}
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
     assert all(entry.obj.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
     assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
                       "donut-swin": "swin", "whisper": "whisper", "clip": "dual", "siglip": "dual",
-                      "audio-spectrogram-transformer": "spectrogram",
+                      "audio-spectrogram-transformer": "spectrogram", "xlm": "parallel", "flaubert": "parallel",
                       **{model_type: "features" for model_type in ("parakeet_ctc", "parakeet_encoder", "lasr_ctc",
                                                                    "lasr_encoder", "wav2vec2-bert", "speech_to_text")},
                       **{model_type: "speech" for model_type in ("wav2vec2", "hubert", "data2vec-audio", "unispeech",

@@ -78,6 +78,10 @@ class StackLayout:
     "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack. layers: per layer,
     (index of its block in the list, which call of that block it is) where one block runs for several layers
     (ALBERT runs one shared layer module num_hidden_layers times); empty: each block once, in list order.
+    block_output: the module whose output is the block's output (the residual stream after it), relative to the
+    block; None: the block itself. A path starting with `^` names the module at the block's index in a list
+    beside the block list (XLM keeps parallel lists `attentions`, `layer_norm1`, `ffns`, `layer_norm2`: with
+    `attentions` as the blocks, `^layer_norm2` is the layer's `layer_norm2[i]`, `^ffns.lin2` its `ffns[i].lin2`).
     """
 
     prefix: str
@@ -100,6 +104,7 @@ class StackLayout:
     unsupported: tuple[tuple[str, str], ...] = ()
     block_unsupported: tuple[tuple[int, str, str], ...] = ()
     layers: tuple[tuple[int, int], ...] = ()
+    block_output: str | None = None
 
     def layer_calls(self, n_blocks: int) -> tuple[tuple[int, int], ...]:
         """Return per layer (block index, call of that block): `layers`, or each of `n_blocks` blocks once."""
@@ -135,6 +140,22 @@ def submodule(root: nn.Module, path: str) -> nn.Module:
         ) from None
 
 
+def part(root: nn.Module, stack: StackLayout, index: int, path: str) -> nn.Module:
+    """Return the module at `path` of block `index` of `stack`: relative to the block, or with a leading `^` at
+    the same index of a list beside the block list (`StackLayout.block_output`)."""
+    if not path.startswith("^"):
+        return submodule(submodule(root, stack.blocks)[index], path)
+    parent = stack.blocks.rpartition(".")[0]
+    head, _, rest = path[1:].partition(".")
+    siblings = submodule(root, f"{parent}.{head}" if parent else head)
+    if not isinstance(siblings, (nn.ModuleList, nn.Sequential)) or len(siblings) <= index:
+        raise UnsupportedModelError(
+            f"{head!r} of {type(root).__name__} is not a list beside {stack.blocks!r} with an entry per block; its"
+            " layout differs from what the adapter expects."
+        )
+    return submodule(siblings[index], rest)
+
+
 def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder) -> tuple[list[Site], dict[str, str]]:
     """Return the sites of every block of `stack` in forward order, and {hook name: why it is not offered}."""
     blocks = submodule(root, stack.blocks)
@@ -165,9 +186,9 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
         unsupported.update({f"{name}.{suffix}": why for (at, suffix), why in skipped.items() if at == index})
         sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, read_block, pre=True, side=side))
         if stack.ln1 is not None and (index, "ln1.hook_normalized") not in skipped:
-            sites.append(Site(f"{name}.ln1.hook_normalized", residual, sizes, submodule(block, stack.ln1), _read_first, side=side))
+            sites.append(Site(f"{name}.ln1.hook_normalized", residual, sizes, part(root, stack, index, stack.ln1), _read_first, side=side))
         for attention in stack.attentions:
-            kernel = submodule(block, attention.kernel)
+            kernel = part(root, stack, index, attention.kernel)
             cross = attention.name == "cross_attn"
             key_side: Side = "main" if cross else side
             fields: tuple[tuple[str, Field, tuple[str, ...], Side, Mapping[str, int]], ...] = (
@@ -192,20 +213,21 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
                     )
                 )
             if attention.out_proj is not None:
-                out_proj = submodule(block, attention.out_proj)
+                out_proj = part(root, stack, index, attention.out_proj)
                 z_reader = partial(_read_heads, stack.n_heads, d_value)
                 sites.append(Site(f"{name}.{attention.name}.hook_z", per_head, value_sizes, out_proj, z_reader, True, side))
                 out_name = "hook_cross_attn_out" if cross else "hook_attn_out"
                 sites.append(Site(f"{name}.{out_name}", residual, sizes, out_proj, _read_first, side=side))
         if stack.ln2 is not None and (index, "ln2.hook_normalized") not in skipped:
-            sites.append(Site(f"{name}.ln2.hook_normalized", residual, sizes, submodule(block, stack.ln2), _read_first, side=side))
+            sites.append(Site(f"{name}.ln2.hook_normalized", residual, sizes, part(root, stack, index, stack.ln2), _read_first, side=side))
         if stack.mlp_down is not None and (index, "mlp.hook_post") not in skipped:
             post_axes = ("batch", "pos", "d_mlp")
-            mlp_down = submodule(block, stack.mlp_down)
+            mlp_down = part(root, stack, index, stack.mlp_down)
             sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
         if stack.mlp_out is not None:
-            sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, submodule(block, stack.mlp_out), _read_first, side=side))
-        sites.append(Site(f"{name}.hook_resid_post", residual, sizes, block, _read_first, side=side))
+            sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, part(root, stack, index, stack.mlp_out), _read_first, side=side))
+        output = block if stack.block_output is None else part(root, stack, index, stack.block_output)
+        sites.append(Site(f"{name}.hook_resid_post", residual, sizes, output, _read_first, side=side))
         if runs[index] > 1:  # every site of this layer reads its own call of the shared modules
             sites[sites_before:] = [replace(site, call=call, calls=runs[index]) for site in sites[sites_before:]]
     if stack.ln_final is not None:
