@@ -61,6 +61,13 @@ def _bloom(vocab: int, **tokens: Any) -> Any:
     return T.BloomForCausalLM(T.BloomConfig(vocab_size=vocab, hidden_size=32, n_layer=2, n_head=4, **tokens))
 
 
+def _ibert(vocab: int, **tokens: Any) -> Any:
+    # I-BERT outside quant mode: its softmax runs inside IntSoftmax, a parameterless wrapper module, so the
+    # attention is owned by the self-attention module that made the products.
+    return T.IBertForMaskedLM(T.IBertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                            intermediate_size=64, max_position_embeddings=66, **tokens))
+
+
 # name -> (model builder, its kernels)
 MODELS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "albert": (_albert, ("sdpa", "eager")),
@@ -69,6 +76,7 @@ MODELS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "falcon-alibi": (_falcon(alibi=True, multi_query=False, parallel_attn=False), ("sdpa", "eager")),  # Falcon-RW
     "falcon-40b": (_falcon(new_decoder_architecture=True, num_kv_heads=2), ("sdpa", "eager")),  # grouped-query
     "bloom": (_bloom, ("eager",)),  # alibi added by baddbmm on [batch · head, query, key]
+    "ibert": (_ibert, ("eager",)),
 }
 RUNS = [(name, kernel) for name, (_, kernels) in MODELS.items() for kernel in kernels]
 

@@ -204,7 +204,8 @@ def _modules_kept(modules: Mapping[str, nn.Module], replaced: list[str]) -> Iter
 
 class _OwnCalls(OwnAttention):
     """Records each attention a module computes in its own code as a KernelCall of that module (`own_code`);
-    the module is the innermost one running that is not a parameterless leaf (a dropout, an `nn.Softmax`)."""
+    the module is the innermost one running that holds parameters (not a dropout, an `nn.Softmax`, or a
+    parameterless wrapper such as I-BERT's `IntSoftmax`, which only applies the softmax of its caller's scores)."""
 
     def __init__(self, probe: Probe, tick: Any) -> None:
         super().__init__()
@@ -212,7 +213,7 @@ class _OwnCalls(OwnAttention):
         self.running: list[ModuleCall] = []
 
     def enter(self, call: ModuleCall, module: nn.Module) -> None:
-        if any(True for _ in module.parameters()) or any(True for _ in module.children()):
+        if any(True for _ in module.parameters()):
             self.running.append(call)
             if call.in_shape is not None:
                 self.begin(call, call.in_shape[:2])
