@@ -40,7 +40,7 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
     layout = generic.layout_of(model, inputs=_probe_inputs)
     encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
     prepare = partial(prepare_waveforms, frames=partial(frame_lengths, model), frame_mask=partial(frame_mask, model),
-                      dtype=_dtype(model), features=feature_size(model), encoder_decoder=encoder_decoder,
+                      dtype=_parameter(model).dtype, features=feature_size(model), encoder_decoder=encoder_decoder,
                       decoder_limit=layout.max_positions if encoder_decoder else None)
     return generic.capturable(model, replace(layout, max_positions=None), adapter=NAME, prepare=prepare)
 
@@ -63,13 +63,14 @@ def feature_size(model: nn.Module) -> int:
     )
 
 
-def _dtype(model: nn.Module) -> torch.dtype:
-    return next(param.dtype for param in model.parameters() if param.is_floating_point())
+def _parameter(model: nn.Module) -> torch.Tensor:
+    """Return the model's first floating-point parameter: its device and dtype are the features'."""
+    return next(param for param in model.parameters() if param.is_floating_point())
 
 
 def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's inputs: zero features [1, frames, feature] of a few positions (also on meta)."""
-    parameter = next(param for param in model.parameters() if param.is_floating_point())
+    parameter = _parameter(model)
     features = torch.zeros(1, probe_samples(model), feature_size(model), device=parameter.device, dtype=parameter.dtype)
     inputs: dict[str, Any] = {"input_features": features, **decoder_probe(model, parameter.device, with_mask)}
     if with_mask:

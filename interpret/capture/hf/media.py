@@ -92,6 +92,17 @@ def pixels(processor: Any | None, inputs: Any, *, image_size: tuple[int, int], c
     return pixel_values
 
 
+def audio_decoder(processor: Any | None, decoder_inputs: Any, limit: int | None, batch: int) -> Encoded:
+    """Return the decoder side of a speech encoder-decoder (Whisper, Speech2Text): `decoder_inputs` read with the
+    processor's tokenizer (or the tokenizer itself), one per clip of the `batch`."""
+    decoder = text_side(getattr(processor, "tokenizer", processor), decoder_inputs, limit)
+    if decoder.batch != batch:
+        raise InputError(
+            f"decoder inputs have {decoder.batch} examples but the audio {batch}; give one decoder input per example."
+        )
+    return decoder
+
+
 def text_side(tokenizer: Any | None, inputs: Any, limit: int | None, *, max_length: int | None = None) -> Encoded:
     """Return the Encoded of one text side (a decoder's inputs, a dual encoder's texts): text with the
     tokenizer (cut to `max_length` if given), token ids [batch, pos], or an Encoded, checked against `limit`

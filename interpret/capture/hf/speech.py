@@ -23,9 +23,9 @@ the mask, and returns the weights averaged over heads; the capture follows that 
 (`own_code._OPENED`), so each head's pattern is what the function applied, and `hook_z` is refused (the function
 applies the output projection from its weights, never calling the module).
 
-Not served (left to the generic adapter, which refuses them by name): SEW and SEW-D (the transformer attends over frames pooled by `squeeze_factor`, not the feature encoder's frames;
-SEW-D's attention is also DeBERTa's, computed in the module) and Wav2Vec2-BERT (log-mel features, not raw
-audio).
+Not served (left to the generic adapter, which refuses them by name): SEW and SEW-D (the transformer attends
+over frames pooled by `squeeze_factor`, not the feature encoder's frames; SEW-D's attention is also DeBERTa's,
+computed in the module). Wav2Vec2-BERT reads log-mel features: the `features` adapter serves it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from interpret.arrays import to_numpy
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.media import text_side
+from interpret.capture.hf.media import audio_decoder
 from interpret.capture.hf.structure import ADAPTERS_HINT
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError, UnsupportedModelError
@@ -174,12 +174,7 @@ def prepare_waveforms(
     else:
         mask = frame_mask(total, sample_mask)
     names = [f"audio_{i}" for i in range(total)]
-    decoder = None
-    if encoder_decoder:
-        decoder = text_side(getattr(processor, "tokenizer", processor), decoder_inputs, decoder_limit)
-        if decoder.batch != values.shape[0]:
-            raise InputError(f"decoder inputs have {decoder.batch} examples but the audio {values.shape[0]}; give one"
-                             " decoder input per example.")
+    decoder = audio_decoder(processor, decoder_inputs, decoder_limit, values.shape[0]) if encoder_decoder else None
     return Encoded(
         attention_mask=mask,
         tokens=[list(names) for _ in range(values.shape[0])],
@@ -243,27 +238,25 @@ def feature_frames(processor: Any | None, inputs: Any, size: int) -> tuple[Tenso
     tensor or array (every frame real), or from clips and the feature extractor (padded to the longest clip)."""
     if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
         raise InputError(f"a speech encoder takes audio, not text; {_FEATURES} interpret.load returned.")
+    mask = None
     if isinstance(inputs, (Tensor, np.ndarray)) and inputs.ndim == 3:
         values = torch.as_tensor(inputs).cpu()
     elif isinstance(inputs, Tensor) or (isinstance(inputs, np.ndarray) and inputs.ndim != 1):
         raise InputError(f"audio of shape {tuple(inputs.shape)} is not understood; {_FEATURES} interpret.load returned.")
     else:
         out = extract(processor, clips(inputs, _FEATURES))
-        values = out.get("input_features")
+        values, mask = out.get("input_features"), out.get("attention_mask")
         if values is None or values.dim() != 3:
             raise InputError(
                 f"{type(getattr(processor, 'feature_extractor', processor)).__name__} returned {', '.join(out)}, not"
                 " input_features [batch, frame, feature]; this model needs its own log-mel feature extractor."
             )
-        mask = out.get("attention_mask")
-        if values.shape[-1] == size and mask is not None:
-            return values.float(), mask.long()
     if values.shape[-1] != size or not values.is_floating_point() or values.shape[0] < 1 or values.shape[1] < 1:
         raise InputError(
             f"the features have shape {tuple(values.shape)} ({values.dtype}); this model takes float"
             f" [batch, frame, {size}]: use its own feature extractor."
         )
-    return values.float(), None
+    return values.float(), None if mask is None else mask.long()
 
 
 def clips(inputs: Any, what: str) -> list[np.ndarray]:

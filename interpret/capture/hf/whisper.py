@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.media import text_side
+from interpret.capture.hf.media import audio_decoder
+from interpret.capture.hf.speech import decoder_probe
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError
 from interpret.inputs import Encoded
@@ -45,11 +46,7 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     mels, frames, _ = _sizes(model)
     parameter = next(model.parameters())
     features = torch.zeros(1, mels, frames, device=parameter.device, dtype=parameter.dtype)
-    ids = torch.ones(1, generic.PROBE_DECODER_TOKENS, dtype=torch.long, device=parameter.device)
-    inputs = {"input_features": features, "decoder_input_ids": ids, **generic.cache_off(model)}
-    if with_mask:
-        inputs["decoder_attention_mask"] = torch.ones_like(ids)
-    return inputs
+    return {"input_features": features, **decoder_probe(model, parameter.device, with_mask)}
 
 
 def prepare_audio(
@@ -72,12 +69,7 @@ def prepare_audio(
     features = _features(processor, inputs, mels=mels, frames=frames)
     batch = int(features.shape[0])
     names = [f"audio_{i}" for i in range(positions)]
-    tokenizer = getattr(processor, "tokenizer", processor)
-    decoder = text_side(tokenizer, decoder_inputs, decoder_limit)
-    if decoder.batch != batch:
-        raise InputError(
-            f"decoder inputs have {decoder.batch} examples but the audio {batch}; give one decoder input per example."
-        )
+    decoder = audio_decoder(processor, decoder_inputs, decoder_limit, batch)
     return Encoded(
         attention_mask=torch.ones(batch, positions, dtype=torch.long),
         tokens=[list(names) for _ in range(batch)],
