@@ -1,4 +1,5 @@
-"""Adapter for text-image dual encoders (CLIP, SigLIP): a text tower and a vision tower in one forward pass.
+"""Adapter for text-image dual encoders (CLIP, SigLIP, AltCLIP, Chinese-CLIP, CLIPSeg, MetaCLIP 2, OWL-ViT,
+OWLv2, BLIP): a text tower and a vision tower in one forward pass.
 
 What it adds over the generic adapter: a second input. The model takes text and images together and runs
 two stacks that never attend to each other, so the text tower is the main stack (`blocks.{i}...`, over the
@@ -121,7 +122,7 @@ def prepare_pair(
 
 
 ADAPTER = HFAdapter(
-    model_types=("clip", "siglip"),
+    model_types=("clip", "siglip", "altclip", "chinese_clip", "clipseg", "metaclip_2", "owlvit", "owlv2", "blip"),
     build=build,
     adds="text and images in one forward: the text tower as the main stack, the vision tower as `vision.` on the image side",
 )

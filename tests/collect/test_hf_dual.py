@@ -1,0 +1,112 @@
+"""Text-image dual encoders beyond CLIP and SigLIP: AltCLIP (an XLM-R text tower), Chinese-CLIP (a BERT text
+tower), CLIPSeg, MetaCLIP 2, OWL-ViT, OWLv2 and BLIP. Each runs a text stack and a vision stack in one forward;
+the dual adapter captures the text tower as the main stack and the vision tower as `vision.` on the image side.
+
+Each is captured equal to its eager model's own `output_attentions` (text and vision towers, with SDPA where its
+class has it), leaves the model's output untouched, and runs rollout; `interpret models` lists each as supported
+by the dual adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from hf_tiny import TEXTS, built_with, eager_copy, model_inputs, word_tokenizer
+
+import interpret
+from interpret.capture.hf import catalog
+
+TIGHT = 1e-6
+IMAGE = 32
+_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
+
+
+def _dual(config: Any, text: dict[str, Any] | None = None, **extra: Any) -> Callable[[], Any]:
+    """Return a builder of a tiny dual encoder: `config(text_config=..., vision_config=...)`."""
+    tokenizer = word_tokenizer()
+    text_config = {**_SIZES, "vocab_size": len(tokenizer), "max_position_embeddings": 64, "pad_token_id": 0,
+                   **(text or {})}
+    vision_config = {**_SIZES, "image_size": IMAGE, "patch_size": 8}
+    return lambda: config(text_config=text_config, vision_config=vision_config, **extra)
+
+
+# model type -> (model builder, the kernels it runs with: SDPA where its class supports it)
+MODELS: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
+    "altclip": (lambda: T.AltCLIPModel(_dual(T.AltCLIPConfig, {"project_dim": 16}, projection_dim=16)()),
+                ("eager",)),
+    "chinese_clip": (lambda: T.ChineseCLIPModel(_dual(T.ChineseCLIPConfig, projection_dim=16)()), ("eager",)),
+    "clipseg": (lambda: T.CLIPSegModel(_dual(T.CLIPSegConfig, projection_dim=16)()), ("sdpa", "eager")),
+    "metaclip_2": (lambda: T.MetaClip2Model(_dual(T.MetaClip2Config, projection_dim=16)()), ("sdpa", "eager")),
+    "owlvit": (lambda: T.OwlViTModel(_dual(T.OwlViTConfig, projection_dim=16)()), ("sdpa", "eager")),
+    "owlv2": (lambda: T.Owlv2Model(_dual(T.Owlv2Config, projection_dim=16)()), ("sdpa", "eager")),
+    "blip": (lambda: T.BlipModel(_dual(T.BlipConfig, {"encoder_hidden_size": 32}, projection_dim=16)()),
+             ("eager",)),
+}
+RUNS = [(name, kernel) for name, (_, kernels) in MODELS.items() for kernel in kernels]
+
+
+def _model(name: str, kernel: str) -> Any:
+    build, kernels = MODELS[name]
+    return built_with(build, kernel if kernel in kernels else kernels[0])
+
+
+def _inputs() -> dict[str, Any]:
+    """Two texts of different lengths (the second padded) with two random images."""
+    images = torch.randn(2, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1))
+    return {"text": TEXTS, "images": images}
+
+
+def _reference(model: Any, encoded: Any) -> dict[str, torch.Tensor]:
+    """The eager copy's own output_attentions of both towers under canonical names (text padding zeroed)."""
+    with torch.no_grad():
+        output = eager_copy(model)(**model_inputs(encoded), output_attentions=True)
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    patterns = {f"blocks.{i}.attn.hook_pattern": p.float().masked_fill(~keep, 0)
+                for i, p in enumerate(output.text_model_output.attentions)}
+    patterns.update({f"vision.blocks.{i}.attn.hook_pattern": p.float()
+                     for i, p in enumerate(output.vision_model_output.attentions)})
+    return patterns
+
+
+def _scores(output: Any) -> torch.Tensor:
+    return output.logits_per_image
+
+
+@pytest.mark.parametrize(("name", "kernel"), RUNS, ids=[f"{n}-{k}" for n, k in RUNS])
+def test_both_towers_equal_the_eager_output_attentions_and_the_output_is_untouched(name: str, kernel: str) -> None:
+    model = _model(name, kernel)
+    trace = interpret.collect(model, word_tokenizer(), _inputs(), names="*")
+    with torch.no_grad():
+        plain = model(**model_inputs(trace.encoded))
+    assert torch.equal(_scores(trace.output), _scores(plain))
+    reference = _reference(model, trace.encoded)
+    assert len(reference) == 4 and trace.meta.n_layers == 2 and trace.meta.adapter == "dual"
+    assert sorted(trace.names("*hook_pattern")) == sorted(reference)
+    for hook, expected in reference.items():
+        torch.testing.assert_close(trace[hook], expected, atol=TIGHT, rtol=0)
+    # The vision tower attends over its class token and every patch of the 32 × 32 image in 8 × 8 patches.
+    assert trace.encoded.image.pos == 1 + (IMAGE // 8) ** 2
+    assert trace.encoded.image.tokens[0][:2] == ["[CLS]", "patch_0_0"]
+
+
+@pytest.mark.parametrize("name", ["altclip", "owlv2", "blip"])
+def test_rollout_runs_on_the_text_tower(name: str) -> None:
+    model = _model(name, "eager")
+    trace = interpret.collect(model, word_tokenizer(), _inputs())
+    rollout = interpret.analyze(trace, "rollout")["readout"]
+    assert rollout.shape[0] == 2 and np.isfinite(rollout).all() and (rollout >= 0).all()
+    mask = trace.encoded.attention_mask.numpy().astype(bool)
+    assert (rollout[~mask] == 0).all() and (rollout[mask] > 0).any()
+
+
+@pytest.mark.parametrize("model_type", sorted(MODELS))
+def test_interpret_models_lists_each_as_supported_by_the_dual_adapter(model_type: str) -> None:
+    row = catalog.describe(model_type)
+    assert (row.status, row.adapter) == ("supported", "dual"), row
+    assert "vision.blocks.{i}.attn.hook_pattern" in row.offered and "blocks.{i}.attn.hook_pattern" in row.offered
