@@ -439,6 +439,20 @@ def eager_patterns(eager_model: Any, encoded: Any) -> dict[str, torch.Tensor]:
     return patterns
 
 
+def dual_patterns(eager_model: Any, encoded: Any) -> dict[str, torch.Tensor]:
+    """Return a dual encoder's eager output_attentions of both towers under canonical names: the text tower's
+    `blocks.{i}` (padding zeroed as collect does) and the vision tower's `vision.blocks.{i}`."""
+    with torch.no_grad():
+        output = eager_model(**model_inputs(encoded), output_attentions=True)
+    text_mask = encoded.attention_mask.bool()
+    keep = text_mask[:, None, :, None] & text_mask[:, None, None, :]
+    patterns = {f"blocks.{i}.attn.hook_pattern": p.float().masked_fill(~keep, 0)
+                for i, p in enumerate(output.text_model_output.attentions)}
+    patterns.update({f"vision.blocks.{i}.attn.hook_pattern": p.float()
+                     for i, p in enumerate(output.vision_model_output.attentions)})
+    return patterns
+
+
 def eager_copy(model: Any) -> Any:
     """Return an eager copy of `model` (the same weights, in eval mode): its output_attentions are the reference."""
     eager = type(model)(type(model.config).from_dict(model.config.to_dict())).eval()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import TEXTS, built_with, eager_copy, model_inputs, word_tokenizer
+from hf_tiny import TEXTS, built_with, dual_patterns, eager_copy, model_inputs, word_tokenizer
 
 import interpret
 from interpret.capture.hf import catalog
@@ -61,19 +61,6 @@ def _inputs() -> dict[str, Any]:
     return {"text": TEXTS, "images": images}
 
 
-def _reference(model: Any, encoded: Any) -> dict[str, torch.Tensor]:
-    """The eager copy's own output_attentions of both towers under canonical names (text padding zeroed)."""
-    with torch.no_grad():
-        output = eager_copy(model)(**model_inputs(encoded), output_attentions=True)
-    mask = encoded.attention_mask.bool()
-    keep = mask[:, None, :, None] & mask[:, None, None, :]
-    patterns = {f"blocks.{i}.attn.hook_pattern": p.float().masked_fill(~keep, 0)
-                for i, p in enumerate(output.text_model_output.attentions)}
-    patterns.update({f"vision.blocks.{i}.attn.hook_pattern": p.float()
-                     for i, p in enumerate(output.vision_model_output.attentions)})
-    return patterns
-
-
 def _scores(output: Any) -> torch.Tensor:
     return output.logits_per_image
 
@@ -85,7 +72,7 @@ def test_both_towers_equal_the_eager_output_attentions_and_the_output_is_untouch
     with torch.no_grad():
         plain = model(**model_inputs(trace.encoded))
     assert torch.equal(_scores(trace.output), _scores(plain))
-    reference = _reference(model, trace.encoded)
+    reference = dual_patterns(eager_copy(model), trace.encoded)
     assert len(reference) == 4 and trace.meta.n_layers == 2 and trace.meta.adapter == "dual"
     assert sorted(trace.names("*hook_pattern")) == sorted(reference)
     for hook, expected in reference.items():

@@ -28,7 +28,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from family_table import README_ROWS, family_row, readme_rows
-from hf_tiny import MATRIX, SWIN_LIKE, TEXTS, DECODER_TEXTS, collect_args, eager_patterns, model_inputs, no_cache, save_tiny
+from hf_tiny import MATRIX, SWIN_LIKE, TEXTS, DECODER_TEXTS, collect_args, dual_patterns, eager_patterns, model_inputs, no_cache, save_tiny
 from transformers.modeling_utils import AttentionInterface
 from transformers.pytorch_utils import Conv1D
 
@@ -131,15 +131,7 @@ def reference_patterns(family: str, eager: Any, encoded: Any) -> dict[str, torch
     if family in SWIN_LIKE:
         return swin_reference(eager, encoded)
     if category == "dual":
-        with torch.no_grad():
-            output = eager(**model_inputs(encoded), output_attentions=True)
-        text_mask = encoded.attention_mask.bool()
-        keep = text_mask[:, None, :, None] & text_mask[:, None, None, :]
-        patterns = {f"blocks.{i}.attn.hook_pattern": p.float().masked_fill(~keep, 0)
-                    for i, p in enumerate(output.text_model_output.attentions)}
-        patterns.update({f"vision.blocks.{i}.attn.hook_pattern": p.float()
-                         for i, p in enumerate(output.vision_model_output.attentions)})
-        return patterns
+        return dual_patterns(eager, encoded)
     return eager_patterns(eager, encoded)
 
 
