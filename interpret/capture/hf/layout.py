@@ -78,6 +78,9 @@ class StackLayout:
     "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack. layers: per layer,
     (index of its block in the list, which call of that block it is) where one block runs for several layers
     (ALBERT runs one shared layer module num_hidden_layers times); empty: each block once, in list order.
+    block_heads: (block index, d_head, d_value, n_kv_heads) for each block whose head sizes differ from the
+    stack's (Gemma 4's global layers have heads twice as wide as its sliding-window ones); patterns are [batch,
+    head, query, key] whatever the head size, so only hook_q/k/v/z of such a block have another last axis.
     block_output: the module whose output is the block's output (the residual stream after it), relative to the
     block; None: the block itself. A path starting with `^` names the module at the block's index in a list
     beside the block list (XLM keeps parallel lists `attentions`, `layer_norm1`, `ffns`, `layer_norm2`: with
@@ -105,6 +108,7 @@ class StackLayout:
     block_unsupported: tuple[tuple[int, str, str], ...] = ()
     layers: tuple[tuple[int, int], ...] = ()
     block_output: str | None = None
+    block_heads: tuple[tuple[int, int, int, int], ...] = ()
 
     def layer_calls(self, n_blocks: int) -> tuple[tuple[int, int], ...]:
         """Return per layer (block index, call of that block): `layers`, or each of `n_blocks` blocks once."""
@@ -164,9 +168,10 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
             f"{stack.blocks!r} of {type(root).__name__} is not a non-empty list of blocks; register an adapter"
             " that matches this model under the entry-point group 'interpret.adapters'."
         )
-    d_value = stack.d_value or stack.d_head
-    sizes = {"head": stack.n_heads, "d_head": stack.d_head, "d_model": stack.d_model, "d_mlp": stack.d_mlp}
-    value_sizes = {**sizes, "d_head": d_value}
+    base = {"head": stack.n_heads, "d_model": stack.d_model, "d_mlp": stack.d_mlp}
+    heads = {index: (d_head, d_value) for index, d_head, d_value, _ in stack.block_heads}
+    stack_heads = (stack.d_head, stack.d_value or stack.d_head)
+    sizes = {**base, "d_head": stack.d_head}
     residual = ("batch", "pos", "d_model")
     per_head = ("batch", "pos", "head", "d_head")
     square = ("batch", "head", "query", "key")
@@ -177,14 +182,21 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
     layers = stack.layer_calls(len(blocks))
     runs = Counter(index for index, _ in layers)  # how many layers each block runs for
     first = {"call": layers[0][1], "calls": runs[layers[0][0]]}
-    sites = [Site(f"{p}hook_embed", residual, sizes, module=blocks[layers[0][0]], read=read_block, pre=True, side=side,
-                  **first)]
     unsupported: dict[str, str] = {}
+    sites: list[Site] = []
+    if "hook_resid_pre" in missing:  # what enters block 0 is its hook_resid_pre
+        unsupported[f"{p}hook_embed"] = missing["hook_resid_pre"]
+    else:
+        sites.append(Site(f"{p}hook_embed", residual, sizes, module=blocks[layers[0][0]], read=read_block, pre=True,
+                          side=side, **first))
     for i, (index, call) in enumerate(layers):
         block, name, sites_before = blocks[index], f"{p}blocks.{i}", len(sites)
+        d_head, d_value = heads.get(index, stack_heads)
+        sizes, value_sizes = {**base, "d_head": d_head}, {**base, "d_head": d_value}
         unsupported.update({f"{name}.{suffix}": why for suffix, why in missing.items()})
         unsupported.update({f"{name}.{suffix}": why for (at, suffix), why in skipped.items() if at == index})
-        sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, read_block, pre=True, side=side))
+        if "hook_resid_pre" not in missing:
+            sites.append(Site(f"{name}.hook_resid_pre", residual, sizes, block, read_block, pre=True, side=side))
         if stack.ln1 is not None and (index, "ln1.hook_normalized") not in skipped:
             sites.append(Site(f"{name}.ln1.hook_normalized", residual, sizes, part(root, stack, index, stack.ln1), _read_first, side=side))
         for attention in stack.attentions:
@@ -226,8 +238,9 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
             sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
         if stack.mlp_out is not None:
             sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, part(root, stack, index, stack.mlp_out), _read_first, side=side))
-        output = block if stack.block_output is None else part(root, stack, index, stack.block_output)
-        sites.append(Site(f"{name}.hook_resid_post", residual, sizes, output, _read_first, side=side))
+        if "hook_resid_post" not in missing:
+            output = block if stack.block_output is None else part(root, stack, index, stack.block_output)
+            sites.append(Site(f"{name}.hook_resid_post", residual, sizes, output, _read_first, side=side))
         if runs[index] > 1:  # every site of this layer reads its own call of the shared modules
             sites[sites_before:] = [replace(site, call=call, calls=runs[index]) for site in sites[sites_before:]]
     if stack.ln_final is not None:

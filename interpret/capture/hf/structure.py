@@ -230,9 +230,10 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         per_block += [(i, "mlp.hook_post", "blocks differ in MLP width") for i in layouts]
     d_mlp = max(layout.d_mlp for layout in layouts.values()) if chosen["mlp_down"] else 0
     shared = {hook: why for hook, why in template.unsupported if hook not in _OPTIONAL.values() or chosen[_key(hook)] is None}
+    block_heads = tuple((index, layout.d_head, layout.d_value or layout.d_head, layout.n_kv_heads or layout.n_heads)
+                        for index, layout in layouts.items() if _heads(layout) != _heads(template))
     for index, layout in layouts.items():
-        core = replace(layout, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=())
-        if core != replace(template, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=()):
+        if _core(layout) != _core(template):
             raise UnsupportedModelError(
                 f"block {index} of {blocks!r} in {type(model).__name__} is laid out unlike block {first}"
                 f" ({_difference(template, layout)}); per-layer layouts need an adapter: {ADAPTERS_HINT}."
@@ -250,8 +251,20 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         d_mlp=d_mlp,
         unsupported=tuple(sorted(shared.items())),
         block_unsupported=tuple(sorted(set(per_block))),
+        block_heads=block_heads,
         **chosen,
     )
+
+
+def _heads(layout: StackLayout) -> tuple[int, int | None, int | None]:
+    """A block's head sizes, which may differ from block to block: (d_head, d_value, key/value heads)."""
+    return layout.d_head, layout.d_value, layout.n_kv_heads
+
+
+def _core(layout: StackLayout) -> StackLayout:
+    """A block's layout without what may differ from block to block (optional parts, head sizes)."""
+    return replace(layout, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=(), d_head=0, d_value=None,
+                   n_kv_heads=None)
 
 
 def _key(hook: str) -> str:
@@ -279,6 +292,10 @@ def _block_layout(
     block_call = block_calls[0]
     d_model = block_call.in_shape[-1]
     unsupported: dict[str, str] = {}
+    if len(block_call.in_shape) != 3:  # Gemma 3n's AltUp passes [predictions, batch, pos, d_model]
+        why = (f"the blocks pass the residual stream as a tensor of shape {list(block_call.in_shape)}, not [batch,"
+               " pos, d_model] (several streams at once, as Gemma 3n's AltUp predictions)")
+        unsupported["hook_resid_pre"] = unsupported["hook_resid_post"] = why
     attentions: list[AttentionLayout] = []
     scopes: list[str] = []
     heads: tuple[int, int, int, int] | None = None
@@ -330,6 +347,7 @@ def _block_layout(
         call for call in inside
         if call.start > attention_end and not in_scope(call.path) and weights_act_here(probe.modules[call.path])
     ]
+    leaves = _feed_forward(probe, block, leaves, unsupported)
     mlp_out, mlp_down, d_mlp = _mlp(probe, block, inside, leaves, d_model, unsupported)
     self_scope = scopes[[a.name for a in attentions].index("attn")] if any(a.name == "attn" for a in attentions) else scopes[0]
     in_self = lambda path: path == self_scope or path.startswith(self_scope + ".")  # noqa: E731
@@ -354,15 +372,40 @@ def _block_layout(
     )
 
 
+def _feed_forward(probe: Probe, block: str, leaves: list[ModuleCall], unsupported: dict[str, str]) -> list[ModuleCall]:
+    """Return the MLP's modules among `leaves` (the modules with weights the block calls after its attention),
+    none where the block runs more than one feed-forward branch (with the reason in `unsupported`).
+
+    The leaves are grouped by the child of the block that holds them, in call order. Where the first child holds
+    a whole MLP (two or more of them) and single modules follow outside it, those are a branch of their own
+    and are left out: Gemma 3n and Gemma 4 add a per-layer input through a gate and a projection after the MLP.
+    A second such child, or experts beside the MLP (Gemma 4's Mixture-of-Experts half), make the feed-forward
+    two branches that no one module's output sums."""
+    groups: dict[str, list[ModuleCall]] = {}
+    for call in leaves:
+        groups.setdefault(relative(call.path, block).split(".")[0], []).append(call)
+    children = list(groups)
+    if len(children) < 2 or len(groups[children[0]]) < 2:
+        return leaves
+    rest = [call for child in children[1:] for call in groups[child]]
+    if any(len(groups[child]) > 1 for child in children[1:]) or is_mixture(probe.modules, None, rest):
+        why = (f"the block runs more than one branch after its attention ({', '.join(children)}), so no one module's"
+               " output is the MLP's contribution")
+        unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
+        return []
+    return groups[children[0]]
+
+
 def _mlp(
     probe: Probe, block: str, inside: list[ModuleCall], leaves: list[ModuleCall], d_model: int,
     unsupported: dict[str, str],
 ) -> tuple[str | None, str | None, int]:
     """Return (MLP module, its last projection, d_mlp) relative to the block, from the modules with weights the
     block calls after its attention (`leaves`); None where there is none, with the reason in `unsupported`."""
-    if not leaves:
+    if not leaves:  # none, or none that is the MLP alone (`_feed_forward` gave the reason)
         why = "no module with weights follows the attention in the block"
-        unsupported.update({"mlp.hook_post": why, "hook_mlp_out": why})
+        for hook in ("mlp.hook_post", "hook_mlp_out"):
+            unsupported.setdefault(hook, why)
         return None, None, 0
     holder = common_path(*(call.path for call in leaves))
     projections = [call for call in leaves if is_projection(probe.modules[call.path])]
