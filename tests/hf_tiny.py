@@ -453,6 +453,53 @@ def dual_patterns(eager_model: Any, encoded: Any) -> dict[str, torch.Tensor]:
     return patterns
 
 
+def windowed_patterns(layers: list[Any], run: Callable[[], Any], patch_grid: tuple[int, int], batch: int) -> dict[str, torch.Tensor]:
+    """Return the windowed weights each eager Swin-style block's `attention` returns while `run()` runs the model
+    (output_attentions keeps only each stage's last block), put on the patch grid by plain loops over windows and
+    tokens: window (wr, wc) token (i, j) sits at grid row (wr·w + i + shift) mod rows (the kernel's windows are cut
+    from the grid rolled by −shift); a token of a stage whose grid is `factor` times coarser than the patch grid
+    covers factor × factor patches, and a key token's weight is shared equally among its patches."""
+    attentions: list[torch.Tensor] = []
+
+    def asking(module: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        return args, {**kwargs, "output_attentions": True}  # a block that does not pass it on (MaskFormer's Swin)
+
+    handles = [layer.attention.register_forward_hook(lambda module, args, output: attentions.append(output[1]))
+               for layer in layers]
+    handles += [layer.attention.register_forward_pre_hook(asking, with_kwargs=True) for layer in layers
+                if "output_attentions" in inspect.signature(layer.attention.forward).parameters]
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    patch_rows, patch_cols = patch_grid
+    patterns = {}
+    for index, (layer, windowed) in enumerate(zip(layers, attentions, strict=True)):
+        rows, cols = layer.input_resolution
+        size, shift = int(layer.window_size), int(layer.shift_size)
+        factor = patch_rows // rows
+        heads = windowed.shape[1]
+        full = torch.zeros(batch, heads, patch_rows * patch_cols, patch_rows * patch_cols)
+        per_image = (rows // size) * (cols // size)
+        for b in range(batch):
+            for window in range(per_image):
+                wr, wc = divmod(window, cols // size)
+                cells = [((wr * size + i + shift) % rows, (wc * size + j + shift) % cols)
+                         for i in range(size) for j in range(size)]
+                for tq, (qr, qc) in enumerate(cells):
+                    for tk, (kr, kc) in enumerate(cells):
+                        value = windowed[b * per_image + window, :, tq, tk] / factor**2
+                        for dq in range(factor * factor):
+                            q = (qr * factor + dq // factor) * patch_cols + qc * factor + dq % factor
+                            for dk in range(factor * factor):
+                                k = (kr * factor + dk // factor) * patch_cols + kc * factor + dk % factor
+                                full[b, :, q, k] = value
+        patterns[f"blocks.{index}.attn.hook_pattern"] = full
+    return patterns
+
+
 def eager_copy(model: Any) -> Any:
     """Return an eager copy of `model` (the same weights, in eval mode): its output_attentions are the reference."""
     eager = type(model)(type(model.config).from_dict(model.config.to_dict())).eval()

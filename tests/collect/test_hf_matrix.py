@@ -28,7 +28,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from family_table import README_ROWS, family_row, readme_rows
-from hf_tiny import MATRIX, SWIN_LIKE, TEXTS, DECODER_TEXTS, collect_args, dual_patterns, eager_patterns, model_inputs, no_cache, save_tiny
+from hf_tiny import MATRIX, SWIN_LIKE, TEXTS, DECODER_TEXTS, collect_args, dual_patterns, eager_patterns, model_inputs, no_cache, save_tiny, windowed_patterns
 from transformers.modeling_utils import AttentionInterface
 from transformers.pytorch_utils import Conv1D
 
@@ -136,46 +136,11 @@ def reference_patterns(family: str, eager: Any, encoded: Any) -> dict[str, torch
 
 
 def swin_reference(eager: Any, encoded: Any) -> dict[str, torch.Tensor]:
-    """Return the windowed weights each eager SwinAttention returns (Swin's output_attentions keeps only each
-    stage's last block) put on the patch grid by plain loops over windows and tokens: window (wr, wc) token
-    (i, j) sits at grid row (wr·w + i + shift) mod rows (the kernel's windows are cut from the grid rolled by
-    −shift); a stage-s token covers the 2^s × 2^s patches merged into it, and a key token's weight is shared
-    equally among its patches."""
+    """Return the windowed weights of every eager Swin block put on the patch grid (`hf_tiny.windowed_patterns`)."""
     layers = [layer for stage in eager.base_model.encoder.layers for layer in stage.blocks]
-    attentions: list[torch.Tensor] = []
-    handles = [layer.attention.register_forward_hook(lambda module, args, output: attentions.append(output[1]))
-               for layer in layers]
-    try:
-        with torch.no_grad():
-            eager(pixel_values=encoded.pixel_values, output_attentions=True)
-    finally:
-        for handle in handles:
-            handle.remove()
-    patch_rows = patch_cols = int(encoded.pos**0.5)
-    batch = encoded.batch
-    patterns = {}
-    for index, (layer, windowed) in enumerate(zip(layers, attentions)):
-        rows, cols = layer.input_resolution
-        size, shift = int(layer.window_size), int(layer.shift_size)
-        factor = patch_rows // rows
-        heads = windowed.shape[1]
-        full = torch.zeros(batch, heads, patch_rows * patch_cols, patch_rows * patch_cols)
-        per_image = (rows // size) * (cols // size)
-        for b in range(batch):
-            for window in range(per_image):
-                wr, wc = divmod(window, cols // size)
-                cells = [((wr * size + i + shift) % rows, (wc * size + j + shift) % cols)
-                         for i in range(size) for j in range(size)]
-                for tq, (qr, qc) in enumerate(cells):
-                    for tk, (kr, kc) in enumerate(cells):
-                        value = windowed[b * per_image + window, :, tq, tk] / factor**2
-                        for dq in range(factor * factor):
-                            q = (qr * factor + dq // factor) * patch_cols + qc * factor + dq % factor
-                            for dk in range(factor * factor):
-                                k = (kr * factor + dk // factor) * patch_cols + kc * factor + dk % factor
-                                full[b, :, q, k] = value
-        patterns[f"blocks.{index}.attn.hook_pattern"] = full
-    return patterns
+    side = int(encoded.pos**0.5)
+    run = lambda: eager(pixel_values=encoded.pixel_values, output_attentions=True)  # noqa: E731
+    return windowed_patterns(layers, run, (side, side), encoded.batch)
 
 
 # ---------------------------------------------------------------------------------------------- the matrix

@@ -94,7 +94,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     assert all(entry.obj.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
     assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
-                      "donut-swin": "swin", "whisper": "whisper",
+                      "donut-swin": "swin", "maskformer-swin": "swin", "swin2sr": "swin", "whisper": "whisper",
                       **{model_type: "dual" for model_type in ("clip", "siglip", "altclip", "chinese_clip", "clipseg",
                                                                "metaclip_2", "owlvit", "owlv2", "blip")},
                       "audio-spectrogram-transformer": "spectrogram", "xlm": "parallel", "flaubert": "parallel",

@@ -1,8 +1,10 @@
-"""Adapter for Swin, Swin V2 and Donut's Swin encoder: shifted-window attention in hierarchical stages.
+"""Adapter for Swin, Swin V2, Donut's Swin encoder, MaskFormer's Swin backbone and Swin2SR: shifted-window
+attention in stages.
 
 What it adds over the generic adapter: geometry. Swin attends within windows of the stage's token grid
 (every other block shifts the windows cyclically by half a window), and merges 2 × 2 tokens between stages,
-so stage s has (H / 2^s) × (W / 2^s) tokens and its own width and head count. The kernel sees one window
+so stage s has (H / 2^s) × (W / 2^s) tokens and its own width and head count (Swin2SR merges none: every
+stage keeps the full grid, so each token is one patch). The kernel sees one window
 at a time ([batch · windows, head, window², window²]); this adapter puts every tensor back on the patch grid
 of the first stage (`patch_{row}_{col}`, no class token), so all blocks share one position axis:
 
@@ -226,7 +228,7 @@ def _lift_square(geometry: Geometry, pattern: bool, windows: Tensor) -> Tensor:
 
 
 ADAPTER = HFAdapter(
-    model_types=("swin", "swinv2", "donut-swin"),
+    model_types=("swin", "swinv2", "donut-swin", "maskformer-swin", "swin2sr"),
     build=build,
     adds="windows and stages put back on the patch grid: shifted windows unrolled, merged tokens lifted to their patches",
 )
