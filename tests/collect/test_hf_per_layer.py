@@ -117,6 +117,10 @@ def test_gemma3n_refuses_the_residual_and_mlp_hook_points_and_captures_the_atten
     ("gemma4_text", "blocks.{i}.hook_mlp_out", ""),
     ("gemma4", "blocks.{i}.attn.hook_z", ""),
     ("gemma3n_text", "blocks.{i}.attn.hook_pattern", "blocks.{i}.hook_resid_pre"),
+    # hyper-connections: the residual stream is [batch, pos, streams, d_model]
+    ("deepseek_v4", "blocks.{i}.attn.hook_pattern", "blocks.{i}.hook_resid_pre"),
+    # a Conformer block runs a convolution module and a second feed-forward after its attention
+    ("parakeet_ctc", "blocks.{i}.attn.hook_pattern", "blocks.{i}.hook_mlp_out"),
 ])
 def test_interpret_models_says_what_each_offers(model_type: str, offered: str, refused: str) -> None:
     row = catalog.describe(model_type)

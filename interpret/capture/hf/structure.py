@@ -292,9 +292,9 @@ def _block_layout(
     block_call = block_calls[0]
     d_model = block_call.in_shape[-1]
     unsupported: dict[str, str] = {}
-    if len(block_call.in_shape) != 3:  # Gemma 3n's AltUp passes [predictions, batch, pos, d_model]
+    if len(block_call.in_shape) != 3:  # Gemma 3n's AltUp: [predictions, batch, pos, d]; hyper-connections: [.., n, d]
         why = (f"the blocks pass the residual stream as a tensor of shape {list(block_call.in_shape)}, not [batch,"
-               " pos, d_model] (several streams at once, as Gemma 3n's AltUp predictions)")
+               " pos, d_model]: several streams at once (Gemma 3n's AltUp predictions, DeepSeek V4's hyper-connections)")
         unsupported["hook_resid_pre"] = unsupported["hook_resid_post"] = why
     attentions: list[AttentionLayout] = []
     scopes: list[str] = []
