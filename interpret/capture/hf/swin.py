@@ -27,8 +27,6 @@ depends on the windows, not on their copies on the grid.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -39,15 +37,14 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.grid import lift_square, lift_tokens, lifted, parents, renumber
 from interpret.capture.hf.layout import StackLayout, assemble, recorder_for, stack_sites
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe
 from interpret.capture.hf.recompute import LOWEST
 from interpret.capture.hf.structure import ModelLayout, find_stacks, probe_attentions
-from interpret.capture.sites import Capturable, Site, Sink
-from interpret.errors import CaptureError, UnsupportedModelError
-
-_BLOCK = re.compile(r"^blocks\.(\d+)\.")
+from interpret.capture.sites import Capturable, Site
+from interpret.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -78,10 +75,7 @@ class Geometry:
 
     def parents(self) -> Tensor:
         """Return [patches]: the token of this block's grid that each patch of the first stage is merged into."""
-        patch_rows, patch_cols = self.patch_grid
-        rows = torch.arange(patch_rows)[:, None] // self.factor
-        cols = torch.arange(patch_cols)[None, :] // self.factor
-        return (rows * self.grid[1] + cols).reshape(-1)
+        return parents(self.patch_grid, self.factor, self.grid)
 
 
 def build(model: nn.Module, processor: Any | None) -> Capturable:
@@ -105,7 +99,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
                 continue
             layer = site.layer
             block = blocks[layer] if layer is not None else blocks[0 if site.name == "hook_embed" else -1]
-            name = _renumber(site.name, offset)
+            name = renumber(site.name, offset)
             if site.name.endswith(".hook_lse"):
                 unsupported[name] = "Swin attends within shifted windows; its per-window normalisers have no place on the patch grid"
                 continue
@@ -113,7 +107,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
                 unsupported[name] = "Swin stages differ in head count, so per-head gates [layer, head] do not apply"
                 continue
             sites.append(_lifted(site, name, _geometry(block, patch_grid)))
-        unsupported.update({_renumber(name, offset): why for name, why in stage_missing.items()
+        unsupported.update({renumber(name, offset): why for name, why in stage_missing.items()
                             if not name.startswith("ln_final.") or last})
         offset += len(blocks)
     prepare = partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=())
@@ -153,47 +147,16 @@ def _geometry(block: nn.Module, patch_grid: tuple[int, int]) -> Geometry:
     return Geometry(grid, window, shift, patch_grid[0] // grid[0], patch_grid)
 
 
-def _renumber(name: str, offset: int) -> str:
-    return _BLOCK.sub(lambda match: f"blocks.{int(match.group(1)) + offset}.", name)
-
-
 def _lifted(site: Site, name: str, geometry: Geometry) -> Site:
     """Return `site` renamed and put on the patch grid: window tensors unwindowed, stage tokens lifted."""
     hook = site.name.rsplit(".", 1)[-1]
-    windowed = hook in ("hook_q", "hook_k", "hook_v", "hook_z", "hook_attn_out")
     if hook in ("hook_pattern", "hook_attn_scores"):
         transform: Callable[[Tensor], Tensor] = partial(_lift_square, geometry, hook == "hook_pattern")
-    elif windowed:
+    elif hook in ("hook_q", "hook_k", "hook_v", "hook_z", "hook_attn_out"):
         transform = partial(_lift_windows, geometry)
     else:
-        transform = partial(_lift_tokens, geometry)
-    if site.attach is not None:
-        return replace(site, name=name, attach=partial(_attach_lifted, site.attach, transform), fresh=True)
-    return replace(site, name=name, read=partial(_read_lifted, site.read, transform), fresh=True)
-
-
-def _attach_lifted(attach: Callable[[Any, Sink], None], transform: Callable[[Tensor], Tensor], session: Any, sink: Sink) -> None:
-    attach(session, lambda tensor: sink(transform(_no_graph(tensor))))
-
-
-def _read_lifted(read: Any, transform: Callable[[Tensor], Tensor], args: tuple[Any, ...], kwargs: Any, output: Any) -> Tensor:
-    return transform(_no_graph(read(args, kwargs, output)))
-
-
-def _no_graph(tensor: Tensor) -> Tensor:
-    """Return `tensor`, or raise when it is captured for gradients: a tensor put on the patch grid is a copy
-    the model never reads, so the model's output has no gradient with respect to it."""
-    if tensor.requires_grad and torch.is_grad_enabled():
-        raise CaptureError(
-            "Swin's tensors are put on the patch grid from the windows and stages the model computes with, so the"
-            " model's output has no gradient with respect to them; capture Swin without gradients."
-        )
-    return tensor
-
-
-def _lift_tokens(geometry: Geometry, tokens: Tensor) -> Tensor:
-    """Return [batch, patches, ...] from a stage's [batch, tokens, ...]: each patch reads its token."""
-    return tokens.index_select(1, geometry.parents().to(tokens.device))
+        transform = partial(lift_tokens, geometry.parents())
+    return lifted(site, name, transform, "Swin")
 
 
 def _lift_windows(geometry: Geometry, windows: Tensor) -> Tensor:
@@ -204,7 +167,7 @@ def _lift_windows(geometry: Geometry, windows: Tensor) -> Tensor:
     flat = windows.reshape(batch, n_windows * index.shape[1], *windows.shape[2:])
     tokens = torch.empty_like(flat)
     tokens[:, index.reshape(-1)] = flat
-    return _lift_tokens(geometry, tokens)
+    return lift_tokens(geometry.parents(), tokens)
 
 
 def _lift_square(geometry: Geometry, pattern: bool, windows: Tensor) -> Tensor:
@@ -219,12 +182,8 @@ def _lift_square(geometry: Geometry, pattern: bool, windows: Tensor) -> Tensor:
     full = torch.full((batch, heads, tokens * tokens), 0.0 if pattern else LOWEST, dtype=windows.dtype, device=windows.device)
     full[:, :, pairs] = values
     full = full.view(batch, heads, tokens, tokens)
-    parents = geometry.parents().to(windows.device)
-    lifted = full.index_select(2, parents).index_select(3, parents)
-    share = geometry.factor**2
-    if share == 1:
-        return lifted
-    return lifted / share if pattern else lifted - math.log(share)
+    patches = geometry.parents()
+    return lift_square(patches, patches, geometry.factor**2, pattern, full)
 
 
 ADAPTER = HFAdapter(

@@ -1,0 +1,83 @@
+"""One patch grid for hierarchical vision models whose stages attend over coarser grids (Swin's windows and
+merged tokens, SegFormer's and PVT v2's pooled keys).
+
+Every block's tensors are put on the grid of the first stage's patches (`patch_{row}_{col}`), so all blocks share
+one position axis and rollout composes across stages: a token of a grid `factor` times coarser than the patch
+grid stands for the factor × factor patches under it (`parents`); each of those patches reads the token's
+vector, and a pattern gives a key token's weight to its patches in equal shares (a score: minus the log of the
+share count), so every row still sums to one. A tensor put on the grid is a copy the model never reads, so a
+capture with gradients is refused (`no_graph`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from interpret.capture.sites import Site, Sink
+from interpret.errors import CaptureError
+
+_BLOCK = re.compile(r"^blocks\.(\d+)\.")
+
+
+def parents(patch_grid: tuple[int, int], factor: int, grid: tuple[int, int]) -> Tensor:
+    """Return [patches]: the token (row-major) of `grid`, `factor` times coarser, that each patch lies under."""
+    rows = torch.arange(patch_grid[0])[:, None] // factor
+    cols = torch.arange(patch_grid[1])[None, :] // factor
+    return (rows * grid[1] + cols).reshape(-1)
+
+
+def renumber(name: str, offset: int) -> str:
+    """Return a stage's hook name with its block index moved by `offset` (blocks numbered across stages)."""
+    return _BLOCK.sub(lambda match: f"blocks.{int(match.group(1)) + offset}.", name)
+
+
+def lifted(site: Site, name: str, transform: Callable[[Tensor], Tensor], family: str) -> Site:
+    """Return `site` renamed, its tensor passed through `transform` (onto the patch grid) before it is stored."""
+    check = partial(no_graph, family)
+    if site.attach is not None:
+        return replace(site, name=name, attach=partial(_attach, site.attach, transform, check), fresh=True)
+    return replace(site, name=name, read=partial(_read, site.read, transform, check), fresh=True)
+
+
+def _attach(attach: Callable[[Any, Sink], None], transform: Callable[[Tensor], Tensor],
+            check: Callable[[Tensor], Tensor], session: Any, sink: Sink) -> None:
+    attach(session, lambda tensor: sink(transform(check(tensor))))
+
+
+def _read(read: Any, transform: Callable[[Tensor], Tensor], check: Callable[[Tensor], Tensor],
+          args: tuple[Any, ...], kwargs: Any, output: Any) -> Tensor:
+    return transform(check(read(args, kwargs, output)))
+
+
+def no_graph(family: str, tensor: Tensor) -> Tensor:
+    """Return `tensor`, or raise when it is captured for gradients: a tensor put on the patch grid is a copy
+    the model never reads, so the model's output has no gradient with respect to it."""
+    if tensor.requires_grad and torch.is_grad_enabled():
+        raise CaptureError(
+            f"{family}'s tensors are put on the patch grid from the windows and stages the model computes with, so"
+            f" the model's output has no gradient with respect to them; capture {family} without gradients."
+        )
+    return tensor
+
+
+def lift_tokens(index: Tensor, tokens: Tensor) -> Tensor:
+    """Return [batch, patches, ...] from [batch, tokens, ...]: each patch reads its token (`index`: `parents`)."""
+    return tokens.index_select(1, index.to(tokens.device))
+
+
+def lift_square(queries: Tensor, keys: Tensor, share: int, pattern: bool, square: Tensor) -> Tensor:
+    """Return [batch, head, patches, patches] from [batch, head, query token, key token]: each patch reads its
+    query token's row (`queries`: `parents` of the query grid), and a key token's weight is shared equally among
+    the `share` patches under it (a score: minus log(share))."""
+    lifted = square.index_select(2, queries.to(square.device)).index_select(3, keys.to(square.device))
+    if share == 1:
+        return lifted
+    return lifted / share if pattern else lifted - math.log(share)
