@@ -21,10 +21,48 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch import nn
+
+from interpret.capture.hf.attention import AttentionRecorder
+from interpret.capture.hf.layout import StackLayout, stack_sites
 from interpret.capture.sites import Site, Sink
 from interpret.errors import CaptureError
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
+
+
+def staged_sites(
+    model: nn.Module,
+    stages: list[StackLayout],
+    recorder: AttentionRecorder,
+    lift: Callable[[int, Site, str], Site | str],
+) -> tuple[list[Site], dict[str, str], int]:
+    """Return (sites, {hook name: why not offered}, layers) of every stage's blocks, numbered across stages
+    (`blocks.0` … `blocks.{layers − 1}`), each put on the patch grid by `lift(stage index, site, name)`, which
+    returns the lifted site or why it is not offered. `hook_embed` is stage 0's, `ln_final` the last stage's, and
+    `hook_z` (where head gates act, as one [layer, head] tensor) is offered only when every stage has the same
+    heads."""
+    heads = {stage.n_heads for stage in stages}
+    sites: list[Site] = []
+    unsupported: dict[str, str] = {}
+    offset = 0
+    for index, stage in enumerate(stages):
+        last = index == len(stages) - 1
+        stage_sites, stage_missing = stack_sites(model, stage, recorder)
+        for site in stage_sites:
+            if (site.name == "hook_embed" and index > 0) or (site.name.startswith("ln_final.") and not last):
+                continue
+            name = renumber(site.name, offset)
+            made = ("the stages differ in head count, so per-head gates [layer, head] do not apply"
+                    if site.name.endswith(".hook_z") and len(heads) > 1 else lift(index, site, name))
+            if isinstance(made, str):
+                unsupported[name] = made
+            else:
+                sites.append(made)
+        unsupported.update({renumber(name, offset): why for name, why in stage_missing.items()
+                            if not name.startswith("ln_final.") or last})
+        offset += len(model.get_submodule(stage.blocks))
+    return sites, unsupported, offset
 
 
 def parents(patch_grid: tuple[int, int], factor: int, grid: tuple[int, int]) -> Tensor:

@@ -59,7 +59,8 @@ def is_norm(module: nn.Module) -> bool:
 
 
 def is_mixture(modules: dict[str, nn.Module], mlp: str | None, leaves: list[ModuleCall]) -> bool:
-    """Whether the MLP routes tokens among experts (a module named for experts, or 3-D expert weights)."""
+    """Whether the MLP routes tokens among experts (a module named for experts, or 3-D expert weights that are not
+    a convolution's: SegFormer's MLP holds a depthwise convolution)."""
     paths = [call.path for call in leaves]
     if mlp is not None:
         paths += [path for path in modules if path.startswith(mlp + ".")]
@@ -67,6 +68,7 @@ def is_mixture(modules: dict[str, nn.Module], mlp: str | None, leaves: list[Modu
         module = modules[path]
         if "expert" in path.rsplit(".", 1)[-1].lower() or "Expert" in type(module).__name__:
             return True
-        if any(param.dim() >= 3 for param in module.parameters(recurse=False)):
+        convolution = isinstance(module, nn.modules.conv._ConvNd)  # a convolution's weights are 3-D or more too
+        if not convolution and any(param.dim() >= 3 for param in module.parameters(recurse=False)):
             return True
     return False

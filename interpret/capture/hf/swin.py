@@ -37,8 +37,8 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.grid import lift_square, lift_tokens, lifted, parents, renumber
-from interpret.capture.hf.layout import StackLayout, assemble, recorder_for, stack_sites
+from interpret.capture.hf.grid import lift_square, lift_tokens, lifted, parents, staged_sites
+from interpret.capture.hf.layout import StackLayout, assemble, recorder_for
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe
 from interpret.capture.hf.recompute import LOWEST
@@ -85,34 +85,21 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     stages = [_with_norm_before(stage) for stage in layout.stacks]
     image_size, patch_size, channels = generic.vision_sizes(model)
     patch_grid = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
-    heads = [stage.n_heads for stage in stages]
     recorder = recorder_for(model, stages)
-    sites: list[Site] = []
-    unsupported: dict[str, str] = {}
-    offset = 0
-    for index, stage in enumerate(stages):
-        last = index == len(stages) - 1
-        blocks = model.get_submodule(stage.blocks)
-        stage_sites, stage_missing = stack_sites(model, stage, recorder)
-        for site in stage_sites:
-            if (site.name == "hook_embed" and index > 0) or (site.name.startswith("ln_final.") and not last):
-                continue
-            layer = site.layer
-            block = blocks[layer] if layer is not None else blocks[0 if site.name == "hook_embed" else -1]
-            name = renumber(site.name, offset)
-            if site.name.endswith(".hook_lse"):
-                unsupported[name] = "Swin attends within shifted windows; its per-window normalisers have no place on the patch grid"
-                continue
-            if site.name.endswith(".hook_z") and len(set(heads)) > 1:
-                unsupported[name] = "Swin stages differ in head count, so per-head gates [layer, head] do not apply"
-                continue
-            sites.append(_lifted(site, name, _geometry(block, patch_grid)))
-        unsupported.update({renumber(name, offset): why for name, why in stage_missing.items()
-                            if not name.startswith("ln_final.") or last})
-        offset += len(blocks)
+
+    def lift(index: int, site: Site, name: str) -> Site | str:
+        if site.name.endswith(".hook_lse"):
+            return "Swin attends within shifted windows; its per-window normalisers have no place on the patch grid"
+        blocks = model.get_submodule(stages[index].blocks)
+        layer = site.layer
+        block = blocks[layer] if layer is not None else blocks[0 if site.name == "hook_embed" else -1]
+        return _lifted(site, name, _geometry(block, patch_grid))
+
+    sites, unsupported, layers = staged_sites(model, stages, recorder, lift)
     prepare = partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=())
     return assemble(
-        model, sites, recorder, kind="vision", run=generic.runner(model, layout), n_layers=offset, n_heads=min(heads),
+        model, sites, recorder, kind="vision", run=generic.runner(model, layout), n_layers=layers,
+        n_heads=min(stage.n_heads for stage in stages),
         adapter="swin", prepare=prepare, unsupported=unsupported,
     )
 
