@@ -23,7 +23,7 @@ from interpret.capture import collect
 from interpret.capture.api import capturable_for
 from interpret.decision.decide import Decision, TargetRequest, decision_head, reader_for
 from interpret.decision.generate import generated_inputs
-from interpret.errors import AnalyzerError, MemoryBudgetError, suggest
+from interpret.errors import AnalyzerError, HookNameError, MemoryBudgetError, suggest
 from interpret.evidence import Evidence, evidence_or_reason
 from interpret.request import EvidenceOptions, Limits, Subject
 from interpret.runtime.progress import Stage
@@ -190,8 +190,16 @@ def capture(
     except MemoryBudgetError as err:
         if plan.streaming != "auto":
             raise
-        plan = plan.streamed(f"their capture is over the budget ({str(err).split(';')[0]})")
-        trace, leads = collected(plan)
+        over = str(err).split(";")[0]
+        plan = plan.streamed(f"their capture is over the budget ({over})")
+        try:
+            trace, leads = collected(plan)
+        except HookNameError as refused:  # the streamed computations read what this model does not offer
+            raise MemoryBudgetError(
+                f"{over}, and this model cannot run the streamed analyzers instead ({str(refused).split('; pick')[0]});"
+                " raise the capture budget (limits=Limits(capture_bytes=...)), or capture fewer layers or smaller"
+                " inputs."
+            ) from None
     head = decision_head(model, plan.head)  # issue 27: the head `interpret.load()` recorded for the default model
     reader = reader_for(model, trace.meta.kind, head, trace.output)
     decided = tuple(reader.decide(trace, tokenizer, plan.request, gold))

@@ -5,8 +5,9 @@ every block on stage 0's patch grid.
 The reference is independent of the capture: the eager model's own `output_attentions` ([batch, head, stage
 token, pooled key] per block) put on the patch grid by plain loops over patches: a patch reads the row of the
 stage token it lies under, and a pooled key's weight is shared equally by the patches under it. Rows sum to one,
-the lifted log-sum-exps equal those of the lifted scores, the output is untouched, rollout runs, and
-`interpret models` lists the three types as supported by the adapter.
+the output is untouched, rollout runs, `interpret models` lists the three types as supported by the adapter,
+and a run over the capture budget is refused in one line (the patterns cannot be restated from q, k and
+log-sum-exps on the patch grid, so nothing streams).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from hf_tiny import built_with, eager_copy
 
 import interpret
 from interpret.capture.hf import catalog
-from interpret.errors import UnsupportedModelError
+from interpret.errors import MemoryBudgetError, UnsupportedModelError
+from interpret.request import Limits
 
 TIGHT = 1e-6
 SIDE = 32
@@ -83,8 +85,6 @@ def test_patterns_equal_the_eager_output_attentions_on_the_patch_grid(name: str,
         pattern = trace[f"blocks.{layer}.attn.hook_pattern"]
         torch.testing.assert_close(pattern, expected, atol=TIGHT, rtol=0)
         torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]), atol=1e-5, rtol=0)
-        lse = torch.logsumexp(trace[f"blocks.{layer}.attn.hook_attn_scores"], dim=-1)
-        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_lse"], lse, atol=1e-5, rtol=1e-6)
     # a patch reads the vector of its stage's token: stage 1's 4 × 4 tokens each cover 2 × 2 patches
     q = trace["blocks.1.attn.hook_q"]
     assert torch.equal(q[:, 0], q[:, 1]) and torch.equal(q[:, 0], q[:, SIDE // 4]) and not torch.equal(q[:, 0], q[:, 2])
@@ -97,7 +97,15 @@ def test_rollout_runs_and_interpret_models_lists_it(name: str) -> None:
     assert rollout.shape == (2, trace.encoded.pos) and np.isfinite(rollout).all() and (rollout >= 0).all()
     row = catalog.describe(name)
     assert (row.status, row.adapter, row.kind) == ("supported", "pyramid", "vision"), row
-    assert "blocks.{i}.attn.hook_pattern" in row.offered and "blocks.{i}.attn.hook_lse" in row.offered
+    assert "blocks.{i}.attn.hook_pattern" in row.offered and "pooled key" in row.missing["blocks.{i}.attn.hook_lse"]
+
+
+def test_a_run_over_the_capture_budget_is_refused_in_one_line_not_streamed() -> None:
+    model = T.SegformerForImageClassification(T.SegformerConfig(**_SIZES, image_size=SIDE, num_labels=3)).eval()
+    with pytest.raises(MemoryBudgetError, match="cannot run the streamed analyzers instead.*pooled key") as err:
+        interpret.explain(model, None, _pixels(), analyzers=["rollout"], evidence=False,
+                          limits=Limits(capture_bytes=1024))
+    assert "\n" not in str(err.value)
 
 
 def test_an_image_size_that_does_not_tile_every_stage_is_refused_in_one_line() -> None:

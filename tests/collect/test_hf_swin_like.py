@@ -20,6 +20,8 @@ from hf_tiny import built_with, eager_copy, windowed_patterns
 
 import interpret
 from interpret.capture.hf import catalog
+from interpret.errors import MemoryBudgetError
+from interpret.request import Limits
 
 TIGHT = 1e-6
 
@@ -69,3 +71,13 @@ def test_rollout_runs_and_interpret_models_lists_it(name: str) -> None:
     assert rollout.shape == (2, trace.encoded.pos) and np.isfinite(rollout).all() and (rollout >= 0).all()
     row = catalog.describe(name)
     assert (row.status, row.adapter, row.kind) == ("supported", "swin", "vision"), row
+
+
+def test_a_run_over_the_capture_budget_is_refused_in_one_line_not_streamed() -> None:
+    """Swin's windows cannot be restated from q, k and a row's log-sum-exp on the patch grid, so a run over the
+    capture budget says so and what to do, instead of failing on a hook point it lacks."""
+    build, side, _ = MODELS["maskformer-swin"]
+    with pytest.raises(MemoryBudgetError, match="cannot run the streamed analyzers instead.*shifted windows") as err:
+        interpret.explain(built_with(build, "eager"), None, _pixels(side), analyzers=["rollout"], evidence=False,
+                          limits=Limits(capture_bytes=1024))
+    assert "\n" not in str(err.value) and "Limits(capture_bytes=" in str(err.value)

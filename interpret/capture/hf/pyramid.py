@@ -9,10 +9,12 @@ blocks of self-attention and puts every tensor on the grid of stage 0 (`patch_{r
 `interpret.capture.hf.grid`), so all blocks share one position axis:
 
 - a token of stage s stands for the 2^s × 2^s patches under it: each reads its token's vector (residuals,
-  queries, `hook_z`, outputs, log-sum-exps: a query's keys are only reshared, so its normaliser is unchanged);
+  queries, `hook_z`, outputs);
 - a pooled key stands for the (2^s · sr)² patches under it: `hook_k`/`hook_v` are read by each of them, and a
   pattern gives its weight to them in equal shares (score − log share), so every row still sums to one and
-  attention rollout composes across stages on one grid.
+  attention rollout composes across stages on one grid. `hook_lse` is not offered: the streamed analyzers
+  restate a pattern from q, k and the row's log-sum-exp, which on the patch grid would count a pooled key once
+  per patch under it; a run over the capture budget is refused in one line rather than streamed.
 
 Blocks are numbered across stages (`blocks.0` … `blocks.{sum(depths) − 1}`). Stages differ in width and head
 count, so per-head tensors keep each stage's heads (`trace.meta.n_heads` is the smallest) and `hook_z` (where
@@ -80,8 +82,14 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     patch_grid = geometries[0].patch_grid
     patch_size = (image_size[0] // patch_grid[0], image_size[1] // patch_grid[1])
     recorder = recorder_for(model, stages)
-    sites, unsupported, layers = staged_sites(
-        model, stages, recorder, lambda index, site, name: _lifted(site, name, geometries[index]))
+
+    def lift(index: int, site: Site, name: str) -> Site | str:
+        if site.name.endswith(".hook_lse"):  # the streamed computations restate patterns from q, k and lse
+            return ("a pooled key stands for several patches on the patch grid, so the patterns cannot be restated"
+                    " there from q, k and a row's log-sum-exp (streamed analyzers); the captured patterns are exact")
+        return _lifted(site, name, geometries[index])
+
+    sites, unsupported, layers = staged_sites(model, stages, recorder, lift)
     channels = int(getattr(model.config, "num_channels", 3) or 3)
     prepare = partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=())
     return assemble(
@@ -161,8 +169,6 @@ def _lifted(site: Site, name: str, stage: Stage) -> Site:
         transform = partial(_checked, lift, {2: queries, 3: keys}, name)
     elif hook in ("hook_k", "hook_v"):  # [batch, key, head, d_head]
         transform = partial(_checked, partial(lift_tokens, stage.keys()), {1: keys}, name)
-    elif hook == "hook_lse":  # [batch, head, query token]
-        transform = partial(_checked, partial(_lift_rows, stage.queries()), {2: queries}, name)
     else:  # [batch, token, ...]
         transform = partial(_checked, partial(lift_tokens, stage.queries()), {1: queries}, name)
     return lifted(site, name, transform, _FAMILY)
@@ -179,11 +185,6 @@ def _checked(lift: Callable[[Tensor], Tensor], sizes: dict[int, int], name: str,
                 " at that size."
             )
     return lift(tensor)
-
-
-def _lift_rows(index: Tensor, rows: Tensor) -> Tensor:
-    """Return [batch, head, patches] from [batch, head, query token]."""
-    return rows.index_select(2, index.to(rows.device))
 
 
 ADAPTER = HFAdapter(
