@@ -8,6 +8,7 @@ reset through /proc/self/clear_refs first (Linux); elsewhere it is reported as u
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import statistics
@@ -42,6 +43,90 @@ def timings(
 def median_seconds(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1, device: str = "cpu") -> float:
     """Return the median wall time of `fn()` over `repeat` runs after `warmup` runs."""
     return statistics.median(timings(fn, repeat, warmup, device))
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], repeats: int, device: str = "cpu") -> dict[str, list[float]]:
+    """Return each run's seconds over `repeats` rounds, the runs interleaved round by round (so a slower or
+    busier machine weighs on every configuration alike), after one warm-up call of each."""
+    for run in runs.values():
+        run()
+    samples: dict[str, list[float]] = {key: [] for key in runs}
+    for _ in range(repeats):
+        for key, run in runs.items():
+            samples[key] += timings(run, repeat=1, warmup=0, device=device)
+    return samples
+
+
+def ratio_rows(label: Sequence[Any], runs: dict[str, Callable[[], Any]], samples: dict[str, list[float]],
+               references: Sequence[str], device: str = "cpu") -> list[list[Any]]:
+    """Return one table row per run: `label`, the run's name, median and min ms, peak MiB, and its median over
+    each reference run's median."""
+    medians = {key: statistics.median(times) for key, times in samples.items()}
+    rows = []
+    for key, run in runs.items():
+        peak = peak_bytes(run, device=device)
+        rows.append([*label, key, f"{medians[key] * 1e3:.1f}", f"{min(samples[key]) * 1e3:.1f}",
+                     "-" if peak is None else f"{peak / 2**20:.0f}",
+                     *(f"{medians[key] / medians[reference]:.2f}" for reference in references)])
+    return rows
+
+
+def model_parser(doc: str, models: Sequence[str]) -> argparse.ArgumentParser:
+    """Return a parser with the options every per-model benchmark takes: --models, --repeats, --device, --threads
+    (applied by `parsed`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(models), choices=list(models))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--threads", type=int, default=None)
+    return parser
+
+
+def parsed(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Return the parsed arguments, with torch's thread count set from --threads."""
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def with_kernel(model: Any, kernel: str, device: str) -> Any:
+    """Return `model` in eval mode on `device`, run with attention `kernel` (eager where it has no SDPA)."""
+    model.eval().config._attn_implementation = kernel if model._supports_sdpa or kernel == "eager" else "eager"
+    return model.to(device)
+
+
+def capture_rows(name: str, fast: Any, eager: Any, inputs: dict[str, Any], repeats: int, device: str,
+                 **collect: Any) -> list[list[Any]]:
+    """Return the table rows of one model: the plain forward (`fast`), the eager model's own output_attentions and
+    interpret.collect of every pattern (`collect`: its options) on the same `inputs`, timed interleaved, with the
+    positions and each run's ratio to the first two."""
+    import interpret
+
+    (value,) = inputs.values()
+
+    def forward() -> None:
+        with torch.no_grad():
+            fast(**inputs)
+
+    def attentions() -> None:
+        with torch.no_grad():
+            eager(**inputs, output_attentions=True)
+
+    def capture() -> None:
+        interpret.collect(fast, None, value, **collect)
+
+    runs = {"forward": forward, "eager + attentions": attentions, "capture all": capture}
+    samples = interleaved(runs, repeats, device)  # the capture's first call probes the model
+    positions = interpret.collect(fast, None, value, **collect).encoded.pos
+    return ratio_rows([name, positions], runs, samples, ["forward", "eager + attentions"], device)
+
+
+def capture_table(title: str, rows: Sequence[Sequence[Any]], args: argparse.Namespace, positions: str = "positions") -> str:
+    """Return `capture_rows`' table under a title line that ends with the device, threads and repeats."""
+    headers = ["model", positions, "configuration", "median ms", "min ms", "peak MiB", "× forward", "× eager+attn"]
+    heading = f"{title}, {args.device}, {torch.get_num_threads()} threads, median and min of {args.repeats}"
+    return f"{heading}\n{table(headers, rows)}"
 
 
 def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> int | None:

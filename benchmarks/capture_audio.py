@@ -20,9 +20,7 @@ memory of one run above what was held before it, and the ratios of capture to th
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,9 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import transformers as T  # noqa: E402
-from _bench import peak_bytes, table, timings  # noqa: E402
+from _bench import capture_rows, capture_table, model_parser, parsed, with_kernel  # noqa: E402
 
-import interpret  # noqa: E402
 
 RATE = 16000
 
@@ -78,58 +75,21 @@ def make_input(name: str, model: Any, seconds: float) -> torch.Tensor:
 
 def built(name: str, kernel: str, layers: int, device: str) -> Any:
     torch.manual_seed(0)
-    model = MODELS[name][0](layers).eval()
-    model.config._attn_implementation = kernel if model._supports_sdpa or kernel == "eager" else "eager"
-    return model.to(device)
+    return with_kernel(MODELS[name][0](layers), kernel, device)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser = model_parser(__doc__, list(MODELS))
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parsed(parser)
     rows = []
     for name in args.models:
         fast, eager = built(name, "sdpa", args.layers, args.device), built(name, "eager", args.layers, args.device)
         values = make_input(name, fast, args.seconds).to(args.device)
-        keyword = MODELS[name][1]
-
-        def forward(model: Any = fast) -> None:
-            with torch.no_grad():
-                model(**{keyword: values})
-
-        def attentions() -> None:
-            with torch.no_grad():
-                eager(**{keyword: values}, output_attentions=True)
-
-        def capture() -> None:
-            interpret.collect(fast, None, values)
-
-        runs = {"forward": forward, "eager + attentions": attentions, "capture all": capture}
-        samples: dict[str, list[float]] = {key: [] for key in runs}
-        for key, run in runs.items():  # warm-up (the capture's first call probes the model)
-            run()
-        for _ in range(args.repeats):
-            for key, run in runs.items():
-                samples[key] += timings(run, repeat=1, warmup=0, device=args.device)
-        positions = interpret.collect(fast, None, values).encoded.pos
-        medians = {key: statistics.median(times) for key, times in samples.items()}
-        for key in runs:
-            peak = peak_bytes(runs[key], device=args.device)
-            rows.append([name, positions, key, f"{medians[key] * 1e3:.1f}", f"{min(samples[key]) * 1e3:.1f}",
-                         "-" if peak is None else f"{peak / 2**20:.0f}",
-                         f"{medians[key] / medians['forward']:.2f}",
-                         f"{medians[key] / medians['eager + attentions']:.2f}"])
-    print(f"audio capture: batch 1, {args.seconds:g} s of audio (AST: its fixed 1024 frames), {args.layers} layers,"
-          f" {args.device}, {torch.get_num_threads()} threads, median and min of {args.repeats}")
-    print(table(["model", "positions", "configuration", "median ms", "min ms", "peak MiB", "× forward",
-                 "× eager+attn"], rows))
+        rows += capture_rows(name, fast, eager, {MODELS[name][1]: values}, args.repeats, args.device)
+    title = f"audio capture: batch 1, {args.seconds:g} s of audio (AST: its fixed 1024 frames), {args.layers} layers"
+    print(capture_table(title, rows, args))
     return 0
 
 

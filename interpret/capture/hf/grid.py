@@ -107,15 +107,27 @@ def no_graph(family: str, tensor: Tensor) -> Tensor:
 
 
 def lift_tokens(index: Tensor, tokens: Tensor) -> Tensor:
-    """Return [batch, patches, ...] from [batch, tokens, ...]: each patch reads its token (`index`: `parents`)."""
+    """Return [batch, patches, ...] from [batch, tokens, ...]: each patch reads its token (`index`: `parents`);
+    always a copy (the token tensor may be one the model later writes in place, and a lifted site is stored as
+    it comes)."""
     return tokens.index_select(1, index.to(tokens.device))
 
 
 def lift_square(queries: Tensor, keys: Tensor, share: int, pattern: bool, square: Tensor) -> Tensor:
     """Return [batch, head, patches, patches] from [batch, head, query token, key token]: each patch reads its
     query token's row (`queries`: `parents` of the query grid), and a key token's weight is shared equally among
-    the `share` patches under it (a score: minus log(share))."""
-    lifted = square.index_select(2, queries.to(square.device)).index_select(3, keys.to(square.device))
-    if share == 1:
-        return lifted
-    return lifted / share if pattern else lifted - math.log(share)
+    the `share` patches under it (a score: minus log(share)). The share is taken on the token grid, before the
+    [patches, patches] copy is made, so that copy is written once."""
+    if share > 1:
+        square = square / share if pattern else square - math.log(share)
+    return _select(_select(square, 2, queries), 3, keys)
+
+
+def _select(tensor: Tensor, axis: int, index: Tensor) -> Tensor:
+    """Return `tensor.index_select(axis, index)`, or `tensor` itself where `index` is 0, 1, ... over the axis (a
+    grid as fine as the patches': stage 0's tokens); a pattern or score is the recorder's own tensor, which the
+    model never writes."""
+    index = index.to(tensor.device)
+    if index.numel() == tensor.shape[axis] and bool((index == torch.arange(index.numel(), device=index.device)).all()):
+        return tensor
+    return tensor.index_select(axis, index)

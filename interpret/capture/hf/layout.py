@@ -364,7 +364,8 @@ def _embedding(model: nn.Module, side: str) -> nn.Module | None:
 
 
 def run_model(
-    model: nn.Module, encoded: Encoded, *, disable_cache: bool, position_offset: int | None = None
+    model: nn.Module, encoded: Encoded, *, disable_cache: bool, position_offset: int | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Any:
     """Return the model's output on an Encoded: ids or embeddings, masks, the decoder or image side, pixels, audio
     (features, or raw audio with its sample mask).
@@ -372,6 +373,7 @@ def run_model(
     position_offset: for models that take `position_ids` (absolute or rotary positions), the id of the first
     position; a left-padded batch then gets position ids that follow the padding, so every example sees the
     positions it would see alone. Unpadded and right-padded batches get none (the model's own are right).
+    extra: further keyword arguments an adapter passes (ViT-MAE's `noise`, which keeps its patches in order).
     """
     inputs: dict[str, Any] = {}
     if encoded.pixel_values is not None:
@@ -396,7 +398,7 @@ def run_model(
         inputs["pixel_values"] = encoded.image.pixel_values
     if disable_cache:  # a decoder would otherwise build a key/value cache it never reuses here
         inputs["use_cache"] = False
-    return model(**inputs, return_dict=True)
+    return model(**inputs, **(extra or {}), return_dict=True)
 
 
 def padded_positions(attention_mask: Tensor, offset: int = 0, *, always: bool = False) -> Tensor | None:
