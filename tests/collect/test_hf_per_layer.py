@@ -43,6 +43,19 @@ def _gemma4() -> Any:
         per_layer_config={str(WIDE): {"head_dim": 16}}, max_position_embeddings=64, pad_token_id=0))
 
 
+def _gemma4_moe_shared() -> Any:
+    """A Gemma 4 with what its larger releases add: layers that reuse an earlier layer's keys and values
+    (`num_kv_shared_layers`), keys that are the values (`attention_k_eq_v`), and experts beside the MLP."""
+    vocab = len(word_tokenizer())
+    return T.Gemma4TextModel(T.Gemma4TextConfig(
+        vocab_size=vocab, vocab_size_per_layer_input=vocab, hidden_size=32, hidden_size_per_layer_input=8,
+        intermediate_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=4,
+        per_layer_config={"1": {"head_dim": 16}, "3": {"head_dim": 16}}, max_position_embeddings=64, pad_token_id=0,
+        num_kv_shared_layers=2, attention_k_eq_v=True, enable_moe_block=True, num_experts=4, top_k_experts=2,
+        moe_intermediate_size=16))
+
+
 def _gemma3n() -> Any:
     vocab = len(word_tokenizer())
     return T.Gemma3nTextModel(T.Gemma3nTextConfig(
@@ -87,6 +100,16 @@ def test_gemma4_layers_with_wider_heads_are_captured_with_their_own_head_size(ke
         torch.testing.assert_close(trace[f"blocks.{layer}.hook_mlp_out"], mlp_outputs[layer], atol=0, rtol=0)
         assert trace[f"blocks.{layer}.mlp.hook_post"].shape[-1] == 64
     assert trace.stack("attn.hook_pattern").shape == (batch, 3, 4, pos, pos)
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_gemma4_with_shared_keys_and_experts_is_captured_and_refuses_the_mlp_hooks(kernel: str) -> None:
+    model = built_with(_gemma4_moe_shared, kernel)
+    trace = interpret.collect(model, word_tokenizer(), TEXTS, names="*")
+    _equal_to_eager(model, trace)
+    assert trace["blocks.3.attn.hook_k"].shape[-1] == 16 and trace["blocks.2.attn.hook_k"].shape[-1] == 8
+    refused = interpret.capture.api.capturable_for(model, word_tokenizer()).unsupported
+    assert "(mlp, router, experts, per_layer_input_gate, per_layer_projection)" in refused["blocks.0.hook_mlp_out"]
 
 
 def test_gemma4_runs_rollout_and_a_report(tmp_path) -> None:
