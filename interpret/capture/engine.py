@@ -133,6 +133,11 @@ def _pattern_keep(site: Site, encoded: Encoded) -> Tensor:
     return place(query_mask, site.axes.index("query")) & place(key_mask, site.axes.index("key"))
 
 
+# The axes whose sizes the inputs fix: a captured tensor must have them as the Encoded says, or its positions
+# would be named wrongly.
+_POSITION_AXES = frozenset({"batch", "pos", "query", "key"})
+
+
 class _Sink:
     """Receives one site's tensor inside its hook: selects or reduces heads, masks padding, stores it.
 
@@ -161,6 +166,8 @@ class _Sink:
         # Without padding every position is real: skip a pass over each pattern.
         masked = site.is_pattern and not grad and _has_padding(encoded, site.side)
         self.keep = _pattern_keep(site, encoded) if masked else None
+        expected = site_shape(site, encoded, None)
+        self.positions = {axis: expected[axis] for axis, name in enumerate(site.axes) if name in _POSITION_AXES}
 
     def __call__(self, tensor: Tensor) -> None:
         site, axis = self.site, self.head_axis
@@ -168,6 +175,14 @@ class _Sink:
             raise CaptureError(
                 f"{site.name} fired twice in one forward pass; collect runs a single forward, so call the"
                 " model once per collect."
+            )
+        if tensor.dim() != len(site.axes) or any(tensor.shape[at] != size for at, size in self.positions.items()):
+            named = ", ".join(f"{site.axes[at]} {size}" for at, size in self.positions.items())
+            raise CaptureError(
+                f"{site.name} came out of the model as {list(tensor.shape)}, not [{', '.join(site.axes)}] with"
+                f" {named}: the model packs or reorders its positions (a vision tower that packs a batch of"
+                " images into one sequence), so they cannot be named; capture one example at a time, or register"
+                " an adapter for it under the entry-point group 'interpret.adapters'."
             )
         if self.grad:
             self.store[site.name] = tensor

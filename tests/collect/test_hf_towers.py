@@ -165,3 +165,25 @@ def test_an_image_model_without_sizes_in_its_config_or_backbone_is_refused_in_on
     assert "\n" not in str(err.value)
     depth = holding(T.DepthAnythingConfig(backbone_config=_dinov2_backbone()))
     assert generic.vision_sizes(depth) == ((32, 32), (8, 8), 3)  # the backbone's
+
+
+def _pixtral() -> Any:
+    return T.PixtralVisionModel(T.PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                      num_attention_heads=4, head_dim=8, image_size=32, patch_size=8))
+
+
+def test_a_tower_that_packs_a_batch_into_one_sequence_is_captured_one_image_at_a_time() -> None:
+    """Pixtral's vision encoder concatenates the patches of every image of a batch into one sequence (a
+    block-diagonal mask keeps them apart), so its tensors are not [batch, positions]: one image is captured equal
+    to eager, and a batch is refused in one line rather than named as if it were one image's positions."""
+    model = built_with(_pixtral, "sdpa")
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    trace = interpret.collect(model, None, pixels[:1])
+    with torch.no_grad():
+        reference = eager_copy(model)(pixel_values=pixels[:1], output_attentions=True).attentions
+    assert trace.encoded.pos == 16 and len(reference) == 2
+    for layer, attention in enumerate(reference):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.float(), atol=TIGHT, rtol=0)
+    with pytest.raises(interpret.errors.CaptureError, match=r"came out of the model as \[1, 4, 32, 32\].*batch 2") as err:
+        interpret.collect(model, None, pixels)
+    assert "\n" not in str(err.value)
