@@ -28,7 +28,8 @@ class Encoded:
         tokens: per example, the `pos` token strings (padding included).
         special: [batch, pos] bool, True at special tokens (CLS, SEP, BOS, EOS, padding).
         inputs_embeds: [batch, pos, d_model] when the model is fed embeddings directly.
-        pixel_values: [batch, channel, height, width] for vision models.
+        pixel_values: [batch, channel, height, width] for vision models ([batch, frame, channel, height, width]
+            for video models: VideoMAE, ViViT).
         input_features: audio features as the model takes them (Whisper: log-mel [batch, mel, frame]; Parakeet
             and Wav2Vec2-BERT: [batch, frame, feature], positions the frames after the model's subsampling).
         input_values: raw audio [batch, samples] for speech encoders on waveforms (wav2vec2 family), whose

@@ -54,8 +54,8 @@ def prepare_images(
 
 
 def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Encoded:
-    """Return the Encoded of images `pixel_values` [batch, channel, height, width] whose positions are `names`
-    (the same for every image), the first `specials` of them special."""
+    """Return the Encoded of images `pixel_values` [batch, channel, height, width] (or clips [batch, frame, channel,
+    height, width]) whose positions are `names` (the same for every image), the first `specials` of them special."""
     batch = int(pixel_values.shape[0])
     special = torch.zeros(batch, len(names), dtype=torch.bool)
     special[:, :specials] = True
