@@ -114,7 +114,7 @@ def prepare_pair(
         )
     tokenizer = getattr(processor, "tokenizer", processor)
     text = text_side(tokenizer, texts, text_limit, max_length=max_length)
-    pixel_values = pixels(getattr(processor, "image_processor", None), images, image_size=image_size, channels=channels)
+    pixel_values = pixels(getattr(processor, "image_processor", None), images, shape=(channels, *image_size))
     batch = int(pixel_values.shape[0])
     if batch != text.batch:
         raise InputError(f"{text.batch} texts but {batch} images were given; give one image per text.")

@@ -3,7 +3,8 @@
 A vision model's positions are its special tokens (the class token, DeiT's distillation token, registers)
 followed by the patches row by row: `[CLS]`, `patch_0_0`, `patch_0_1`, ... (row, column). Inputs are pixel
 values [batch, channel, height, width] or images (PIL or arrays) with the image processor that
-`interpret.load` returned. An audio encoder's positions are its frames after the model's own downsampling
+`interpret.load` returned; a video model's are clips [batch, frame, channel, height, width] or videos (lists of
+frames) with its processor. An audio encoder's positions are its frames after the model's own downsampling
 (`audio_0`, `audio_1`, ...); inputs are log-mel features [batch, mel, frame] or raw audio with the model's
 feature extractor.
 """
@@ -11,6 +12,7 @@ feature extractor.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,15 +44,32 @@ def prepare_images(
     specials: Sequence[str] = ("[CLS]",),
 ) -> Encoded:
     """Return the Encoded of images: pixel_values [batch, channel, height, width], specials + patches positions."""
-    if decoder_inputs is not None or max_length is not None:
-        raise InputError("decoder inputs and max_length do not apply to a vision model; drop them.")
-    if isinstance(inputs, Encoded):
-        if inputs.pixel_values is None:
-            raise InputError("this Encoded has no pixel_values; a vision model needs images or pixel values.")
-        return inputs
-    pixel_values = pixels(processor, inputs, image_size=image_size, channels=channels)
     names = patch_names((image_size[0] // patch_size[0], image_size[1] // patch_size[1]), specials)
-    return image_side(pixel_values, names, len(specials))
+    return prepare_pixels(processor, inputs, max_length=max_length, decoder_inputs=decoder_inputs,
+                          shape=(channels, *image_size), names=names, specials=len(specials))
+
+
+def prepare_pixels(
+    processor: Any | None,
+    inputs: Any,
+    *,
+    max_length: int | None = None,
+    decoder_inputs: Any | None = None,
+    shape: tuple[int, ...],
+    names: Sequence[str],
+    specials: int,
+) -> Encoded:
+    """Return the Encoded of images or clips (`pixels`, each of `shape`) whose positions are `names`, the first
+    `specials` of them special; an Encoded is taken as it is."""
+    kind = _Media.of(shape)
+    if decoder_inputs is not None or max_length is not None:
+        raise InputError(f"decoder inputs and max_length do not apply to a {kind.model} model; drop them.")
+    if isinstance(inputs, Encoded):
+        if inputs.pixel_values is None or inputs.pixel_values.dim() != len(shape) + 1:
+            raise InputError(f"this Encoded has no {kind.things}; a {kind.model} model needs {kind.things} or"
+                             f" pixel_values {kind.axes}.")
+        return inputs
+    return image_side(pixels(processor, inputs, shape=shape), names, specials)
 
 
 def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Encoded:
@@ -67,27 +86,51 @@ def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Enc
     )
 
 
-def pixels(processor: Any | None, inputs: Any, *, image_size: tuple[int, int], channels: int) -> Tensor:
-    """Return pixel values [batch, channel, height, width] from a tensor or from images and a processor."""
+@dataclass(frozen=True)
+class _Media:
+    """How the messages name what a vision or video model takes."""
+
+    model: str
+    things: str
+    given: str
+    axes: str
+    processor: str
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...]) -> _Media:
+        """Images for a per-example shape [channel, height, width], clips for [frame, channel, height, width]."""
+        if len(shape) == 4:
+            return cls("video", "clips", "videos (each a list of frames)", "[batch, frame, channel, height, width]",
+                       "the model's image or video processor")
+        return cls("vision", "images", "PIL images", "[batch, channel, height, width]", "an image processor")
+
+
+def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Tensor:
+    """Return pixel values [batch, *shape] from a tensor, or from images (clips: lists of frames) and a processor:
+    images [batch, channel, height, width], or a video model's clips [batch, frame, channel, height, width]."""
+    kind = _Media.of(shape)
     if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
         raise InputError(
-            "a vision model takes images, not text; pass PIL images or pixel_values [batch, channel, height, width]."
+            f"a {kind.model} model takes {kind.things}, not text; pass {kind.given} or pixel_values {kind.axes}."
         )
     if isinstance(inputs, Tensor):
         pixel_values = inputs
     elif processor is None or not callable(processor):
         raise InputError(
-            "image input needs an image processor; pass the one interpret.load returned, or a tensor of"
-            " pixel_values [batch, channel, height, width]."
+            f"{'image' if kind.model == 'vision' else 'video'} input needs {kind.processor}; pass the one"
+            f" interpret.load returned, or a tensor of pixel_values {kind.axes}."
         )
+    elif kind.model == "video":  # a video processor's first parameter is `videos`, an image processor's `images`
+        pixel_values = processor(list(inputs), return_tensors="pt")["pixel_values"]
     else:
         images = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         pixel_values = processor(images=images, return_tensors="pt")["pixel_values"]
-    expected = (channels, *image_size)
-    if pixel_values.dim() != 4 or not pixel_values.is_floating_point() or tuple(pixel_values.shape[1:]) != expected:
+    if (pixel_values.dim() != len(shape) + 1 or not pixel_values.is_floating_point()
+            or tuple(pixel_values.shape[1:]) != shape):
+        fix = "resize with the image processor" if kind.model == "vision" else f"{shape[0]} frames, resized with its processor"
         raise InputError(
             f"pixel_values have shape {tuple(pixel_values.shape)} ({pixel_values.dtype}); this model takes float"
-            f" [batch, {channels}, {image_size[0]}, {image_size[1]}]: resize with the image processor."
+            f" [batch, {', '.join(map(str, shape))}]: {fix}."
         )
     return pixel_values
 

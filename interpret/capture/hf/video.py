@@ -17,14 +17,13 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.media import image_side, pair
+from interpret.capture.hf.media import pair, prepare_pixels
 from interpret.capture.sites import Capturable
-from interpret.errors import InputError, UnsupportedModelError
-from interpret.inputs import Encoded
+from interpret.errors import UnsupportedModelError
 
 NAME = "video"
 
@@ -42,7 +41,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
         )
     specials = ["[CLS]"][:extra]
     names = [*specials, *(f"t{t}_patch_{r}_{c}" for t, r, c in itertools.product(*map(range, grid)))]
-    prepare = partial(prepare_clips, shape=(frames, channels, *size), names=names, specials=len(specials))
+    prepare = partial(prepare_pixels, shape=(frames, channels, *size), names=names, specials=len(specials))
     return generic.capturable(model, layout, adapter=NAME, prepare=prepare)
 
 
@@ -74,43 +73,6 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     frames, size, _, _, channels = clip_sizes(model)
     parameter = next(model.parameters())
     return {"pixel_values": torch.zeros(1, frames, channels, *size, device=parameter.device, dtype=parameter.dtype)}
-
-
-def prepare_clips(
-    processor: Any | None,
-    inputs: Any,
-    *,
-    max_length: int | None = None,
-    decoder_inputs: Any | None = None,
-    shape: tuple[int, int, int, int],
-    names: list[str],
-    specials: int,
-) -> Encoded:
-    """Return the Encoded of clips: pixel_values [batch, frame, channel, height, width], one position per tubelet."""
-    if decoder_inputs is not None or max_length is not None:
-        raise InputError("decoder inputs and max_length do not apply to a video model; drop them.")
-    if isinstance(inputs, Encoded):
-        if inputs.pixel_values is None or inputs.pixel_values.dim() != 5:
-            raise InputError("this Encoded has no clips; a video model needs pixel_values [batch, frame, channel,"
-                             " height, width].")
-        return inputs
-    if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
-        raise InputError("a video model takes clips, not text; pass videos (each a list of frames) or pixel_values"
-                         " [batch, frame, channel, height, width].")
-    if isinstance(inputs, Tensor):
-        pixel_values = inputs
-    elif processor is None or not callable(processor):
-        raise InputError("video input needs the model's image or video processor; pass the one interpret.load"
-                         " returned, or a tensor of pixel_values [batch, frame, channel, height, width].")
-    else:
-        pixel_values = processor(list(inputs), return_tensors="pt")["pixel_values"]
-    if pixel_values.dim() != 5 or not pixel_values.is_floating_point() or tuple(pixel_values.shape[1:]) != shape:
-        frames, channels, height, width = shape
-        raise InputError(
-            f"pixel_values have shape {tuple(pixel_values.shape)} ({pixel_values.dtype}); this model takes float"
-            f" [batch, {frames}, {channels}, {height}, {width}]: {frames} frames, resized with its processor."
-        )
-    return image_side(pixel_values, names, specials)
 
 
 ADAPTER = HFAdapter(
