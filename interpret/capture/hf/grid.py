@@ -19,9 +19,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch import Tensor
-
-from torch import nn
+from torch import Tensor, nn
 
 from interpret.capture.hf.attention import AttentionRecorder
 from interpret.capture.hf.layout import StackLayout, stack_sites

@@ -78,7 +78,7 @@ class StackLayout:
     "..."); block_unsupported: (block index, suffix, reason) for what single blocks lack. layers: per layer,
     (index of its block in the list, which call of that block it is) where one block runs for several layers
     (ALBERT runs one shared layer module num_hidden_layers times); empty: each block once, in list order.
-    block_heads: (block index, d_head, d_value, n_kv_heads) for each block whose head sizes differ from the
+    block_heads: (block index, d_head, d_value) for each block whose head sizes differ from the
     stack's (Gemma 4's global layers have heads twice as wide as its sliding-window ones); patterns are [batch,
     head, query, key] whatever the head size, so only hook_q/k/v/z of such a block have another last axis.
     block_output: the module whose output is the block's output (the residual stream after it), relative to the
@@ -108,7 +108,7 @@ class StackLayout:
     block_unsupported: tuple[tuple[int, str, str], ...] = ()
     layers: tuple[tuple[int, int], ...] = ()
     block_output: str | None = None
-    block_heads: tuple[tuple[int, int, int, int], ...] = ()
+    block_heads: tuple[tuple[int, int, int], ...] = ()
 
     def layer_calls(self, n_blocks: int) -> tuple[tuple[int, int], ...]:
         """Return per layer (block index, call of that block): `layers`, or each of `n_blocks` blocks once."""
@@ -169,7 +169,7 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
             " that matches this model under the entry-point group 'interpret.adapters'."
         )
     base = {"head": stack.n_heads, "d_model": stack.d_model, "d_mlp": stack.d_mlp}
-    heads = {index: (d_head, d_value) for index, d_head, d_value, _ in stack.block_heads}
+    heads = {index: (d_head, d_value) for index, d_head, d_value in stack.block_heads}
     stack_heads = (stack.d_head, stack.d_value or stack.d_head)
     sizes = {**base, "d_head": stack.d_head}
     residual = ("batch", "pos", "d_model")

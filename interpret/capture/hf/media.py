@@ -127,7 +127,8 @@ def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Ten
         pixel_values = processor(images=images, return_tensors="pt")["pixel_values"]
     if (pixel_values.dim() != len(shape) + 1 or not pixel_values.is_floating_point()
             or tuple(pixel_values.shape[1:]) != shape):
-        fix = "resize with the image processor" if kind.model == "vision" else f"{shape[0]} frames, resized with its processor"
+        fix = ("resize with the image processor" if kind.model == "vision"
+               else f"{shape[0]} frames, resized with its processor")
         raise InputError(
             f"pixel_values have shape {tuple(pixel_values.shape)} ({pixel_values.dtype}); this model takes float"
             f" [batch, {', '.join(map(str, shape))}]: {fix}."

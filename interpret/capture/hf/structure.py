@@ -230,13 +230,13 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         per_block += [(i, "mlp.hook_post", "blocks differ in MLP width") for i in layouts]
     d_mlp = max(layout.d_mlp for layout in layouts.values()) if chosen["mlp_down"] else 0
     shared = {hook: why for hook, why in template.unsupported if hook not in _OPTIONAL.values() or chosen[_key(hook)] is None}
-    block_heads = tuple((index, layout.d_head, layout.d_value or layout.d_head, layout.n_kv_heads or layout.n_heads)
-                        for index, layout in layouts.items() if _heads(layout) != _heads(template))
+    block_heads = tuple((index, *_heads(layout)) for index, layout in layouts.items()
+                        if _heads(layout) != _heads(template))
     for index, layout in layouts.items():
         if _core(layout) != _core(template):
             raise UnsupportedModelError(
                 f"block {index} of {blocks!r} in {type(model).__name__} is laid out unlike block {first}"
-                f" ({_difference(template, layout)}); per-layer layouts need an adapter: {ADAPTERS_HINT}."
+                f" ({_difference(_core(template), _core(layout))}); per-layer layouts need an adapter: {ADAPTERS_HINT}."
             )
         for hook, why in layout.unsupported:
             if hook not in _OPTIONAL.values() and hook not in shared:
@@ -256,13 +256,14 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
     )
 
 
-def _heads(layout: StackLayout) -> tuple[int, int | None, int | None]:
-    """A block's head sizes, which may differ from block to block: (d_head, d_value, key/value heads)."""
-    return layout.d_head, layout.d_value, layout.n_kv_heads
+def _heads(layout: StackLayout) -> tuple[int, int]:
+    """A block's head sizes, which may differ from block to block: (d_head, d_value)."""
+    return layout.d_head, layout.d_value or layout.d_head
 
 
 def _core(layout: StackLayout) -> StackLayout:
-    """A block's layout without what may differ from block to block (optional parts, head sizes)."""
+    """A block's layout without what may differ from block to block: optional parts, head sizes, and the count of
+    key/value heads (hook_k and hook_v hold them repeated per query head, so no hook's shape depends on it)."""
     return replace(layout, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=(), d_head=0, d_value=None,
                    n_kv_heads=None)
 
