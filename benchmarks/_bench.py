@@ -97,13 +97,14 @@ def with_kernel(model: Any, kernel: str, device: str) -> Any:
 
 
 def capture_rows(name: str, fast: Any, eager: Any, inputs: dict[str, Any], repeats: int, device: str,
-                 **collect: Any) -> list[list[Any]]:
+                 collected: Any = None, **collect: Any) -> list[list[Any]]:
     """Return the table rows of one model: the plain forward (`fast`), the eager model's own output_attentions and
-    interpret.collect of every pattern (`collect`: its options) on the same `inputs`, timed interleaved, with the
-    positions and each run's ratio to the first two."""
+    interpret.collect of every pattern (`collect`: its options) on the same `inputs` (`collected`: what collect is
+    given for them, where that is not their one value), timed interleaved, with the positions and each run's ratio
+    to the first two."""
     import interpret
 
-    (value,) = inputs.values()
+    value = collected if collected is not None else next(iter(inputs.values()))
 
     def forward() -> None:
         with torch.no_grad():

@@ -1,12 +1,17 @@
-"""Benchmark: the cost of capturing true attention patterns from hierarchical vision models, whose stages the
-`swin` and `pyramid` adapters put on one patch grid, at the released models' shapes with random weights
-(weights do not change the cost): SegFormer-B0 (MiT-b0), PVT v2-b0 and Swin-T, on one image at --size.
+"""Benchmark: the cost of capturing true attention patterns from vision models that need an adapter, at the
+released models' shapes with random weights (weights do not change the cost), on one image at --size:
+hierarchical models whose stages the `swin` and `pyramid` adapters put on one patch grid (SegFormer-B0 (MiT-b0),
+PVT v2-b0, Swin-T), and the vision towers of Qwen2-VL-2B and Qwen2.5-VL-7B, which pack their patches into one
+sequence with `grid_thw` (the `packed` adapter; patches of 14 pixels, so --size must be a multiple of 28; the
+Qwen2.5-VL tower attends within windows of 112 pixels in 28 of its 32 blocks, which the capture places on the
+[patches, patches] diagonal).
 
 For each model, on the same input (batch 1) it times:
 
     forward               the plain model (SDPA where it has it)
     eager + attentions    the eager model with output_attentions=True (transformers' own patterns, each on
-                          its stage's grid: [stage tokens, pooled keys] or [window, window])
+                          its stage's grid: [stage tokens, pooled keys] or [window, window]; the Qwen
+                          towers return none, so this is their eager forward)
     capture all           interpret.collect of every block's hook_pattern on stage 0's patch grid
                           ([patches, patches] per head; Swin's head-mean, `reduce="mean"`, to stay within the
                           capture budget: 12 blocks of full heads need about 5 GiB at 224 × 224)
@@ -15,7 +20,7 @@ and prints the median and minimum of --repeats runs (configurations interleaved 
 memory of one run above what was held before it, and the ratios of capture to the two references. The capture
 writes [patches, patches] per head and block, which the references never hold: that is its price.
 
-    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin] [--size 224] [--repeats 5]
+    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin qwen2_vl qwen2_5_vl] [--size 224] [--repeats 5]
                                         [--device cpu|cuda] [--threads N]
 """
 
@@ -41,7 +46,34 @@ MODELS: dict[str, tuple[Callable[[int], Any], str | None]] = {
                   None),
     "pvt_v2": (lambda size: T.PvtV2ForImageClassification(T.PvtV2Config(image_size=size, num_labels=2)), None),
     "swin": (lambda size: T.SwinForImageClassification(T.SwinConfig(image_size=size, num_labels=2)), "mean"),
+    # Qwen2-VL-2B's tower: 32 blocks of 1280, 16 heads (the config's defaults); its patterns are [256, 256] at 224
+    "qwen2_vl": (lambda size: _tower("qwen2_vl_vision"), None),
+    # Qwen2.5-VL-7B's tower: 32 blocks of 1280, 16 heads, windows of 112 pixels but in blocks 7, 15, 23, 31
+    "qwen2_5_vl": (lambda size: _tower("qwen2_5_vl_vision", hidden_size=1280, out_hidden_size=3584), None),
 }
+
+
+def _tower(model_type: str, **sizes: Any) -> Any:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from interpret.capture.hf.catalog import _model_class
+
+    config = CONFIG_MAPPING[model_type](**sizes)
+    return _model_class(type(config), {}, model_type)(config)
+
+
+def _inputs(name: str, model: Any, size: int, device: str) -> tuple[dict[str, Any], Any]:
+    """Return (the model's own inputs for one random image, what interpret.collect is given for it)."""
+    pixels = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    if not name.startswith("qwen"):
+        return {"pixel_values": pixels.to(device)}, None
+    from interpret.capture.hf import packed
+
+    tower = packed.tower_of(model)
+    grid = (1, size // 14, size // 14)
+    patches = torch.randn(1, *grid, tower.patch_dim, generator=torch.Generator().manual_seed(0)).to(device)
+    flat, grid_thw = packed.packed_patches(patches, tower.merge)
+    return {"hidden_states": flat, "grid_thw": grid_thw}, patches
 
 
 def built(name: str, kernel: str, size: int, device: str) -> Any:
@@ -56,10 +88,9 @@ def main() -> int:
     rows = []
     for name in args.models:
         fast, eager = built(name, "sdpa", args.size, args.device), built(name, "eager", args.size, args.device)
-        pixels = torch.randn(1, 3, args.size, args.size, generator=torch.Generator().manual_seed(0)).to(args.device)
-        rows += capture_rows(name, fast, eager, {"pixel_values": pixels}, args.repeats, args.device,
-                             reduce=MODELS[name][1])
-    print(capture_table(f"vision capture on the patch grid: batch 1, {args.size} × {args.size}", rows, args, "patches"))
+        inputs, collected = _inputs(name, fast, args.size, args.device)
+        rows += capture_rows(name, fast, eager, inputs, args.repeats, args.device, collected, reduce=MODELS[name][1])
+    print(capture_table(f"vision capture over the patches: batch 1, {args.size} × {args.size}", rows, args, "patches"))
     return 0
 
 

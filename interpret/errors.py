@@ -53,6 +53,12 @@ class ResultError(AnalyzerError):
     token, or a broken invariant. Refused instead of handed on."""
 
 
+class NoGradientError(CaptureError, AnalyzerError):
+    """A capture with gradients was asked of tensors the model's output does not depend on (tensors an adapter
+    re-arranged from what the model computes with: put on a patch grid, unpacked into a batch). A capture error;
+    also an analyzer's refusal of the model, so the defaults' lead gives way to the next (`analysis.lead`)."""
+
+
 class ReportError(InterpretError):
     """A report could not be rendered or written."""
 

@@ -5,7 +5,9 @@ it goes to special tokens ([CLS], [SEP], ...), per example; full (from every [he
 
 Arrays (batch first):
     entropy            [batch, layer, head]  mean over real query rows of −Σ_k p·log p over real keys (nats;
-                                             0·log 0 = 0). 0 = every row on one key; log n = uniform.
+                                             0·log 0 = 0). 0 = every row on one key; log n = uniform. Where
+                                             the layers have different head counts (Swin's and SegFormer's
+                                             stages) the head axis is 1: each layer's mean over its heads.
     special_attention  [batch, layer, head]  mean over real query rows of the attention on special keys.
     n_real             [batch]               real positions per example (the aggregation weight is 1).
 It declares a head map (`entropy`), which the audit averages over examples into heads.csv; it has no
@@ -76,14 +78,20 @@ class AttentionEntropy:
         layers = [trace[f"{prefix}blocks.{i}.attn.hook_pattern"].detach() for i in indices]
         real = side.attention_mask.to(layers[0].device).bool()
         special = side.special.to(layers[0].device).bool() & real
-        entropy, on_special, row_sum_error = head_statistics(layers, real, special)
+        heads = sorted({layer.shape[1] for layer in layers})
+        if len(heads) == 1:
+            entropy, on_special, row_sum_error = head_statistics(layers, real, special)
+            how = ""
+        else:  # stages with their own head counts (Swin, SegFormer): one [layer, head] table cannot hold them
+            entropy, on_special, row_sum_error = _head_means(layers, real, special)
+            how = f"; mean over each layer's heads, which number {heads[0]} to {heads[-1]}"
         checks = {
             "pattern_row_sum_error": Check(
                 row_sum_error, 1e-4,
                 "largest |row sum − 1| of the attention rows the statistics read",
             )
         }
-        return self._result(trace, params, ctx, to_numpy(entropy), to_numpy(on_special), real, checks, "")
+        return self._result(trace, params, ctx, to_numpy(entropy), to_numpy(on_special), real, checks, how)
 
     def _streamed(self, trace: Trace, params: EntropyParams, ctx: RunContext) -> AnalyzerResult:
         per_example = layers_from_trace(trace, self.name, ctx.device)
@@ -105,7 +113,9 @@ class AttentionEntropy:
 
     def _result(self, trace: Trace, params: EntropyParams, ctx: RunContext, entropy: np.ndarray,
                 on_special: np.ndarray, real: Tensor, checks: dict, how: str) -> AnalyzerResult:
-        """Return the result of the statistics [batch, layer, head] of the examples whose real positions are `real`."""
+        """Return the result of the statistics [batch, layer, head] of the examples whose real positions are `real`
+        (`how`: what the titles add after the unit, ", streamed" or "; mean over ...")."""
+        detail = f" ({how.lstrip(',; ')})" if how else ""
         return AnalyzerResult(
             analyzer=self.name, version=self.version, params=as_dict(params, ctx.strategy),
             arrays={
@@ -116,11 +126,24 @@ class AttentionEntropy:
             checks=checks,
             views=(
                 View("table", "entropy", f"Attention entropy by layer and head (nats{how})"),
-                View("table", "special_attention", f"Attention on special tokens by layer and head{' (streamed)' if how else ''}"),
+                View("table", "special_attention", f"Attention on special tokens by layer and head{detail}"),
             ),
             tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             head_map=HeadMap("entropy"),
         )
+
+
+def _head_means(
+    layers: Sequence[Tensor], real: Bool[Tensor, "batch key"], special: Bool[Tensor, "batch key"],
+) -> tuple[Tensor, Tensor, float]:
+    """Return `head_statistics` of layers [batch, head, query, key] whose head counts differ, each layer's averaged
+    over its heads: entropy and special attention [batch, layer, 1] (the head axis holds the mean), the worst row
+    sum error."""
+    per_layer = [head_statistics([layer], real, special) for layer in layers]
+    entropy = torch.cat([stats[0].mean(-1, keepdim=True) for stats in per_layer], dim=1)
+    on_special = torch.cat([stats[1].mean(-1, keepdim=True) for stats in per_layer], dim=1)
+    errors = [stats[2] for stats in per_layer]
+    return entropy, on_special, max(errors) if not any(np.isnan(errors)) else float("nan")
 
 
 def attention_entropy(

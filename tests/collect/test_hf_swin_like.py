@@ -81,3 +81,25 @@ def test_a_run_over_the_capture_budget_is_refused_in_one_line_not_streamed() -> 
         interpret.explain(built_with(build, "eager"), None, _pixels(side), analyzers=["rollout"], evidence=False,
                           limits=Limits(capture_bytes=1024))
     assert "\n" not in str(err.value) and "Limits(capture_bytes=" in str(err.value)
+
+
+def test_the_default_report_runs_the_methods_without_gradients_and_says_why_the_others_gave_way(tmp_path: Any) -> None:
+    build, side, _ = MODELS["maskformer-swin"]
+    report = interpret.explain(built_with(build, "eager"), None, _pixels(side))
+    assert report.run.analyzers == ("rollout", "attention_entropy")
+    notes = dict(report.run.notes)
+    assert "no gradient with respect to them" in notes["attention_x_gradient skipped"]
+    html = report.render(tmp_path / "swin.html").read_text()
+    assert "patch_0_0" in html and "attention_x_gradient skipped" in html
+
+
+def test_attention_entropy_averages_each_stages_heads_where_stages_differ_in_head_count() -> None:
+    build, side, _ = MODELS["maskformer-swin"]  # stages of 2 and 4 heads
+    trace = interpret.collect(built_with(build, "eager"), None, _pixels(side))
+    result = interpret.analyze(trace, "attention_entropy")
+    entropy = result["entropy"]
+    assert entropy.shape == (2, 4, 1) and "which number 2 to 4" in result.views[0].title
+    for layer in range(4):
+        pattern = trace[f"blocks.{layer}.attn.hook_pattern"].double()
+        plain = torch.special.entr(pattern).sum(-1).mean(-1).mean(-1)  # over keys, then query rows, then heads
+        np.testing.assert_allclose(entropy[:, layer, 0], plain.numpy(), rtol=1e-12, atol=1e-12)

@@ -142,7 +142,7 @@ def test_a_tower_is_probed_on_the_input_its_forward_takes() -> None:
         ("vitpose", "supported", ""),
         ("trocr", "supported", ""),
         ("idefics2_vision", "supported", ""),
-        ("qwen2_vl_vision", "unsupported", "takes 'hidden_states'"),  # patches embedded by its parent model
+        ("flava_multimodal_model", "unsupported", "takes 'hidden_states'"),  # the two towers' outputs, joined
         ("upernet", "unsupported", "no attention layers"),  # its default backbone is a ResNet
     ],
 )

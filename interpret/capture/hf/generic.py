@@ -38,7 +38,7 @@ PROBE_DECODER_TOKENS = 2
 PROBE_IMAGE_SIZE = 224
 
 # Per model object (weakly held): {(probe inputs, discovery): layout}, so each adapter probes a model once.
-_LAYOUTS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, Any], ModelLayout]] = weakref.WeakKeyDictionary()
+_LAYOUTS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, Any, bool], ModelLayout]] = weakref.WeakKeyDictionary()
 
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
@@ -51,16 +51,18 @@ def layout_of(
     model: nn.Module,
     inputs: Callable[[nn.Module, bool], dict[str, Any]] | None = None,
     discover: Callable[[nn.Module, Probe], ModelLayout] | None = None,
+    packed: bool = False,
 ) -> ModelLayout:
     """Return the layout of `model`, probing it on its first use (kept while the model lives).
 
     inputs: builds the probe's inputs (model, with_mask) when the family needs its own; discover: turns the
-    probe into a layout when the family needs its own (default `structure.model_layout`).
+    probe into a layout when the family needs its own (default `structure.model_layout`); packed: the model's
+    hidden states are [pos, ...] with a batch's examples packed into one sequence (`probe.observe`).
     """
-    key = (inputs or probe_inputs, discover or _discover)
+    key = (inputs or probe_inputs, discover or _discover, packed)
     known = _LAYOUTS.setdefault(model, {})
     if key not in known:
-        known[key] = key[1](model, run_probe(model, key[0]))
+        known[key] = key[1](model, run_probe(model, key[0], packed))
     return known[key]
 
 
@@ -68,7 +70,7 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
     return model_layout(model, probe, vision=_main_input(model) == "pixel_values")
 
 
-def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]]) -> Probe:
+def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]], packed: bool = False) -> Probe:
     """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
     attempts = (False, True) if model_device(model).type == "meta" else (False,)
@@ -77,7 +79,7 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     for with_mask in attempts:
         try:
             given = inputs(model, with_mask)
-            return observe(model, given)
+            return observe(model, given, packed)
         except InterpretError:
             raise
         except Exception as err:  # a model's own error on the probe input: reported below in one line
@@ -85,7 +87,12 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     assert failure is not None
     message = " ".join(str(failure).split())[:160]
     pixels = given.get("pixel_values")
-    on = f"a {pixels.shape[-2]}×{pixels.shape[-1]} image" if isinstance(pixels, torch.Tensor) else f"{PROBE_TOKENS} positions"
+    if packed:  # a packed tower's patches [patches, ...], whatever its input is called
+        on = f"{next(iter(given.values())).shape[0]} packed patches of one image"
+    elif isinstance(pixels, torch.Tensor):
+        on = f"a {pixels.shape[-2]}×{pixels.shape[-1]} image"
+    else:
+        on = f"{PROBE_TOKENS} positions"
     raise UnsupportedModelError(
         f"a probe forward pass of {type(model).__name__} on {on} failed"
         f" ({type(failure).__name__}: {message}); {ADAPTERS_HINT} that feeds it valid inputs."

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from interpret.capture.hf.attention import AttentionRecorder
 from interpret.capture.hf.layout import StackLayout, stack_sites
 from interpret.capture.sites import Site, Sink
-from interpret.errors import CaptureError
+from interpret.errors import NoGradientError
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 
@@ -97,7 +97,7 @@ def no_graph(family: str, tensor: Tensor) -> Tensor:
     """Return `tensor`, or raise when it is captured for gradients: a tensor put on the patch grid is a copy
     the model never reads, so the model's output has no gradient with respect to it."""
     if tensor.requires_grad and torch.is_grad_enabled():
-        raise CaptureError(
+        raise NoGradientError(
             f"{family}'s tensors are put on the patch grid from the windows and stages the model computes with, so"
             f" the model's output has no gradient with respect to them; capture {family} without gradients."
         )

@@ -115,8 +115,13 @@ class Probe:
         return [call for call in self.calls if call.path == path]
 
 
-def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
-    """Return the Probe of one forward pass of `model` on `inputs` (no gradients, RNG state restored)."""
+def observe(model: nn.Module, inputs: Mapping[str, Any], packed: bool = False) -> Probe:
+    """Return the Probe of one forward pass of `model` on `inputs` (no gradients, RNG state restored).
+
+    packed: the model passes its hidden states as [pos, ...] with no batch axis (a vision tower that packs a
+    batch's patches into one sequence); a floating tensor of 2 or more dimensions is then a hidden one, and its
+    shape is recorded as that of a batch of one, [1, pos, ...].
+    """
     probe = Probe(modules=dict(model.named_modules()))
     paths = {id(module): path for path, module in probe.modules.items()}
     alive: list[Any] = []
@@ -133,10 +138,10 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
         tensors = list(_tensors(args)) + list(_tensors(kwargs.values()))
         alive.append(tensors)
         call.inputs = frozenset(id(tensor) for tensor in tensors)
-        slot = hidden_slot(args, kwargs)
+        slot = hidden_slot(args, kwargs, packed)
         if slot is not None:
             call.hidden = slot
-            call.in_shape = tuple(_at(slot, args, kwargs).shape)
+            call.in_shape = _batched(_at(slot, args, kwargs).shape, packed)
         probe.calls.append(call)
         open_calls.setdefault(id(module), []).append(call)
         own.enter(call, module)
@@ -148,7 +153,7 @@ def observe(model: nn.Module, inputs: Mapping[str, Any]) -> Probe:
         first = _first_tensor(output)
         if first is not None:
             alive.append(first)
-            call.output, call.out_shape = id(first), tuple(first.shape)
+            call.output, call.out_shape = id(first), _batched(first.shape, packed)
 
     def on_kernel(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, kwargs: Mapping[str, Any]) -> None:
         path = paths.get(id(module))
@@ -262,15 +267,22 @@ def _tensors(values: Any) -> Iterator[Tensor]:
             yield from (item for item in value if isinstance(item, Tensor))
 
 
-def hidden_slot(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Slot | None:
-    """Return where the first floating [batch, pos, ...] tensor was passed, positional arguments first."""
+def hidden_slot(args: tuple[Any, ...], kwargs: Mapping[str, Any], packed: bool = False) -> Slot | None:
+    """Return where the first floating [batch, pos, ...] tensor ([pos, ...] when `packed`) was passed,
+    positional arguments first."""
+    least = 2 if packed else 3
     for index, value in enumerate(args):
-        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= 3:
+        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= least:
             return ("arg", index)
     for name, value in kwargs.items():
-        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= 3:
+        if isinstance(value, Tensor) and value.is_floating_point() and value.dim() >= least:
             return ("kwarg", name)
     return None
+
+
+def _batched(shape: torch.Size, packed: bool) -> tuple[int, ...]:
+    """Return `shape` as a batch's: with `packed`, a [pos, ...] tensor is one example's, [1, pos, ...]."""
+    return (1, *shape) if packed else tuple(shape)
 
 
 def _at(slot: Slot, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Tensor:
