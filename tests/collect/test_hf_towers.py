@@ -172,18 +172,52 @@ def _pixtral() -> Any:
                                                       num_attention_heads=4, head_dim=8, image_size=32, patch_size=8))
 
 
-def test_a_tower_that_packs_a_batch_into_one_sequence_is_captured_one_image_at_a_time() -> None:
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_a_tower_that_packs_a_batch_into_one_sequence_is_captured_as_a_batch(kernel: str) -> None:
     """Pixtral's vision encoder concatenates the patches of every image of a batch into one sequence (a
-    block-diagonal mask keeps them apart), so its tensors are not [batch, positions]: one image is captured equal
-    to eager, and a batch is refused in one line rather than named as if it were one image's positions."""
-    model = built_with(_pixtral, "sdpa")
-    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
-    trace = interpret.collect(model, None, pixels[:1])
-    with torch.no_grad():
-        reference = eager_copy(model)(pixel_values=pixels[:1], output_attentions=True).attentions
-    assert trace.encoded.pos == 16 and len(reference) == 2
-    for layer, attention in enumerate(reference):
-        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.float(), atol=TIGHT, rtol=0)
+    block-diagonal mask keeps them apart): its adapter unpacks a batch into [batch, ...] tensors, each image's
+    pattern equal to its eager model's own for that image alone; without the adapter the generic adapter's batch
+    is refused in one line rather than named as if it were one image's positions."""
+    from interpret.capture.engine import capture, select_sites
+
+    model = built_with(_pixtral, kernel)
+    pixels = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    trace = interpret.collect(model, None, pixels, names="*")
+    assert (trace.meta.adapter, trace.encoded.pos, trace.output.last_hidden_state.shape) == ("pixtral", 16, (3, 16, 32))
+    for image in range(3):
+        with torch.no_grad():
+            reference = eager_copy(model)(pixel_values=pixels[image:image + 1], output_attentions=True).attentions
+        for layer, attention in enumerate(reference):
+            torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"][image], attention[0].float(),
+                                       atol=TIGHT, rtol=0)
+        alone = interpret.collect(model, None, pixels[image:image + 1], names="*")
+        for name in alone.names():
+            torch.testing.assert_close(trace[name][image], alone[name][0], atol=TIGHT, rtol=0, msg=name)
+    plain = generic.build(model, None)
+    encoded = plain.prepare(None, pixels[:2])  # type: ignore[misc]
     with pytest.raises(interpret.errors.CaptureError, match=r"came out of the model as \[1, 4, 32, 32\].*batch 2") as err:
-        interpret.collect(model, None, pixels)
+        capture(plain, encoded, select_sites(plain, None, None))
     assert "\n" not in str(err.value)
+
+
+def test_a_pixtral_batch_of_one_keeps_its_gradients_and_a_larger_batch_refuses_them_in_one_line() -> None:
+    from interpret.capture.api import capturable_for
+    from interpret.capture.engine import capture, select_sites
+    from interpret.errors import NoGradientError
+
+    model = built_with(_pixtral, "sdpa")
+    capturable = capturable_for(model)
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    sites = select_sites(capturable, ["*hook_pattern", "*hook_resid_post"], None)
+    tensors, output, _ = capture(capturable, capturable.prepare(None, pixels[:1]), sites, grad=True)  # type: ignore[misc]
+    grads = torch.autograd.grad(output.last_hidden_state.sum(), [tensors["blocks.0.attn.hook_pattern"],
+                                                                 tensors["blocks.0.hook_resid_post"]])
+    assert all(grad.abs().sum() > 0 for grad in grads)
+    with pytest.raises(NoGradientError, match="no gradient with respect to them") as err:
+        capture(capturable, capturable.prepare(None, pixels), sites, grad=True)  # type: ignore[misc]
+    assert "\n" not in str(err.value)
+
+
+def test_interpret_models_lists_pixtral_under_its_adapter() -> None:
+    row = catalog.describe("pixtral")
+    assert (row.status, row.adapter, row.kind) == ("supported", "pixtral", "vision"), row

@@ -17,8 +17,9 @@ puts each image's patches in the tower's order, packs the batch and passes the g
 
 Capture: the probe reads [patches, ...] tensors as one example's (`probe.observe(packed=True)`); in a capture a
 hidden tensor [batch × pos, ...] is unflattened to [batch, pos, ...], and a block's kernel calls, one per image
-[1, ...], are gathered into one [batch, ...] tensor before the collector's sink sees them. Those are tensors the model
-never reads, so a capture with gradients is refused.
+[1, ...], are gathered into one [batch, ...] tensor before the collector's sink sees them (`unpacked`, which the
+`pixtral` adapter shares). Those are tensors the model never reads, so a capture with gradients is refused wherever
+one is made (a kernel call that already is the whole batch's, as an image alone is, is handed on as it is).
 
 Window attention (Qwen2.5-VL's tower, its Omni encoder, EXAONE 4.5's): before its first block such a tower reorders
 each image's merge windows into windows of `window_size` pixels (transformers' `vision_utils.get_vision_window_index`),
@@ -118,13 +119,23 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     """Return the Capturable of a packed vision tower: one position per patch, in the order its blocks see."""
     tower = tower_of(model)
     layout = generic.layout_of(model, inputs=partial(_probe_inputs, tower), discover=_discover, packed=True)
-    batch = _Batch()
     base = generic.capturable(model, layout, adapter=NAME, prepare=partial(prepare, tower, processor_default=processor))
     unsupported = dict(base.unsupported)
     if tower.windows is not None:
         unsupported.update({site.name: _WINDOWED_LSE for site in base.sites if site.name.endswith(".hook_lse")})
-    sites = [_packed_site(site, batch) for site in base.sites if site.name not in unsupported]
-    return replace(base, sites=sites, run=partial(_run, model, tower, batch), unsupported=unsupported)
+    sites = [site for site in base.sites if site.name not in unsupported]
+    return unpacked(replace(base, sites=sites, unsupported=unsupported), run=partial(_run, model, tower))
+
+
+def unpacked(capturable: Capturable, run: Callable[[Encoded], Any] | None = None) -> Capturable:
+    """Return `capturable` read as a batch from a model that packs its images into one sequence: its sites' packed
+    tensors unpacked into [batch, ...] (module tensors [batch × pos, ...] or [1, batch × pos, ...]; kernel calls per
+    image, per window, or one for the whole batch whose images a block-diagonal mask keeps apart, as Pixtral's), and
+    `run` (default: its own) run with the batch's size known to them, its output's `last_hidden_state` and
+    `pooler_output` given the batch axis."""
+    batch = _Batch()
+    sites = [_packed_site(site, batch) for site in capturable.sites]
+    return replace(capturable, sites=sites, run=partial(_batched_run, run or capturable.run, batch))
 
 
 def tower_of(model: nn.Module) -> Tower:
@@ -252,27 +263,36 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
     return model_layout(model, probe, vision=True)
 
 
-def _run(model: nn.Module, tower: Tower, batch: _Batch, encoded: Encoded) -> Any:
-    """Run the tower on the Encoded's images packed into one sequence; return its output with the batch axis
-    restored (`last_hidden_state` [batch, pos, d_model]; a merged `pooler_output` [batch, tokens, ...])."""
+def _run(model: nn.Module, tower: Tower, encoded: Encoded) -> Any:
+    """Run the tower on the Encoded's images packed into one sequence, in its order, with their grid."""
     if encoded.pixel_values is None or encoded.pixel_values.dim() != 5:
         raise CaptureError("a packed vision tower runs on pixel_values [batch, frame, row, column, patch_dim].")
     patches, grid_thw = packed_patches(encoded.pixel_values, tower.merge)
+    return model(**tower.inputs(patches, grid_thw), return_dict=True)
+
+
+def _batched_run(run: Callable[[Encoded], Any], batch: _Batch, encoded: Encoded) -> Any:
+    """Return `run(encoded)` with the batch's size known to the sites' transforms, its output's `last_hidden_state`
+    [batch, pos, d_model] and `pooler_output` ([batch, tokens, ...] where merged) given the batch axis."""
     batch.size, batch.pos, batch.gathering = encoded.batch, encoded.pos, {}
     try:
-        output = model(**tower.inputs(patches, grid_thw), return_dict=True)
+        output = run(encoded)
     finally:
         batch.size = 0
     for name in ("last_hidden_state", "pooler_output"):
         value = output.get(name) if hasattr(output, "get") else None
-        if isinstance(value, Tensor) and value.shape[0] % encoded.batch == 0:
+        if not isinstance(value, Tensor) or value.dim() < 2 or value.shape[0] == encoded.batch and value.dim() > 2:
+            continue
+        if value.dim() > 2 and value.shape[0] == 1:  # [1, batch × pos, ...]: one sequence of every image's rows
+            value = value[0]
+        if value.shape[0] % encoded.batch == 0:
             output[name] = value.unflatten(0, (encoded.batch, -1))
     return output
 
 
 def _packed_site(site: Site, batch: _Batch) -> Site:
-    """Return `site` reading a batch: a kernel site's calls (per image, or per window) assembled into [batch, ...],
-    a module's packed rows unflattened."""
+    """Return `site` reading a batch: a kernel site's calls assembled into [batch, ...], a module's packed rows
+    unflattened."""
     if site.attach is not None:
         fill = LOWEST if site.name.endswith("hook_attn_scores") else 0.0
         gather = partial(_gather, batch, id(site), site.axes, fill)
@@ -286,27 +306,36 @@ def _attach_gathered(attach: Callable[[Any, Sink], None], gather: Callable[[Sink
 
 
 def _gather(batch: _Batch, key: int, axes: tuple[str, ...], fill: float, sink: Sink, tensor: Tensor) -> None:
-    """Collect one kernel call's tensor [1, ...] (an image's, or a window's); once the batch's images are all in,
-    pass [batch, ...] on: each image's windows on its [pos, pos] diagonal (`fill` elsewhere) or joined along the
-    positions."""
-    _no_graph(tensor)
+    """Collect one kernel call's tensor [1, ...] (an image's, a window's, or the whole batch's); once the batch's
+    images are all in, pass [batch, ...] on: each image's windows on its [pos, pos] diagonal (`fill` elsewhere)
+    or joined along the positions; a call over several images cut at their boundaries (the diagonal blocks of a
+    square tensor: a block-diagonal mask gave every other block nothing). A call that already is the whole
+    batch's [batch, ...] is passed on as it is (in the autograd graph)."""
     parts = batch.gathering.setdefault(key, [])
     parts.append(tensor)
     rows = axes.index("query") if "query" in axes else axes.index("pos")
     if sum(part.shape[rows] for part in parts) < batch.size * batch.pos:
         return
     del batch.gathering[key]
+    if len(parts) == 1 and tensor.shape[0] == batch.size and tensor.shape[rows] == batch.pos:
+        sink(tensor)
+        return
+    square = "key" in axes
     images, image, filled = [], [], 0
-    for part in parts:
-        image.append(part)
-        filled += part.shape[rows]
-        if filled == batch.pos:
-            images.append(image[0] if len(image) == 1 else _joined(image, rows, "key" in axes, fill))
-            image, filled = [], 0
+    for part in map(_no_graph, parts):
+        start = 0
+        while start < part.shape[rows]:
+            take = min(part.shape[rows] - start, batch.pos - filled)
+            piece = part.narrow(rows, start, take)
+            image.append(piece.narrow(rows + 1, start, take) if square else piece)
+            filled, start = filled + take, start + take
+            if filled == batch.pos:
+                images.append(image[0] if len(image) == 1 else _joined(image, rows, square, fill))
+                image, filled = [], 0
     if image or len(images) != batch.size:
-        raise CaptureError(f"the tower's kernel calls over {sum(p.shape[rows] for p in parts)} rows do not split into"
+        raise CaptureError(f"the model's kernel calls over {sum(p.shape[rows] for p in parts)} rows do not split into"
                            f" {batch.size} images of {batch.pos} positions; its adapter does not match it.")
-    sink(images[0] if len(images) == 1 else torch.cat(images, dim=0))
+    sink(torch.cat(images, dim=0))
 
 
 def _joined(windows: list[Tensor], rows: int, square: bool, fill: float) -> Tensor:
@@ -326,9 +355,14 @@ def _joined(windows: list[Tensor], rows: int, square: bool, fill: float) -> Tens
 
 
 def _read_unpacked(read: Any, batch: _Batch, dims: int, args: tuple[Any, ...], kwargs: Any, output: Any) -> Tensor:
-    tensor = _no_graph(read(args, kwargs, output))
-    if tensor.dim() == dims - 1 and batch.size:
-        return tensor.unflatten(0, (batch.size, -1))
+    """Return a module's tensor as [batch, pos, ...] from [batch × pos, ...] or [1, batch × pos, ...]."""
+    tensor = read(args, kwargs, output)
+    if not batch.size:
+        return tensor
+    if tensor.dim() == dims - 1:
+        return _no_graph(tensor).unflatten(0, (batch.size, -1))
+    if tensor.dim() == dims and tensor.shape[0] == 1 and batch.size > 1:
+        return _no_graph(tensor)[0].unflatten(0, (batch.size, -1))
     return tensor
 
 
