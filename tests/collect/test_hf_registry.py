@@ -96,6 +96,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     served = registry.model_types()
     assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
                       "donut-swin": "swin", "maskformer-swin": "swin", "swin2sr": "swin", "whisper": "whisper",
+                      **{model_type: "whisper" for model_type in ("qwen2_audio_encoder", "voxtral_encoder",
+                                                                  "audioflamingo3_encoder", "moss_transcribe_diarize_audio")},
                       "segformer": "pyramid", "pvt_v2": "pyramid", "glpn": "pyramid", "vit_mae": "mae",
                       "videomae": "video", "vivit": "video", "pixtral": "pixtral",
                       **{model_type: "packed" for model_type in (

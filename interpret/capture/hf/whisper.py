@@ -1,15 +1,19 @@
-"""Adapter for Whisper: a speech encoder-decoder on log-mel features.
+"""Adapter for Whisper and the audio encoders built on Whisper's (Qwen2-Audio's, Voxtral's, Audio Flamingo 3's,
+MOSS's): speech on log-mel features.
 
 What it adds over the generic adapter: the input. Whisper's encoder takes log-mel features
 [batch, mel, frame] of a fixed length (2 × max_source_positions frames, 30 s for the released models) and
 halves the frames with a strided convolution, so the encoder's positions are `max_source_positions` steps
-of 20 ms, named `audio_0`, `audio_1`, ...; its decoder takes text (`decoder_inputs`). The probe pass feeds
-features of that length. Everything else (encoder and decoder stacks, cross attention, projections, MLPs,
-norms, gates) is the generic adapter's.
+of 20 ms, named `audio_0`, `audio_1`, ...; Whisper's decoder takes text (`decoder_inputs`), while the encoders
+alone take none. Every frame of the window is real (the feature extractor pads the audio to it with its own
+silence, as these models are trained on); an encoder that asks for a frame mask (`input_features_mask`) is given
+one of ones. The probe pass feeds features of that length. Everything else (encoder and decoder stacks, cross
+attention, projections, MLPs, norms, gates) is the generic adapter's.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -20,19 +24,46 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.layout import run_model
 from interpret.capture.hf.media import audio_decoder
 from interpret.capture.hf.speech import decoder_probe
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError
 from interpret.inputs import Encoded
 
+_MASK = "input_features_mask"  # the frame mask some encoders built on Whisper's ask for (Audio Flamingo 3)
+
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
-    """Return the Capturable of a Whisper model (WhisperModel, WhisperForConditionalGeneration)."""
+    """Return the Capturable of a Whisper model (WhisperModel, WhisperForConditionalGeneration) or of an audio
+    encoder built on Whisper's."""
     layout = generic.layout_of(model, inputs=_probe_inputs)
     mels, frames, positions = _sizes(model)
-    prepare = partial(prepare_audio, mels=mels, frames=frames, positions=positions, decoder_limit=layout.max_positions)
-    return generic.capturable(model, replace(layout, max_positions=None), adapter="whisper", prepare=prepare)
+    decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+    prepare = partial(prepare_audio, mels=mels, frames=frames, positions=positions, decoder_limit=layout.max_positions,
+                      decoder=decoder, family=_family(model))
+    made = generic.capturable(model, replace(layout, max_positions=None), adapter="whisper", prepare=prepare)
+    return made if _MASK not in _parameters(model) else replace(made, run=partial(_run_masked, model))
+
+
+def _family(model: nn.Module) -> str:
+    """Return the name the messages give the model: Whisper, or the encoder's class."""
+    return "Whisper" if model.config.model_type == "whisper" else type(model).__name__
+
+
+def _parameters(model: nn.Module) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def _ones_mask(features: Tensor) -> Tensor:
+    """Return the frame mask [batch, frame] of features [batch, mel, frame] whose every frame is real."""
+    return torch.ones(features.shape[0], features.shape[-1], dtype=torch.long, device=features.device)
+
+
+def _run_masked(model: nn.Module, encoded: Encoded) -> Any:
+    """Run an encoder that asks for its frame mask (`input_features_mask`) with one of ones: every frame is real."""
+    assert encoded.input_features is not None
+    return run_model(model, encoded, disable_cache=False, extra={_MASK: _ones_mask(encoded.input_features)})
 
 
 def _sizes(model: nn.Module) -> tuple[int, int, int]:
@@ -46,7 +77,10 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     mels, frames, _ = _sizes(model)
     parameter = next(model.parameters())
     features = torch.zeros(1, mels, frames, device=parameter.device, dtype=parameter.dtype)
-    return {"input_features": features, **decoder_probe(model, parameter.device, with_mask)}
+    inputs = {"input_features": features, **decoder_probe(model, parameter.device, with_mask)}
+    if _MASK in _parameters(model):
+        inputs[_MASK] = _ones_mask(features)
+    return inputs
 
 
 def prepare_audio(
@@ -59,42 +93,49 @@ def prepare_audio(
     frames: int,
     positions: int,
     decoder_limit: int | None,
+    decoder: bool = True,
+    family: str = "Whisper",
 ) -> Encoded:
-    """Return the Encoded of audio: input_features [batch, mel, frame], encoder positions `audio_{i}`, and
-    the decoder side from `decoder_inputs` (text with the tokenizer, or token ids)."""
+    """Return the Encoded of audio: input_features [batch, mel, frame], encoder positions `audio_{i}`, and, for a
+    model with a decoder, the decoder side from `decoder_inputs` (text with the tokenizer, or token ids)."""
     if max_length is not None:
-        raise InputError("max_length does not apply to audio (Whisper reads fixed 30 s windows); drop it.")
-    if decoder_inputs is None:
-        raise InputError("Whisper needs decoder inputs; pass decoder_inputs= (text or token ids).")
-    features = _features(processor, inputs, mels=mels, frames=frames)
+        raise InputError(f"max_length does not apply to audio ({family} reads fixed 30 s windows); drop it.")
+    if decoder and decoder_inputs is None:
+        raise InputError(f"{family} needs decoder inputs; pass decoder_inputs= (text or token ids).")
+    if not decoder and decoder_inputs is not None:
+        raise InputError(f"{family} is an encoder alone: it takes no decoder inputs; drop decoder_inputs=.")
+    features = _features(processor, inputs, mels=mels, frames=frames, family=family)
     batch = int(features.shape[0])
     names = [f"audio_{i}" for i in range(positions)]
-    decoder = audio_decoder(processor, decoder_inputs, decoder_limit, batch)
     return Encoded(
         attention_mask=torch.ones(batch, positions, dtype=torch.long),
         tokens=[list(names) for _ in range(batch)],
         special=torch.zeros(batch, positions, dtype=torch.bool),
         input_features=features,
-        decoder=decoder,
+        decoder=audio_decoder(processor, decoder_inputs, decoder_limit, batch) if decoder else None,
     )
 
 
-def _features(processor: Any | None, inputs: Any, *, mels: int, frames: int) -> Tensor:
-    """Return log-mel features [batch, mel, frame] from a tensor, or from raw audio and a feature extractor."""
+def _features(processor: Any | None, inputs: Any, *, mels: int, frames: int, family: str = "Whisper") -> Tensor:
+    """Return log-mel features [batch, mel, frame] from a tensor, or from raw audio and a feature extractor (the
+    processor's, or the processor itself when it is one)."""
     if isinstance(inputs, Encoded):
         if inputs.input_features is None:
-            raise InputError("this Encoded has no input_features; Whisper needs audio features or raw audio.")
+            raise InputError(f"this Encoded has no input_features; {family} needs audio features or raw audio.")
         return inputs.input_features
     if isinstance(inputs, str) or (isinstance(inputs, Sequence) and any(isinstance(x, str) for x in inputs)):
-        raise InputError("Whisper takes audio, not text; pass log-mel features [batch, mel, frame] or raw audio arrays.")
+        raise InputError(f"{family} takes audio, not text; pass log-mel features [batch, mel, frame] or raw audio"
+                         " arrays.")
     if isinstance(inputs, Tensor) and inputs.dim() == 3:
         features = inputs
     else:
         extractor = getattr(processor, "feature_extractor", None)
+        if extractor is None and hasattr(processor, "sampling_rate") and callable(processor):
+            extractor = processor
         if extractor is None:
             raise InputError(
-                "raw audio needs Whisper's feature extractor; pass a WhisperProcessor as the tokenizer, or log-mel"
-                f" features [batch, {mels}, {frames}]."
+                f"raw audio needs {family}'s feature extractor; pass the processor or feature extractor interpret.load"
+                f" returned, or log-mel features [batch, {mels}, {frames}]."
             )
         clips = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         rate = getattr(extractor, "sampling_rate", 16000)
@@ -108,7 +149,9 @@ def _features(processor: Any | None, inputs: Any, *, mels: int, frames: int) -> 
 
 
 ADAPTER = HFAdapter(
-    model_types=("whisper",),
+    model_types=("whisper", "qwen2_audio_encoder", "voxtral_encoder", "audioflamingo3_encoder",
+                 "moss_transcribe_diarize_audio"),
     build=build,
-    adds="audio input: log-mel features, encoder positions after the convolutional downsampling (audio_i)",
+    adds="audio input: log-mel features, encoder positions after the convolutional downsampling (audio_i);"
+         " the Whisper-based audio encoders alone (Qwen2-Audio, Voxtral, Audio Flamingo 3, MOSS)",
 )
