@@ -162,7 +162,11 @@ def _zeroing(ctx: RunContext, attention: nn.Module, tokens: list[int], rows: int
         def zeroing_kernel(module, query, key, value, attention_mask, *args, **kwargs):  # noqa: ANN001, ANN202
             if module is attention:
                 if value.shape[0] != rows:
-                    raise AnalyzerError(f"value_zeroing expected {rows} rows at the kernel, got {value.shape[0]}.")
+                    raise AnalyzerError(
+                        f"value_zeroing feeds {rows} rows (one per zeroed token) but {type(module).__name__}'s"
+                        f" attention kernel received {value.shape[0]}: the model packs its rows into one sequence"
+                        " (a packed vision tower), so no row's values can be zeroed alone; use alti or globenc."
+                    )
                 value = value.clone()
                 value[row_index.to(value.device), :, token_index.to(value.device), :] = 0.0  # [batch, kv_head, pos, d_head]
                 fired.append(True)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
@@ -44,10 +45,23 @@ def _gate_sites(model: nn.Module, prefix: str, attention: str) -> tuple[list[Sit
     return sites, capturable.n_heads
 
 
-def _scale(tensor: Tensor, gate: Tensor, heads_last: bool) -> Tensor:
+def _scale(tensor: Tensor, gate: Tensor, heads_last: bool, packed: bool = False) -> Tensor:
     """Return `tensor` [batch, pos, ...] with head h scaled by gate[h] (gate [head]) or row r's head h by
-    gate[r, h] (gate [batch, head]); heads are [..., head, d_head] (heads_last) or joined [..., head*d_head]."""
+    gate[r, h] (gate [batch, head]); heads are [..., head, d_head] (heads_last) or joined [..., head*d_head].
+    packed: the tensor holds every example's positions in its leading axes, example after example ([batch × pos,
+    ...] or [1, batch × pos, ...]), so row r's gates act on the r-th equal share of them."""
     gate = gate.to(device=tensor.device, dtype=tensor.dtype)
+    if gate.dim() == 2 and packed:
+        lead = tensor.shape[:-2] if heads_last else tensor.shape[:-1]
+        rows = int(torch.tensor(lead).prod())
+        if rows % gate.shape[0]:
+            raise ConfigError(
+                f"per-row gates have {gate.shape[0]} rows but the packed sequence has {rows} positions, no equal"
+                " share per example; give one row per example."
+            )
+        gate = gate.repeat_interleave(rows // gate.shape[0], dim=0).view(*lead, gate.shape[-1])
+        split = tensor if heads_last else tensor.view(*tensor.shape[:-1], gate.shape[-1], -1)
+        return (split * gate[..., None]).view(tensor.shape)
     if gate.dim() == 2:
         if gate.shape[0] != tensor.shape[0]:
             raise ConfigError(
@@ -84,15 +98,15 @@ def head_gates(
             assert site.module is not None
             gate = gates[..., layer, :]  # [head] or [rows, head]
             if site.pre:  # the joined heads [batch, pos, head * d_head] entering the output projection
-                session.add(site.module, on_its_call(site, partial(_gate_input, gate)), pre=True)
+                session.add(site.module, on_its_call(site, partial(_gate_input, gate, site.packed)), pre=True)
             else:  # a hook point that passes z on as [batch, pos, head, d_head]
-                session.add(site.module, on_its_call(site, partial(_gate_output, gate)))
+                session.add(site.module, on_its_call(site, partial(_gate_output, gate, site.packed)))
         yield
 
 
-def _gate_input(gate: Tensor, module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (_scale(args[0], gate, heads_last=False), *args[1:])
+def _gate_input(gate: Tensor, packed: bool, module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (_scale(args[0], gate, heads_last=False, packed=packed), *args[1:])
 
 
-def _gate_output(gate: Tensor, module: nn.Module, args: tuple[Any, ...], output: Tensor) -> Tensor:
-    return _scale(output, gate, heads_last=True)
+def _gate_output(gate: Tensor, packed: bool, module: nn.Module, args: tuple[Any, ...], output: Tensor) -> Tensor:
+    return _scale(output, gate, heads_last=True, packed=packed)

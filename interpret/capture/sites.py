@@ -47,6 +47,9 @@ class Site:
     call / calls: the site reads call `call` of the `calls` calls its module makes in one forward pass, where
         several layers run one module (ALBERT's shared layer: layer i is call i); calls == 1: every call.
         Whoever hooks `module` for this site wraps the hook in `on_its_call`.
+    packed: the module's tensor packs every example's positions into its leading axes, example after example
+        ([batch × pos, ...] or [1, batch × pos, ...]: a vision tower that packs a batch into one sequence); the
+        site's read unpacks it, and per-example head gates are spread over each example's rows.
     """
 
     name: str
@@ -61,6 +64,7 @@ class Site:
     fresh: bool = False
     call: int = 0
     calls: int = 1
+    packed: bool = False
 
     @property
     def layer(self) -> int | None:

@@ -214,3 +214,29 @@ def test_the_default_report_runs_the_methods_without_gradients_and_says_why_the_
     assert "no gradient with respect to them" in notes["attention_x_gradient skipped"]
     html = report.render(tmp_path / "tower.html").read_text()
     assert "patch_3_5" in html and "attention_x_gradient skipped" in html
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl_vision", "qwen2_5_vl_vision"])
+def test_per_example_head_gates_act_on_each_images_own_rows(model_type: str) -> None:
+    from interpret.capture.gates import head_gates
+
+    model = _tower(model_type, "sdpa")
+    pixel_values = _patches(model)
+    gates = torch.rand(3, model.config.depth, 4, generator=torch.Generator().manual_seed(7))
+    with head_gates(model, gates):
+        gated = interpret.collect(model, None, pixel_values).output.last_hidden_state
+    plain = interpret.collect(model, None, pixel_values).output.last_hidden_state
+    assert not torch.allclose(gated, plain, atol=1e-3)
+    for image in range(3):
+        with head_gates(model, gates[image]):
+            alone = interpret.collect(model, None, pixel_values[image:image + 1]).output.last_hidden_state
+        torch.testing.assert_close(gated[image], alone[0], atol=TIGHT, rtol=0)
+
+
+def test_a_tower_is_probed_once_however_often_it_is_made_capturable() -> None:
+    from interpret.capture.hf import generic, registry
+
+    model = _tower("qwen2_vl_vision", "sdpa")
+    for _ in range(3):
+        registry.hf_capturable(model, None)
+    assert len(generic._LAYOUTS[model]) == 1

@@ -221,3 +221,17 @@ def test_a_pixtral_batch_of_one_keeps_its_gradients_and_a_larger_batch_refuses_t
 def test_interpret_models_lists_pixtral_under_its_adapter() -> None:
     row = catalog.describe("pixtral")
     assert (row.status, row.adapter, row.kind) == ("supported", "pixtral", "vision"), row
+
+
+def test_per_example_head_gates_act_on_each_pixtral_images_own_rows() -> None:
+    from interpret.capture.gates import head_gates
+
+    model = built_with(_pixtral, "sdpa")
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    gates = torch.rand(2, 2, 4, generator=torch.Generator().manual_seed(7))
+    with head_gates(model, gates):
+        gated = interpret.collect(model, None, pixels).output.last_hidden_state
+    for image in range(2):
+        with head_gates(model, gates[image]):
+            alone = interpret.collect(model, None, pixels[image:image + 1]).output.last_hidden_state
+        torch.testing.assert_close(gated[image], alone[0], atol=TIGHT, rtol=0)

@@ -118,7 +118,7 @@ class _Batch:
 def build(model: nn.Module, processor: Any | None) -> Capturable:
     """Return the Capturable of a packed vision tower: one position per patch, in the order its blocks see."""
     tower = tower_of(model)
-    layout = generic.layout_of(model, inputs=partial(_probe_inputs, tower), discover=_discover, packed=True)
+    layout = generic.layout_of(model, inputs=_probe_inputs, discover=_discover, packed=True)  # probed once per model
     base = generic.capturable(model, layout, adapter=NAME, prepare=partial(prepare, tower, processor_default=processor))
     unsupported = dict(base.unsupported)
     if tower.windows is not None:
@@ -236,11 +236,12 @@ def _processed(processor: Any | None, images: Any, tower: Tower) -> Tensor:
     return unpacked.reshape(len(images), *grid, patches.shape[-1])
 
 
-def _probe_inputs(tower: Tower, model: nn.Module, with_mask: bool) -> dict[str, Any]:
+def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's input: one image of (1, 2, 3) merge windows of zero patches (fewer where a tower's
     attention window is smaller), packed, with its grid on the CPU (the tower reads its values). On the meta device a windowed tower is also given its window order
     (`window_index` on the model's device, to index its meta tensors) and `cu_window_seqlens`, as transformers'
     `get_vision_window_index` makes them on the CPU: the tower computes them from values the meta device lacks."""
+    tower = tower_of(model)
     frames, rows, columns = _PROBE_GRID
     if tower.windows is not None:  # within one window: each block then makes one call, as the probe expects
         across = max(1, tower.windows[0] // tower.merge // tower.windows[1])
@@ -297,7 +298,7 @@ def _packed_site(site: Site, batch: _Batch) -> Site:
         fill = LOWEST if site.name.endswith("hook_attn_scores") else 0.0
         gather = partial(_gather, batch, id(site), site.axes, fill)
         return replace(site, attach=partial(_attach_gathered, site.attach, gather))
-    return replace(site, read=partial(_read_unpacked, site.read, batch, len(site.axes)))
+    return replace(site, read=partial(_read_unpacked, site.read, batch, len(site.axes)), packed=True)
 
 
 def _attach_gathered(attach: Callable[[Any, Sink], None], gather: Callable[[Sink, Tensor], None], session: Any,
