@@ -206,3 +206,17 @@ def test_naming_a_type_probes_it_alone_and_the_list_shows_it_then(tmp_path, monk
     lines = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
     assert lines["albert"][1:4] == ["supported", "generic", "encoder"] and lines["bert"][1] == "unprobed"
     assert probed == ["albert"] and "1 supported, 0 unsupported, 0 unknown," in listed.stderr
+
+
+def test_a_mixture_beside_other_weights_is_the_mlp_whose_output_hook_mlp_out_reads() -> None:
+    """DeepSeek V4 runs its routed experts on flattened rows and mixes its hyper-connection streams before the
+    MLP, so the only [batch, pos] leaves after its attention are that mixing and the shared expert's projections:
+    hook_mlp_out is the whole mixture's output (`layers.{i}.mlp`), never the shared expert's last projection."""
+    from interpret.capture.hf.registry import hf_capturable
+
+    model, _ = catalog._build("deepseek_v4", "meta")
+    capturable = hf_capturable(model, None)
+    paths = {id(module): path for path, module in model.named_modules()}
+    read = {paths[id(site.module)] for site in capturable.sites if site.name.endswith(".hook_mlp_out")}
+    assert read == {f"layers.{i}.mlp" for i in range(len(model.layers))}
+    assert "Mixture-of-Experts" in capturable.unsupported["blocks.3.mlp.hook_post"]

@@ -409,6 +409,14 @@ def _mlp(
             unsupported.setdefault(hook, why)
         return None, None, 0
     holder = common_path(*(call.path for call in leaves))
+    children = dict.fromkeys(f"{block}.{relative(call.path, block).split('.')[0]}" for call in leaves)
+    mixtures = [child for child in children if child != holder and is_mixture(probe.modules, child, [])]
+    if len(mixtures) == 1:
+        # A child of the block that holds experts is the MLP, whatever else its leaves share a path with (DeepSeek
+        # V4's hyper-connection before it; its shared expert, the one MLP inside it with calls of its own): the
+        # MLP's output is the whole mixture's, not its last projection's.
+        holder = mixtures[0]
+        leaves = [call for call in leaves if call.path.startswith(holder + ".")]
     projections = [call for call in leaves if is_projection(probe.modules[call.path])]
     last = projections[-1] if projections else None
     if holder == block:  # the MLP's modules sit directly in the block (BERT, BART): its last projection is its output
