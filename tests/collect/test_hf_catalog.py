@@ -211,7 +211,9 @@ def test_naming_a_type_probes_it_alone_and_the_list_shows_it_then(tmp_path, monk
 def test_a_mixture_beside_other_weights_is_the_mlp_whose_output_hook_mlp_out_reads() -> None:
     """DeepSeek V4 runs its routed experts on flattened rows and mixes its hyper-connection streams before the
     MLP, so the only [batch, pos] leaves after its attention are that mixing and the shared expert's projections:
-    hook_mlp_out is the whole mixture's output (`layers.{i}.mlp`), never the shared expert's last projection."""
+    hook_mlp_out is the whole mixture's output (`layers.{i}.mlp`), never the shared expert's last projection.
+    Switch Transformers, whose mixture sits inside the block's never-called list of sublayers, stays supported
+    with hook_mlp_out."""
     from interpret.capture.hf.registry import hf_capturable
 
     model, _ = catalog._build("deepseek_v4", "meta")
@@ -220,3 +222,5 @@ def test_a_mixture_beside_other_weights_is_the_mlp_whose_output_hook_mlp_out_rea
     read = {paths[id(site.module)] for site in capturable.sites if site.name.endswith(".hook_mlp_out")}
     assert read == {f"layers.{i}.mlp" for i in range(len(model.layers))}
     assert "Mixture-of-Experts" in capturable.unsupported["blocks.3.mlp.hook_post"]
+    switch = catalog.describe("switch_transformers")
+    assert switch.status == "supported" and "encoder.blocks.{i}.hook_mlp_out" in switch.offered, switch

@@ -183,8 +183,9 @@ def prepare(
     tower: Tower, processor: Any | None, inputs: Any = None, *, max_length: int | None = None,
     decoder_inputs: Any | None = None, processor_default: Any | None = None,
 ) -> Encoded:
-    """Return the Encoded of images: pixel_values [batch, frame, row, column, patch_dim], positions named in
-    the tower's order. `inputs`: such a tensor, an Encoded, or images read by the processor."""
+    """Return the Encoded of images: pixel_values [batch, frame, row, column, patch_dim] (raster order), positions
+    named in the order the blocks see them (`Tower.names`). `inputs`: such a tensor, an Encoded, or images read by
+    the processor."""
     if decoder_inputs is not None or max_length is not None:
         raise InputError("decoder inputs and max_length do not apply to a vision model; drop them.")
     if isinstance(inputs, Encoded):

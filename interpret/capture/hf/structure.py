@@ -409,12 +409,13 @@ def _mlp(
             unsupported.setdefault(hook, why)
         return None, None, 0
     holder = common_path(*(call.path for call in leaves))
+    called = {call.path for call in inside}
     children = dict.fromkeys(f"{block}.{relative(call.path, block).split('.')[0]}" for call in leaves)
-    mixtures = [child for child in children if child != holder and is_mixture(probe.modules, child, [])]
-    if len(mixtures) == 1:
-        # A child of the block that holds experts is the MLP, whatever else its leaves share a path with (DeepSeek
-        # V4's hyper-connection before it; its shared expert, the one MLP inside it with calls of its own): the
-        # MLP's output is the whole mixture's, not its last projection's.
+    mixtures = [child for child in children if child in called and is_mixture(probe.modules, child, [])]
+    if holder == block and len(mixtures) == 1:
+        # Leaves spread over several children of the block, one of which holds experts: that child is the MLP
+        # (DeepSeek V4: its hyper-connection mixing before it, and inside it only the shared expert's calls are
+        # [batch, pos] leaves), whose output is the whole mixture's, not the shared expert's last projection.
         holder = mixtures[0]
         leaves = [call for call in leaves if call.path.startswith(holder + ".")]
     projections = [call for call in leaves if is_projection(probe.modules[call.path])]
