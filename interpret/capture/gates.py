@@ -10,12 +10,12 @@ session and are removed when the `with` block ends, also on errors.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
@@ -53,16 +53,14 @@ def _scale(tensor: Tensor, gate: Tensor, heads_last: bool, packed: bool = False)
     gate = gate.to(device=tensor.device, dtype=tensor.dtype)
     if gate.dim() == 2 and packed:
         lead = tensor.shape[:-2] if heads_last else tensor.shape[:-1]
-        rows = int(torch.tensor(lead).prod())
+        rows = math.prod(lead)
         if rows % gate.shape[0]:
             raise ConfigError(
                 f"per-row gates have {gate.shape[0]} rows but the packed sequence has {rows} positions, no equal"
                 " share per example; give one row per example."
             )
         gate = gate.repeat_interleave(rows // gate.shape[0], dim=0).view(*lead, gate.shape[-1])
-        split = tensor if heads_last else tensor.view(*tensor.shape[:-1], gate.shape[-1], -1)
-        return (split * gate[..., None]).view(tensor.shape)
-    if gate.dim() == 2:
+    elif gate.dim() == 2:
         if gate.shape[0] != tensor.shape[0]:
             raise ConfigError(
                 f"per-row gates have {gate.shape[0]} rows but the batch has {tensor.shape[0]}; give one row per example."

@@ -127,7 +127,7 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
 def cache_off(model: nn.Module) -> dict[str, Any]:
     """Return {"use_cache": False} for a probe of a model that takes it, except on the meta device: there a
     cache keeps transformers from inspecting position ids for packed sequences (which reads values)."""
-    if "use_cache" not in _parameters(model) or model_device(model).type == "meta":
+    if "use_cache" not in forward_parameters(model) or model_device(model).type == "meta":
         return {}
     return {"use_cache": False}
 
@@ -160,7 +160,7 @@ def capturable(
 def runner(model: nn.Module, layout: ModelLayout) -> Callable[[Any], Any]:
     """Return how the collector runs `model` on an Encoded: no key/value cache, position ids that follow a
     left padding."""
-    return partial(run_model, model, disable_cache="use_cache" in _parameters(model), position_offset=layout.position_offset)
+    return partial(run_model, model, disable_cache="use_cache" in forward_parameters(model), position_offset=layout.position_offset)
 
 
 def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], int]:
@@ -206,14 +206,15 @@ def _main_input(model: nn.Module) -> str:
     """Return the input `model` is run on: its `main_input_name`, unless its forward has no such parameter (a
     tower that keeps transformers' default "input_ids" while taking `pixel_values`), then the forward's first."""
     main = str(getattr(model, "main_input_name", "input_ids"))
-    parameters = _parameters(model)
+    parameters = forward_parameters(model)
     if not parameters or main in parameters:
         return main
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return next((name for name, parameter in parameters.items() if parameter.kind in positional), main)
 
 
-def _parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
+def forward_parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
+    """Return the parameters of `model.forward` by name (empty where its signature cannot be read)."""
     try:
         return inspect.signature(model.forward).parameters
     except (TypeError, ValueError):

@@ -77,7 +77,7 @@ def renumber(name: str, offset: int) -> str:
 
 def lifted(site: Site, name: str, transform: Callable[[Tensor], Tensor], family: str) -> Site:
     """Return `site` renamed, its tensor passed through `transform` (onto the patch grid) before it is stored."""
-    check = partial(no_graph, family)
+    check = partial(no_graph, _grid_copies(family))
     if site.attach is not None:
         return replace(site, name=name, attach=partial(_attach, site.attach, transform, check), fresh=True)
     return replace(site, name=name, read=partial(_read, site.read, transform, check), fresh=True)
@@ -93,15 +93,18 @@ def _read(read: Any, transform: Callable[[Tensor], Tensor], check: Callable[[Ten
     return transform(check(read(args, kwargs, output)))
 
 
-def no_graph(family: str, tensor: Tensor) -> Tensor:
-    """Return `tensor`, or raise when it is captured for gradients: a tensor put on the patch grid is a copy
-    the model never reads, so the model's output has no gradient with respect to it."""
+def no_graph(why: str, tensor: Tensor) -> Tensor:
+    """Return `tensor`, or raise NoGradientError saying `why` when it is captured for gradients: a tensor an
+    adapter re-arranged (put on the patch grid, unpacked from a packed sequence) is a copy the model never reads, so
+    the model's output has no gradient with respect to it."""
     if tensor.requires_grad and torch.is_grad_enabled():
-        raise NoGradientError(
-            f"{family}'s tensors are put on the patch grid from the windows and stages the model computes with, so"
-            f" the model's output has no gradient with respect to them; capture {family} without gradients."
-        )
+        raise NoGradientError(why)
     return tensor
+
+
+def _grid_copies(family: str) -> str:
+    return (f"{family}'s tensors are put on the patch grid from the windows and stages the model computes with, so"
+            f" the model's output has no gradient with respect to them; capture {family} without gradients.")
 
 
 def lift_tokens(index: Tensor, tokens: Tensor) -> Tensor:

@@ -32,7 +32,6 @@ window does not attend to.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -43,17 +42,22 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.grid import no_graph
 from interpret.capture.hf.media import image_side, pair
 from interpret.capture.hf.probe import Probe
 from interpret.capture.hf.recompute import LOWEST
 from interpret.capture.hf.structure import ModelLayout, model_layout
 from interpret.capture.sites import Capturable, Site, Sink
-from interpret.errors import CaptureError, NoGradientError, InputError, UnsupportedModelError
+from interpret.errors import CaptureError, InputError, UnsupportedModelError
 from interpret.inputs import Encoded
 
 NAME = "packed"
 _GRID_NAMES = ("grid_thw", "image_grid_thw")
 _PROBE_GRID = (1, 2, 3)  # merge windows per (frame, row, column) of the probe's image: a non-square grid
+_NO_GRADIENT = ("a packed vision tower's tensors are made into a batch from the one sequence it computes with, so"
+                " the model's output has no gradient with respect to them; use the methods that need no gradients"
+                " (rollout, flow, attention entropy) on it.")
+_no_graph = partial(no_graph, _NO_GRADIENT)
 _WINDOWED_LSE = ("its blocks attend within windows, and the streamed computations restate a pattern row over every key"
                  " from q, k and lse")
 _IMAGE_PATCHES = frozenset({"kimi_k25_vision"})  # towers fed each patch as [channel, patch, patch]
@@ -140,7 +144,7 @@ def unpacked(capturable: Capturable, run: Callable[[Encoded], Any] | None = None
 
 def tower_of(model: nn.Module) -> Tower:
     """Return how `model` reads its packed patches, from its forward's parameters and its config."""
-    parameters = list(inspect.signature(model.forward).parameters)
+    parameters = list(generic.forward_parameters(model))
     grid = next((name for name in _GRID_NAMES if name in parameters), None)
     if grid is None or not parameters:
         raise UnsupportedModelError(
@@ -168,12 +172,17 @@ def positions(grid: tuple[int, int, int], merge: int) -> Tensor:
     return get_vision_position_ids(torch.tensor([grid]), merge, include_temporal=True)
 
 
+def _raster(grid: tuple[int, int, int], merge: int) -> Tensor:
+    """Return [patches] long: the raster index (frame, row, column order) of each position in the tower's order."""
+    where = positions(grid, merge)
+    return (where[:, 0] * grid[1] + where[:, 1]) * grid[2] + where[:, 2]
+
+
 def packed_patches(pixel_values: Tensor, merge: int) -> tuple[Tensor, Tensor]:
     """Return (patches [batch × positions, patch_dim] in the tower's order, grid_thw [batch, 3]) from
     pixel_values [batch, frame, row, column, patch_dim] (raster order)."""
     batch, *grid, dim = pixel_values.shape
-    order = positions(tuple(grid), merge)  # type: ignore[arg-type]
-    raster = (order[:, 0] * grid[1] + order[:, 1]) * grid[2] + order[:, 2]
+    raster = _raster(tuple(grid), merge)  # type: ignore[arg-type]
     flat = pixel_values.reshape(batch, -1, dim).index_select(1, raster.to(pixel_values.device))
     grid_thw = torch.tensor([grid] * batch, device=pixel_values.device)
     return flat.reshape(-1, dim), grid_thw
@@ -229,8 +238,7 @@ def _processed(processor: Any | None, images: Any, tower: Tower) -> Tensor:
             " one batch needs one grid: resize the images to one size, or explain them one at a time."
         )
     grid = distinct.pop()
-    order = positions(grid, tower.merge)
-    raster = (order[:, 0] * grid[1] + order[:, 1]) * grid[2] + order[:, 2]
+    raster = _raster(grid, tower.merge)
     per_image = patches.reshape(len(images), -1, patches.shape[-1])
     unpacked = torch.empty_like(per_image)
     unpacked[:, raster] = per_image
@@ -239,9 +247,11 @@ def _processed(processor: Any | None, images: Any, tower: Tower) -> Tensor:
 
 def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's input: one image of (1, 2, 3) merge windows of zero patches (fewer where a tower's
-    attention window is smaller), packed, with its grid on the CPU (the tower reads its values). On the meta device a windowed tower is also given its window order
-    (`window_index` on the model's device, to index its meta tensors) and `cu_window_seqlens`, as transformers'
-    `get_vision_window_index` makes them on the CPU: the tower computes them from values the meta device lacks."""
+    attention window is smaller), packed, with its grid on the CPU (the tower reads its values). On the meta device
+    a windowed tower is also given its window order (`window_index`) and rotary `position_ids` on the model's
+    device, to index and rotate its meta tensors, and `cu_window_seqlens` on the CPU, as transformers'
+    `get_vision_window_index` and `get_vision_position_ids` make them: the tower would compute them from values the
+    meta device lacks."""
     tower = tower_of(model)
     frames, rows, columns = _PROBE_GRID
     if tower.windows is not None:  # within one window: each block then makes one call, as the probe expects
@@ -283,7 +293,7 @@ def _batched_run(run: Callable[[Encoded], Any], batch: _Batch, encoded: Encoded)
         batch.size = 0
     for name in ("last_hidden_state", "pooler_output"):
         value = output.get(name) if hasattr(output, "get") else None
-        if not isinstance(value, Tensor) or value.dim() < 2 or value.shape[0] == encoded.batch and value.dim() > 2:
+        if not isinstance(value, Tensor) or value.dim() < 2 or (value.shape[0] == encoded.batch and value.dim() > 2):
             continue
         if value.dim() > 2 and value.shape[0] == 1:  # [1, batch × pos, ...]: one sequence of every image's rows
             value = value[0]
@@ -365,19 +375,6 @@ def _read_unpacked(read: Any, batch: _Batch, dims: int, args: tuple[Any, ...], k
         return _no_graph(tensor).unflatten(0, (batch.size, -1))
     if tensor.dim() == dims and tensor.shape[0] == 1 and batch.size > 1:
         return _no_graph(tensor)[0].unflatten(0, (batch.size, -1))
-    return tensor
-
-
-def _no_graph(tensor: Tensor) -> Tensor:
-    """Return `tensor`, or raise when it is captured for gradients: what the collector stores is a batch made
-    from the packed sequence (rows unflattened, per-image calls joined), which the model never reads, so its
-    output has no gradient with respect to it."""
-    if tensor.requires_grad and torch.is_grad_enabled():
-        raise NoGradientError(
-            "a packed vision tower's tensors are made into a batch from the one sequence it computes with, so the"
-            " model's output has no gradient with respect to them; use the methods that need no gradients"
-            " (rollout, flow, attention entropy) on it."
-        )
     return tensor
 
 

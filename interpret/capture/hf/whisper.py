@@ -13,7 +13,6 @@ attention, projections, MLPs, norms, gates) is the generic adapter's.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -43,16 +42,12 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
     prepare = partial(prepare_audio, mels=mels, frames=frames, positions=positions, decoder_limit=layout.max_positions,
                       decoder=decoder, family=_family(model))
     made = generic.capturable(model, replace(layout, max_positions=None), adapter="whisper", prepare=prepare)
-    return made if _MASK not in _parameters(model) else replace(made, run=partial(_run_masked, model))
+    return made if _MASK not in generic.forward_parameters(model) else replace(made, run=partial(_run_masked, model))
 
 
 def _family(model: nn.Module) -> str:
     """Return the name the messages give the model: Whisper, or the encoder's class."""
     return "Whisper" if model.config.model_type == "whisper" else type(model).__name__
-
-
-def _parameters(model: nn.Module) -> set[str]:
-    return set(inspect.signature(model.forward).parameters)
 
 
 def _ones_mask(features: Tensor) -> Tensor:
@@ -78,7 +73,7 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     parameter = next(model.parameters())
     features = torch.zeros(1, mels, frames, device=parameter.device, dtype=parameter.dtype)
     inputs = {"input_features": features, **decoder_probe(model, parameter.device, with_mask)}
-    if _MASK in _parameters(model):
+    if _MASK in generic.forward_parameters(model):
         inputs[_MASK] = _ones_mask(features)
     return inputs
 
