@@ -97,13 +97,18 @@ def plan_for(
             f"{suggest(unknown[0], names)} add it with -a/analyzers= or drop its params."
         )
     strategies = {name: forced or "full" for name, forced in steps}
+    leads = LEADS if tuple(names) == DEFAULT_ANALYZERS else None
+    # Under the lead rule the capture adds what the lead the model exposes reads (`capture`); the first candidate's
+    # own hook points are not asked for here, or a model without them (a mixture of experts has no one MLP hidden
+    # layer) would be refused before another lead could run.
+    read = {name: strategy for name, strategy in strategies.items() if leads is None or name not in leads}
     plan = Plan(
-        strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(strategies)])),
+        strategies=strategies, params=params, hook_names=tuple(dict.fromkeys(["*attn.hook_pattern", *required_names(read)])),
         request=TargetRequest(target=subject.target, contrast=subject.contrast, gold=subject.explain_gold,
                               generated=subject.generate is not None),
         head=head, seed=seed, max_length=limits.max_length, generate=subject.generate,
         budget_bytes=limits.capture_bytes, streaming=limits.streaming, evidence=evidence,
-        leads=LEADS if tuple(names) == DEFAULT_ANALYZERS else None,
+        leads=leads,
         compare=None if subject.compare is None else tuple(subject.compare), notes=tuple(notes),
     )
     return plan.streamed("streaming=on") if limits.streaming == "on" else plan

@@ -117,3 +117,22 @@ def test_the_plan_reads_no_model_and_each_capture_resolves_the_defaults_lead(cla
         assert captured.trace.names(glob), glob
     ran = run_plan(plan, model, tokenizer, TEXTS)
     assert ran.results[0].analyzer == exposed[0] and [r.analyzer for r in ran.results[1:]] == list(DEFAULT_ANALYZERS[1:])
+
+
+def test_the_defaults_run_on_a_model_without_the_first_leads_hook_points() -> None:
+    """A mixture of experts has no one MLP hidden layer (`mlp.hook_post`), which the first lead reads: the plan
+    asks only for what the other defaults read, and the capture adds the hook points of the lead the model has."""
+    from interpret.analysis.defaults import DEFAULT_ANALYZERS, LEADS
+    from interpret.analysis.run import required_names
+
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        vocab_size=len(word_tokenizer()), hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=64, pad_token_id=0)).eval()
+    plan = _plan(DEFAULT_ANALYZERS, Limits())
+    assert "*mlp.hook_post" in required_names([LEADS[0]]) and "*mlp.hook_post" not in plan.hook_names
+    ran = run_plan(plan, model, word_tokenizer(), TEXTS)
+    assert [r.analyzer for r in ran.results] == ["attention_x_gradient", *DEFAULT_ANALYZERS[1:]]
+    skipped = dict(ran.skipped)
+    assert "mlp.hook_post" in skipped["decompx skipped"] and "attention_x_gradient leads" in skipped["attnlrp skipped"]
