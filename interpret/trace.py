@@ -29,6 +29,7 @@ class TraceMeta:
     attention kernel, while the kernel itself still produced the model's outputs).
     adapter / implementation / model_class: the adapter that captured it (empty for reference models), the
     attention implementation the model was loaded with, and the model's class name.
+    sinks: the model's attention has sinks, so each pattern row sums to less than one (the sink takes the rest).
     """
 
     model_id: str
@@ -44,6 +45,7 @@ class TraceMeta:
     adapter: str = ""
     implementation: str = ""
     model_class: str = ""
+    sinks: bool = False
 
 
 @dataclass(frozen=True)

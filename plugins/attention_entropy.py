@@ -8,6 +8,9 @@ Arrays (batch first):
                                              0·log 0 = 0). 0 = every row on one key; log n = uniform. Where
                                              the layers have different head counts (Swin's and SegFormer's
                                              stages) the head axis is 1: each layer's mean over its heads.
+                                             Where the attention has sinks (`trace.meta.sinks`: a row's keys
+                                             hold less than one, the sink the rest, s = 1 − Σ_k p), the sink
+                                             is one more outcome of the row: −Σ_k p·log p − s·log s.
     special_attention  [batch, layer, head]  mean over real query rows of the attention on special keys.
     n_real             [batch]               real positions per example (the aggregation weight is 1).
 It declares a head map (`entropy`), which the audit averages over examples into heads.csv; it has no
@@ -58,7 +61,7 @@ class AttentionEntropy:
 
     name = "attention_entropy"
     summary = "Per-head attention entropy (nats) and share of attention on special tokens, per example."
-    version = "1.1"  # 1.1: float64 statistics in chunks (last digits may differ from 1.0)
+    version = "1.2"  # 1.2: an attention sink is one more outcome of its row; 1.1: float64 statistics in chunks
     requires = ("*attn.hook_pattern",)
     streamed_requires = REQUIRES
     needs_model = False
@@ -79,8 +82,9 @@ class AttentionEntropy:
         real = side.attention_mask.to(layers[0].device).bool()
         special = side.special.to(layers[0].device).bool() & real
         heads = sorted({layer.shape[1] for layer in layers})
+        sinks = trace.meta.sinks
         if len(heads) == 1:
-            entropy, on_special, row_sum_error = head_statistics(layers, real, special)
+            entropy, on_special, row_sum_error = head_statistics(layers, real, special, sinks=sinks)
             how = ""
         else:  # stages with their own head counts (Swin, SegFormer): one [layer, head] table cannot hold them
             entropy, on_special, row_sum_error = _head_means(layers, real, special)
@@ -88,7 +92,8 @@ class AttentionEntropy:
         checks = {
             "pattern_row_sum_error": Check(
                 row_sum_error, 1e-4,
-                "largest |row sum − 1| of the attention rows the statistics read",
+                "largest (row sum − 1) of the attention rows the statistics read, whose sinks take the rest"
+                if sinks else "largest |row sum − 1| of the attention rows the statistics read",
             )
         }
         return self._result(trace, params, ctx, to_numpy(entropy), to_numpy(on_special), real, checks, how)
@@ -157,10 +162,13 @@ def head_statistics(
     layers: Sequence[Float[Tensor, "batch head query key"]],
     real: Bool[Tensor, "batch key"],
     special: Bool[Tensor, "batch key"] | None = None,
+    sinks: bool = False,
 ) -> tuple[Float[Tensor, "batch layer head"], Float[Tensor, "batch layer head"], float]:
     """Return per example, layer and head the mean over real query rows of the entropy −Σ_k p·log p over real
     keys (nats) and of the attention on `special` keys (zeros without them), and the largest |row sum − 1| of
-    the real rows, all computed in float64 from the layers' patterns (any float dtype).
+    the real rows, all computed in float64 from the layers' patterns (any float dtype). With `sinks` each row's
+    sink holds s = 1 − Σ_k p, one more outcome (−s·log s joins the entropy), and the error is the largest
+    row sum − 1 (a row may hold less than one, never more).
 
     The float64 work goes through one reused [layer, batch slice, head, query, key] buffer of about
     CHUNK_ELEMENTS (DEVICE_CHUNK_ELEMENTS off the CPU), not a whole [batch, layer, head, query, key] tensor:
@@ -190,12 +198,16 @@ def head_statistics(
             row_entropy = log_p.sum(-1).neg_()
         else:
             row_entropy = torch.einsum("lbhqk,bk->lbhq", log_p, real64[start:stop]).neg_()
+        row_sums = pattern.sum(-1).masked_fill_(~rows[None, :, None, :], 1.0)
+        if sinks:
+            sink = (1.0 - row_sums).clamp_(min=0.0)
+            row_entropy -= sink * torch.log(sink).clamp_(min=LOG_FLOOR)
         entropy.append(_mean_over_real_rows(row_entropy, rows))
         if special64 is not None:
             row_special = torch.einsum("lbhqk,bk->lbhq", pattern, special64[start:stop])
             on_special.append(_mean_over_real_rows(row_special, rows))
-        row_sums = pattern.sum(-1).masked_fill_(~rows[None, :, None, :], 1.0)
-        row_sum_errors.append((row_sums - 1.0).abs().amax() if row_sums.numel() else row_sums.new_zeros(()))
+        excess = (row_sums - 1.0) if sinks else (row_sums - 1.0).abs()
+        row_sum_errors.append(excess.amax().clamp(min=0.0) if row_sums.numel() else row_sums.new_zeros(()))
     row_sum_error = float(torch.stack(row_sum_errors).amax())  # NaN when any real row holds one
     entropy_all = torch.cat(entropy, 1).transpose(0, 1)  # [batch, layer, head]
     special_all = torch.cat(on_special, 1).transpose(0, 1) if on_special else torch.zeros_like(entropy_all)

@@ -500,6 +500,20 @@ def windowed_patterns(layers: list[Any], run: Callable[[], Any], patch_grid: tup
     return patterns
 
 
+def assert_encoder_decoder_patterns(trace: Any, output: Any, atol: float, n_layers: int = 2) -> None:
+    """Assert that an encoder-decoder trace's self-, decoder and cross patterns equal the eager `output`'s own
+    `encoder_attentions`, `decoder_attentions` and `cross_attentions` (each of `n_layers`), padding masked."""
+    main, decoder = trace.encoded.attention_mask.bool(), trace.encoded.decoder.attention_mask.bool()
+    for group, layers, queries, keys in (("encoder.blocks.{}.attn", output.encoder_attentions, main, main),
+                                         ("decoder.blocks.{}.attn", output.decoder_attentions, decoder, decoder),
+                                         ("decoder.blocks.{}.cross_attn", output.cross_attentions, decoder, main)):
+        keep = queries[:, None, :, None] & keys[:, None, None, :]
+        assert len(layers) == n_layers
+        for layer, attention in enumerate(layers):
+            torch.testing.assert_close(trace[group.format(layer) + ".hook_pattern"],
+                                       attention.float().masked_fill(~keep, 0), atol=atol, rtol=0)
+
+
 def eager_copy(model: Any) -> Any:
     """Return an eager copy of `model` (the same weights, in eval mode): its output_attentions are the reference."""
     eager = type(model)(type(model.config).from_dict(model.config.to_dict())).eval()

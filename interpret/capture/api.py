@@ -105,5 +105,6 @@ def collect(
         adapter=capturable.adapter,
         implementation=capturable.implementation,
         model_class=capturable.model_class,
+        sinks=capturable.sinks,
     )
     return Trace(tensors=tensors, encoded=encoded, meta=meta, output=output)

@@ -117,6 +117,8 @@ class Capturable:
     unsupported: {hook name: why} for the canonical hook points this model does not offer (no norm before
         the attention, no single MLP hidden layer in a Mixture-of-Experts block, ...); asking for one of
         them is an error that names it and gives the reason.
+    sinks: the attention has sinks (a per-head logit in each row's softmax denominator that holds no value:
+        gpt-oss, Granite SWA, ...), so a pattern's rows sum to less than one.
     """
 
     model: nn.Module
@@ -137,6 +139,7 @@ class Capturable:
     implementation: str = "eager"
     model_class: str = ""
     unsupported: Mapping[str, str] = field(default_factory=dict)
+    sinks: bool = False
 
     @property
     def device(self) -> torch.device:

@@ -18,7 +18,7 @@ import pytest
 import torch
 import transformers as T
 from click.testing import CliRunner
-from hf_tiny import SAMPLING_RATE, audio_clips, built_with, eager_copy, word_tokenizer
+from hf_tiny import SAMPLING_RATE, assert_encoder_decoder_patterns, audio_clips, built_with, eager_copy, word_tokenizer
 
 import interpret
 from interpret.capture.api import capturable_for, prepare
@@ -159,6 +159,198 @@ def test_rollout_a_report_a_saved_trace_and_the_listing(tmp_path, monkeypatch) -
         assert (row["status"], row["adapter"], row["kind"]) == ("supported", "features", kind), row
 
 
+# Transducers: a Fast Conformer encoder under an LSTM prediction network and a joint network (no attention).
+_BLANK = 10
+
+
+def _nemotron_encoder() -> Any:
+    return T.NemotronAsrStreamingEncoderConfig(**_SIZES, num_mel_bins=MELS, subsampling_conv_channels=8,
+                                               subsampling_factor=4, conv_kernel_size=3, sliding_window=5,
+                                               default_num_lookahead_tokens=1)
+
+
+_PREDICTION = {"vocab_size": _BLANK + 1, "blank_token_id": _BLANK, "decoder_hidden_size": 16, "num_decoder_layers": 1}
+TRANSDUCERS: dict[str, Callable[[], Any]] = {
+    "parakeet_rnnt": lambda: T.ParakeetForRNNT(T.ParakeetRNNTConfig(encoder_config=_parakeet_encoder().to_dict(),
+                                                                    **_PREDICTION)),
+    "parakeet_tdt": lambda: T.ParakeetForTDT(T.ParakeetTDTConfig(encoder_config=_parakeet_encoder().to_dict(),
+                                                                 **_PREDICTION)),
+    "nemotron3_5_asr": lambda: T.Nemotron3_5AsrForRNNT(T.Nemotron3_5AsrConfig(
+        encoder_config=_nemotron_encoder().to_dict(), **_PREDICTION, num_prompts=4, prompt_intermediate_size=16,
+        default_prompt_id=1)),
+    "nemotron_asr_streaming_encoder": lambda: T.NemotronAsrStreamingEncoder(_nemotron_encoder()),
+}
+TRANSDUCER_RUNS = [(name, kernel) for name in TRANSDUCERS for kernel in ("sdpa", "eager")]
+
+
+def _sdpa_applied(model: Any, monkeypatch: Any, **inputs: Any) -> list[torch.Tensor]:
+    """Return the probabilities [batch, head, query, key] that each SDPA call of the model's forward applied: a
+    plain float64 softmax of its own queries, keys, scale and mask, read from torch's function as it is called."""
+    applied: list[torch.Tensor] = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+        assert not is_causal and dropout_p == 0.0
+        scores = query.double() @ key.double().transpose(-1, -2) * (scale or query.shape[-1] ** -0.5)
+        if attn_mask is not None:
+            bool_mask = attn_mask.dtype == torch.bool
+            scores = scores.masked_fill(~attn_mask, float("-inf")) if bool_mask else scores + attn_mask
+        applied.append(torch.softmax(scores, dim=-1).nan_to_num(0.0))
+        return kernel(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                      **kwargs)
+
+    with monkeypatch.context() as patch, torch.no_grad():
+        patch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+        model(**inputs)
+    return applied
+
+
+@pytest.mark.parametrize(("name", "kernel"), TRANSDUCER_RUNS, ids=[f"{n}-{k}" for n, k in TRANSDUCER_RUNS])
+def test_a_transducers_encoder_patterns_equal_the_kernels_at_the_first_decoding_step(name, kernel, monkeypatch) -> None:
+    """The transducer runs at its first decoding step (the prediction network reads the blank token it starts
+    from); its output is the joint network's logits for every frame, as the model's own forward makes them.
+
+    The reference is what the running kernel applied: eager `output_attentions`, or under SDPA a plain softmax of
+    the kernel's own arguments. (Nemotron's streaming encoder applies its chunked limited-context mask under SDPA,
+    while transformers' eager path for it weights other keys: the two kernels disagree, and the capture follows
+    the one that runs.)"""
+    model = built_with(TRANSDUCERS[name], kernel)
+    extractor = T.ParakeetFeatureExtractor(feature_size=MELS)
+    trace = interpret.collect(model, extractor, audio_clips(CLIPS), names="*")
+    encoded = trace.encoded
+    assert trace.meta.adapter == "features" and trace.meta.kind == "encoder" and encoded.decoder is None
+    start = {} if name.endswith("encoder") else {"decoder_input_ids": torch.full((2, 1), _BLANK)}
+    with torch.no_grad():
+        plain = model(**_feed(encoded), **start)
+        reference = (eager_copy(model)(**_feed(encoded), **start, output_attentions=True).attentions
+                     if kernel == "eager" else _sdpa_applied(model, monkeypatch, **_feed(encoded), **start))
+    assert torch.equal(_output(trace.output), _output(plain))
+    if start:  # logits [batch, frame, vocab (+ the TDT's durations)]
+        assert trace.output.logits.shape[:2] == (2, encoded.pos) and trace.output.logits.shape[2] >= _BLANK + 1
+    assert len(reference) == trace.meta.n_layers == 2
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    for layer, attention in enumerate(reference):
+        attention = attention.float()
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.masked_fill(~keep, 0),
+                                   atol=TIGHT, rtol=0)
+
+
+def test_a_transducer_starts_from_its_generation_configs_start_token_and_refuses_decoder_inputs() -> None:
+    model = built_with(TRANSDUCERS["parakeet_rnnt"], "eager")
+    assert features.start_token(model) == _BLANK
+    model.generation_config.decoder_start_token_id = 3
+    assert features.start_token(model) == 3
+    with pytest.raises(InputError, match="decoder inputs do not apply") as err:
+        interpret.collect(model, T.ParakeetFeatureExtractor(feature_size=MELS), audio_clips(CLIPS),
+                          decoder_inputs=torch.ones(2, 1, dtype=torch.long))
+    assert "\n" not in str(err.value)
+
+
+def test_a_transducer_is_explained_with_rollout_and_a_report(tmp_path) -> None:
+    model = built_with(TRANSDUCERS["parakeet_tdt"], "sdpa")
+    report = interpret.explain(model, T.ParakeetFeatureExtractor(feature_size=MELS), audio_clips(CLIPS),
+                               analyzers=["rollout", "attention_entropy"])
+    path = tmp_path / "tdt.html"
+    report.render(path)
+    assert "audio_0" in path.read_text(encoding="utf-8")
+
+
+# Canary and Cohere ASR: a Parakeet encoder under a Transformer decoder that reads text.
+def _decoder_sizes() -> dict[str, Any]:
+    return {**_SIZES, "num_key_value_heads": 4, "head_dim": 8, "vocab_size": len(word_tokenizer()),
+            "max_position_embeddings": 64}
+
+
+ASR_ENCODER_DECODERS: dict[str, Callable[[], Any]] = {
+    "canary": lambda: T.CanaryForConditionalGeneration(T.CanaryConfig(
+        encoder_config=_parakeet_encoder().to_dict(),
+        decoder_config={"model_type": "canary_decoder", **_decoder_sizes()},
+        vocab_size=len(word_tokenizer()))),
+    "cohere_asr": lambda: T.CohereAsrForConditionalGeneration(T.CohereAsrConfig(
+        encoder_config=_parakeet_encoder().to_dict(), **_decoder_sizes())),
+}
+ASR_RUNS = [(name, kernel) for name in ASR_ENCODER_DECODERS for kernel in ("sdpa", "eager")]
+_DECODER_IDS = torch.tensor([[2, 5, 6], [2, 7, 0]])
+
+
+@pytest.mark.parametrize(("name", "kernel"), ASR_RUNS, ids=[f"{n}-{k}" for n, k in ASR_RUNS])
+def test_a_parakeet_encoder_under_a_text_decoder_equals_eager_on_every_side(name: str, kernel: str) -> None:
+    model = built_with(ASR_ENCODER_DECODERS[name], kernel)
+    extractor = T.ParakeetFeatureExtractor(feature_size=MELS)
+    trace = interpret.collect(model, extractor, audio_clips(CLIPS), decoder_inputs=_DECODER_IDS, names="*")
+    encoded = trace.encoded
+    assert trace.meta.kind == "encoder-decoder" and encoded.decoder.tokens[0] == ["2", "5", "6"]
+    # the encoder's own subsampling, not the unused length function Cohere ASR's top model keeps
+    frames = extractor(audio_clips(CLIPS), sampling_rate=extractor.sampling_rate, padding="longest",
+                       return_tensors="pt")["attention_mask"].long().sum(-1)
+    assert encoded.lengths == model.get_encoder()._get_subsampling_output_length(frames).tolist()
+    with torch.no_grad():
+        output = eager_copy(model)(**_feed(encoded), decoder_input_ids=encoded.decoder.input_ids,
+                                   decoder_attention_mask=encoded.decoder.attention_mask, output_attentions=True)
+    torch.testing.assert_close(trace.output.logits, output.logits, atol=TIGHT, rtol=0)
+    assert_encoder_decoder_patterns(trace, output, TIGHT)
+
+
+def test_text_decoder_inputs_need_a_tokenizer_not_a_feature_extractor() -> None:
+    model = built_with(ASR_ENCODER_DECODERS["canary"], "eager")
+    with pytest.raises(InputError, match="text input needs a tokenizer") as err:
+        interpret.collect(model, T.ParakeetFeatureExtractor(feature_size=MELS), audio_clips(CLIPS),
+                          decoder_inputs=["the cat", "a dog"])
+    assert "\n" not in str(err.value)
+
+
+def test_interpret_models_lists_the_asr_models(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path / "cache"))
+    kinds = {**{name: "encoder" for name in (*TRANSDUCERS, *STACKING, "nemotron_asr_streaming")},
+             **{name: "encoder-decoder" for name in ASR_ENCODER_DECODERS}}
+    result = CliRunner().invoke(cli, ["models", *kinds, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {row["model_type"] for row in rows} == set(kinds)
+    for row in rows:
+        assert (row["status"], row["adapter"], row["kind"]) == ("supported", "features", kinds[row["model_type"]]), row
+
+
+# Nemotron 3's audio encoders: frames stacked 4 at a time (the last group zero-padded) and projected, no length
+# function; the model masks a position by its first frame's mask.
+STACKING: dict[str, Callable[[], Any]] = {
+    name: (lambda model, config: lambda: model(config(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        num_mel_bins=MELS, subsampling_factor=4)))(model, config)
+    for name, model, config in (
+        ("nemotron3_diarization_audio", T.Nemotron3DiarizationAudioModel, T.Nemotron3DiarizationAudioConfig),
+        ("nemotron3_5_transcribe_asr_audio", T.Nemotron3_5TranscribeAsrAudioModel,
+         T.Nemotron3_5TranscribeAsrAudioConfig))
+}
+STACKING_RUNS = [(name, kernel) for name in STACKING for kernel in ("sdpa", "eager")]
+
+
+@pytest.mark.parametrize(("name", "kernel"), STACKING_RUNS, ids=[f"{n}-{k}" for n, k in STACKING_RUNS])
+def test_stacked_frames_are_the_positions_and_patterns_equal_eager(name: str, kernel: str) -> None:
+    model = built_with(STACKING[name], kernel)
+    extractor = T.ParakeetFeatureExtractor(feature_size=MELS)
+    trace = interpret.collect(model, extractor, audio_clips(CLIPS), names="*")
+    encoded = trace.encoded
+    assert speech.stacking(model) == 4
+    frames = encoded.sample_mask.sum(-1).tolist()
+    assert encoded.input_features.shape[1] == 26 and frames == [25, 15]
+    with torch.no_grad():
+        reference = eager_copy(model)(**_feed(encoded), output_attentions=True)
+        plain = model(**_feed(encoded))
+    # 26 frames make ceil(26 / 4) = 7 positions, as the model's own output has; a position is real where its
+    # first frame is (frames 0, 4, 8, 12 of the 15-frame clip): the model gives the others no weight
+    assert encoded.pos == plain.last_hidden_state.shape[1] == 7 and encoded.lengths == [7, 4]
+    assert torch.equal(trace.output.last_hidden_state, plain.last_hidden_state)
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    assert len(reference.attentions) == 2
+    for layer, attention in enumerate(reference.attentions):
+        assert (attention[1, :, :, 4:] == 0).all() and (attention[1, :, :, :4] > 0).all()
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.masked_fill(~keep, 0),
+                                   atol=TIGHT, rtol=0)
+
+
 def test_a_saved_model_loads_with_its_feature_extractor(tmp_path) -> None:
     directory = tmp_path / "w2v-bert"
     _model("wav2vec2-bert", "eager").save_pretrained(directory)
@@ -242,14 +434,7 @@ def test_speech2text_patterns_equal_the_eager_attentions_on_every_side(tmp_path)
         output = model(**_feed(encoded), decoder_input_ids=encoded.decoder.input_ids,
                        decoder_attention_mask=encoded.decoder.attention_mask, output_attentions=True)
     assert torch.equal(trace.output.logits, output.logits)
-    main, decoder = encoded.attention_mask.bool(), encoded.decoder.attention_mask.bool()
-    for group, layers, queries, keys in (("encoder.blocks.{}.attn", output.encoder_attentions, main, main),
-                                         ("decoder.blocks.{}.attn", output.decoder_attentions, decoder, decoder),
-                                         ("decoder.blocks.{}.cross_attn", output.cross_attentions, decoder, main)):
-        keep = queries[:, None, :, None] & keys[:, None, None, :]
-        for layer, attention in enumerate(layers):
-            torch.testing.assert_close(trace[group.format(layer) + ".hook_pattern"], attention.masked_fill(~keep, 0),
-                                       atol=TIGHT, rtol=0)
+    assert_encoder_decoder_patterns(trace, output, TIGHT)
     report = interpret.explain(loaded, read, audio_clips(CLIPS), analyzers=["rollout"],
                                target=interpret.Subject(decoder_inputs=_DECODER_TEXTS))
     report.render(tmp_path / "s2t.html")

@@ -5,6 +5,8 @@
   key] in every layer, and hook_q/k/v/z have each block's own head size. After its MLP a Gemma 4 block adds a
   per-layer input through a gate and a projection: that branch is not the MLP, so `mlp.hook_post` and
   `hook_mlp_out` are the MLP module's own.
+- HunYuan V4: a dense first block under mixture-of-experts blocks, so the module whose output is the MLP's
+  contribution differs by block (`StackLayout.block_mlp_out`).
 - Gemma 3n: its blocks pass the residual stream as several AltUp predictions at once, [predictions, batch, pos,
   d_model], so the residual hook points are refused with that reason, as are the MLP's (the block runs the MLP,
   AltUp's correction and the per-layer input after its attention), while the attention is captured.
@@ -136,6 +138,46 @@ def test_gemma3n_refuses_the_residual_and_mlp_hook_points_and_captures_the_atten
     _equal_to_eager(model, trace)
 
 
+def _hy_v4() -> Any:
+    """A HunYuan V4 whose first block has a dense MLP and the others a mixture of experts (with a shared expert),
+    its residual stream in two hyper-connection streams, its attention with sinks."""
+    return T.HYV4Model(T.HYV4Config(
+        vocab_size=len(word_tokenizer()), hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, head_dim=8, n_routed_experts=4,
+        n_shared_experts=1, num_experts_per_tok=2, q_lora_rank=16, kv_lora_rank=8, qk_nope_head_dim=8,
+        qk_rope_head_dim=4, v_head_dim=8, mlp_layer_types=["dense", "sparse", "sparse"],
+        layer_types=["indexed_attention"] * 3, index_topk=4, index_head_dim=8, index_n_heads=2,
+        indexer_types=["full", "shared", "full"], max_position_embeddings=64, pad_token_id=0, hc_mult=2))
+
+
+def test_blocks_whose_mlp_differs_each_offer_their_own_mlp_output() -> None:
+    """HunYuan V4's first block runs a dense MLP (its output: the down projection's), the others a mixture of
+    experts (the MoE module's output): `hook_mlp_out` is each block's own MLP output; `mlp.hook_post` only the
+    dense block's."""
+    model = built_with(_hy_v4, "eager")
+    assert type(model.layers[0].mlp).__name__ == "HYV4MLP" and type(model.layers[1].mlp).__name__ == "HYV4MoE"
+    trace = interpret.collect(model, word_tokenizer(), TEXTS[:2], names="*")
+    outputs: dict[int, torch.Tensor] = {}
+    handles = [model.layers[i].mlp.register_forward_hook(lambda _m, _a, out, i=i: outputs.__setitem__(i, out))
+               for i in range(3)]
+    try:
+        with torch.no_grad():
+            reference = eager_copy(model)(**model_inputs(trace.encoded), output_attentions=True).attentions
+            model(**model_inputs(trace.encoded))
+    finally:
+        for handle in handles:
+            handle.remove()
+    for i in range(3):
+        torch.testing.assert_close(trace[f"blocks.{i}.hook_mlp_out"], outputs[i], atol=0, rtol=0)
+        mask = trace.encoded.attention_mask.bool()
+        keep = mask[:, None, :, None] & mask[:, None, None, :]
+        torch.testing.assert_close(trace[f"blocks.{i}.attn.hook_pattern"], reference[i].float().masked_fill(~keep, 0),
+                                   atol=TIGHT, rtol=0)
+    assert trace.names("blocks.*.mlp.hook_post") == ["blocks.0.mlp.hook_post"]
+    with pytest.raises(HookNameError, match="Mixture-of-Experts"):
+        interpret.collect(model, word_tokenizer(), TEXTS[:2], names=["blocks.1.mlp.hook_post"])
+
+
 @pytest.mark.parametrize(("model_type", "offered", "refused"), [
     ("gemma4_text", "blocks.{i}.hook_mlp_out", ""),
     ("gemma4", "blocks.{i}.attn.hook_z", ""),
@@ -144,6 +186,9 @@ def test_gemma3n_refuses_the_residual_and_mlp_hook_points_and_captures_the_atten
     ("deepseek_v4", "blocks.{i}.attn.hook_pattern", "blocks.{i}.hook_resid_pre"),
     # a Conformer block runs a convolution module and a second feed-forward after its attention
     ("parakeet_ctc", "blocks.{i}.attn.hook_pattern", "blocks.{i}.hook_mlp_out"),
+    # a dense first block under mixture-of-experts blocks: each block's own MLP output
+    ("hy_v4", "blocks.{i}.hook_mlp_out", "blocks.{i}.hook_resid_pre"),
+    ("axk2", "blocks.{i}.attn.hook_pattern", ""),
 ])
 def test_interpret_models_says_what_each_offers(model_type: str, offered: str, refused: str) -> None:
     row = catalog.describe(model_type)

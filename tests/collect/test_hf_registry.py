@@ -97,7 +97,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     assert served == {"deberta": "deberta", "deberta-v2": "deberta", "swin": "swin", "swinv2": "swin",
                       "donut-swin": "swin", "maskformer-swin": "swin", "swin2sr": "swin", "whisper": "whisper",
                       **{model_type: "whisper" for model_type in ("qwen2_audio_encoder", "voxtral_encoder",
-                                                                  "audioflamingo3_encoder", "moss_transcribe_diarize_audio")},
+                                                                  "audioflamingo3_encoder", "moss_transcribe_diarize_audio",
+                                                                  "glmasr_encoder")},
                       "segformer": "pyramid", "pvt_v2": "pyramid", "glpn": "pyramid", "vit_mae": "mae",
                       "videomae": "video", "vivit": "video", "pixtral": "pixtral",
                       **{model_type: "packed" for model_type in (
@@ -111,10 +112,14 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                       **{model_type: "dual" for model_type in ("clip", "siglip", "altclip", "chinese_clip", "clipseg",
                                                                "metaclip_2", "owlvit", "owlv2", "blip")},
                       "audio-spectrogram-transformer": "spectrogram", "xlm": "parallel", "flaubert": "parallel",
-                      **{model_type: "features" for model_type in ("parakeet_ctc", "parakeet_encoder", "lasr_ctc",
-                                                                   "lasr_encoder", "wav2vec2-bert", "speech_to_text")},
+                      **{model_type: "features" for model_type in (
+                          "parakeet_ctc", "parakeet_encoder", "parakeet_rnnt", "parakeet_tdt", "lasr_ctc", "lasr_encoder",
+                          "nemotron_asr_streaming_encoder", "nemotron_asr_streaming", "nemotron3_5_asr",
+                          "nemotron3_diarization_audio", "nemotron3_5_transcribe_asr_audio", "canary",
+                          "cohere_asr", "wav2vec2-bert", "speech_to_text")},
                       **{model_type: "speech" for model_type in ("wav2vec2", "hubert", "data2vec-audio", "unispeech",
-                                                                 "unispeech-sat", "wav2vec2-conformer", "wavlm")}}
+                                                                 "unispeech-sat", "wav2vec2-conformer", "wavlm", "sew",
+                                                                 "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc")}}
     assert not set(FAMILIES) & set(served)  # the families without quirks go to the generic adapter
 
 

@@ -29,7 +29,7 @@ from interpret.capture.api import capturable_for, prepare
 from interpret.capture.hf import speech
 from interpret.capture.hf.registry import adapter_for
 from interpret.cli.main import cli
-from interpret.errors import InputError, UnsupportedModelError
+from interpret.errors import InputError
 from interpret.files.trace_io import load_trace, save_trace
 from interpret.inputs import Encoded
 
@@ -196,16 +196,19 @@ def test_encoded_rows_and_moves_keep_the_audio() -> None:
 
 def test_interpret_models_lists_the_claimed_types_with_the_speech_adapter(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
-    types = ["wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm"]
-    result = CliRunner().invoke(cli, ["models", *types, "sew", "--refresh", "--format", "json"], catch_exceptions=False)
+    types = ["wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm",
+             "sew", "sew-d", "omniasr_audio", "omniasr_ctc"]
+    result = CliRunner().invoke(cli, ["models", *types, "--refresh", "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     rows = {row["model_type"]: row for row in json.loads(result.stdout)}
     for model_type in types:
         row = rows[model_type]
-        assert (row["status"], row["adapter"], row["kind"], row["probed_on"]) == ("supported", "speech", "encoder", "meta")
+        # SEW-D's own code makes a CPU constant for its masked softmax, which the meta device cannot meet
+        probed_on = "cpu" if model_type == "sew-d" else "meta"
+        assert (row["status"], row["adapter"], row["kind"], row["probed_on"]) == ("supported", "speech", "encoder",
+                                                                                   probed_on), row
         assert "blocks.{i}.attn.hook_pattern" in row["offered"]
-    assert rows["sew"]["status"] == "unsupported" and rows["sew"]["adapter"] == "generic"
-    assert set(speech.ADAPTER.model_types) == set(types)
+    assert set(speech.ADAPTER.model_types) == {*types, "moonshine", "omniasr_audio", "omniasr_ctc"}
 
 
 def test_the_probe_runs_on_the_meta_device() -> None:
@@ -244,13 +247,65 @@ def test_text_only_options_are_refused() -> None:
         interpret.collect(model, feature_extractor(), audio_clips(), decoder_inputs=["a"])
 
 
-def test_unclaimed_speech_encoders_stay_refused_by_name() -> None:
-    """SEW (attention over pooled frames) is not claimed: the generic adapter refuses it in one line."""
-    for config in (transformers.SEWConfig(**_small()),):
-        model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
-        assert adapter_for(model).name == "generic"
-        with pytest.raises(UnsupportedModelError, match="input_values"):
-            capturable_for(model)
+def _sew(kind: str, kernel: str, seed: int = 0) -> Any:
+    """Return a tiny SEW or SEW-D classifier (`squeeze_factor` 2) run with attention `kernel`."""
+    config_class, head = {"sew": (transformers.SEWConfig, transformers.SEWForSequenceClassification),
+                          "sew-d": (transformers.SEWDConfig, transformers.SEWDForSequenceClassification)}[kind]
+    torch.manual_seed(seed)
+    config = config_class(**_small(), squeeze_factor=2, feat_extract_norm="layer", num_labels=3)
+    config._attn_implementation = kernel
+    return head(config).eval()
+
+
+SEW_RUNS = [("sew", "sdpa"), ("sew", "eager"), ("sew-d", "eager")]  # SEW-D has no SDPA path
+
+
+@pytest.mark.parametrize(("kind", "kernel"), SEW_RUNS, ids=[f"{k}-{i}" for k, i in SEW_RUNS])
+def test_sew_positions_are_the_pooled_frames_and_patterns_equal_eager(kind, kernel) -> None:
+    """SEW and SEW-D attend over the feature encoder's frames average-pooled `squeeze_factor` at a time: 39 and 24
+    frames make 19 and 12 positions (a partial last pair dropped; a pair with one real frame is real)."""
+    model = _sew(kind, kernel)
+    assert adapter_for(model).name == "speech"
+    trace = interpret.collect(model, feature_extractor(), audio_clips(), names="*")
+    encoded = trace.encoded
+    frames = model._get_feat_extract_output_lengths(torch.tensor(CLIP_SAMPLES))
+    assert frames.tolist() == [39, 24] and encoded.pos == 39 // 2 and encoded.lengths == [19, 12]
+    eager = _sew(kind, "eager")
+    eager.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        reference = eager(**model_inputs(encoded), output_attentions=True)
+        plain = model(**model_inputs(encoded))
+    assert torch.equal(trace.output.logits, plain.logits)
+    assert len(reference.attentions) == 2
+    for layer, attention in enumerate(reference.attentions):
+        assert attention.shape == (2, 4, encoded.pos, encoded.pos)
+        # the model's own mask is the capture's: it gives no key beyond a clip's positions any weight, and every
+        # key within them some
+        for example, length in enumerate(encoded.lengths):
+            assert (attention[example, :, :, length:] == 0).all() and (attention[example, :, :, :length] > 0).all()
+        mask = encoded.attention_mask.bool()
+        expected = attention.masked_fill(~(mask[:, None, :, None] & mask[:, None, None, :]), 0)
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], expected, atol=TIGHT, rtol=0)
+
+
+def test_sew_pooled_mask_follows_the_models_max_pool() -> None:
+    model = _sew("sew", "eager")
+    sample_mask = torch.zeros(3, 400, dtype=torch.long)
+    for row, samples in enumerate((400, 250, 245)):
+        sample_mask[row, :samples] = 1
+    frames = model._get_feat_extract_output_lengths(torch.tensor([400, 250, 245])).tolist()
+    assert frames == [39, 24, 23]  # 23 frames: 11 whole pairs and a pair with one real frame
+    mask = speech.pooled_mask(model, 2, 19, sample_mask)
+    assert mask.sum(-1).tolist() == [19, 12, 12]
+    assert speech.pooled_lengths(model, 2, torch.tensor([400, 250, 245])).tolist() == [19, 12, 11]
+
+
+def test_sew_rollout_and_a_report(tmp_path) -> None:
+    model = _sew("sew-d", "eager")
+    report = interpret.explain(model, feature_extractor(), audio_clips(), analyzers=["rollout"])
+    path = tmp_path / "sew-d.html"
+    report.render(path)
+    assert "audio_18" in path.read_text(encoding="utf-8") and "audio_19" not in path.read_text(encoding="utf-8")
 
 
 def _small() -> dict[str, Any]:
@@ -326,3 +381,60 @@ def test_wavlm_rollout_a_report_and_its_gradient_capture(tmp_path) -> None:
     report = interpret.explain(model, feature_extractor(), audio_clips(), analyzers=["rollout", "attention_entropy"])
     report.render(tmp_path / "wavlm.html")
     assert "audio_38" in (tmp_path / "wavlm.html").read_text(encoding="utf-8")
+
+
+# OmniASR: a wav2vec2-style encoder that takes its waveform channels-first, [batch, 1, samples], with the sample
+# mask as `padding_mask` (its feature extractor returns both so).
+def _omniasr(kind: str, kernel: str, seed: int = 0) -> Any:
+    audio = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+             "conv_dim": [16, 16], "conv_kernel": [10, 3], "conv_stride": [5, 2], "num_conv_pos_embeddings": 4,
+             "num_conv_pos_embedding_groups": 2}
+    torch.manual_seed(seed)
+    if kind == "omniasr_ctc":
+        model = transformers.OmniASRForCTC(transformers.OmniASRCTCConfig(audio_config=audio, vocab_size=10))
+    else:
+        model = transformers.OmniASRAudioModel(transformers.OmniASRAudioConfig(**audio))
+    model.config._attn_implementation = kernel
+    return model.eval()
+
+
+OMNIASR_RUNS = [(kind, kernel) for kind in ("omniasr_ctc", "omniasr_audio") for kernel in ("sdpa", "eager")]
+
+
+@pytest.mark.parametrize(("kind", "kernel"), OMNIASR_RUNS, ids=[f"{k}-{i}" for k, i in OMNIASR_RUNS])
+def test_omniasr_takes_its_waveform_channels_first_and_patterns_equal_eager(kind, kernel) -> None:
+    model = _omniasr(kind, kernel)
+    extractor = transformers.OmniASRFeatureExtractor(sampling_rate=SAMPLING_RATE)
+    trace = interpret.collect(model, extractor, audio_clips(), names="*")
+    encoded = trace.encoded
+    raw = extractor(audio_clips(), sampling_rate=SAMPLING_RATE, padding="longest", return_tensors="pt")
+    assert raw["input_values"].shape == (2, 1, 400)  # the extractor's own layout, held as [batch, samples]
+    torch.testing.assert_close(encoded.input_values, raw["input_values"][:, 0], atol=0, rtol=0)
+    assert torch.equal(encoded.sample_mask, raw["padding_mask"].long())
+    # the positions and each clip's real ones: the model's own subsampling and output mask
+    audio = model.get_encoder() if kind == "omniasr_ctc" else model
+    assert encoded.pos == int(audio._get_subsampling_output_length(torch.tensor([400]))[0]) == 39
+    assert encoded.lengths == audio._get_output_attention_mask(raw["padding_mask"], target_length=39).sum(-1).tolist()
+    inputs = {"input_values": raw["input_values"], "padding_mask": raw["padding_mask"]}
+    eager = _omniasr(kind, "eager")
+    eager.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        reference = eager(**inputs, output_attentions=True)
+        plain = model(**inputs)
+    output = "logits" if kind == "omniasr_ctc" else "last_hidden_state"
+    assert torch.equal(getattr(trace.output, output), getattr(plain, output))
+    mask = encoded.attention_mask.bool()
+    keep = mask[:, None, :, None] & mask[:, None, None, :]
+    assert len(reference.attentions) == 2
+    for layer, attention in enumerate(reference.attentions):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], attention.masked_fill(~keep, 0),
+                                   atol=TIGHT, rtol=0)
+
+
+def test_omniasr_rollout_and_a_report(tmp_path) -> None:
+    model = _omniasr("omniasr_ctc", "sdpa")
+    report = interpret.explain(model, transformers.OmniASRFeatureExtractor(sampling_rate=SAMPLING_RATE), audio_clips(),
+                               analyzers=["rollout", "attention_entropy"])
+    path = tmp_path / "omniasr.html"
+    report.render(path)
+    assert "audio_38" in path.read_text(encoding="utf-8")

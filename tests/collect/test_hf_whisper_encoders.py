@@ -1,4 +1,4 @@
-"""Audio encoders built on Whisper's (Qwen2-Audio's, Voxtral's, Audio Flamingo 3's, MOSS's) through the `whisper`
+"""Audio encoders built on Whisper's (Qwen2-Audio's, Voxtral's, Audio Flamingo 3's, MOSS's, GLM-ASR's) through the `whisper`
 adapter: log-mel features [batch, mel, frame] of the model's fixed window, positions the frames after its strided
 convolution (`audio_i`), and no decoder side.
 
@@ -43,6 +43,10 @@ MODELS: dict[str, Callable[[], Any]] = {
                                 num_attention_heads=4),
     "audioflamingo3_encoder": _builder("audioflamingo3_encoder"),
     "moss_transcribe_diarize_audio": _builder("moss_transcribe_diarize_audio"),
+    # GLM-ASR: Whisper's convolutions under rotary blocks; its window is `max_position_embeddings` positions
+    "glmasr_encoder": lambda: T.GlmAsrEncoder(T.GlmAsrEncoderConfig(
+        num_mel_bins=MELS, max_position_embeddings=POSITIONS, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=8, intermediate_size=64)),
 }
 RUNS = [(name, kernel) for name in MODELS for kernel in ("sdpa", "eager")]
 
@@ -99,7 +103,7 @@ def test_text_wrong_shapes_and_decoder_inputs_are_refused_in_one_line(inputs: An
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["qwen2_audio_encoder", "audioflamingo3_encoder"])
+@pytest.mark.parametrize("name", ["qwen2_audio_encoder", "audioflamingo3_encoder", "glmasr_encoder"])
 def test_interpret_models_lists_it(name: str) -> None:
     row = catalog.describe(name)
     assert (row.status, row.adapter, row.kind) == ("supported", "whisper", "encoder"), row

@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from interpret.capture.hf.kernels import Kernel, wrapped_kernels
 from interpret.capture.hf.own_code import OwnAttention
 from interpret.capture.hf.probe import hidden_slot, read_slot
-from interpret.capture.hf.recompute import attention_scores, repeat_heads
+from interpret.capture.hf.recompute import attention_scores, repeat_heads, sink_logits, with_sink
 from interpret.capture.kernel import kernel_records
 from interpret.capture.sites import Sink
 from interpret.errors import CaptureError
@@ -90,11 +90,15 @@ class _Listener:
         """
         self._record_qkv(query, key, value)
         sinks = self.sinks
+        sink = sink_logits(kwargs)
         if "lse" in sinks:
             sinks["lse"](kernel_lse if kernel_lse is not None else restated_lse(module, query, key, attention_mask, kwargs))
         if "scores" not in sinks and "pattern" not in sinks:
             return result
-        weights = self._kernel_weights(query, key, result, cast=not grad)
+        # With a sink the eager kernel's returned weights are not always what weights the values (gpt-oss returns
+        # them with the sink's share taken, Granite SWA normalised without it and its output scaled after): the
+        # pattern is restated from the scores and the sink.
+        weights = self._kernel_weights(query, key, result, cast=not grad) if sink is None else None
         if weights is not None and "scores" not in sinks:
             sinks["pattern"](weights)
             return result
@@ -107,7 +111,10 @@ class _Listener:
             return result
         if "pattern" not in sinks:
             return result
-        if grad or "scores" in sinks:
+        if sink is not None:
+            normaliser = with_sink(torch.logsumexp(scores, dim=-1), sink)[..., None]
+            pattern = (scores - normaliser).exp() if grad or "scores" in sinks else scores.sub_(normaliser).exp_()
+        elif grad or "scores" in sinks:
             pattern = torch.softmax(scores, dim=-1)
         else:
             # Nobody else holds the scores: normalise them in place, sparing a [query, key] allocation
@@ -334,7 +341,7 @@ def restated_lse(
 ) -> Float[Tensor, "batch head query"]:
     """Return log Σ_key exp(score) [batch, head, query] float32 of the scores `attention_scores` restates, a few
     heads at a time (at most `_LSE_CHUNK_BYTES` of scores, at least one head's, at once; a masked key holds
-    the float32 minimum, so it adds nothing)."""
+    the float32 minimum, so it adds nothing), with an attention sink's term where the kernel has one."""
     batch, heads, rows, _ = query.shape
     keys = repeat_heads(key, heads)  # [batch, head, key, d_head]: linear in the length
     chunk = max(1, _LSE_CHUNK_BYTES // max(batch * rows * keys.shape[2] * 4, 1))
@@ -348,7 +355,7 @@ def restated_lse(
         scores = attention_scores(module, query[:, part], keys[:, part], attention_mask, chunk_kwargs)
         parts.append(torch.logsumexp(scores, dim=-1))
         del scores
-    return torch.cat(parts, dim=1)
+    return with_sink(torch.cat(parts, dim=1), sink_logits(kwargs))
 
 
 def _raise_positional(module: nn.Module, count: int) -> None:

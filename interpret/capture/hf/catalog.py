@@ -41,6 +41,9 @@ _LAYER = re.compile(r"blocks\.\d+\.")
 # A type whose meta-device probe stops at a value (a `.item()`, a device check) is probed again on the CPU with
 # random weights when its default config has at most this many parameters (4 GB of float32, seconds to build).
 CPU_PROBE_PARAMETERS = 1_000_000_000
+# What a probe failure says when it stopped at the meta device itself: a value it does not hold (`.item()`), or a
+# constant the model's own code made on the CPU meeting a meta tensor (SEW-D's `masked_fill` value).
+_META_LIMITS = ("meta", "to be on same device")
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def describe(model_type: str) -> TypeSupport:
     except Exception as err:  # a default config that transformers itself cannot build on meta
         return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
     outcome = _probe(model_type, model, name)
-    if outcome.status != "unknown" or "meta" not in outcome.reason:
+    if outcome.status != "unknown" or not any(sign in outcome.reason for sign in _META_LIMITS):
         return outcome
     parameters = sum(param.numel() for param in model.parameters())
     del model

@@ -81,6 +81,8 @@ class StackLayout:
     block_heads: (block index, d_head, d_value) for each block whose head sizes differ from the
     stack's (Gemma 4's global layers have heads twice as wide as its sliding-window ones); patterns are [batch,
     head, query, key] whatever the head size, so only hook_q/k/v/z of such a block have another last axis.
+    block_mlp_out: (block index, path) for each block whose MLP output module is not `mlp_out` (HunYuan V4's
+    dense first block, 'mlp.down_proj', under mixture-of-experts blocks, 'mlp').
     block_output: the module whose output is the block's output (the residual stream after it), relative to the
     block; None: the block itself. A path starting with `^` names the module at the block's index in a list
     beside the block list (XLM keeps parallel lists `attentions`, `layer_norm1`, `ffns`, `layer_norm2`: with
@@ -109,6 +111,7 @@ class StackLayout:
     layers: tuple[tuple[int, int], ...] = ()
     block_output: str | None = None
     block_heads: tuple[tuple[int, int, int], ...] = ()
+    block_mlp_out: tuple[tuple[int, str], ...] = ()
 
     def layer_calls(self, n_blocks: int) -> tuple[tuple[int, int], ...]:
         """Return per layer (block index, call of that block): `layers`, or each of `n_blocks` blocks once."""
@@ -236,8 +239,9 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
             post_axes = ("batch", "pos", "d_mlp")
             mlp_down = part(root, stack, index, stack.mlp_down)
             sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
-        if stack.mlp_out is not None:
-            sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, part(root, stack, index, stack.mlp_out), _read_first, side=side))
+        mlp_out = dict(stack.block_mlp_out).get(index, stack.mlp_out)
+        if mlp_out is not None and (index, "hook_mlp_out") not in skipped:
+            sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, part(root, stack, index, mlp_out), _read_first, side=side))
         if "hook_resid_post" not in missing:
             output = block if stack.block_output is None else part(root, stack, index, stack.block_output)
             sites.append(Site(f"{name}.hook_resid_post", residual, sizes, output, _read_first, side=side))
@@ -316,8 +320,12 @@ def assemble(
     prepare: Callable[..., Encoded] | None = None,
     unsupported: Mapping[str, str] | None = None,
 ) -> Capturable:
-    """Return the Capturable of `model` over `sites`, whose kernel sites listen through `recorder`."""
+    """Return the Capturable of `model` over `sites`, whose kernel sites listen through `recorder`. An attention
+    with sinks (its module holds a `sinks` tensor, which it gives its kernel as `s_aux`) has its patterns
+    restated from the scores and the sinks under every kernel (`recompute.sink_logits`)."""
     implementation = _implementation(model)
+    sinks = any(isinstance(getattr(site.module, "sinks", None), Tensor) for site in sites
+                if site.name.endswith(".hook_pattern"))
     return Capturable(
         model=model,
         model_id=str(getattr(model, "name_or_path", "") or type(model).__name__),
@@ -327,7 +335,7 @@ def assemble(
         sites=list(sites),
         run=run,
         max_positions=max_positions,
-        attention="eager" if implementation == "eager" else "recomputed",
+        attention="eager" if implementation == "eager" and not sinks else "recomputed",
         scope=partial(_scope, recorder),
         prepare=prepare,
         embedding=partial(_embedding, model),
@@ -335,6 +343,7 @@ def assemble(
         implementation=implementation,
         model_class=type(model).__name__,
         unsupported=dict(unsupported or {}),
+        sinks=sinks,
     )
 
 

@@ -138,8 +138,12 @@ def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Ten
 
 def audio_decoder(processor: Any | None, decoder_inputs: Any, limit: int | None, batch: int) -> Encoded:
     """Return the decoder side of a speech encoder-decoder (Whisper, Speech2Text): `decoder_inputs` read with the
-    processor's tokenizer (or the tokenizer itself), one per clip of the `batch`."""
-    decoder = text_side(getattr(processor, "tokenizer", processor), decoder_inputs, limit)
+    processor's tokenizer (or the tokenizer itself), one per clip of the `batch`. A feature extractor alone holds
+    no tokenizer: token ids are then named by their numbers, and text is refused."""
+    tokenizer = getattr(processor, "tokenizer", processor)
+    if not hasattr(tokenizer, "convert_ids_to_tokens"):
+        tokenizer = None
+    decoder = text_side(tokenizer, decoder_inputs, limit)
     if decoder.batch != batch:
         raise InputError(
             f"decoder inputs have {decoder.batch} examples but the audio {batch}; give one decoder input per example."

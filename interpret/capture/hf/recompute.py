@@ -29,6 +29,20 @@ def repeat_heads(states: Float[Tensor, "batch kv_head pos d_head"], n_heads: int
     return states if groups == 1 else states.repeat_interleave(groups, dim=1)
 
 
+def sink_logits(kwargs: Mapping[str, Any]) -> Float[Tensor, " head"] | None:
+    """Return the per-head attention-sink logits [head] in float32 the kernel was given (`s_aux`: gpt-oss,
+    DeepSeek V4, HunYuan V4, MiMo-V2-Flash, Granite SWA, ...), or None. A sink is one more key in every row's
+    softmax denominator that holds no value: a row's probabilities are exp(score − lse'), lse' = log(Σ_key
+    exp(score) + exp(sink)), so they sum to less than one."""
+    sink = kwargs.get("s_aux")
+    return sink.float() if isinstance(sink, Tensor) else None
+
+
+def with_sink(lse: Float[Tensor, "batch head query"], sink: Float[Tensor, " head"] | None) -> Float[Tensor, "batch head query"]:
+    """Return the row log-normalisers with the sink's term added (log(exp(lse) + exp(sink))), or `lse` itself."""
+    return lse if sink is None else torch.logaddexp(lse, sink.to(lse.device)[None, :, None])
+
+
 def attention_scores(
     module: nn.Module,
     query: Float[Tensor, "batch head query d_head"],
@@ -37,11 +51,6 @@ def attention_scores(
     kwargs: Mapping[str, Any],
 ) -> Float[Tensor, "batch head query key"]:
     """Return the masked pre-softmax scores [batch, head, query, key] in float32 (masked keys hold LOWEST)."""
-    if kwargs.get("s_aux") is not None:
-        raise CaptureError(
-            f"{type(module).__name__} uses attention sinks, which a recomputed pattern does not model yet;"
-            " load the model with attn_implementation='eager'."
-        )
     if hasattr(attention_mask, "mask_mod"):
         raise CaptureError(
             "flex_attention block masks cannot be read back; load the model with attn_implementation='sdpa'"

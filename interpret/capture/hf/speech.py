@@ -1,5 +1,6 @@
-"""Adapter for speech encoders on raw waveforms: the wav2vec2 family (wav2vec 2.0, HuBERT, data2vec-audio,
-UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer, WavLM).
+"""Adapter for speech models on raw waveforms: the wav2vec2 family (wav2vec 2.0, HuBERT, data2vec-audio,
+UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer, WavLM, SEW, SEW-D, OmniASR), and Moonshine, an encoder-decoder whose
+decoder reads text (`decoder_inputs`).
 
 What it adds over the generic adapter: the input. These models read raw audio, `input_values` [batch,
 samples], and a convolutional feature encoder turns it into frames (20 ms apart for the released models) that
@@ -23,9 +24,17 @@ the mask, and returns the weights averaged over heads; the capture follows that 
 (`own_code._OPENED`), so each head's pattern is what the function applied, and `hook_z` is refused (the function
 applies the output projection from its weights, never calling the module).
 
-Not served (left to the generic adapter, which refuses them by name): SEW and SEW-D (the transformer attends
-over frames pooled by `squeeze_factor`, not the feature encoder's frames; SEW-D's attention is also DeBERTa's,
-computed in the module). Wav2Vec2-BERT reads log-mel features: the `features` adapter serves it.
+SEW and SEW-D attend over the feature encoder's frames average-pooled `squeeze_factor` at a time (a partial last
+group dropped), so there a position is that many frames (`pooled_lengths`), real where any of its frames is: the
+frame mask max-pooled as the model pools it (`pooled_mask`). SEW-D's attention is DeBERTa's disentangled one,
+computed in the module's own code; the generic adapter records its softmax there (`own_code`).
+Moonshine states no frame mask function: its encoder takes every 384th sample's mask (the product of its
+convolutions' strides), so a padded clip's real frames are those that start inside it (`strided_mask`), which
+its attention follows.
+A model whose forward takes a `padding_mask` (OmniASR, after the audio codecs' convention) takes its waveform
+channels-first, [batch, 1, samples], with the sample mask under that name; `Encoded.input_values` stays
+[batch, samples] (a channels-first extractor's mono channel is dropped) and the run adds the channel back.
+Wav2Vec2-BERT reads log-mel features: the `features` adapter serves it.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from torch import Tensor, nn
 from interpret.arrays import to_numpy
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
+from interpret.capture.hf.layout import run_model
 from interpret.capture.hf.media import audio_decoder
 from interpret.capture.hf.structure import ADAPTERS_HINT
 from interpret.capture.sites import Capturable
@@ -54,11 +64,32 @@ PROBE_FRAMES = 3  # the probe's waveform is the shortest power of two long enoug
 
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
-    """Return the Capturable of a wav2vec2-family model (the bare encoder or one with a task head)."""
+    """Return the Capturable of a raw-waveform speech model: an encoder (bare, or with a task head) or an
+    encoder-decoder whose decoder reads text (Moonshine)."""
     layout = generic.layout_of(model, inputs=_probe_inputs)
-    prepare = partial(prepare_waveforms, frames=partial(frame_lengths, model),
-                      frame_mask=partial(frame_mask, model), dtype=_feature_encoder(model).weight.dtype)
-    return generic.capturable(model, replace(layout, max_positions=None), adapter=NAME, prepare=prepare)
+    squeeze = _squeeze(model)
+    frames = partial(frame_lengths, model) if squeeze == 1 else partial(pooled_lengths, model, squeeze)
+    mask = partial(frame_mask, model) if squeeze == 1 else partial(pooled_mask, model, squeeze)
+    encoder_decoder = layout.kind == "encoder-decoder"
+    prepare = partial(prepare_waveforms, frames=frames, frame_mask=mask, dtype=_feature_encoder(model).weight.dtype,
+                      encoder_decoder=encoder_decoder, decoder_limit=layout.max_positions if encoder_decoder else None)
+    made = generic.capturable(model, replace(layout, max_positions=None), adapter=NAME, prepare=prepare)
+    return replace(made, run=partial(_run_channels, model)) if _channels_first(model) else made
+
+
+def _channels_first(model: nn.Module) -> bool:
+    """Whether the model takes its waveform as [batch, channel, samples] with the sample mask as `padding_mask`
+    (the audio-codec convention, which OmniASR follows), not [batch, samples] with an `attention_mask`."""
+    return "padding_mask" in generic.forward_parameters(model)
+
+
+def _run_channels(model: nn.Module, encoded: Encoded) -> Any:
+    """Run a channels-first model: the mono waveform [batch, samples] as [batch, 1, samples], its sample mask
+    [batch, samples] as `padding_mask`."""
+    assert encoded.input_values is not None
+    mono = replace(encoded, input_values=encoded.input_values[:, None], sample_mask=None)
+    extra = {} if encoded.sample_mask is None else {"padding_mask": encoded.sample_mask}
+    return run_model(model, mono, disable_cache=False, extra=extra)
 
 
 def _feature_encoder(model: nn.Module) -> nn.Conv1d:
@@ -81,32 +112,107 @@ def _adapter_off(method: Callable[..., Tensor]) -> dict[str, Any]:
         return {}
 
 
+def _method(model: nn.Module, *names: str) -> Callable[..., Tensor] | None:
+    """Return the first of the methods `names` that the model, else its encoder (`get_encoder()`: the Parakeet
+    encoder of Canary, Cohere ASR and the RNN-T models), defines: a method of the encoder outranks a later name
+    of the model's own (Cohere ASR keeps a `_get_feat_extract_output_lengths` its Parakeet encoder never uses)."""
+    getter = getattr(model, "get_encoder", None)
+    encoder = getter() if callable(getter) else None
+    for name in names:
+        for holder in (model, encoder):
+            method = getattr(holder, name, None) if holder is not None else None
+            if callable(method):
+                return method
+    return None
+
+
 def frame_lengths(model: nn.Module, samples: Tensor) -> Tensor:
     """Return the positions [batch] the model makes of `samples` [batch] input steps (long: waveform samples, or
-    feature frames for a log-mel encoder), by the model's own `_get_subsampling_output_length` (Parakeet's
-    convolutional subsampling), else `_get_feat_extract_output_lengths` (the wav2vec2 family)."""
-    subsampling = getattr(model, "_get_subsampling_output_length", None)
-    if callable(subsampling):
-        return subsampling(samples.long()).long()
-    method = model._get_feat_extract_output_lengths
-    return method(samples.long(), **_adapter_off(method)).long()
+    feature frames for a log-mel encoder), by the model's (or its encoder's) own `_get_subsampling_output_length`
+    (Parakeet's convolutional subsampling), else `_get_feat_extract_output_lengths` (the wav2vec2 family; one
+    that counts a single length as a Python int, Moonshine's, is asked clip by clip)."""
+    method = _method(model, "_get_subsampling_output_length", "_get_feat_extract_output_lengths")
+    stack = stacking(model) if method is None else None
+    if stack is not None:  # the stacking module zero-pads the last group of frames: ceil(frames / stack)
+        return torch.div(samples.long() + stack - 1, stack, rounding_mode="floor")
+    if method is None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} states no output length of its subsampling; {ADAPTERS_HINT} that prepares its"
+            " input."
+        )
+    options = {} if method.__name__ == "_get_subsampling_output_length" else _adapter_off(method)
+    samples = samples.long()
+    if isinstance(method(samples[:1], **options), Tensor):
+        return method(samples, **options).long()
+    return torch.tensor([int(method(int(n), **options)) for n in samples.tolist()], dtype=torch.long)
 
 
 def frame_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
     """Return the position mask [batch, frames] (1 real, 0 padding) of an input mask [batch, steps], by the
-    model's own `_get_output_attention_mask`, else `_get_feature_vector_attention_mask`."""
-    output_mask = getattr(model, "_get_output_attention_mask", None)
-    if callable(output_mask):
-        return output_mask(sample_mask.long(), target_length=frames).long()
-    method = model._get_feature_vector_attention_mask
+    model's (or its encoder's) own `_get_output_attention_mask`, else `_get_feature_vector_attention_mask`; a
+    model with neither (Moonshine) reads the mask as its encoder does: every `stride`-th sample's, the stride
+    the product of its convolutions' strides (`strided_mask`)."""
+    method = _method(model, "_get_output_attention_mask", "_get_feature_vector_attention_mask")
+    if method is None:
+        stack = stacking(model)
+        return strided_mask(model, frames, sample_mask) if stack is None else sample_mask.long()[:, ::stack][:, :frames]
+    if method.__name__ == "_get_output_attention_mask":
+        return method(sample_mask.long(), target_length=frames).long()
     return method(frames, sample_mask.long(), **_adapter_off(method)).long()
+
+
+def stacking(model: nn.Module) -> int | None:
+    """Return how many feature frames the model stacks into one position where its input is subsampled by
+    stacking (Nemotron 3's audio encoders: a module holding `subsampling_factor` whose `projection` reads that
+    many frames of `num_mel_bins` features at once), else None. Such a model counts its positions as
+    ceil(frames / stack) (the last group zero-padded) and masks each by its first frame's mask
+    (`attention_mask[:, ::stack]`)."""
+    mels = getattr(model.config, "num_mel_bins", None)
+    for module in model.modules():
+        stack, projection = getattr(module, "subsampling_factor", None), getattr(module, "projection", None)
+        if (isinstance(stack, int) and stack > 0 and isinstance(projection, nn.Linear) and isinstance(mels, int)
+                and projection.in_features == stack * mels):
+            return stack
+    return None
+
+
+def strided_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
+    """Return the frame mask [batch, frames] Moonshine's encoder makes of a sample mask [batch, samples]: the
+    mask of every `stride`-th sample (`attention_mask[..., ::stride][..., :frames]`), `stride` the product of
+    the strides of the encoder's convolutions (64 × 3 × 2 for the released models)."""
+    stride = 1
+    for module in model.modules():
+        if isinstance(module, nn.Conv1d):
+            stride *= int(module.stride[0])
+    return sample_mask.long()[:, ::stride][:, :frames]
+
+
+def _squeeze(model: nn.Module) -> int:
+    """Return how many feature-encoder frames one transformer position pools (SEW's and SEW-D's
+    `squeeze_factor`; 1 for the others)."""
+    return int(getattr(model.config, "squeeze_factor", 1) or 1)
+
+
+def pooled_lengths(model: nn.Module, squeeze: int, samples: Tensor) -> Tensor:
+    """Return the transformer positions [batch] SEW makes of `samples` [batch]: the feature encoder's frames
+    average-pooled `squeeze` at a time (`nn.AvgPool1d(squeeze, squeeze)`: a partial last group is dropped)."""
+    return torch.div(frame_lengths(model, samples), squeeze, rounding_mode="floor")
+
+
+def pooled_mask(model: nn.Module, squeeze: int, positions: int, sample_mask: Tensor) -> Tensor:
+    """Return SEW's position mask [batch, positions] of a sample mask [batch, samples]: the frame mask
+    max-pooled `squeeze` at a time as the model pools it (a position is real where any of its frames is)."""
+    frames = int(frame_lengths(model, torch.tensor([sample_mask.shape[1]]))[0])
+    per_frame = frame_mask(model, frames, sample_mask).float()
+    pooled = nn.functional.max_pool1d(per_frame[:, None], kernel_size=squeeze, stride=squeeze)[:, 0]
+    return pooled[:, :positions].long()
 
 
 def probe_samples(model: nn.Module) -> int:
     """Return the probe's input length (waveform samples, or a log-mel encoder's feature frames): the shortest
     power of two that makes `PROBE_FRAMES` positions."""
-    samples = 1
-    while int(frame_lengths(model, torch.tensor([samples]))[0]) < PROBE_FRAMES:
+    samples, squeeze = 1, _squeeze(model)
+    while int(frame_lengths(model, torch.tensor([samples]))[0]) < PROBE_FRAMES * squeeze:
         samples *= 2
     return samples
 
@@ -116,9 +222,12 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     conv = _feature_encoder(model)
     device = conv.weight.device
     values = torch.zeros(1, probe_samples(model), device=device, dtype=conv.weight.dtype)
-    inputs: dict[str, Any] = {"input_values": values}
+    channels = _channels_first(model)
+    inputs: dict[str, Any] = {"input_values": values[:, None] if channels else values,
+                              **decoder_probe(model, device, with_mask)}
     if with_mask:
-        inputs["attention_mask"] = torch.ones(values.shape, dtype=torch.long, device=device)
+        inputs["padding_mask" if channels else "attention_mask"] = torch.ones(values.shape, dtype=torch.long,
+                                                                               device=device)
     return inputs
 
 
@@ -225,8 +334,11 @@ def waveforms(processor: Any | None, inputs: Any) -> tuple[Tensor, Tensor | None
             " input_values; this model needs a raw-audio"
             " feature extractor (Wav2Vec2FeatureExtractor)."
         )
-    mask = out.get("attention_mask")
-    return out["input_values"].float(), None if mask is None else mask.long()
+    values = out["input_values"]
+    if values.dim() == 3 and values.shape[1] == 1:  # a channels-first extractor's mono [batch, 1, samples]
+        values = values[:, 0]
+    mask = out.get("attention_mask", out.get("padding_mask"))
+    return values.float(), None if mask is None else mask.long()
 
 
 _FEATURES = "pass log-mel features [batch, frame, feature] as the model takes them, or a list of 1-D float clips with" \
@@ -290,7 +402,8 @@ def extract(processor: Any | None, arrays: list[np.ndarray]) -> Any:
 
 
 ADAPTER = HFAdapter(
-    model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm"),
+    model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm",
+                 "sew", "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc"),
     build=build,
-    adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i)",
+    adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i); Moonshine's text decoder",
 )

@@ -1,5 +1,6 @@
 """Adapter for Whisper and the audio encoders built on Whisper's (Qwen2-Audio's, Voxtral's, Audio Flamingo 3's,
-MOSS's): speech on log-mel features.
+MOSS's, GLM-ASR's: Whisper's convolutions under rotary blocks, its processor cutting audio into Whisper's 30 s
+windows): speech on log-mel features.
 
 What it adds over the generic adapter: the input. Whisper's encoder takes log-mel features
 [batch, mel, frame] of a fixed length (2 × max_source_positions frames, 30 s for the released models) and
@@ -62,9 +63,10 @@ def _run_masked(model: nn.Module, encoded: Encoded) -> Any:
 
 
 def _sizes(model: nn.Module) -> tuple[int, int, int]:
-    """Return (mel bins, feature frames, encoder positions) from the config."""
+    """Return (mel bins, feature frames, encoder positions) from the config (GLM-ASR's encoder states its window
+    of positions as `max_position_embeddings`)."""
     config = model.config
-    positions = int(config.max_source_positions)
+    positions = int(getattr(config, "max_source_positions", None) or config.max_position_embeddings)
     return int(config.num_mel_bins), 2 * positions, positions
 
 
@@ -145,8 +147,8 @@ def _features(processor: Any | None, inputs: Any, *, mels: int, frames: int, fam
 
 ADAPTER = HFAdapter(
     model_types=("whisper", "qwen2_audio_encoder", "voxtral_encoder", "audioflamingo3_encoder",
-                 "moss_transcribe_diarize_audio"),
+                 "moss_transcribe_diarize_audio", "glmasr_encoder"),
     build=build,
     adds="audio input: log-mel features, encoder positions after the convolutional downsampling (audio_i);"
-         " the Whisper-based audio encoders alone (Qwen2-Audio, Voxtral, Audio Flamingo 3, MOSS)",
+         " the Whisper-based audio encoders alone (Qwen2-Audio, Voxtral, Audio Flamingo 3, MOSS, GLM-ASR)",
 )
