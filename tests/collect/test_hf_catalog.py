@@ -22,7 +22,8 @@ from interpret.errors import UnsupportedModelError
 from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
-         "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash"]
+         "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
+         "chameleon_vqgan"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,10 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
      ("vitdet", "its queries are not the positions of its input"),
      # no image_size in the config: the probe runs on a 224 × 224 image, so a network without attention is
      # refused as such; SAM 3's image size is its backbone config's, and its windows are not the patch grid
-     ("resnet", "no attention layers"), ("sam3_vision_model", "576 positions, fewer than its 5184 patches")],
+     ("resnet", "no attention layers"), ("sam3_vision_model", "576 positions, fewer than its 5184 patches"),
+     # classes with no forward of their own: a pipeline of models, or a VQ-VAE used through encode / decode
+     ("qwen2_5_omni", "holds the models thinker, talker, token2wav, run one after another: capture one of them"),
+     ("chameleon_vqgan", "no forward pass of its own; it is used through its own methods")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

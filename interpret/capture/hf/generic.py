@@ -73,6 +73,7 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
 def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]], packed: bool = False) -> Probe:
     """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
+    _refuse_without_forward(model)
     attempts = (False, True) if model_device(model).type == "meta" else (False,)
     failure: Exception | None = None
     given: dict[str, Any] = {}
@@ -97,6 +98,20 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
         f"a probe forward pass of {type(model).__name__} on {on} failed"
         f" ({type(failure).__name__}: {message}); {ADAPTERS_HINT} that feeds it valid inputs."
     ) from None
+
+
+def _refuse_without_forward(model: nn.Module) -> None:
+    """Refuse, saying what to capture instead, a model class with no forward pass of its own: one that holds
+    models run one after another (Bark, Qwen2.5-Omni: capture one of them), or one used through its own methods
+    (a VQ-VAE's encode and decode)."""
+    if type(model).forward is not nn.Module.forward:
+        return
+    held = [name for name, child in model.named_children() if hasattr(child, "config") and hasattr(child, "forward")
+            and type(child).forward is not nn.Module.forward]
+    instead = (f"it holds the models {', '.join(held)}, run one after another: capture one of them (e.g."
+               f" model.{held[0]})" if held else "it is used through its own methods (encode, decode, ...), and a"
+               " capture records what a forward pass computes")
+    raise UnsupportedModelError(f"{type(model).__name__} has no forward pass of its own; {instead}.")
 
 
 def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
