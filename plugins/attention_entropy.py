@@ -87,7 +87,7 @@ class AttentionEntropy:
             entropy, on_special, row_sum_error = head_statistics(layers, real, special, sinks=sinks)
             how = ""
         else:  # stages with their own head counts (Swin, SegFormer): one [layer, head] table cannot hold them
-            entropy, on_special, row_sum_error = _head_means(layers, real, special)
+            entropy, on_special, row_sum_error = _head_means(layers, real, special, sinks)
             how = f"; mean over each layer's heads, which number {heads[0]} to {heads[-1]}"
         checks = {
             "pattern_row_sum_error": Check(
@@ -139,12 +139,12 @@ class AttentionEntropy:
 
 
 def _head_means(
-    layers: Sequence[Tensor], real: Bool[Tensor, "batch key"], special: Bool[Tensor, "batch key"],
+    layers: Sequence[Tensor], real: Bool[Tensor, "batch key"], special: Bool[Tensor, "batch key"], sinks: bool = False,
 ) -> tuple[Tensor, Tensor, float]:
     """Return `head_statistics` of layers [batch, head, query, key] whose head counts differ, each layer's averaged
     over its heads: entropy and special attention [batch, layer, 1] (the head axis holds the mean), the worst row
     sum error."""
-    per_layer = [head_statistics([layer], real, special) for layer in layers]
+    per_layer = [head_statistics([layer], real, special, sinks=sinks) for layer in layers]
     entropy = torch.cat([stats[0].mean(-1, keepdim=True) for stats in per_layer], dim=1)
     on_special = torch.cat([stats[1].mean(-1, keepdim=True) for stats in per_layer], dim=1)
     errors = [stats[2] for stats in per_layer]

@@ -173,6 +173,7 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
         )
     base = {"head": stack.n_heads, "d_model": stack.d_model, "d_mlp": stack.d_mlp}
     heads = {index: (d_head, d_value) for index, d_head, d_value in stack.block_heads}
+    mlp_outs = dict(stack.block_mlp_out)
     stack_heads = (stack.d_head, stack.d_value or stack.d_head)
     sizes = {**base, "d_head": stack.d_head}
     residual = ("batch", "pos", "d_model")
@@ -239,7 +240,7 @@ def stack_sites(root: nn.Module, stack: StackLayout, recorder: AttentionRecorder
             post_axes = ("batch", "pos", "d_mlp")
             mlp_down = part(root, stack, index, stack.mlp_down)
             sites.append(Site(f"{name}.mlp.hook_post", post_axes, sizes, mlp_down, _read_projection_input, pre=True, side=side))
-        mlp_out = dict(stack.block_mlp_out).get(index, stack.mlp_out)
+        mlp_out = mlp_outs.get(index, stack.mlp_out)
         if mlp_out is not None and (index, "hook_mlp_out") not in skipped:
             sites.append(Site(f"{name}.hook_mlp_out", residual, sizes, part(root, stack, index, mlp_out), _read_first, side=side))
         if "hook_resid_post" not in missing:

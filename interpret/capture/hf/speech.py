@@ -150,12 +150,11 @@ def frame_lengths(model: nn.Module, samples: Tensor) -> Tensor:
 def frame_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
     """Return the position mask [batch, frames] (1 real, 0 padding) of an input mask [batch, steps], by the
     model's (or its encoder's) own `_get_output_attention_mask`, else `_get_feature_vector_attention_mask`; a
-    model with neither (Moonshine) reads the mask as its encoder does: every `stride`-th sample's, the stride
-    the product of its convolutions' strides (`strided_mask`)."""
+    model with neither (Moonshine, Nemotron 3's stacking encoders) reads the mask as its own code does: every
+    stride-th input step's (`strided_mask`)."""
     method = _method(model, "_get_output_attention_mask", "_get_feature_vector_attention_mask")
     if method is None:
-        stack = stacking(model)
-        return strided_mask(model, frames, sample_mask) if stack is None else sample_mask.long()[:, ::stack][:, :frames]
+        return strided_mask(model, frames, sample_mask)
     if method.__name__ == "_get_output_attention_mask":
         return method(sample_mask.long(), target_length=frames).long()
     return method(frames, sample_mask.long(), **_adapter_off(method)).long()
@@ -177,13 +176,16 @@ def stacking(model: nn.Module) -> int | None:
 
 
 def strided_mask(model: nn.Module, frames: int, sample_mask: Tensor) -> Tensor:
-    """Return the frame mask [batch, frames] Moonshine's encoder makes of a sample mask [batch, samples]: the
-    mask of every `stride`-th sample (`attention_mask[..., ::stride][..., :frames]`), `stride` the product of
-    the strides of the encoder's convolutions (64 × 3 × 2 for the released models)."""
-    stride = 1
-    for module in model.modules():
-        if isinstance(module, nn.Conv1d):
-            stride *= int(module.stride[0])
+    """Return the frame mask [batch, frames] a model without a mask function makes of an input mask [batch,
+    steps]: the mask of every stride-th step (`attention_mask[..., ::stride][..., :frames]`), the stride its
+    stacking (Nemotron 3's encoders, `stacking`), else the product of its convolutions' strides (Moonshine's
+    encoder: 64 × 3 × 2 samples for the released models)."""
+    stride = stacking(model)
+    if stride is None:
+        stride = 1
+        for module in model.modules():
+            if isinstance(module, nn.Conv1d):
+                stride *= int(module.stride[0])
     return sample_mask.long()[:, ::stride][:, :frames]
 
 

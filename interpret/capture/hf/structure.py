@@ -22,9 +22,8 @@ refused alone. A model that cannot be captured at all raises UnsupportedModelErr
 
 from __future__ import annotations
 
-from collections import Counter
-
 import inspect
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -174,6 +173,9 @@ def _block_of(path: str, modules: dict[str, nn.Module], attention_paths: Sequenc
 # Parts a block may lack while its neighbours have them (ModernBERT's first block has no attention norm; a
 # Mixture-of-Experts model may keep dense MLPs in its first layers): they are declared missing per block.
 _OPTIONAL = {"ln1": "ln1.hook_normalized", "ln2": "ln2.hook_normalized", "mlp_down": "mlp.hook_post"}
+# Parts each block may have or lack on its own, so what a block lacks is said per block: the optional parts, and
+# the module whose output is the MLP's contribution (which may also differ from block to block).
+_PER_BLOCK = {**_OPTIONAL, "mlp_out": "hook_mlp_out"}
 
 
 def _layer_calls(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list[AttentionCall]]) -> tuple[
@@ -235,15 +237,14 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
     # projection in the first blocks, a mixture of experts in the rest): the most common path is the stack's,
     # the others are the blocks' own, and a block without one lacks hook_mlp_out.
     outputs = Counter(layout.mlp_out for layout in layouts.values() if layout.mlp_out is not None)
-    mlp_out = outputs.most_common(1)[0][0] if outputs else None
+    chosen["mlp_out"] = outputs.most_common(1)[0][0] if outputs else None
     block_mlp_out = tuple((index, layout.mlp_out) for index, layout in layouts.items()
-                          if layout.mlp_out is not None and layout.mlp_out != mlp_out)
-    if mlp_out is not None:
+                          if layout.mlp_out is not None and layout.mlp_out != chosen["mlp_out"])
+    if chosen["mlp_out"] is not None:
         per_block += [(index, "hook_mlp_out", dict(layout.unsupported).get("hook_mlp_out", "this block has no MLP"))
                       for index, layout in layouts.items() if layout.mlp_out is None]
     shared = {hook: why for hook, why in template.unsupported
-              if (hook not in _OPTIONAL.values() or chosen[_key(hook)] is None)
-              and (hook != "hook_mlp_out" or mlp_out is None)}
+              if hook not in _PER_BLOCK.values() or chosen[_key(hook)] is None}
     block_heads = tuple((index, *_heads(layout)) for index, layout in layouts.items()
                         if _heads(layout) != _heads(template))
     for index, layout in layouts.items():
@@ -253,7 +254,7 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
                 f" ({_difference(_core(template), _core(layout))}); per-layer layouts need an adapter: {ADAPTERS_HINT}."
             )
         for hook, why in layout.unsupported:
-            if hook not in _OPTIONAL.values() and hook not in shared and (hook != "hook_mlp_out" or mlp_out is None):
+            if hook not in _PER_BLOCK.values() and hook not in shared:
                 per_block.append((index, hook, why))
     ln_final, ln_final_call = _final_norm(probe, blocks, layers[-1][0] if layers else max(layouts))
     return replace(
@@ -266,7 +267,6 @@ def _stack(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int, list
         unsupported=tuple(sorted(shared.items())),
         block_unsupported=tuple(sorted(set(per_block))),
         block_heads=block_heads,
-        mlp_out=mlp_out,
         block_mlp_out=block_mlp_out,
         **chosen,
     )
@@ -279,13 +279,14 @@ def _heads(layout: StackLayout) -> tuple[int, int]:
 
 def _core(layout: StackLayout) -> StackLayout:
     """A block's layout without what may differ from block to block: optional parts, head sizes, the module whose
-    output is the MLP's contribution, and the count of key/value heads (hook_k and hook_v hold them repeated per query head, so no hook's shape depends on it)."""
+    output is the MLP's contribution, and the count of key/value heads (hook_k and hook_v hold them repeated per
+    query head, so no hook's shape depends on it)."""
     return replace(layout, ln1=None, ln2=None, mlp_down=None, d_mlp=0, unsupported=(), d_head=0, d_value=None,
                    n_kv_heads=None, mlp_out=None)
 
 
 def _key(hook: str) -> str:
-    return next(name for name, suffix in _OPTIONAL.items() if suffix == hook)
+    return next(name for name, suffix in _PER_BLOCK.items() if suffix == hook)
 
 
 def _difference(a: StackLayout, b: StackLayout) -> str:
