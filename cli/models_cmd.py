@@ -81,6 +81,8 @@ def _detail(row: TypeSupport) -> None:
     click.echo(f"  adapter: {row.adapter}   kind: {row.kind}")
     if row.probed_on == "cpu":
         click.echo("  probed on the CPU with random weights (the meta device lacks a value its forward pass reads)")
+    if row.completed:
+        click.echo("  transformers' default config leaves sizes unset; probed with " + ", ".join(row.completed))
     if row.shared:
         click.echo(f"  shared: {row.shared}")
     click.echo("  offers: " + ", ".join(row.offered))

@@ -23,7 +23,7 @@ from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
          "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan"]
+         "chameleon_vqgan", "sam_mask_decoder"]
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,10 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
      ("resnet", "no attention layers"), ("sam3_vision_model", "576 positions, fewer than its 5184 patches"),
      # classes with no forward of their own: a pipeline of models, or a VQ-VAE used through encode / decode
      ("qwen2_5_omni", "holds the models thinker, talker, token2wav, run one after another: capture one of them"),
-     ("chameleon_vqgan", "no forward pass of its own; it is used through its own methods")],
+     ("chameleon_vqgan", "no forward pass of its own; it is used through its own methods"),
+     # a part's config that transformers builds only inside the model that holds it
+     ("sam_mask_decoder", "no model class for this model type: it configures a part of the sam model"
+                          " (mask_decoder_config); capture that model (`interpret models sam`")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]
@@ -220,7 +223,7 @@ def test_a_mixture_beside_other_weights_is_the_mlp_whose_output_hook_mlp_out_rea
     with hook_mlp_out."""
     from interpret.capture.hf.registry import hf_capturable
 
-    model, _ = catalog._build("deepseek_v4", "meta")
+    model, _, _ = catalog._build("deepseek_v4", "meta")
     capturable = hf_capturable(model, None)
     paths = {id(module): path for path, module in model.named_modules()}
     read = {paths[id(site.module)] for site in capturable.sites if site.name.endswith(".hook_mlp_out")}

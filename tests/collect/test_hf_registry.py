@@ -90,7 +90,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     entries = registry.entries()
     builtins = {name: entry for name, entry in entries.items() if entry.builtin}
     assert set(builtins) == {"deberta", "swin", "whisper", "speech", "spectrogram", "features", "parallel", "dual",
-                             "pyramid", "mae", "video", "packed", "pixtral"}
+                             "pyramid", "mae", "video", "naflex", "packed", "pixtral"}
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
     assert all(entry.obj.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
@@ -101,6 +101,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                                                                   "glmasr_encoder")},
                       "segformer": "pyramid", "pvt_v2": "pyramid", "glpn": "pyramid", "vit_mae": "mae",
                       "videomae": "video", "vivit": "video", "pixtral": "pixtral",
+                      "siglip2_vision_model": "naflex", "gemma4_vision": "naflex",
                       **{model_type: "packed" for model_type in (
                           "qwen2_vl_vision", "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision",
                           "qwen3_5_moe_vision", "qwen3_omni_moe_vision_encoder", "qwen4_exp_vision", "qwen2_5_vl_vision",

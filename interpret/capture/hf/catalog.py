@@ -44,6 +44,25 @@ CPU_PROBE_PARAMETERS = 1_000_000_000
 # What a probe failure says when it stopped at the meta device itself: a value it does not hold (`.item()`), or a
 # constant the model's own code made on the CPU meeting a meta tensor (SEW-D's `masked_fill` value).
 _META_LIMITS = ("meta", "to be on same device")
+# Where transformers' own default config leaves a size unset that its model needs (Ministral's `head_dim`,
+# Nemotron's `num_key_value_heads`, ESM's `vocab_size`) or lacks an attribute its model reads (T5Gemma 2's
+# `dropout_rate`), the probe sets it the way checkpoints of such models do, in that config and its sub-configs,
+# and says so in the row (`TypeSupport.completed`): attribute -> (how, value). An unset size is set before the
+# first build fails again; a missing attribute only where building names it.
+_COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
+    "head_dim": ("hidden_size // num_attention_heads", lambda config: config.hidden_size // config.num_attention_heads),
+    "num_key_value_heads": ("num_attention_heads", lambda config: config.num_attention_heads),
+    "vocab_size": ("64", lambda config: 64),
+    "n_routed_experts": ("4", lambda config: 4),
+    "num_experts_per_tok": ("2", lambda config: 2),
+    "n_shared_experts": ("1", lambda config: 1),
+    "shared_expert_intermediate_size": ("intermediate_size", lambda config: config.intermediate_size),
+    "spatial_merge_size": ("2", lambda config: 2),
+    "dropout": ("0.0", lambda config: 0.0),
+    "dropout_rate": ("0.0", lambda config: 0.0),
+}
+_MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_REBUILDS = 8  # attributes a default config may lack, one named per failed build
 
 
 @dataclass(frozen=True)
@@ -52,7 +71,8 @@ class TypeSupport:
     offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
     (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty;
     probed_on: where the probe ran (`meta`; `cpu` where the meta device lacked a value the model reads; empty
-    for an unprobed row)."""
+    for an unprobed row); completed: the default config's unset sizes the probe set to build it at all
+    ("head_dim = hidden_size // num_attention_heads"), else empty."""
 
     model_type: str
     status: Status
@@ -64,6 +84,7 @@ class TypeSupport:
     reason: str = ""
     shared: str = ""
     probed_on: Literal["meta", "cpu", ""] = "meta"
+    completed: tuple[str, ...] = ()
 
 
 def model_types() -> list[str]:
@@ -78,12 +99,18 @@ def describe(model_type: str) -> TypeSupport:
     where that probe stops at a value the meta device does not hold (a `.item()`, a device check), from the
     same model built on the CPU with random weights, if its parameters fit `CPU_PROBE_PARAMETERS`."""
     try:
-        model, name = _build(model_type, "meta")
+        model, name, completed = _build(model_type, "meta")
     except _NoModelClass:
-        return TypeSupport(model_type, "unknown", reason="transformers has no model class for this model type")
+        owners = _owners(model_type)
+        if not owners:
+            return TypeSupport(model_type, "unknown", reason="transformers has no model class for this model type")
+        return TypeSupport(model_type, "unsupported", reason=(
+            "transformers has no model class for this model type: it configures a part of "
+            + ", ".join(f"the {owner} model ({key})" for owner, key in owners)
+            + f"; capture that model (`interpret models {owners[0][0]}` says what it offers)"))
     except Exception as err:  # a default config that transformers itself cannot build on meta
         return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
-    outcome = _probe(model_type, model, name)
+    outcome = replace(_probe(model_type, model, name), completed=completed)
     if outcome.status != "unknown" or not any(sign in outcome.reason for sign in _META_LIMITS):
         return outcome
     parameters = sum(param.numel() for param in model.parameters())
@@ -94,21 +121,37 @@ def describe(model_type: str) -> TypeSupport:
             f" config's {parameters / 1e9:.1f}B parameters exceed the CPU probe's {CPU_PROBE_PARAMETERS / 1e9:.0f}B:"
             " a model of this type is probed on its own weights when it is captured."))
     try:
-        model, name = _build(model_type, "cpu")
+        model, name, completed = _build(model_type, "cpu")
     except Exception as err:  # built on meta, not on the CPU: said as it is
         return replace(outcome, reason=f"{outcome.reason.rstrip('.')}; on the CPU it cannot be built: {_short(err)}")
-    return replace(_probe(model_type, model, name), probed_on="cpu")
+    return replace(_probe(model_type, model, name), probed_on="cpu", completed=completed)
+
+
+def _owners(model_type: str) -> list[tuple[str, str]]:
+    """Return (model type, sub-config key) of every model type whose config holds `model_type`'s config as a
+    part (SAM's `mask_decoder_config` for `sam_mask_decoder`), sorted."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
+
+    found = []
+    for owner in CONFIG_MAPPING_NAMES:
+        with contextlib.suppress(Exception):  # a config class transformers cannot import here (a missing extra)
+            for key, sub in (getattr(CONFIG_MAPPING[owner], "sub_configs", None) or {}).items():
+                if getattr(sub, "model_type", None) == model_type and owner != model_type:
+                    found.append((owner, key))
+    return sorted(found)
 
 
 class _NoModelClass(LookupError):
     """transformers maps the model type to no model class."""
 
 
-def _build(model_type: str, device: str) -> tuple[nn.Module, str]:
-    """Return (the base model of `model_type` built from its default config on `device`, its class name), with
-    eager attention and batched experts: on the meta device fused kernels have nothing to dispatch to and a
-    per-expert loop reads the routing's values; the structure the probe reads is the same under every kernel.
-    On the CPU the weights are random (transformers' own initialisation) and the random-number state is kept."""
+def _build(model_type: str, device: str) -> tuple[nn.Module, str, tuple[str, ...]]:
+    """Return (the base model of `model_type` built from its default config on `device`, its class name, the
+    config's unset sizes that had to be set to build it: `_COMPLETIONS`, tried only when the default config as
+    it is cannot be built), with eager attention and batched experts: on the meta device fused kernels have
+    nothing to dispatch to and a per-expert loop reads the routing's values; the structure the probe reads is
+    the same under every kernel. On the CPU the weights are random (transformers' own initialisation) and the
+    random-number state is kept."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
@@ -117,12 +160,69 @@ def _build(model_type: str, device: str) -> tuple[nn.Module, str]:
         model_class = _model_class(type(config), MODEL_MAPPING_NAMES, model_type)
         if model_class is None:
             raise _NoModelClass(model_type)
-        config._attn_implementation = "eager"
-        with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
-            config._experts_implementation = "batched_mm"
-        with torch.device(device), torch.random.fork_rng(devices=[]):
-            model = model_class(config).eval()
-    return model, model_class.__name__
+        try:
+            return _instantiate(model_class, config, device), model_class.__name__, ()
+        except Exception:  # as it is, the default config does not build: complete it, then build again
+            config = CONFIG_MAPPING[model_type]()
+        completed = list(_complete(config))
+        for _ in range(_REBUILDS):
+            try:
+                return _instantiate(model_class, config, device), model_class.__name__, tuple(completed)
+            except AttributeError as err:
+                added = _complete_missing(config, str(err))
+                if not added:
+                    raise
+                completed.append(added)
+        return _instantiate(model_class, config, device), model_class.__name__, tuple(completed)
+
+
+def _instantiate(model_class: type, config: Any, device: str) -> nn.Module:
+    """Return `model_class(config)` on `device` in eval mode, eager attention, batched experts, the random state kept."""
+    config._attn_implementation = "eager"
+    with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+        config._experts_implementation = "batched_mm"
+    with torch.device(device), torch.random.fork_rng(devices=[]):
+        return model_class(config).eval()
+
+
+def _configs(config: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Yield (dotted prefix, config) for `config` and every sub-config under it ("", "text_config.", ...)."""
+    yield prefix, config
+    for key in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, key, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            yield from _configs(sub, f"{prefix}{key}.")
+
+
+def _complete(config: Any) -> tuple[str, ...]:
+    """Set the sizes `config` (and its sub-configs) leaves unset that `_COMPLETIONS` knows; return what was set
+    ("text_config.head_dim = hidden_size // num_attention_heads")."""
+    done: list[str] = []
+    for prefix, each in _configs(config):
+        for attribute, (how, value) in _COMPLETIONS.items():
+            if attribute in each.to_dict() and getattr(each, attribute, 0) is None:
+                setattr(each, attribute, value(each))
+                done.append(f"{prefix}{attribute} = {how}")
+        if f"{prefix}vocab_size = 64" in done and getattr(each, "pad_token_id", 0) is None:
+            each.pad_token_id = 0  # a config that sets no vocabulary sets no padding token either (ESM)
+            done.append(f"{prefix}pad_token_id = 0")
+    return tuple(done)
+
+
+def _complete_missing(config: Any, error: str) -> str:
+    """Set the attribute an AttributeError `error` says a config class of `config` lacks, where `_COMPLETIONS`
+    knows it; return what was set ("text_config.dropout_rate = 0.0"), else ""."""
+    found = _MISSING.search(error)
+    if found is None or found.group(2) not in _COMPLETIONS:
+        return ""
+    owner, attribute = found.groups()
+    how, value = _COMPLETIONS[attribute]
+    done = ""
+    for prefix, each in _configs(config):
+        if type(each).__name__ == owner and attribute not in vars(each):
+            setattr(each, attribute, value(each))
+            done = done or f"{prefix}{attribute} = {how}"
+    return done
 
 
 def _probe(model_type: str, model: nn.Module, name: str) -> TypeSupport:
@@ -251,7 +351,8 @@ def _read(path: Path) -> dict[str, TypeSupport]:
     """Return the cached table, or nothing when it is missing or unreadable (it is then rebuilt)."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-        return {key: TypeSupport(**{**value, "offered": tuple(value["offered"])}) for key, value in content.items()}
+        return {key: TypeSupport(**{**value, "offered": tuple(value["offered"]), "completed": tuple(value["completed"])})
+                for key, value in content.items()}
     except (OSError, ValueError, TypeError, KeyError):
         return {}
 

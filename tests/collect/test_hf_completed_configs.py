@@ -1,0 +1,95 @@
+"""Model types whose default config in transformers leaves a size unset that its own model needs (Ministral's and
+HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots1's expert counts) or lacks an
+attribute it reads (T5Gemma 2's `dropout_rate`): `interpret
+models` probes them with those sizes set as checkpoints set them, says so in the row (`completed`), and a tiny
+model of each, loaded with SDPA, is captured equal to the eager model's own `output_attentions`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import transformers as T
+from hf_tiny import TEXTS, eager_copy, eager_patterns, model_inputs, no_cache, word_tokenizer
+from transformers.models.t5gemma2.modeling_t5gemma2 import T5Gemma2TextEncoder
+
+import interpret
+from interpret.capture.hf import catalog
+
+RECOMPUTED = 1e-5  # under SDPA the pattern is recomputed from q and k in float32 (the issue's bound)
+_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "max_position_embeddings": 64, "pad_token_id": 0}
+
+
+def _built(config: Any, model_class: Any) -> Any:
+    torch.manual_seed(0)
+    if model_class is T5Gemma2TextEncoder:
+        config.dropout_rate = 0.0  # what the composite T5Gemma 2 config gives its text config, and the encoder reads
+    config._attn_implementation = "sdpa"
+    return model_class(config).eval()
+
+
+MODELS = {
+    "ministral": lambda vocab: _built(T.MinistralConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2, head_dim=8,
+                                                        sliding_window=4), T.MinistralModel),
+    "nemotron": lambda vocab: _built(T.NemotronConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2),
+                                     T.NemotronModel),
+    "hunyuan_v1_dense": lambda vocab: _built(T.HunYuanDenseV1Config(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
+                                                                    head_dim=8), T.HunYuanDenseV1Model),
+    "esm": lambda vocab: _built(T.EsmConfig(vocab_size=vocab, **_SIZES, position_embedding_type="rotary"),
+                                T.EsmModel),
+    "dots1": lambda vocab: _built(T.Dots1Config(vocab_size=vocab, **_SIZES, num_key_value_heads=2, n_routed_experts=4,
+                                                num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=16,
+                                                first_k_dense_replace=1), T.Dots1Model),
+    "t5gemma2_text": lambda vocab: _built(T.T5Gemma2TextConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
+                                                               head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
+                                          T5Gemma2TextEncoder),
+}
+COMPLETED = {
+    "ministral": ("head_dim = hidden_size // num_attention_heads",),
+    "nemotron": ("num_key_value_heads = num_attention_heads",),
+    "hunyuan_v1_dense": ("head_dim = hidden_size // num_attention_heads",),
+    "esm": ("vocab_size = 64", "pad_token_id = 0"),
+    "dots1": ("n_routed_experts = 4", "num_experts_per_tok = 2", "n_shared_experts = 1"),
+    "t5gemma2_text": ("dropout_rate = 0.0",),
+    "t5gemma2_encoder": ("text_config.dropout_rate = 0.0",),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(MODELS))
+def test_a_tiny_model_is_captured_equal_to_eager(model_type: str) -> None:
+    tokenizer = word_tokenizer()
+    model = MODELS[model_type](len(tokenizer))
+    trace = interpret.collect(model, tokenizer, TEXTS[:2])
+    assert trace.meta.attention == "recomputed"
+    with torch.no_grad():
+        plain = model(**model_inputs(trace.encoded), **no_cache(model))
+    assert torch.equal(trace.output.last_hidden_state, plain.last_hidden_state)
+    reference = eager_patterns(eager_copy(model), trace.encoded)
+    assert len(reference) == trace.meta.n_layers == 2
+    for hook, expected in reference.items():
+        torch.testing.assert_close(trace[hook], expected, atol=RECOMPUTED, rtol=0)
+
+
+@pytest.mark.parametrize("model_type", sorted(COMPLETED))
+def test_the_catalog_completes_the_default_config_and_says_so(model_type: str) -> None:
+    row = catalog.describe(model_type)
+    assert (row.status, row.adapter, row.completed) == ("supported", "generic", COMPLETED[model_type]), row
+    assert any(name.endswith("attn.hook_pattern") for name in row.offered)
+
+
+def test_a_default_config_that_builds_as_it_is_is_not_completed() -> None:
+    assert catalog.describe("llama").completed == ()
+
+
+def test_interpret_models_says_what_it_set(tmp_path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from interpret.cli.main import cli
+
+    monkeypatch.setenv("INTERPRET_CACHE_DIR", str(tmp_path))
+    shown = CliRunner().invoke(cli, ["models", "ministral"], catch_exceptions=False)
+    assert shown.exit_code == 0
+    assert ("ministral (MinistralModel): supported\n  adapter: generic   kind: decoder\n  transformers' default config"
+            " leaves sizes unset; probed with head_dim = hidden_size // num_attention_heads\n") in shown.stdout
