@@ -530,3 +530,16 @@ def built_with(build: Callable[[], Any], kernel: str, seed: int = 0) -> Any:
     assert kernel == "eager" or model._supports_sdpa
     model.config._attn_implementation = kernel
     return model
+
+
+def assert_each_alone(model: Any, inputs: Any, atol: float, processor: Any | None = None) -> Any:
+    """Assert that every hook point of a batch without padding (`inputs`: images, clips, patches; axis 0 the
+    batch) holds, for each example, what a capture of that example alone holds; return the batch's trace."""
+    import interpret
+
+    trace = interpret.collect(model, processor, inputs, names="*")
+    for index in range(trace.encoded.batch):
+        alone = interpret.collect(model, processor, inputs[index : index + 1], names="*")
+        for name in alone.names():
+            torch.testing.assert_close(trace[name][index], alone[name][0], atol=atol, rtol=0, msg=name)
+    return trace

@@ -97,3 +97,41 @@ def test_interpret_models_lists_each_as_supported_by_the_dual_adapter(model_type
     row = catalog.describe(model_type)
     assert (row.status, row.adapter) == ("supported", "dual"), row
     assert "vision.blocks.{i}.attn.hook_pattern" in row.offered and "blocks.{i}.attn.hook_pattern" in row.offered
+
+
+def _classifier(name: str) -> Any:
+    """A tiny image classifier of a dual encoder's type: its vision tower and a class head, no text tower."""
+    text = {**_SIZES, "vocab_size": len(word_tokenizer())}
+    if name == "siglip2":
+        config = T.Siglip2Config(text_config=text, vision_config={**_SIZES, "num_patches": 16, "patch_size": 8},
+                                 num_labels=3)
+        return T.Siglip2ForImageClassification(config)
+    config_class, model_class = {"clip": (T.CLIPConfig, T.CLIPForImageClassification),
+                                 "siglip": (T.SiglipConfig, T.SiglipForImageClassification)}[name]
+    return model_class(config_class(text_config=text, vision_config={**_SIZES, "image_size": IMAGE, "patch_size": 8},
+                                    num_labels=3))
+
+
+@pytest.mark.parametrize("name", ["clip", "siglip", "siglip2"])
+def test_an_image_classifier_of_a_dual_encoders_type_is_a_vision_model(name: str) -> None:
+    """CLIPForImageClassification, SiglipForImageClassification and Siglip2ForImageClassification have a dual
+    encoder's config type but hold its vision tower alone: they are captured as vision models (SigLIP 2's as the
+    naflex adapter feeds its tower), equal to their eager `output_attentions`, and their class logits are a
+    decision the gradient methods explain."""
+    from interpret.capture.hf import naflex
+
+    model = built_with(lambda: _classifier(name), "sdpa")
+    generator = torch.Generator().manual_seed(1)
+    pixel_values = (torch.randn(2, 4, 4, 3 * 8 * 8, generator=generator) if name == "siglip2"
+                    else torch.randn(2, 3, IMAGE, IMAGE, generator=generator))
+    trace = interpret.collect(model, None, pixel_values)
+    assert trace.meta.kind == "vision" and trace.meta.adapter == ("naflex" if name == "siglip2" else "generic")
+    feed = naflex.tower_of(model).inputs(pixel_values) if name == "siglip2" else {"pixel_values": pixel_values}
+    with torch.no_grad():
+        plain = model(**feed)
+        eager = eager_copy(model)(**feed, output_attentions=True)
+    assert torch.equal(trace.output.logits, plain.logits)
+    for layer, expected in enumerate(eager.attentions):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"], expected, atol=1e-5, rtol=0)
+    report = interpret.explain(model, None, pixel_values[:1])
+    assert "attention_x_gradient" in report.run.analyzers and "rollout" in report.run.analyzers

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import built_with
+from hf_tiny import assert_each_alone, built_with
 
 import interpret
 from interpret.capture.hf import catalog, naflex
@@ -95,12 +95,7 @@ def test_patterns_equal_eager_and_the_output_is_untouched(model_type: str, kerne
 
 @pytest.mark.parametrize("model_type", sorted(BUILDS))
 def test_a_batch_captures_what_each_image_captures_alone(model_type: str) -> None:
-    model, pixel_values = _tower(model_type, "sdpa"), _patches(batch=3)
-    batch = interpret.collect(model, None, pixel_values)
-    for index in range(3):
-        alone = interpret.collect(model, None, pixel_values[index : index + 1])
-        torch.testing.assert_close(batch["blocks.1.attn.hook_pattern"][index : index + 1],
-                                   alone["blocks.1.attn.hook_pattern"], atol=RECOMPUTED, rtol=0)
+    assert_each_alone(_tower(model_type, "sdpa"), _patches(batch=3), RECOMPUTED)
 
 
 @pytest.mark.parametrize("model_type", sorted(BUILDS))
@@ -154,3 +149,39 @@ def test_interpret_models_lists_it(model_type: str) -> None:
     row = catalog.describe(model_type)
     assert (row.status, row.adapter, row.kind) == ("supported", "naflex", "vision"), row
     assert "blocks.{i}.attn.hook_pattern" in row.offered
+
+
+def _siglip2_dual() -> Any:
+    from hf_tiny import word_tokenizer
+
+    text = {**SIZES, "vocab_size": len(word_tokenizer()), "max_position_embeddings": 64, "pad_token_id": 0}
+    text.pop("patch_size")
+    return T.Siglip2Model(T.Siglip2Config(text_config=text, vision_config={**SIZES, "num_patches": 16}))
+
+
+@pytest.mark.parametrize("kernel", ["eager", "sdpa"])
+def test_siglip2_dual_encoder_captures_both_towers_equal_to_eager(kernel: str) -> None:
+    """SigLIP 2 as a dual encoder (the `dual` adapter): its text tower the main stack, its NaFlex vision tower the
+    `vision.` stack on the image side, read as the naflex adapter reads it."""
+    from hf_tiny import TEXTS, eager_copy, word_tokenizer
+
+    model = built_with(_siglip2_dual, kernel)
+    trace = interpret.collect(model, word_tokenizer(), {"text": TEXTS[:2], "images": _patches()}, names="*")
+    assert trace.meta.adapter == "dual" and trace.encoded.image.pos == 24
+    assert trace.encoded.image.tokens[0][:2] == ["patch_0_0", "patch_0_1"]
+    feed = {"input_ids": trace.encoded.input_ids, "attention_mask": trace.encoded.attention_mask,
+            **naflex.tower_of(model).inputs(trace.encoded.image.pixel_values)}
+    with torch.no_grad():
+        plain = model(**feed)
+        eager = eager_copy(model)(**feed, output_attentions=True)
+    assert torch.equal(trace.output.logits_per_image, plain.logits_per_image)
+    text_mask = trace.encoded.attention_mask.bool()
+    keep = text_mask[:, None, :, None] & text_mask[:, None, None, :]
+    tolerance = TIGHT if kernel == "eager" else RECOMPUTED
+    for layer in range(2):
+        torch.testing.assert_close(trace[f"blocks.{layer}.attn.hook_pattern"],
+                                   eager.text_model_output.attentions[layer].masked_fill(~keep, 0), atol=tolerance, rtol=0)
+        torch.testing.assert_close(trace[f"vision.blocks.{layer}.attn.hook_pattern"],
+                                   eager.vision_model_output.attentions[layer], atol=tolerance, rtol=0)
+    row = catalog.describe("siglip2")
+    assert (row.status, row.adapter) == ("supported", "dual") and "vision.blocks.{i}.attn.hook_pattern" in row.offered

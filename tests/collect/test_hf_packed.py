@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import built_with
+from hf_tiny import assert_each_alone, built_with
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 import interpret
@@ -108,11 +108,7 @@ def test_sdpa_equals_eager_and_a_batch_equals_each_image_alone(model_type: str) 
     for kernel in ("eager", "sdpa"):
         model = _tower(model_type, kernel)
         pixel_values = _patches(model)
-        traces[kernel] = trace = interpret.collect(model, None, pixel_values, names="*")
-        for image in range(3):
-            alone = interpret.collect(model, None, pixel_values[image:image + 1], names="*")
-            for name in alone.names():
-                torch.testing.assert_close(trace[name][image], alone[name][0], atol=TIGHT, rtol=0, msg=name)
+        traces[kernel] = assert_each_alone(model, pixel_values, TIGHT)
     for name in traces["eager"].names():
         if name.endswith(("hook_pattern", "hook_attn_scores", "hook_lse", "hook_z")):
             torch.testing.assert_close(traces["sdpa"][name], traces["eager"][name], atol=1e-5, rtol=0, msg=name)

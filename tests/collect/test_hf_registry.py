@@ -90,7 +90,7 @@ def test_built_in_adapters_register_through_entry_points() -> None:
     entries = registry.entries()
     builtins = {name: entry for name, entry in entries.items() if entry.builtin}
     assert set(builtins) == {"deberta", "swin", "whisper", "speech", "spectrogram", "features", "parallel", "dual",
-                             "pyramid", "mae", "video", "naflex", "packed", "pixtral"}
+                             "pyramid", "mae", "video", "naflex", "chunked", "packed", "pixtral"}
     assert all(entry.distribution == DISTRIBUTION and not entry.broken for entry in builtins.values())
     assert all(entry.obj.adds for entry in builtins.values())  # each declares what it adds
     served = registry.model_types()
@@ -102,6 +102,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                       "segformer": "pyramid", "pvt_v2": "pyramid", "glpn": "pyramid", "vit_mae": "mae",
                       "videomae": "video", "vivit": "video", "pixtral": "pixtral",
                       "siglip2_vision_model": "naflex", "gemma4_vision": "naflex",
+                      **{model_type: "chunked" for model_type in ("qwen2_5_omni_audio_encoder",
+                                                                  "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder")},
                       **{model_type: "packed" for model_type in (
                           "qwen2_vl_vision", "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision",
                           "qwen3_5_moe_vision", "qwen3_omni_moe_vision_encoder", "qwen4_exp_vision", "qwen2_5_vl_vision",
@@ -110,8 +112,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                           "cosmos3_edge_vision", "dots3_note_vision_encoder", "glm_image_vision", "hunyuan_vl_vision",
                           "hy_v4_vl_vision", "kimi_k25_vision", "lfm3_vl_vision", "minimax_m3_vl_vision",
                           "muse_glimmer_vision", "muse_spark_vision", "video_llama_3_vision")},
-                      **{model_type: "dual" for model_type in ("clip", "siglip", "altclip", "chinese_clip", "clipseg",
-                                                               "metaclip_2", "owlvit", "owlv2", "blip")},
+                      **{model_type: "dual" for model_type in ("clip", "siglip", "siglip2", "altclip", "chinese_clip",
+                                                               "clipseg", "metaclip_2", "owlvit", "owlv2", "blip")},
                       "audio-spectrogram-transformer": "spectrogram", "xlm": "parallel", "flaubert": "parallel",
                       **{model_type: "features" for model_type in (
                           "parakeet_ctc", "parakeet_encoder", "parakeet_rnnt", "parakeet_tdt", "lasr_ctc", "lasr_encoder",

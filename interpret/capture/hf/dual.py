@@ -1,18 +1,20 @@
-"""Adapter for text-image dual encoders (CLIP, SigLIP, AltCLIP, Chinese-CLIP, CLIPSeg, MetaCLIP 2, OWL-ViT,
-OWLv2, BLIP): a text tower and a vision tower in one forward pass.
+"""Adapter for text-image dual encoders (CLIP, SigLIP, SigLIP 2, AltCLIP, Chinese-CLIP, CLIPSeg, MetaCLIP 2,
+OWL-ViT, OWLv2, BLIP): a text tower and a vision tower in one forward pass.
 
 What it adds over the generic adapter: a second input. The model takes text and images together and runs
 two stacks that never attend to each other, so the text tower is the main stack (`blocks.{i}...`, over the
 tokens) and the vision tower is the `vision.` stack (`vision.blocks.{i}...`, over its special tokens and
 patches), on the trace's `image` side. Inputs are `{"text": texts, "images": images or pixel values}` (or
 the pair `(texts, images)`), with the model's processor (CLIPProcessor: tokenizer and image processor) or a
-tokenizer and pixel values [batch, channel, height, width]. Everything else (blocks, projections, MLPs,
+tokenizer and pixel values [batch, channel, height, width]; SigLIP 2's vision tower takes each image as patches
+of its own grid, read as the `naflex` adapter reads them (pixel values [batch, row, column, patch_dim], one grid
+per batch, positions `patch_{row}_{col}`). Everything else (blocks, projections, MLPs,
 norms, gates per tower with `prefix=`) is the generic adapter's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interpret.capture.hf import generic
+from interpret.capture.hf import generic, naflex
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.media import image_side, patch_names, pixels, text_side
 from interpret.capture.hf.probe import Probe
@@ -33,8 +35,18 @@ from interpret.inputs import Encoded
 
 
 def build(model: nn.Module, processor: Any | None) -> Capturable:
-    """Return the Capturable of a dual encoder (CLIPModel, SiglipModel): text stack, then `vision.` stack."""
+    """Return the Capturable of a dual encoder (CLIPModel, SiglipModel): text stack, then `vision.` stack. A model
+    of a dual encoder's type that holds its vision tower alone (CLIPForImageClassification,
+    SiglipForImageClassification: a forward that takes no text) is a vision model: the generic adapter's, or the
+    `naflex` adapter's where its tower takes each image's own grid of patches (Siglip2ForImageClassification)."""
+    if "input_ids" not in generic.forward_parameters(model):
+        return (naflex.build if naflex.takes_patches(model) else generic.build)(model, processor)
     layout = generic.layout_of(model, inputs=_probe_inputs, discover=_discover)
+    if naflex.takes_patches(model):  # SigLIP 2: each image its own grid of patches
+        tower = naflex.tower_of(model)
+        prepare = partial(prepare_pair, text_limit=layout.max_positions, image=partial(naflex.prepare, tower))
+        return generic.capturable(model, replace(layout, max_positions=None), adapter="dual", prepare=prepare,
+                                  pixels=tower.inputs)
     image_size, patch_size, channels = generic.vision_sizes(model)
     grid = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
     extra = layout.positions - grid[0] * grid[1]
@@ -44,13 +56,23 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
             " adapter does not match it."
         )
     specials = ["[CLS]", *(f"[SPECIAL_{i}]" for i in range(1, extra))][:extra]
-    prepare = partial(prepare_pair, text_limit=layout.max_positions, image_size=image_size, channels=channels,
-                      names=patch_names(grid, specials), specials=len(specials))
+    image = partial(_image_side, image_size=image_size, channels=channels, names=patch_names(grid, specials),
+                    specials=len(specials))
+    prepare = partial(prepare_pair, text_limit=layout.max_positions, image=image)
     return generic.capturable(model, replace(layout, max_positions=None), adapter="dual", prepare=prepare)
+
+
+def _image_side(image_processor: Any | None, images: Any, *, image_size: tuple[int, int], channels: int,
+                names: list[str], specials: int) -> Encoded:
+    """Return the image side of images read by the image processor (or pixel values [batch, channel, height,
+    width]) at the tower's size, positions `names`."""
+    return image_side(pixels(image_processor, images, shape=(channels, *image_size)), names, specials)
 
 
 def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     text = generic.probe_inputs(model, with_mask)
+    if naflex.takes_patches(model):
+        return {**text, **naflex.probe_image(model)}
     image_size, _, channels = generic.vision_sizes(model)
     parameter = next(model.parameters())
     text["pixel_values"] = torch.zeros(1, channels, *image_size, device=parameter.device, dtype=parameter.dtype)
@@ -91,12 +113,10 @@ def prepare_pair(
     max_length: int | None = None,
     decoder_inputs: Any | None = None,
     text_limit: int | None,
-    image_size: tuple[int, int],
-    channels: int,
-    names: list[str],
-    specials: int,
+    image: Callable[[Any, Any], Encoded],
 ) -> Encoded:
-    """Return the Encoded of texts with their images on the `image` side (one image per text)."""
+    """Return the Encoded of texts with their images on the `image` side (one image per text; `image` makes that
+    side from the image processor and the images)."""
     if decoder_inputs is not None:
         raise InputError("a dual encoder takes no decoder inputs; pass {'text': ..., 'images': ...}.")
     if isinstance(inputs, Encoded):
@@ -114,15 +134,15 @@ def prepare_pair(
         )
     tokenizer = getattr(processor, "tokenizer", processor)
     text = text_side(tokenizer, texts, text_limit, max_length=max_length)
-    pixel_values = pixels(getattr(processor, "image_processor", None), images, shape=(channels, *image_size))
-    batch = int(pixel_values.shape[0])
-    if batch != text.batch:
-        raise InputError(f"{text.batch} texts but {batch} images were given; give one image per text.")
-    return replace(text, image=image_side(pixel_values, names, specials))
+    side = image(getattr(processor, "image_processor", None), images)
+    if side.batch != text.batch:
+        raise InputError(f"{text.batch} texts but {side.batch} images were given; give one image per text.")
+    return replace(text, image=side)
 
 
 ADAPTER = HFAdapter(
-    model_types=("clip", "siglip", "altclip", "chinese_clip", "clipseg", "metaclip_2", "owlvit", "owlv2", "blip"),
+    model_types=("clip", "siglip", "siglip2", "altclip", "chinese_clip", "clipseg", "metaclip_2", "owlvit", "owlv2",
+                 "blip"),
     build=build,
     adds="text and images in one forward: the text tower as the main stack, the vision tower as `vision.` on the image side",
 )

@@ -88,8 +88,8 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     assert failure is not None
     message = " ".join(str(failure).split())[:160]
     pixels = given.get("pixel_values")
-    if packed:  # a packed tower's patches [patches, ...], whatever its input is called
-        on = f"{next(iter(given.values())).shape[0]} packed patches of one image"
+    if packed:  # a packed model's input (patches, audio frames), whatever it is called
+        on = "the packed input of one example"
     elif isinstance(pixels, torch.Tensor):
         on = f"a {pixels.shape[-2]}×{pixels.shape[-1]} image"
     else:
@@ -154,11 +154,13 @@ def capturable(
     adapter: str = NAME,
     prepare: Callable[..., Any] | None = None,
     unsupported: Mapping[str, str] | None = None,
+    pixels: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> Capturable:
-    """Return the Capturable of `model` laid out as `layout` (prepare: the family's own input preparation)."""
+    """Return the Capturable of `model` laid out as `layout` (prepare: the family's own input preparation; pixels:
+    how its pixel values are fed, `layout.run_model`)."""
     if prepare is None and layout.kind == "vision":
         prepare = vision_prepare(model, layout)
-    run = runner(model, layout)
+    run = runner(model, layout, pixels)
     return build_capturable(
         model,
         model,
@@ -172,10 +174,13 @@ def capturable(
     )
 
 
-def runner(model: nn.Module, layout: ModelLayout) -> Callable[[Any], Any]:
+def runner(
+    model: nn.Module, layout: ModelLayout, pixels: Callable[[Any], Mapping[str, Any]] | None = None,
+) -> Callable[[Any], Any]:
     """Return how the collector runs `model` on an Encoded: no key/value cache, position ids that follow a
-    left padding."""
-    return partial(run_model, model, disable_cache="use_cache" in forward_parameters(model), position_offset=layout.position_offset)
+    left padding, pixel values fed by `pixels` where given (`layout.run_model`)."""
+    return partial(run_model, model, disable_cache="use_cache" in forward_parameters(model),
+                   position_offset=layout.position_offset, pixels=pixels)
 
 
 def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], int]:

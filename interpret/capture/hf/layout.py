@@ -375,7 +375,7 @@ def _embedding(model: nn.Module, side: str) -> nn.Module | None:
 
 def run_model(
     model: nn.Module, encoded: Encoded, *, disable_cache: bool, position_offset: int | None = None,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None, pixels: Callable[[Tensor], Mapping[str, Any]] | None = None,
 ) -> Any:
     """Return the model's output on an Encoded: ids or embeddings, masks, the decoder or image side, pixels, audio
     (features, or raw audio with its sample mask).
@@ -384,10 +384,13 @@ def run_model(
     position; a left-padded batch then gets position ids that follow the padding, so every example sees the
     positions it would see alone. Unpadded and right-padded batches get none (the model's own are right).
     extra: further keyword arguments an adapter passes (ViT-MAE's `noise`, which keeps its patches in order).
+    pixels: the keyword arguments that feed the Encoded's pixel values (of the main or the image side) to the
+    model, for a model that takes more than `pixel_values` (`naflex`: the patches with where they lie).
     """
+    feed = pixels or (lambda values: {"pixel_values": values})
     inputs: dict[str, Any] = {}
     if encoded.pixel_values is not None:
-        inputs["pixel_values"] = encoded.pixel_values
+        inputs.update(feed(encoded.pixel_values))
     elif encoded.input_features is not None or encoded.input_values is not None:
         # audio; its mask is per sample or feature frame (the positions are frames after the model's own encoder)
         field = "input_features" if encoded.input_features is not None else "input_values"
@@ -405,7 +408,7 @@ def run_model(
     if encoded.decoder is not None:
         inputs.update(_side_inputs(encoded.decoder, "decoder_"))
     if encoded.image is not None:
-        inputs["pixel_values"] = encoded.image.pixel_values
+        inputs.update(feed(encoded.image.pixel_values))
     if disable_cache:  # a decoder would otherwise build a key/value cache it never reuses here
         inputs["use_cache"] = False
     return model(**inputs, **(extra or {}), return_dict=True)

@@ -86,6 +86,20 @@ def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Enc
     )
 
 
+def audio_side(features: Tensor, positions: int, decoder: Encoded | None = None) -> Encoded:
+    """Return the Encoded of log-mel features [batch, mel, frame] whose `positions` encoder positions, all real,
+    are `audio_0`, `audio_1`, ... (the same for every clip), with the decoder side where there is one."""
+    batch = int(features.shape[0])
+    names = [f"audio_{i}" for i in range(positions)]
+    return Encoded(
+        attention_mask=torch.ones(batch, positions, dtype=torch.long),
+        tokens=[list(names) for _ in range(batch)],
+        special=torch.zeros(batch, positions, dtype=torch.bool),
+        input_features=features,
+        decoder=decoder,
+    )
+
+
 @dataclass(frozen=True)
 class _Media:
     """How the messages name what a vision or video model takes."""

@@ -20,7 +20,7 @@ patches, which the mask hid from every real one, are not positions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -31,7 +31,7 @@ from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.media import image_side
 from interpret.capture.sites import Capturable
-from interpret.errors import CaptureError, InputError
+from interpret.errors import InputError
 from interpret.inputs import Encoded
 
 NAME = "naflex"
@@ -65,9 +65,15 @@ class Tower:
         return made
 
 
+def takes_patches(model: nn.Module) -> bool:
+    """Whether `model`'s forward takes patches with where they lie (`spatial_shapes` or `pixel_position_ids`)."""
+    return bool({"spatial_shapes", "pixel_position_ids"} & set(generic.forward_parameters(model)))
+
+
 def tower_of(model: nn.Module) -> Tower:
-    """Return how `model` reads its patches, from its forward's parameters and its config."""
-    config = model.config
+    """Return how `model` (a tower, or a dual encoder whose vision tower it is) reads its patches, from its
+    forward's parameters and its (vision) config."""
+    config = getattr(model.config, "vision_config", None) or model.config
     position_ids = "pixel_position_ids" in generic.forward_parameters(model)
     multiple = int(getattr(config, "pooling_kernel_size", None) or 1) if position_ids else 1
     channels = int(getattr(config, "num_channels", None) or 3)  # Gemma 4 sets none: its patches are RGB
@@ -78,8 +84,8 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     """Return the Capturable of a NaFlex vision tower: one position per patch, in raster order."""
     tower = tower_of(model)
     layout = generic.layout_of(model, inputs=_probe_inputs)  # probed once per model
-    base = generic.capturable(model, layout, adapter=NAME, prepare=partial(prepare, tower, processor_default=processor))
-    return replace(base, run=partial(_run, model, tower))
+    return generic.capturable(model, layout, adapter=NAME, prepare=partial(prepare, tower, processor_default=processor),
+                              pixels=tower.inputs)
 
 
 def prepare(
@@ -163,20 +169,17 @@ def _grids(made: Any) -> list[tuple[int, int]] | None:
 
 
 def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
-    """Return the probe's input: one image of `_PROBE_GRID` (times the tower's multiple) zero patches and where
-    they lie."""
+    return probe_image(model)
+
+
+def probe_image(model: nn.Module) -> dict[str, Any]:
+    """Return the probe's image input: one image of `_PROBE_GRID` (times the tower's multiple) zero patches and
+    where they lie."""
     tower = tower_of(model)
     parameter = next(model.parameters())
     rows, columns = (size * tower.multiple for size in _PROBE_GRID)
     pixel_values = torch.zeros(1, rows, columns, tower.patch_dim, device=parameter.device, dtype=parameter.dtype)
     return tower.inputs(pixel_values)
-
-
-def _run(model: nn.Module, tower: Tower, encoded: Encoded) -> Any:
-    """Run the tower on the Encoded's patches with where they lie."""
-    if encoded.pixel_values is None or encoded.pixel_values.dim() != 4:
-        raise CaptureError("a NaFlex vision tower runs on pixel_values [batch, row, column, patch_dim].")
-    return model(**tower.inputs(encoded.pixel_values), return_dict=True)
 
 
 ADAPTER = HFAdapter(
