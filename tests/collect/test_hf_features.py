@@ -449,5 +449,5 @@ def test_speech2text_needs_one_decoder_input_per_clip(tmp_path) -> None:
     with pytest.raises(InputError, match="needs decoder inputs") as err:
         interpret.collect(model, processor, audio_clips(CLIPS))
     assert "\n" not in str(err.value)
-    with pytest.raises(InputError, match="decoder inputs have 1 examples but the audio 2"):
+    with pytest.raises(InputError, match="decoder inputs have 1 examples but the encoder.s input 2"):
         interpret.collect(model, processor, audio_clips(CLIPS), decoder_inputs=["the cat"])

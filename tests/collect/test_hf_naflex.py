@@ -1,12 +1,12 @@
-"""Vision towers fed the patches of each image's own grid through the `naflex` adapter: SigLIP 2's NaFlex tower
-and Gemma 4's, images [batch, row, column, patch_dim], one position per patch in raster order.
+"""Vision towers fed the patches of each image's own grid through the `naflex` adapter: SigLIP 2's NaFlex tower,
+Gemma 4's and Pix2Struct's, images [batch, row, column, patch_dim], one position per patch in raster order.
 
 Their patterns equal their eager `output_attentions` (SigLIP 2's also a plain statement of its attention:
 softmax(q·kᵀ/√d) over the image's patches, q and k from its own projections of the normalised residual stream);
 SDPA's equal eager's; the output is the model's own on the same patches; the processor's patches are read back
 exactly (its padding patches are not positions, and the output on the real ones is the one the padded input gives);
 a batch captures what each image captures alone; rollout and a report run; mixed grids, text, wrong shapes and a
-grid that does not divide into Gemma 4's pooling windows are refused in one line; `interpret models` lists both as
+grid that does not divide into Gemma 4's pooling windows are refused in one line; `interpret models` lists each as
 supported by the adapter.
 """
 
@@ -35,12 +35,17 @@ BUILDS: dict[str, Callable[[], Any]] = {
     "siglip2_vision_model": lambda: T.Siglip2VisionModel(T.Siglip2VisionConfig(**SIZES, num_patches=16)),
     "gemma4_vision": lambda: T.Gemma4VisionModel(T.Gemma4VisionConfig(
         **SIZES, num_key_value_heads=4, head_dim=8, pooling_kernel_size=2, position_embedding_size=32)),
+    "pix2struct_vision_model": lambda: T.Pix2StructVisionModel(T.Pix2StructVisionConfig(
+        hidden_size=32, d_ff=64, d_kv=8, num_hidden_layers=2, num_attention_heads=4, patch_embed_hidden_size=DIM,
+        seq_len=64)),
 }
 # model type -> (its image processor, the grid and padded length it gives a 12 × 20 image)
 PROCESSORS: dict[str, tuple[Callable[[], Any], tuple[int, int], int]] = {
     "siglip2_vision_model": (lambda: T.Siglip2ImageProcessorPil(patch_size=PATCH, max_num_patches=30), (4, 7), 30),
     "gemma4_vision": (lambda: T.Gemma4ImageProcessorPil(patch_size=PATCH, max_soft_tokens=70, pooling_kernel_size=2),
                       (12, 20), 280),
+    "pix2struct_vision_model": (lambda: T.Pix2StructImageProcessorPil(patch_size={"height": PATCH, "width": PATCH},
+                                                                      max_patches=30), (4, 7), 30),
 }
 GRID = (4, 6)  # rows × columns of the random patches: multiples of Gemma 4's pooling window
 
@@ -104,16 +109,18 @@ def test_images_are_read_by_the_processor_exactly_and_its_padding_is_no_position
     model, processor, images = _tower(model_type, "eager"), make(), _images()
     real = grid[0] * grid[1]
     made = processor(images=images, return_tensors="pt")
-    assert made["pixel_values"].shape[1] == padded_length > real
+    patches = made["flattened_patches"][..., 2:] if "flattened_patches" in made else made["pixel_values"]
+    assert patches.shape[1] == padded_length > real
     trace = interpret.collect(model, processor, images)
     assert trace.encoded.pixel_values.shape == (2, *grid, DIM) and trace.encoded.pos == real
     assert trace.encoded.tokens[0][-1] == f"patch_{grid[0] - 1}_{grid[1] - 1}"
-    assert torch.equal(trace.encoded.pixel_values.reshape(2, real, -1), made["pixel_values"][:, :real].float())
-    if model_type == "siglip2_vision_model":  # Gemma 4's vision model takes no `image_position_ids` by that name
+    assert torch.equal(trace.encoded.pixel_values.reshape(2, real, -1), patches[:, :real].float())
+    if model_type != "gemma4_vision":  # Gemma 4's vision model takes no `image_position_ids` by that name
         with torch.no_grad():
             padded = model(**made)
         torch.testing.assert_close(trace.output.last_hidden_state, padded.last_hidden_state[:, :real], atol=1e-5, rtol=0)
-        torch.testing.assert_close(trace.output.pooler_output, padded.pooler_output, atol=1e-5, rtol=0)
+        if model_type == "siglip2_vision_model":  # its attention-pooling head reads the real patches only
+            torch.testing.assert_close(trace.output.pooler_output, padded.pooler_output, atol=1e-5, rtol=0)
     else:
         with torch.no_grad():
             padded = model(pixel_values=made["pixel_values"], pixel_position_ids=made["image_position_ids"])
@@ -185,3 +192,41 @@ def test_siglip2_dual_encoder_captures_both_towers_equal_to_eager(kernel: str) -
                                    eager.vision_model_output.attentions[layer], atol=tolerance, rtol=0)
     row = catalog.describe("siglip2")
     assert (row.status, row.adapter) == ("supported", "dual") and "vision.blocks.{i}.attn.hook_pattern" in row.offered
+
+
+def _pix2struct() -> Any:
+    from hf_tiny import word_tokenizer
+
+    text = {"vocab_size": len(word_tokenizer()), "hidden_size": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2,
+            "num_heads": 4, "pad_token_id": 0, "decoder_start_token_id": 0}
+    vision = {"hidden_size": 32, "d_ff": 64, "d_kv": 8, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "patch_embed_hidden_size": DIM, "seq_len": 64}
+    return T.Pix2StructForConditionalGeneration(T.Pix2StructConfig(text_config=text, vision_config=vision))
+
+
+@pytest.mark.parametrize("kernel", ["eager", "sdpa"])
+def test_pix2struct_encoder_decoder_reads_patches_then_text(kernel: str, tmp_path: Any) -> None:
+    """Pix2Struct (the encoder-decoder of DePlot and MatCha): the naflex-fed image encoder's patches, then the
+    decoder's text; every self-, decoder and cross pattern equals the eager model's own, the logits are the model's,
+    and rollout and a report run on it."""
+    from hf_tiny import assert_encoder_decoder_patterns, eager_copy, word_tokenizer
+
+    model, tokenizer = built_with(_pix2struct, kernel), word_tokenizer()
+    decoder = torch.tensor([[2, 5, 6], [2, 7, 8]])
+    trace = interpret.collect(model, tokenizer, _patches(), decoder_inputs=decoder)
+    assert trace.meta.kind == "encoder-decoder" and trace.meta.adapter == "naflex"
+    assert trace.encoded.pos == 24 and trace.encoded.decoder.pos == 3
+    feed = {**naflex.tower_of(model).inputs(trace.encoded.pixel_values),
+            "decoder_input_ids": trace.encoded.decoder.input_ids,
+            "decoder_attention_mask": trace.encoded.decoder.attention_mask}
+    with torch.no_grad():
+        plain = model(**feed)
+        eager = eager_copy(model)(**feed, output_attentions=True)
+    assert torch.equal(trace.output.logits, plain.logits)
+    assert_encoder_decoder_patterns(trace, eager, TIGHT if kernel == "eager" else RECOMPUTED)
+    with pytest.raises(InputError, match="needs decoder inputs"):
+        interpret.collect(model, tokenizer, _patches())
+    report = interpret.explain(model, tokenizer, _patches(batch=1),
+                               target=interpret.Subject(decoder_inputs=torch.tensor([[2, 5, 6]])))
+    assert "rollout" in report.run.analyzers
+    report.render(tmp_path / "pix2struct.html")

@@ -101,7 +101,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                                                                   "glmasr_encoder")},
                       "segformer": "pyramid", "pvt_v2": "pyramid", "glpn": "pyramid", "vit_mae": "mae",
                       "videomae": "video", "vivit": "video", "pixtral": "pixtral",
-                      "siglip2_vision_model": "naflex", "gemma4_vision": "naflex",
+                      **{model_type: "naflex" for model_type in ("siglip2_vision_model", "gemma4_vision",
+                                                                 "pix2struct_vision_model", "pix2struct")},
                       **{model_type: "chunked" for model_type in ("qwen2_5_omni_audio_encoder",
                                                                   "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder")},
                       **{model_type: "packed" for model_type in (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -122,7 +123,11 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     if main == "pixel_values":
         vision = _vision_config(config)
         size = pair(getattr(vision, "image_size", None) or PROBE_IMAGE_SIZE)
-        return {"pixel_values": torch.zeros(1, _channels(vision), *size, device=device, dtype=_dtype(model))}
+        image = {"pixel_values": torch.zeros(1, _channels(vision), *size, device=device, dtype=_dtype(model))}
+        if getattr(config, "is_encoder_decoder", False):  # a decoder reading the image (TrOCR): a few token ids
+            image["decoder_input_ids"] = torch.ones(1, PROBE_DECODER_TOKENS, dtype=torch.long, device=device)
+            image.update(cache_off(model))
+        return image
     if main != "input_ids":
         raise UnsupportedModelError(
             f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"
@@ -160,6 +165,9 @@ def capturable(
     how its pixel values are fed, `layout.run_model`)."""
     if prepare is None and layout.kind == "vision":
         prepare = vision_prepare(model, layout)
+    elif prepare is None and _main_input(model) == "pixel_values":  # an encoder-decoder reading images (TrOCR)
+        prepare = vision_prepare(model, layout)
+        layout = replace(layout, max_positions=None)  # the decoder's limit is its own side's
     run = runner(model, layout, pixels)
     return build_capturable(
         model,
@@ -198,8 +206,11 @@ def vision_sizes(model: nn.Module) -> tuple[tuple[int, int], tuple[int, int], in
 
 def _vision_config(config: Any) -> Any:
     """Return the config that describes the image input: the vision sub-config where there is one, else the
-    backbone's (a depth or pose head on a ViT backbone), else the config itself."""
-    return getattr(config, "vision_config", None) or getattr(config, "backbone_config", None) or config
+    backbone's (a depth or pose head on a ViT backbone), else the encoder's of an encoder-decoder reading images
+    (VisionEncoderDecoderModel: TrOCR, Donut), else the config itself."""
+    encoder = getattr(config, "encoder", None) if getattr(config, "is_encoder_decoder", False) else None
+    encoder = encoder if hasattr(encoder, "image_size") else None
+    return getattr(config, "vision_config", None) or getattr(config, "backbone_config", None) or encoder or config
 
 
 def _channels(vision: Any) -> int:
@@ -219,7 +230,9 @@ def vision_prepare(model: nn.Module, layout: ModelLayout) -> Callable[..., Any]:
             f" or windowed attention); {ADAPTERS_HINT} that maps its positions to the image."
         )
     specials = ["[CLS]", *(f"[SPECIAL_{i}]" for i in range(1, extra))][:extra]
-    return partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=specials)
+    decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+    return partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=specials,
+                   decoder=decoder, decoder_limit=layout.max_positions if decoder else None)
 
 
 def _main_input(model: nn.Module) -> str:

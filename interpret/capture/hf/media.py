@@ -12,7 +12,7 @@ feature extractor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -42,11 +42,15 @@ def prepare_images(
     patch_size: tuple[int, int],
     channels: int,
     specials: Sequence[str] = ("[CLS]",),
+    decoder: bool = False,
+    decoder_limit: int | None = None,
 ) -> Encoded:
-    """Return the Encoded of images: pixel_values [batch, channel, height, width], specials + patches positions."""
+    """Return the Encoded of images: pixel_values [batch, channel, height, width], specials + patches positions,
+    and, for an encoder-decoder reading them (`decoder`: TrOCR), the decoder side from `decoder_inputs`."""
     names = patch_names((image_size[0] // patch_size[0], image_size[1] // patch_size[1]), specials)
     return prepare_pixels(processor, inputs, max_length=max_length, decoder_inputs=decoder_inputs,
-                          shape=(channels, *image_size), names=names, specials=len(specials))
+                          shape=(channels, *image_size), names=names, specials=len(specials), decoder=decoder,
+                          decoder_limit=decoder_limit)
 
 
 def prepare_pixels(
@@ -58,18 +62,25 @@ def prepare_pixels(
     shape: tuple[int, ...],
     names: Sequence[str],
     specials: int,
+    decoder: bool = False,
+    decoder_limit: int | None = None,
 ) -> Encoded:
     """Return the Encoded of images or clips (`pixels`, each of `shape`) whose positions are `names`, the first
-    `specials` of them special; an Encoded is taken as it is."""
+    `specials` of them special, with the decoder side read from `decoder_inputs` for an encoder-decoder
+    (`decoder`, its side's limit `decoder_limit`); an Encoded is taken as it is."""
     kind = _Media.of(shape)
-    if decoder_inputs is not None or max_length is not None:
-        raise InputError(f"decoder inputs and max_length do not apply to a {kind.model} model; drop them.")
+    if max_length is not None:
+        raise InputError(f"max_length does not apply to a {kind.model} model; drop it.")
     if isinstance(inputs, Encoded):
         if inputs.pixel_values is None or inputs.pixel_values.dim() != len(shape) + 1:
             raise InputError(f"this Encoded has no {kind.things}; a {kind.model} model needs {kind.things} or"
                              f" pixel_values {kind.axes}.")
         return inputs
-    return image_side(pixels(processor, inputs, shape=shape), names, specials)
+    if decoder != (decoder_inputs is not None):
+        raise InputError("this model's decoder needs decoder inputs; pass decoder_inputs= (text or token ids)."
+                         if decoder else f"decoder inputs do not apply to a {kind.model} model; drop them.")
+    side = image_side(pixels(processor, inputs, shape=shape), names, specials)
+    return replace(side, decoder=decoder_text(processor, decoder_inputs, decoder_limit, side.batch)) if decoder else side
 
 
 def image_side(pixel_values: Tensor, names: Sequence[str], specials: int) -> Encoded:
@@ -150,17 +161,19 @@ def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Ten
     return pixel_values
 
 
-def audio_decoder(processor: Any | None, decoder_inputs: Any, limit: int | None, batch: int) -> Encoded:
-    """Return the decoder side of a speech encoder-decoder (Whisper, Speech2Text): `decoder_inputs` read with the
-    processor's tokenizer (or the tokenizer itself), one per clip of the `batch`. A feature extractor alone holds
-    no tokenizer: token ids are then named by their numbers, and text is refused."""
+def decoder_text(processor: Any | None, decoder_inputs: Any, limit: int | None, batch: int) -> Encoded:
+    """Return the decoder side of an encoder-decoder whose encoder reads audio or images (Whisper, Speech2Text,
+    Pix2Struct): `decoder_inputs` read with the processor's tokenizer (or the tokenizer itself), one per clip or
+    image of the `batch`. A feature extractor or image processor alone holds no tokenizer: token ids are then named
+    by their numbers, and text is refused."""
     tokenizer = getattr(processor, "tokenizer", processor)
     if not hasattr(tokenizer, "convert_ids_to_tokens"):
         tokenizer = None
     decoder = text_side(tokenizer, decoder_inputs, limit)
     if decoder.batch != batch:
         raise InputError(
-            f"decoder inputs have {decoder.batch} examples but the audio {batch}; give one decoder input per example."
+            f"decoder inputs have {decoder.batch} examples but the encoder's input {batch}; give one decoder input per"
+            " example."
         )
     return decoder
 

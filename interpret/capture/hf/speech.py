@@ -53,7 +53,7 @@ from interpret.arrays import to_numpy
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.layout import run_model
-from interpret.capture.hf.media import audio_decoder
+from interpret.capture.hf.media import decoder_text
 from interpret.capture.hf.structure import ADAPTERS_HINT
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError, UnsupportedModelError
@@ -285,7 +285,7 @@ def prepare_waveforms(
     else:
         mask = frame_mask(total, sample_mask)
     names = [f"audio_{i}" for i in range(total)]
-    decoder = audio_decoder(processor, decoder_inputs, decoder_limit, values.shape[0]) if encoder_decoder else None
+    decoder = decoder_text(processor, decoder_inputs, decoder_limit, values.shape[0]) if encoder_decoder else None
     return Encoded(
         attention_mask=mask,
         tokens=[list(names) for _ in range(values.shape[0])],

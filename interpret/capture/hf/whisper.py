@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.layout import run_model
-from interpret.capture.hf.media import audio_decoder, audio_side
+from interpret.capture.hf.media import audio_side, decoder_text
 from interpret.capture.hf.speech import decoder_probe
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError
@@ -102,7 +102,7 @@ def prepare_audio(
     if not decoder and decoder_inputs is not None:
         raise InputError(f"{family} is an encoder alone: it takes no decoder inputs; drop decoder_inputs=.")
     features = _features(processor, inputs, mels=mels, frames=frames, family=family)
-    side = audio_decoder(processor, decoder_inputs, decoder_limit, int(features.shape[0])) if decoder else None
+    side = decoder_text(processor, decoder_inputs, decoder_limit, int(features.shape[0])) if decoder else None
     return audio_side(features, positions, side)
 
 
