@@ -1,10 +1,11 @@
 """Benchmark: the cost of capturing true attention patterns from vision models that need an adapter, at the
 released models' shapes with random weights (weights do not change the cost), on one image at --size:
 hierarchical models whose stages the `swin` and `pyramid` adapters put on one patch grid (SegFormer-B0 (MiT-b0),
-PVT v2-b0, Swin-T), and the vision towers of Qwen2-VL-2B and Qwen2.5-VL-7B, which pack their patches into one
+PVT v2-b0, Swin-T), the vision towers of Qwen2-VL-2B and Qwen2.5-VL-7B, which pack their patches into one
 sequence with `grid_thw` (the `packed` adapter; patches of 14 pixels, so --size must be a multiple of 28; the
 Qwen2.5-VL tower attends within windows of 112 pixels in 28 of its 32 blocks, which the capture places on the
-[patches, patches] diagonal).
+[patches, patches] diagonal), and SigLIP 2 base's NaFlex tower fed patches of 16 pixels with their grid (the
+`naflex` adapter).
 
 For each model, on the same input (batch 1) it times:
 
@@ -20,7 +21,8 @@ and prints the median and minimum of --repeats runs (configurations interleaved 
 memory of one run above what was held before it, and the ratios of capture to the two references. The capture
 writes [patches, patches] per head and block, which the references never hold: that is its price.
 
-    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin qwen2_vl qwen2_5_vl] [--size 224] [--repeats 5]
+    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin qwen2_vl qwen2_5_vl siglip2] [--size 224]
+                                        [--repeats 5]
                                         [--device cpu|cuda] [--threads N]
 """
 
@@ -50,6 +52,9 @@ MODELS: dict[str, tuple[Callable[[int], Any], str | None]] = {
     "qwen2_vl": (lambda size: _tower("qwen2_vl_vision"), None),
     # Qwen2.5-VL-7B's tower: 32 blocks of 1280, 16 heads, windows of 112 pixels but in blocks 7, 15, 23, 31
     "qwen2_5_vl": (lambda size: _tower("qwen2_5_vl_vision", hidden_size=1280, out_hidden_size=3584), None),
+    # SigLIP 2 base's NaFlex tower (the config's defaults: 12 blocks of 768, 12 heads, patches of 16 pixels), fed
+    # the size's grid of patches with its spatial_shapes (the `naflex` adapter)
+    "siglip2": (lambda size: T.Siglip2VisionModel(T.Siglip2VisionConfig(num_patches=(size // 16) ** 2)), None),
 }
 
 
@@ -65,6 +70,12 @@ def _tower(model_type: str, **sizes: Any) -> Any:
 def _inputs(name: str, model: Any, size: int, device: str) -> tuple[dict[str, Any], Any]:
     """Return (the model's own inputs for one random image, what interpret.collect is given for it)."""
     pixels = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    if name == "siglip2":
+        from interpret.capture.hf import naflex
+
+        tower = naflex.tower_of(model)
+        patches = torch.randn(1, size // 16, size // 16, tower.patch_dim, generator=torch.Generator().manual_seed(0))
+        return tower.inputs(patches.to(device)), patches.to(device)
     if not name.startswith("qwen"):
         return {"pixel_values": pixels.to(device)}, None
     from interpret.capture.hf import packed
