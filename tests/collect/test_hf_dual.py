@@ -1,5 +1,6 @@
 """Text-image dual encoders beyond CLIP and SigLIP: AltCLIP (an XLM-R text tower), Chinese-CLIP (a BERT text
-tower), CLIPSeg, MetaCLIP 2, OWL-ViT, OWLv2 and BLIP. Each runs a text stack and a vision stack in one forward;
+tower), CLIPSeg, MetaCLIP 2, OWL-ViT, OWLv2, BLIP, AIMv2 and the vision-text dual encoder assembled from any two
+towers (ViT and BERT here). Each runs a text stack and a vision stack in one forward;
 the dual adapter captures the text tower as the main stack and the vision tower as `vision.` on the image side.
 
 Each is captured equal to its eager model's own `output_attentions` (text and vision towers, with SDPA where its
@@ -35,6 +36,14 @@ def _dual(config: Any, text: dict[str, Any] | None = None, **extra: Any) -> Call
     return lambda: config(text_config=text_config, vision_config=vision_config, **extra)
 
 
+def _assembled() -> Any:
+    """A vision-text dual encoder assembled from a ViT and a BERT."""
+    config = T.VisionTextDualEncoderConfig.from_vision_text_configs(
+        T.ViTConfig(**_SIZES, image_size=IMAGE, patch_size=8),
+        T.BertConfig(**_SIZES, vocab_size=len(word_tokenizer()), pad_token_id=0), projection_dim=16)
+    return T.VisionTextDualEncoderModel(config)
+
+
 # model type -> (model builder, the kernels it runs with: SDPA where its class supports it)
 MODELS: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "altclip": (lambda: T.AltCLIPModel(_dual(T.AltCLIPConfig, {"project_dim": 16}, projection_dim=16)()),
@@ -46,7 +55,10 @@ MODELS: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "owlv2": (lambda: T.Owlv2Model(_dual(T.Owlv2Config, projection_dim=16)()), ("sdpa", "eager")),
     "blip": (lambda: T.BlipModel(_dual(T.BlipConfig, {"encoder_hidden_size": 32}, projection_dim=16)()),
              ("eager",)),
+    "aimv2": (lambda: T.Aimv2Model(_dual(T.Aimv2Config, projection_dim=16)()), ("sdpa", "eager")),
+    "vision-text-dual-encoder": (lambda: _assembled(), ("sdpa", "eager")),
 }
+CLASS_TOKEN = {"aimv2": False}  # AIMv2's vision tower has no class token: its positions are the patches
 RUNS = [(name, kernel) for name, (_, kernels) in MODELS.items() for kernel in kernels]
 
 
@@ -78,8 +90,9 @@ def test_both_towers_equal_the_eager_output_attentions_and_the_output_is_untouch
     for hook, expected in reference.items():
         torch.testing.assert_close(trace[hook], expected, atol=TIGHT, rtol=0)
     # The vision tower attends over its class token and every patch of the 32 × 32 image in 8 × 8 patches.
-    assert trace.encoded.image.pos == 1 + (IMAGE // 8) ** 2
-    assert trace.encoded.image.tokens[0][:2] == ["[CLS]", "patch_0_0"]
+    specials = ["[CLS]"] if CLASS_TOKEN.get(name, True) else []
+    assert trace.encoded.image.pos == len(specials) + (IMAGE // 8) ** 2
+    assert trace.encoded.image.tokens[0][:2] == [*specials, "patch_0_0", "patch_0_1"][:2]
 
 
 @pytest.mark.parametrize("name", ["altclip", "owlv2", "blip"])

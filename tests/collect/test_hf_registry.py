@@ -114,7 +114,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                           "hy_v4_vl_vision", "kimi_k25_vision", "lfm3_vl_vision", "minimax_m3_vl_vision",
                           "muse_glimmer_vision", "muse_spark_vision", "video_llama_3_vision")},
                       **{model_type: "dual" for model_type in ("clip", "siglip", "siglip2", "altclip", "chinese_clip",
-                                                               "clipseg", "metaclip_2", "owlvit", "owlv2", "blip")},
+                                                               "clipseg", "metaclip_2", "owlvit", "owlv2", "blip",
+                                                               "aimv2", "vision-text-dual-encoder")},
                       "audio-spectrogram-transformer": "spectrogram", "xlm": "parallel", "flaubert": "parallel",
                       **{model_type: "features" for model_type in (
                           "parakeet_ctc", "parakeet_encoder", "parakeet_rnnt", "parakeet_tdt", "lasr_ctc", "lasr_encoder",

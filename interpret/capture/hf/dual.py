@@ -1,5 +1,6 @@
 """Adapter for text-image dual encoders (CLIP, SigLIP, SigLIP 2, AltCLIP, Chinese-CLIP, CLIPSeg, MetaCLIP 2,
-OWL-ViT, OWLv2, BLIP): a text tower and a vision tower in one forward pass.
+OWL-ViT, OWLv2, BLIP, AIMv2, and the vision-text dual encoder assembled from any two towers): a text tower and a
+vision tower in one forward pass.
 
 What it adds over the generic adapter: a second input. The model takes text and images together and runs
 two stacks that never attend to each other, so the text tower is the main stack (`blocks.{i}...`, over the
@@ -142,7 +143,7 @@ def prepare_pair(
 
 ADAPTER = HFAdapter(
     model_types=("clip", "siglip", "siglip2", "altclip", "chinese_clip", "clipseg", "metaclip_2", "owlvit", "owlv2",
-                 "blip"),
+                 "blip", "aimv2", "vision-text-dual-encoder"),
     build=build,
     adds="text and images in one forward: the text tower as the main stack, the vision tower as `vision.` on the image side",
 )
