@@ -23,7 +23,7 @@ from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
          "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan", "sam_mask_decoder"]
+         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer"]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,12 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
      ("chameleon_vqgan", "no forward pass of its own; it is used through its own methods"),
      # a part's config that transformers builds only inside the model that holds it
      ("sam_mask_decoder", "no model class for this model type: it configures a part of the sam model"
-                          " (mask_decoder_config); capture that model (`interpret models sam`")],
+                          " (mask_decoder_config); capture that model (`interpret models sam`"),
+     # an input only another part of a model makes: the refusal names the model it is a part of
+     ("blip_2_qformer", "takes 'query_embeds', which the generic adapter cannot make (it feeds token ids or pixel"
+                        " values); register an adapter for it under the entry-point group 'interpret.adapters' that"
+                        " prepares this input; transformers configures it as a part of the blip-2 model"
+                        " (qformer_config).")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

@@ -47,8 +47,8 @@ _META_LIMITS = ("meta", "to be on same device")
 # Where transformers' own default config leaves a size unset that its model needs (Ministral's `head_dim`,
 # Nemotron's `num_key_value_heads`, ESM's `vocab_size`) or lacks an attribute its model reads (T5Gemma 2's
 # `dropout_rate`), the probe sets it the way checkpoints of such models do, in that config and its sub-configs,
-# and says so in the row (`TypeSupport.completed`): attribute -> (how, value). An unset size is set before the
-# first build fails again; a missing attribute only where building names it.
+# and says so in the row (`TypeSupport.completed`): attribute -> (how, value). Nothing is set in a default config
+# that builds as it is; in one that does not, every unset size is set, then each missing attribute a build names.
 _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "head_dim": ("hidden_size // num_attention_heads", lambda config: config.hidden_size // config.num_attention_heads),
     "num_key_value_heads": ("num_attention_heads", lambda config: config.num_attention_heads),
@@ -61,6 +61,7 @@ _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "dropout": ("0.0", lambda config: 0.0),
     "dropout_rate": ("0.0", lambda config: 0.0),
 }
+_CANNOT_MAKE = "which the generic adapter cannot make"  # `generic.probe_inputs`'s refusal of an input it cannot make
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _REBUILDS = 8  # attributes a default config may lack, one named per failed build
 
@@ -71,8 +72,8 @@ class TypeSupport:
     offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
     (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty;
     probed_on: where the probe ran (`meta`; `cpu` where the meta device lacked a value the model reads; empty
-    for an unprobed row); completed: the default config's unset sizes the probe set to build it at all
-    ("head_dim = hidden_size // num_attention_heads"), else empty."""
+    for an unprobed row); completed: the default config's unset sizes and missing attributes the probe set to
+    build it at all ("head_dim = hidden_size // num_attention_heads"), else empty."""
 
     model_type: str
     status: Status
@@ -111,6 +112,8 @@ def describe(model_type: str) -> TypeSupport:
     except Exception as err:  # a default config that transformers itself cannot build on meta
         return TypeSupport(model_type, "unknown", reason=f"cannot build on the meta device: {_short(err)}")
     outcome = replace(_probe(model_type, model, name), completed=completed)
+    if outcome.status == "unsupported" and _CANNOT_MAKE in outcome.reason:
+        return _with_owners(outcome)
     if outcome.status != "unknown" or not any(sign in outcome.reason for sign in _META_LIMITS):
         return outcome
     parameters = sum(param.numel() for param in model.parameters())
@@ -125,6 +128,16 @@ def describe(model_type: str) -> TypeSupport:
     except Exception as err:  # built on meta, not on the CPU: said as it is
         return replace(outcome, reason=f"{outcome.reason.rstrip('.')}; on the CPU it cannot be built: {_short(err)}")
     return replace(_probe(model_type, model, name), probed_on="cpu", completed=completed)
+
+
+def _with_owners(outcome: TypeSupport) -> TypeSupport:
+    """Return a refusal for an input the generic adapter cannot make that also names the models transformers
+    configures this one as a part of (a Q-Former, a perceiver, an audio tower: what they hold feeds it)."""
+    owners = _owners(outcome.model_type)
+    if not owners:
+        return outcome
+    parts = ", ".join(f"the {owner} model ({key})" for owner, key in owners)
+    return replace(outcome, reason=f"{outcome.reason.rstrip('.')}; transformers configures it as a part of {parts}.")
 
 
 def _owners(model_type: str) -> list[tuple[str, str]]:
@@ -146,9 +159,9 @@ class _NoModelClass(LookupError):
 
 
 def _build(model_type: str, device: str) -> tuple[nn.Module, str, tuple[str, ...]]:
-    """Return (the base model of `model_type` built from its default config on `device`, its class name, the
-    config's unset sizes that had to be set to build it: `_COMPLETIONS`, tried only when the default config as
-    it is cannot be built), with eager attention and batched experts: on the meta device fused kernels have
+    """Return (the base model of `model_type` built from its default config on `device`, its class name, what
+    had to be set in that config to build it: `_COMPLETIONS`, tried only when the default config as it is cannot
+    be built), with eager attention and batched experts: on the meta device fused kernels have
     nothing to dispatch to and a per-expert loop reads the routing's values; the structure the probe reads is
     the same under every kernel. On the CPU the weights are random (transformers' own initialisation) and the
     random-number state is kept."""
