@@ -25,6 +25,7 @@ from interpret.decision.decide import Decision, TargetRequest, decision_head, re
 from interpret.decision.generate import generated_inputs
 from interpret.errors import AnalyzerError, HookNameError, MemoryBudgetError, suggest
 from interpret.evidence import Evidence, evidence_or_reason
+from interpret.evidence.causality import later_positions_note
 from interpret.request import EvidenceOptions, Limits, Subject
 from interpret.runtime.progress import Stage
 from interpret.trace import Trace
@@ -218,6 +219,9 @@ def analyzed(captured: Captured, progress: Stage | None = None) -> Ran:
     plan, trace, decided, context = captured.plan, captured.trace, captured.decided, captured.context
     results, skipped = run_analyzers(trace, plan.strategies, plan.params, context, captured.leads, progress)
     notes = list(plan.notes)
+    later = later_positions_note(trace)  # a decoder that, as loaded, reads the tokens after each position
+    if later is not None:
+        notes.append(later)
     classes: tuple[ClassRuns, ...] = ()
     if plan.compare is not None and all(len(d.target.ids) == 1 for d in decided):
         classes = _class_runs(captured, results)

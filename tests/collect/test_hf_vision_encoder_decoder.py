@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import torch
 import transformers as T
-from hf_tiny import assert_encoder_decoder_patterns, built_with, eager_copy, word_tokenizer
+from hf_tiny import TEXTS, assert_encoder_decoder_patterns, built_with, eager_copy, tiny_model, word_tokenizer
 
 import interpret
 from interpret.capture.hf import catalog
+from interpret.evidence.causality import TITLE, later_weight
 from interpret.errors import InputError
 
 IMAGE, PATCH = 32, 8
@@ -54,7 +55,8 @@ def test_under_sdpa_the_capture_records_the_attention_trocr_really_computes() ->
     """Loaded with SDPA, TrOCR's decoder computes its attention in its own code, and transformers builds it no
     causal mask (it leaves causality to SDPA's `is_causal`, which that code never calls): each position attends to
     the ones after it, and the logits differ from the eager model's. The capture records what the model computes
-    (z = pattern · values in every block, weight on later positions), not what the eager model would."""
+    (z = pattern · values in every block, weight on later positions), not what the eager model would, and the
+    report says so in a note (`evidence.causality`); the eager model and a causal decoder get none."""
     model, tokenizer = built_with(_trocr, "sdpa"), word_tokenizer()
     trace = interpret.collect(model, tokenizer, _images(), decoder_inputs=torch.tensor([[2, 5, 6, 7], [2, 8, 9, 10]]),
                               names="*")
@@ -63,6 +65,15 @@ def test_under_sdpa_the_capture_records_the_attention_trocr_really_computes() ->
         assert float(pattern.triu(1).sum()) > 0.1  # later positions are attended to
         mixed = torch.einsum("bhqk,bkhd->bqhd", pattern, trace[f"decoder.blocks.{layer}.attn.hook_v"])
         torch.testing.assert_close(mixed, trace[f"decoder.blocks.{layer}.attn.hook_z"], atol=1e-5, rtol=0)
+    rows = [float(trace[f"decoder.blocks.{layer}.attn.hook_pattern"].triu(1).sum(-1).max()) for layer in range(2)]
+    assert later_weight(trace) == (max(rows), rows.index(max(rows)))
+    subject = interpret.Subject(decoder_inputs=torch.tensor([[2, 5, 6]]))
+    notes = dict(interpret.explain(model, tokenizer, _images(batch=1), target=subject, evidence=False).run.notes)
+    assert "self-attention puts up to" in notes[TITLE] and "attn_implementation=\"eager\"" in notes[TITLE]
+    eager = interpret.explain(built_with(_trocr, "eager"), tokenizer, _images(batch=1), target=subject, evidence=False)
+    assert TITLE not in dict(eager.run.notes)
+    causal = interpret.collect(tiny_model("llama", tokenizer=tokenizer), tokenizer, TEXTS[:2])
+    assert causal.layers("attn.hook_pattern") and later_weight(causal) == (0.0, None)
 
 
 def test_a_missing_decoder_input_is_refused_and_rollout_and_a_report_run(tmp_path: Any) -> None:
