@@ -543,3 +543,16 @@ def assert_each_alone(model: Any, inputs: Any, atol: float, processor: Any | Non
         for name in alone.names():
             torch.testing.assert_close(trace[name][index], alone[name][0], atol=atol, rtol=0, msg=name)
     return trace
+
+
+def assert_listed(
+    model_type: str, adapter: str, kind: str, offered: tuple[str, ...] = ("blocks.{i}.attn.hook_pattern",),
+) -> Any:
+    """Assert that `interpret models` lists `model_type` as supported by `adapter`, as a `kind` model offering
+    every hook point of `offered` (folded: `blocks.{i}...`); return its row."""
+    from interpret.capture.hf import catalog
+
+    row = catalog.describe(model_type)
+    assert (row.status, row.adapter, row.kind) == ("supported", adapter, kind), row
+    assert set(offered) <= set(row.offered), row.offered
+    return row

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import TEXTS, built_with, dual_patterns, eager_copy, model_inputs, word_tokenizer
+from hf_tiny import TEXTS, assert_listed, built_with, dual_patterns, eager_copy, model_inputs, word_tokenizer
 
 import interpret
-from interpret.capture.hf import catalog
 
 TIGHT = 1e-6
 IMAGE = 32
@@ -107,9 +106,8 @@ def test_rollout_runs_on_the_text_tower(name: str) -> None:
 
 @pytest.mark.parametrize("model_type", sorted(MODELS))
 def test_interpret_models_lists_each_as_supported_by_the_dual_adapter(model_type: str) -> None:
-    row = catalog.describe(model_type)
-    assert (row.status, row.adapter) == ("supported", "dual"), row
-    assert "vision.blocks.{i}.attn.hook_pattern" in row.offered and "blocks.{i}.attn.hook_pattern" in row.offered
+    assert_listed(model_type, "dual", "encoder",
+                  ("vision.blocks.{i}.attn.hook_pattern", "blocks.{i}.attn.hook_pattern"))
 
 
 def _classifier(name: str) -> Any:

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import torch
 import transformers as T
-from hf_tiny import TEXTS, assert_encoder_decoder_patterns, built_with, eager_copy, tiny_model, word_tokenizer
+from hf_tiny import (
+    TEXTS, assert_encoder_decoder_patterns, assert_listed, built_with, eager_copy, tiny_model, word_tokenizer,
+)
 
 import interpret
-from interpret.capture.hf import catalog
 from interpret.evidence.causality import TITLE, later_weight
 from interpret.errors import InputError
 
@@ -88,6 +89,5 @@ def test_a_missing_decoder_input_is_refused_and_rollout_and_a_report_run(tmp_pat
 
 
 def test_interpret_models_lists_it() -> None:
-    row = catalog.describe("vision-encoder-decoder")
-    assert (row.status, row.kind) == ("supported", "encoder-decoder"), row
-    assert "decoder.blocks.{i}.cross_attn.hook_pattern" in row.offered
+    assert_listed("vision-encoder-decoder", "generic", "encoder-decoder",
+                  ("decoder.blocks.{i}.cross_attn.hook_pattern",))

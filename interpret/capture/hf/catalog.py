@@ -143,15 +143,23 @@ def _with_owners(outcome: TypeSupport) -> TypeSupport:
 def _owners(model_type: str) -> list[tuple[str, str]]:
     """Return (model type, sub-config key) of every model type whose config holds `model_type`'s config as a
     part (SAM's `mask_decoder_config` for `sam_mask_decoder`), sorted."""
+    return _parts().get(model_type, [])
+
+
+@functools.cache
+def _parts() -> dict[str, list[tuple[str, str]]]:
+    """Return, per model type, the (model type, sub-config key) of the configs that hold it as a part, read once
+    from every config class."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
 
-    found = []
-    for owner in CONFIG_MAPPING_NAMES:
+    found: dict[str, list[tuple[str, str]]] = {}
+    for owner in sorted(CONFIG_MAPPING_NAMES):
         with contextlib.suppress(Exception):  # a config class transformers cannot import here (a missing extra)
-            for key, sub in (getattr(CONFIG_MAPPING[owner], "sub_configs", None) or {}).items():
-                if getattr(sub, "model_type", None) == model_type and owner != model_type:
-                    found.append((owner, key))
-    return sorted(found)
+            for key, sub in sorted((getattr(CONFIG_MAPPING[owner], "sub_configs", None) or {}).items()):
+                part = getattr(sub, "model_type", None)
+                if part and part != owner:
+                    found.setdefault(part, []).append((owner, key))
+    return found
 
 
 class _NoModelClass(LookupError):

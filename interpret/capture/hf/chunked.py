@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.media import audio_side
+from interpret.capture.hf.media import audio_side, feature_extractor
 from interpret.capture.hf.packed import unpacked
 from interpret.capture.sites import Capturable
 from interpret.errors import CaptureError, InputError
@@ -124,12 +124,7 @@ def prepare(
 def _extracted(processor: Any | None, clips: Any, encoder: AudioEncoder) -> Tensor:
     """Return log-mel features [batch, mel, frame] of raw audio clips read by the feature extractor (the
     processor's, or the processor itself), its padding cut off; clips of different lengths are refused."""
-    extractor = getattr(processor, "feature_extractor", None)
-    if extractor is None and hasattr(processor, "sampling_rate") and callable(processor):
-        extractor = processor
-    if extractor is None:
-        raise InputError(f"raw audio needs {encoder.family}'s feature extractor; pass the processor interpret.load"
-                         f" returned, or log-mel features [batch, {encoder.mels}, frame].")
+    extractor = feature_extractor(processor, encoder.family, f"[batch, {encoder.mels}, frame]")
     clips = list(clips) if isinstance(clips, (list, tuple)) else [clips]
     made = extractor(clips, sampling_rate=getattr(extractor, "sampling_rate", 16000), return_attention_mask=True,
                      return_tensors="pt")

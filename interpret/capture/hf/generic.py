@@ -124,7 +124,7 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
         vision = _vision_config(config)
         size = pair(getattr(vision, "image_size", None) or PROBE_IMAGE_SIZE)
         image = {"pixel_values": torch.zeros(1, _channels(vision), *size, device=device, dtype=_dtype(model))}
-        if "decoder_input_ids" in forward_parameters(model):  # a decoder reading the image (TrOCR): a few token ids
+        if reads_image_then_text(model):  # a decoder reading the image (TrOCR): a few token ids
             image["decoder_input_ids"] = torch.ones(1, PROBE_DECODER_TOKENS, dtype=torch.long, device=device)
             image.update(cache_off(model))
         return image
@@ -165,8 +165,7 @@ def capturable(
     how its pixel values are fed, `layout.run_model`)."""
     if prepare is None and layout.kind == "vision":
         prepare = vision_prepare(model, layout)
-    elif prepare is None and _main_input(model) == "pixel_values" and "decoder_input_ids" in forward_parameters(model):
-        # an encoder-decoder reading images (TrOCR): the image, then the decoder's text
+    elif prepare is None and reads_image_then_text(model):  # TrOCR: the image, then the decoder's text
         prepare = vision_prepare(model, layout)
         layout = replace(layout, max_positions=None)  # the decoder's limit is its own side's
     run = runner(model, layout, pixels)
@@ -231,9 +230,15 @@ def vision_prepare(model: nn.Module, layout: ModelLayout) -> Callable[..., Any]:
             f" or windowed attention); {ADAPTERS_HINT} that maps its positions to the image."
         )
     specials = ["[CLS]", *(f"[SPECIAL_{i}]" for i in range(1, extra))][:extra]
-    decoder = "decoder_input_ids" in forward_parameters(model)
+    decoder = reads_image_then_text(model)
     return partial(prepare_images, image_size=image_size, patch_size=patch_size, channels=channels, specials=specials,
                    decoder=decoder, decoder_limit=layout.max_positions if decoder else None)
+
+
+def reads_image_then_text(model: nn.Module) -> bool:
+    """Whether `model` is an encoder-decoder reading an image (VisionEncoderDecoderModel: TrOCR): its input is
+    `pixel_values` and its forward takes `decoder_input_ids` (DETR's decoder reads object queries instead)."""
+    return _main_input(model) == "pixel_values" and "decoder_input_ids" in forward_parameters(model)
 
 
 def _main_input(model: nn.Module) -> str:

@@ -71,14 +71,12 @@ def prepare_pixels(
     kind = _Media.of(shape)
     if max_length is not None:
         raise InputError(f"max_length does not apply to a {kind.model} model; drop it.")
+    check_decoder_inputs(decoder, decoder_inputs, f"this {kind.model} model", encoded=isinstance(inputs, Encoded))
     if isinstance(inputs, Encoded):
         if inputs.pixel_values is None or inputs.pixel_values.dim() != len(shape) + 1:
             raise InputError(f"this Encoded has no {kind.things}; a {kind.model} model needs {kind.things} or"
                              f" pixel_values {kind.axes}.")
         return inputs
-    if decoder != (decoder_inputs is not None):
-        raise InputError("this model's decoder needs decoder inputs; pass decoder_inputs= (text or token ids)."
-                         if decoder else f"decoder inputs do not apply to a {kind.model} model; drop them.")
     side = image_side(pixels(processor, inputs, shape=shape), names, specials)
     return replace(side, decoder=decoder_text(processor, decoder_inputs, decoder_limit, side.batch)) if decoder else side
 
@@ -159,6 +157,27 @@ def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Ten
             f" [batch, {', '.join(map(str, shape))}]: {fix}."
         )
     return pixel_values
+
+
+def check_decoder_inputs(decoder: bool, decoder_inputs: Any, family: str, *, encoded: bool = False) -> None:
+    """Refuse decoder inputs given to a model without a decoder, and their absence where it has one (`encoded`: the
+    input is an Encoded, which carries its decoder side); `family` names the model in the message."""
+    if decoder and decoder_inputs is None and not encoded:
+        raise InputError(f"{family} needs decoder inputs; pass decoder_inputs= (text or token ids).")
+    if not decoder and decoder_inputs is not None:
+        raise InputError(f"{family} is an encoder alone: it takes no decoder inputs; drop decoder_inputs=.")
+
+
+def feature_extractor(processor: Any | None, family: str, features: str) -> Any:
+    """Return the feature extractor that reads raw audio: the processor's, or the processor itself when it is one;
+    refuse in one line when there is none (`features`: the tensor to pass instead, e.g. "[batch, 80, 3000]")."""
+    extractor = getattr(processor, "feature_extractor", None)
+    if extractor is None and hasattr(processor, "sampling_rate") and callable(processor):
+        extractor = processor
+    if extractor is None:
+        raise InputError(f"raw audio needs {family}'s feature extractor; pass the processor or feature extractor"
+                         f" interpret.load returned, or log-mel features {features}.")
+    return extractor
 
 
 def decoder_text(processor: Any | None, decoder_inputs: Any, limit: int | None, batch: int) -> Encoded:

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.media import decoder_text, image_side
+from interpret.capture.hf.media import check_decoder_inputs, decoder_text, image_side
 from interpret.capture.hf.probe import Probe
 from interpret.capture.hf.speech import decoder_probe
 from interpret.capture.hf.structure import ModelLayout, model_layout
@@ -122,9 +122,7 @@ def prepare(
     processor."""
     if max_length is not None:
         raise InputError("max_length does not apply to images; drop it.")
-    if decoder != (decoder_inputs is not None) and not isinstance(inputs, Encoded):
-        raise InputError("this model's decoder needs decoder inputs; pass decoder_inputs= (text or token ids)." if decoder
-                         else "a vision model takes no decoder inputs; drop decoder_inputs=.")
+    check_decoder_inputs(decoder, decoder_inputs, "this vision model", encoded=isinstance(inputs, Encoded))
     dim = tower.patch_dim
     if isinstance(inputs, Encoded):
         if inputs.pixel_values is None or inputs.pixel_values.dim() != 4 or inputs.pixel_values.shape[-1] != dim:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from interpret.capture.hf import generic
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.layout import run_model
-from interpret.capture.hf.media import audio_side, decoder_text
+from interpret.capture.hf.media import audio_side, check_decoder_inputs, decoder_text, feature_extractor
 from interpret.capture.hf.speech import decoder_probe
 from interpret.capture.sites import Capturable
 from interpret.errors import InputError
@@ -97,10 +97,7 @@ def prepare_audio(
     model with a decoder, the decoder side from `decoder_inputs` (text with the tokenizer, or token ids)."""
     if max_length is not None:
         raise InputError(f"max_length does not apply to audio ({family} reads fixed 30 s windows); drop it.")
-    if decoder and decoder_inputs is None:
-        raise InputError(f"{family} needs decoder inputs; pass decoder_inputs= (text or token ids).")
-    if not decoder and decoder_inputs is not None:
-        raise InputError(f"{family} is an encoder alone: it takes no decoder inputs; drop decoder_inputs=.")
+    check_decoder_inputs(decoder, decoder_inputs, family)
     features = _features(processor, inputs, mels=mels, frames=frames, family=family)
     side = decoder_text(processor, decoder_inputs, decoder_limit, int(features.shape[0])) if decoder else None
     return audio_side(features, positions, side)
@@ -119,14 +116,7 @@ def _features(processor: Any | None, inputs: Any, *, mels: int, frames: int, fam
     if isinstance(inputs, Tensor) and inputs.dim() == 3:
         features = inputs
     else:
-        extractor = getattr(processor, "feature_extractor", None)
-        if extractor is None and hasattr(processor, "sampling_rate") and callable(processor):
-            extractor = processor
-        if extractor is None:
-            raise InputError(
-                f"raw audio needs {family}'s feature extractor; pass the processor or feature extractor interpret.load"
-                f" returned, or log-mel features [batch, {mels}, {frames}]."
-            )
+        extractor = feature_extractor(processor, family, f"[batch, {mels}, {frames}]")
         clips = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         rate = getattr(extractor, "sampling_rate", 16000)
         features = extractor(clips, sampling_rate=rate, return_tensors="pt")["input_features"]
