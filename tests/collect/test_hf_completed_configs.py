@@ -1,8 +1,9 @@
 """Model types whose default config in transformers leaves a size unset that its own model needs (Ministral's and
-HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots1's expert counts) or lacks an
-attribute it reads (T5Gemma 2's `dropout_rate`): `interpret
-models` probes them with those sizes set as checkpoints set them, says so in the row (`completed`), and a tiny
-model of each, loaded with SDPA, is captured equal to the eager model's own `output_attentions`."""
+HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots1's expert counts; DeepSeek-V2's
+`num_experts_per_tok`, Step 3.5's `sliding_window` and DBRX's `clip_qkv`, which only its forward pass reads) or lacks
+an attribute it reads (T5Gemma 2's `dropout_rate`, DBRX's `rope_theta`): `interpret models` probes them with those
+sizes set as checkpoints set them, says so in the row (`completed`), and a tiny model of each, loaded with SDPA, is
+captured equal to the eager model's own `output_attentions`."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ MODELS = {
     "dots1": lambda vocab: _built(T.Dots1Config(vocab_size=vocab, **_SIZES, num_key_value_heads=2, n_routed_experts=4,
                                                 num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=16,
                                                 first_k_dense_replace=1), T.Dots1Model),
+    "deepseek_v2": lambda vocab: _built(T.DeepseekV2Config(
+        vocab_size=vocab, **_SIZES, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+        moe_intermediate_size=16, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=4,
+        qk_nope_head_dim=4, v_head_dim=8), T.DeepseekV2Model),
+    "dbrx": lambda vocab: _built(T.DbrxConfig(
+        vocab_size=vocab, d_model=32, n_heads=4, n_layers=2, max_seq_len=64, pad_token_id=0,
+        attn_config={"kv_n_heads": 2, "clip_qkv": 8.0, "rope_theta": 10000.0},
+        ffn_config={"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}), T.DbrxModel),
+    "step3p5": lambda vocab: _built(T.Step3p7TextConfig(
+        vocab_size=vocab, **_SIZES, num_key_value_heads=2, head_dim=8, sliding_window=4, n_routed_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=16, layer_types=["full_attention", "sliding_attention"]),
+        T.Step3p7TextModel),
     "t5gemma2_text": lambda vocab: _built(T.T5Gemma2TextConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
                                                                head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
                                           T5Gemma2TextEncoder),
@@ -54,6 +67,14 @@ COMPLETED = {
     "dots1": ("n_routed_experts = 4", "num_experts_per_tok = 2", "n_shared_experts = 1"),
     "t5gemma2_text": ("dropout_rate = 0.0",),
     "t5gemma2_encoder": ("text_config.dropout_rate = 0.0",),
+    "deepseek_v2": ("num_experts_per_tok = 2",),  # the default config builds; its probe pass reads the unset size
+}
+# Completed, these default configs build and run until their experts' routing reads a value the meta device does
+# not hold, and they are too large for the CPU probe: a checkpoint is probed on its own weights.
+TOO_LARGE = {
+    "dbrx": ("attn_config.clip_qkv = 8.0", "attn_config.rope_theta = 10000.0"),
+    "step3p5": ("sliding_window = 4096",),
+    "step3p7": ("text_config.sliding_window = 4096",),
 }
 
 
@@ -77,6 +98,13 @@ def test_the_catalog_completes_the_default_config_and_says_so(model_type: str) -
     row = catalog.describe(model_type)
     assert (row.status, row.adapter, row.completed) == ("supported", "generic", COMPLETED[model_type]), row
     assert any(name.endswith("attn.hook_pattern") for name in row.offered)
+
+
+@pytest.mark.parametrize("model_type", sorted(TOO_LARGE))
+def test_a_completed_config_too_large_for_the_cpu_probe_says_so(model_type: str) -> None:
+    row = catalog.describe(model_type)
+    assert (row.status, row.completed) == ("unknown", TOO_LARGE[model_type]), row
+    assert "cannot be called on meta tensors" in row.reason and "exceed the CPU probe's 1B" in row.reason, row.reason
 
 
 def test_a_default_config_that_builds_as_it_is_is_not_completed() -> None:

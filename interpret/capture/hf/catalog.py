@@ -48,7 +48,9 @@ _META_LIMITS = ("meta", "to be on same device")
 # Nemotron's `num_key_value_heads`, ESM's `vocab_size`) or lacks an attribute its model reads (T5Gemma 2's
 # `dropout_rate`), the probe sets it the way checkpoints of such models do, in that config and its sub-configs,
 # and says so in the row (`TypeSupport.completed`): attribute -> (how, value). Nothing is set in a default config
-# that builds as it is; in one that does not, every unset size is set, then each missing attribute a build names.
+# whose model builds and probes as it is; in one that does not (a build that fails, or a probe pass that fails,
+# as DeepSeek-V2's on its unset `num_experts_per_tok`), every unset size is set, then each missing attribute a
+# build names.
 _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "head_dim": ("hidden_size // num_attention_heads", lambda config: config.hidden_size // config.num_attention_heads),
     "num_key_value_heads": ("num_attention_heads", lambda config: config.num_attention_heads),
@@ -60,6 +62,9 @@ _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "spatial_merge_size": ("2", lambda config: 2),
     "dropout": ("0.0", lambda config: 0.0),
     "dropout_rate": ("0.0", lambda config: 0.0),
+    "sliding_window": ("4096", lambda config: 4096),
+    "rope_theta": ("10000.0", lambda config: 10000.0),
+    "clip_qkv": ("8.0", lambda config: 8.0),
 }
 _CANNOT_MAKE = "which the generic adapter cannot make"  # `generic.probe_inputs`'s refusal of an input it cannot make
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
@@ -98,9 +103,30 @@ def model_types() -> list[str]:
 def describe(model_type: str) -> TypeSupport:
     """Return what `model_type` offers, from its base model built with the default config on the meta device;
     where that probe stops at a value the meta device does not hold (a `.item()`, a device check), from the
-    same model built on the CPU with random weights, if its parameters fit `CPU_PROBE_PARAMETERS`."""
+    same model built on the CPU with random weights, if its parameters fit `CPU_PROBE_PARAMETERS`; where the
+    default config builds but its probe fails, from the config completed (`_COMPLETIONS`) if that probe runs (or
+    stops only where the meta device does)."""
+    outcome = _describe(model_type, complete=False)
+    if outcome.status != "unknown" or outcome.completed or not outcome.model_class or not _completable(model_type):
+        return outcome
+    completed = _describe(model_type, complete=True)
+    further = completed.status != "unknown" or any(sign in completed.reason for sign in _META_LIMITS)
+    return completed if further else outcome
+
+
+def _completable(model_type: str) -> bool:
+    """Whether the default config of `model_type` leaves unset a size `_COMPLETIONS` knows."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    with _quiet():
+        return bool(_complete(CONFIG_MAPPING[model_type]()))
+
+
+def _describe(model_type: str, *, complete: bool) -> TypeSupport:
+    """`describe`, from the default config as it is (completed only where it does not build) or, with `complete`,
+    with its unset sizes set first."""
     try:
-        model, name, completed = _build(model_type, "meta")
+        model, name, completed = _build(model_type, "meta", complete=complete)
     except _NoModelClass:
         owners = _owners(model_type)
         if not owners:
@@ -124,7 +150,7 @@ def describe(model_type: str) -> TypeSupport:
             f" config's {parameters / 1e9:.1f}B parameters exceed the CPU probe's {CPU_PROBE_PARAMETERS / 1e9:.0f}B:"
             " a model of this type is probed on its own weights when it is captured."))
     try:
-        model, name, completed = _build(model_type, "cpu")
+        model, name, completed = _build(model_type, "cpu", complete=complete)
     except Exception as err:  # built on meta, not on the CPU: said as it is
         return replace(outcome, reason=f"{outcome.reason.rstrip('.')}; on the CPU it cannot be built: {_short(err)}")
     return replace(_probe(model_type, model, name), probed_on="cpu", completed=completed)
@@ -166,10 +192,10 @@ class _NoModelClass(LookupError):
     """transformers maps the model type to no model class."""
 
 
-def _build(model_type: str, device: str) -> tuple[nn.Module, str, tuple[str, ...]]:
+def _build(model_type: str, device: str, *, complete: bool = False) -> tuple[nn.Module, str, tuple[str, ...]]:
     """Return (the base model of `model_type` built from its default config on `device`, its class name, what
     had to be set in that config to build it: `_COMPLETIONS`, tried only when the default config as it is cannot
-    be built), with eager attention and batched experts: on the meta device fused kernels have
+    be built, or first with `complete`), with eager attention and batched experts: on the meta device fused kernels have
     nothing to dispatch to and a per-expert loop reads the routing's values; the structure the probe reads is
     the same under every kernel. On the CPU the weights are random (transformers' own initialisation) and the
     random-number state is kept."""
@@ -181,10 +207,11 @@ def _build(model_type: str, device: str) -> tuple[nn.Module, str, tuple[str, ...
         model_class = _model_class(type(config), MODEL_MAPPING_NAMES, model_type)
         if model_class is None:
             raise _NoModelClass(model_type)
-        try:
-            return _instantiate(model_class, config, device), model_class.__name__, ()
-        except Exception:  # as it is, the default config does not build: complete it, then build again
-            config = CONFIG_MAPPING[model_type]()
+        if not complete:
+            try:
+                return _instantiate(model_class, config, device), model_class.__name__, ()
+            except Exception:  # as it is, the default config does not build: complete it, then build again
+                config = CONFIG_MAPPING[model_type]()
         completed = list(_complete(config))
         for _ in range(_REBUILDS):
             try:
