@@ -1,7 +1,8 @@
 """Model types whose default config in transformers leaves a size unset that its own model needs (Ministral's and
 HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots1's expert counts; DeepSeek-V2's
 `num_experts_per_tok`, Step 3.5's `sliding_window` and DBRX's `clip_qkv`, which only its forward pass reads) or lacks
-an attribute it reads (T5Gemma 2's `dropout_rate`, DBRX's `rope_theta`): `interpret models` probes them with those
+an attribute it reads (T5Gemma 2's `dropout_rate`, DBRX's `rope_theta`), or chooses no language for a model with
+an adapter per language (X-MOD's `default_language`): `interpret models` probes them with those
 sizes set as checkpoints set them, says so in the row (`completed`), and a tiny model of each, loaded with SDPA, is
 captured equal to the eager model's own `output_attentions`."""
 
@@ -17,6 +18,7 @@ from transformers.models.t5gemma2.modeling_t5gemma2 import T5Gemma2TextEncoder
 
 import interpret
 from interpret.capture.hf import catalog
+from interpret.errors import ConfigError
 
 RECOMPUTED = 1e-5  # under SDPA the pattern is recomputed from q and k in float32 (the issue's bound)
 _SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -29,6 +31,11 @@ def _built(config: Any, model_class: Any) -> Any:
         config.dropout_rate = 0.0  # what the composite T5Gemma 2 config gives its text config, and the encoder reads
     config._attn_implementation = "sdpa"
     return model_class(config).eval()
+
+
+def _with_language(model: Any, language: str) -> Any:
+    model.set_default_language(language)
+    return model
 
 
 MODELS = {
@@ -55,6 +62,8 @@ MODELS = {
         vocab_size=vocab, **_SIZES, num_key_value_heads=2, head_dim=8, sliding_window=4, n_routed_experts=4,
         num_experts_per_tok=2, moe_intermediate_size=16, layer_types=["full_attention", "sliding_attention"]),
         T.Step3p7TextModel),
+    "xmod": lambda vocab: _with_language(_built(T.XmodConfig(vocab_size=vocab, **_SIZES, languages=("en_XX", "de_DE")),
+                                                T.XmodModel), "de_DE"),
     "t5gemma2_text": lambda vocab: _built(T.T5Gemma2TextConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
                                                                head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
                                           T5Gemma2TextEncoder),
@@ -68,6 +77,7 @@ COMPLETED = {
     "t5gemma2_text": ("dropout_rate = 0.0",),
     "t5gemma2_encoder": ("text_config.dropout_rate = 0.0",),
     "deepseek_v2": ("num_experts_per_tok = 2",),  # the default config builds; its probe pass reads the unset size
+    "xmod": ("default_language = languages[0]",),
 }
 # Completed, these default configs build and run until their experts' routing reads a value the meta device does
 # not hold, and they are too large for the CPU probe: a checkpoint is probed on its own weights.
@@ -105,6 +115,14 @@ def test_a_completed_config_too_large_for_the_cpu_probe_says_so(model_type: str)
     row = catalog.describe(model_type)
     assert (row.status, row.completed) == ("unknown", TOO_LARGE[model_type]), row
     assert "cannot be called on meta tensors" in row.reason and "exceed the CPU probe's 1B" in row.reason, row.reason
+
+
+def test_a_model_with_an_adapter_per_language_and_none_chosen_is_refused_saying_how_to_choose() -> None:
+    tokenizer = word_tokenizer()
+    model = _built(T.XmodConfig(vocab_size=len(tokenizer), **_SIZES, languages=("en_XX", "de_DE")), T.XmodModel)
+    with pytest.raises(ConfigError, match=r"^XmodModel runs a different adapter per language and none is chosen: call"
+                       r" model.set_default_language\(LANGUAGE\) with one of en_XX, de_DE before capturing it.$"):
+        interpret.collect(model, tokenizer, TEXTS[:1])
 
 
 def test_a_default_config_that_builds_as_it_is_is_not_completed() -> None:

@@ -28,7 +28,7 @@ from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe, observe
 from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
 from interpret.capture.sites import Capturable, model_device
-from interpret.errors import InterpretError, UnsupportedModelError
+from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
 
 NAME = "generic"
 PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
@@ -75,6 +75,7 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
     _refuse_without_forward(model)
+    _refuse_without_language(model)
     attempts = (False, True) if model_device(model).type == "meta" else (False,)
     failure: Exception | None = None
     given: dict[str, Any] = {}
@@ -113,6 +114,19 @@ def _refuse_without_forward(model: nn.Module) -> None:
                f" model.{held[0]})" if held else "it is used through its own methods (encode, decode, ...), and a"
                " capture records what a forward pass computes")
     raise UnsupportedModelError(f"{type(model).__name__} has no forward pass of its own; {instead}.")
+
+
+def _refuse_without_language(model: nn.Module) -> None:
+    """Refuse, saying how to set it, a model with an adapter module per language and no language chosen (X-MOD,
+    whose checkpoints leave `default_language` unset: its forward pass would stop at that)."""
+    config = getattr(model, "config", None)
+    languages = getattr(config, "languages", None)
+    if not hasattr(model, "set_default_language") or not languages or getattr(config, "default_language", "") is not None:
+        return
+    raise ConfigError(
+        f"{type(model).__name__} runs a different adapter per language and none is chosen: call"
+        f" model.set_default_language(LANGUAGE) with one of {', '.join(map(str, languages))} before capturing it."
+    )
 
 
 def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
