@@ -2,7 +2,8 @@
 HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots1's expert counts; DeepSeek-V2's
 `num_experts_per_tok`, Step 3.5's `sliding_window` and DBRX's `clip_qkv`, which only its forward pass reads) or lacks
 an attribute it reads (T5Gemma 2's `dropout_rate`, DBRX's `rope_theta`), or chooses no language for a model with
-an adapter per language (X-MOD's `default_language`): `interpret models` probes them with those
+an adapter per language (X-MOD's `default_language`) or a map of image tokens its model reads when it is built
+(Chameleon's and Emu3's `vocabulary_map`): `interpret models` probes them with those
 sizes set as checkpoints set them, says so in the row (`completed`), and a tiny model of each, loaded with SDPA, is
 captured equal to the eager model's own `output_attentions`."""
 
@@ -31,6 +32,11 @@ def _built(config: Any, model_class: Any) -> Any:
         config.dropout_rate = 0.0  # what the composite T5Gemma 2 config gives its text config, and the encoder reads
     config._attn_implementation = "sdpa"
     return model_class(config).eval()
+
+
+# A tiny image tokenizer (VQ-VAE) for the models that build one; the text alone never runs it.
+_VQ = {"embed_dim": 8, "num_embeddings": 16, "base_channels": 32, "channel_multiplier": [1], "num_res_blocks": 1,
+       "latent_channels": 8, "attn_resolutions": []}
 
 
 def _with_language(model: Any, language: str) -> Any:
@@ -64,6 +70,11 @@ MODELS = {
         T.Step3p7TextModel),
     "xmod": lambda vocab: _with_language(_built(T.XmodConfig(vocab_size=vocab, **_SIZES, languages=("en_XX", "de_DE")),
                                                 T.XmodModel), "de_DE"),
+    "chameleon": lambda vocab: _built(T.ChameleonConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
+                                                        vocabulary_map={}, vq_config=_VQ), T.ChameleonModel),
+    "emu3": lambda vocab: _built(T.Emu3Config(
+        text_config={"vocab_size": vocab, **_SIZES, "num_key_value_heads": 2}, vocabulary_map={},
+        vq_config={**_VQ, "codebook_size": 16, "double_latent": False}), T.Emu3Model),
     "t5gemma2_text": lambda vocab: _built(T.T5Gemma2TextConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
                                                                head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
                                           T5Gemma2TextEncoder),
@@ -78,6 +89,8 @@ COMPLETED = {
     "t5gemma2_encoder": ("text_config.dropout_rate = 0.0",),
     "deepseek_v2": ("num_experts_per_tok = 2",),  # the default config builds; its probe pass reads the unset size
     "xmod": ("default_language = languages[0]",),
+    "chameleon": ("vocabulary_map = {} (no image tokens: text alone)",),
+    "emu3": ("vocabulary_map = {} (no image tokens: text alone)",),
 }
 # Completed, these default configs build and run until their experts' routing reads a value the meta device does
 # not hold, and they are too large for the CPU probe: a checkpoint is probed on its own weights.

@@ -66,6 +66,7 @@ _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "rope_theta": ("10000.0", lambda config: 10000.0),
     "clip_qkv": ("8.0", lambda config: 8.0),
     "default_language": ("languages[0]", lambda config: config.languages[0]),  # X-MOD's per-language adapters
+    "vocabulary_map": ("{} (no image tokens: text alone)", lambda config: {}),  # Chameleon's, Emu3's image tokens
 }
 _CANNOT_MAKE = "which the generic adapter cannot make"  # `generic.probe_inputs`'s refusal of an input it cannot make
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
