@@ -68,7 +68,7 @@ def layout_of(
 
 
 def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
-    return model_layout(model, probe, vision=_main_input(model) == "pixel_values")
+    return model_layout(model, probe, vision=_main_input(model) in ("pixel_values", "pixel_values_videos"))
 
 
 def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]], packed: bool = False) -> Probe:

@@ -144,7 +144,8 @@ def pixels(processor: Any | None, inputs: Any, *, shape: tuple[int, ...]) -> Ten
             f" interpret.load returned, or a tensor of pixel_values {kind.axes}."
         )
     elif kind.model == "video":  # a video processor's first parameter is `videos`, an image processor's `images`
-        pixel_values = processor(list(inputs), return_tensors="pt")["pixel_values"]
+        read = processor(list(inputs), return_tensors="pt")  # V-JEPA 2's video processor: `pixel_values_videos`
+        pixel_values = read["pixel_values_videos" if "pixel_values_videos" in read else "pixel_values"]
     else:
         images = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         pixel_values = processor(images=images, return_tensors="pt")["pixel_values"]

@@ -1,12 +1,15 @@
-"""Adapter for video Transformers over tubelets: VideoMAE and ViViT.
+"""Adapter for video Transformers over tubelets: VideoMAE, ViViT and V-JEPA 2.
 
-What it adds over the generic adapter: the input. These models read `pixel_values` [batch, frame, channel,
-height, width] and cut the clip into tubelets of `tubelet` frames × one patch (a 3-D convolution, flattened in
-(time, row, column) order), so a position is one tubelet: `t{time}_patch_{row}_{col}`, after ViViT's class token
-(`[CLS]`). Clips are read by the model's image or video processor (a list of videos, each a list of frames), or
-taken as a tensor [batch, frame, channel, height, width] at the config's frame count and size. The probe pass
-feeds one zero clip of that shape. Everything else (the stack of blocks, projections, MLPs, norms) is the generic
-adapter's. TimeSformer, whose blocks run a temporal and a spatial attention each, is not served.
+What it adds over the generic adapter: the input. These models read a clip [batch, frame, channel, height,
+width] (`pixel_values`; V-JEPA 2's `pixel_values_videos`) and cut it into tubelets of `tubelet` frames × one patch
+(a 3-D convolution, flattened in (time, row, column) order), so a position is one tubelet: `t{time}_patch_{row}_{col}`,
+after ViViT's class token (`[CLS]`). Clips are read by the model's image or video processor (a list of videos,
+each a list of frames), or taken as a tensor [batch, frame, channel, height, width] at the config's frame count
+(`num_frames`; V-JEPA 2's `frames_per_clip`) and size (`image_size`; `crop_size`). V-JEPA 2's base model is run
+with `skip_predictor`: its predictor, the self-supervised objective's network that predicts masked tubelets'
+features from the others, is not part of what the encoder computes for a clip (its classifier has no predictor).
+The probe pass feeds one zero clip of that shape. Everything else (the stack of blocks, projections, MLPs, norms)
+is the generic adapter's. TimeSformer, whose blocks run a temporal and a spatial attention each, is not served.
 """
 
 from __future__ import annotations
@@ -42,12 +45,21 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     specials = ["[CLS]"][:extra]
     names = [*specials, *(f"t{t}_patch_{r}_{c}" for t, r, c in itertools.product(*map(range, grid)))]
     prepare = partial(prepare_pixels, shape=(frames, channels, *size), names=names, specials=len(specials))
-    return generic.capturable(model, layout, adapter=NAME, prepare=prepare)
+    return generic.capturable(model, layout, adapter=NAME, prepare=prepare, pixels=partial(_feed, model))
+
+
+def _feed(model: nn.Module, clips: torch.Tensor) -> dict[str, Any]:
+    """Return the keyword arguments that run `model` on clips [batch, frame, channel, height, width]: under the
+    name its forward takes them by, with V-JEPA 2's predictor skipped."""
+    parameters = generic.forward_parameters(model)
+    name = "pixel_values_videos" if "pixel_values_videos" in parameters else "pixel_values"
+    return {name: clips, **({"skip_predictor": True} if "skip_predictor" in parameters else {})}
 
 
 def clip_sizes(model: nn.Module) -> tuple[int, tuple[int, int], tuple[int, int], int, int]:
     """Return (frames, image size, patch size, frames per tubelet, channels) from the config: `tubelet_size` is
-    VideoMAE's frame count with `patch_size`, or ViViT's [frames, height, width]."""
+    VideoMAE's and V-JEPA 2's frame count with `patch_size`, or ViViT's [frames, height, width]; frames are
+    `num_frames` (V-JEPA 2's `frames_per_clip`), the size `image_size` (V-JEPA 2's `crop_size`)."""
     config = model.config
     tubelet = getattr(config, "tubelet_size", None)
     if isinstance(tubelet, Sequence) and len(tubelet) == 3:
@@ -58,8 +70,8 @@ def clip_sizes(model: nn.Module) -> tuple[int, tuple[int, int], tuple[int, int],
         raise UnsupportedModelError(
             f"{type(config).__name__} states no tubelet size; the {NAME} adapter does not match it."
         )
-    size = pair(config.image_size)
-    frames = int(config.num_frames)
+    size = pair(config.image_size if hasattr(config, "image_size") else config.crop_size)
+    frames = int(config.num_frames if hasattr(config, "num_frames") else config.frames_per_clip)
     if frames % frames_per or size[0] % patch[0] or size[1] % patch[1]:
         raise UnsupportedModelError(
             f"{type(config).__name__}'s {frames} frames of {size[0]} × {size[1]} do not divide into tubelets of"
@@ -72,11 +84,11 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's input: one zero clip [1, frame, channel, height, width] at the config's shape."""
     frames, size, _, _, channels = clip_sizes(model)
     parameter = next(model.parameters())
-    return {"pixel_values": torch.zeros(1, frames, channels, *size, device=parameter.device, dtype=parameter.dtype)}
+    return _feed(model, torch.zeros(1, frames, channels, *size, device=parameter.device, dtype=parameter.dtype))
 
 
 ADAPTER = HFAdapter(
-    model_types=("videomae", "vivit"),
+    model_types=("videomae", "vivit", "vjepa2"),
     build=build,
     adds="video input: clips [batch, frame, channel, height, width], one position per tubelet (t{time}_patch_{row}_{col})",
 )
