@@ -21,7 +21,7 @@ from hf_tiny import built_with, eager_copy
 
 import interpret
 from interpret.capture.hf import catalog
-from interpret.errors import InputError
+from interpret.errors import InputError, UnsupportedModelError
 
 TIGHT = 1e-6
 _SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
@@ -118,3 +118,18 @@ def test_text_and_clips_of_the_wrong_shape_are_refused_in_one_line(inputs: Any, 
 def test_interpret_models_lists_it(name: str) -> None:
     row = catalog.describe(name)
     assert (row.status, row.adapter, row.kind) == ("supported", "video", "vision"), row
+
+
+def test_a_model_that_factors_attention_over_time_and_space_is_fed_its_clip_and_refused_for_it() -> None:
+    model = built_with(lambda: T.TimesformerModel(T.TimesformerConfig(**_SIZES, patch_size=8)), "eager")
+    with pytest.raises(UnsupportedModelError, match="of TimesformerModel runs two self-attentions"):
+        interpret.collect(model, None, _clips())
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("timesformer", "runs two self-attentions"),
+    ("videoprism_vision_model", "runs 2 stacks of attention blocks (spatial_layers, temporal_layers)"),
+])
+def test_interpret_models_says_why_factored_attention_is_refused(name: str, reason: str) -> None:
+    row = catalog.describe(name)
+    assert (row.status, row.adapter) == ("unsupported", "video") and reason in row.reason, row

@@ -9,7 +9,10 @@ each a list of frames), or taken as a tensor [batch, frame, channel, height, wid
 with `skip_predictor`: its predictor, the self-supervised objective's network that predicts masked tubelets'
 features from the others, is not part of what the encoder computes for a clip (its classifier has no predictor).
 The probe pass feeds one zero clip of that shape. Everything else (the stack of blocks, projections, MLPs, norms)
-is the generic adapter's. TimeSformer, whose blocks run a temporal and a spatial attention each, is not served.
+is the generic adapter's. Models that factor attention over time and space are fed their clips (a patch per frame
+where the config sets no tubelet) and refused for what their probe shows: TimeSformer's blocks run a temporal and a
+spatial attention each, VideoPrism runs a stack over each frame's patches then a stack over each patch's frames;
+neither has one position × position pattern per layer.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def clip_sizes(model: nn.Module) -> tuple[int, tuple[int, int], tuple[int, int],
         frames_per, patch = int(tubelet[0]), (int(tubelet[1]), int(tubelet[2]))
     elif isinstance(tubelet, int) and getattr(config, "patch_size", None) is not None:
         frames_per, patch = tubelet, pair(config.patch_size)
+    elif tubelet is None and getattr(config, "patch_size", None) is not None:  # a patch per frame (TimeSformer)
+        frames_per, patch = 1, pair(config.patch_size)
     else:
         raise UnsupportedModelError(
             f"{type(config).__name__} states no tubelet size; the {NAME} adapter does not match it."
@@ -88,7 +93,7 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
 
 
 ADAPTER = HFAdapter(
-    model_types=("videomae", "vivit", "vjepa2"),
+    model_types=("videomae", "vivit", "vjepa2", "timesformer", "videoprism_vision_model"),
     build=build,
     adds="video input: clips [batch, frame, channel, height, width], one position per tubelet (t{time}_patch_{row}_{col})",
 )
