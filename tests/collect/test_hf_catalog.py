@@ -23,7 +23,7 @@ from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
          "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer"]
+         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi"]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,12 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
      ("blip_2_qformer", "takes 'query_embeds', which the generic adapter cannot make (it feeds token ids or pixel"
                         " values); register an adapter for it under the entry-point group 'interpret.adapters' that"
                         " prepares this input; transformers configures it as a part of the blip-2 model"
-                        " (qformer_config).")],
+                        " (qformer_config)."),
+     # an input the generic adapter cannot make, from a model whose code computes no attention at all (a codec),
+     # and from one whose code does (Mimi's transformer): only the first is known to have none without a probe
+     ("encodec", "EncodecModel (model type 'encodec') has no attention layers (its modeling code computes no softmax"
+                 " and calls no attention kernel)"),
+     ("mimi", "MimiModel takes 'input_values', which the generic adapter cannot make")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]
@@ -236,3 +241,17 @@ def test_a_mixture_beside_other_weights_is_the_mlp_whose_output_hook_mlp_out_rea
     assert "Mixture-of-Experts" in capturable.unsupported["blocks.3.mlp.hook_post"]
     switch = catalog.describe("switch_transformers")
     assert switch.status == "supported" and "encoder.blocks.{i}.hook_mlp_out" in switch.offered, switch
+
+
+@pytest.mark.parametrize(("model_class", "config", "attends"), [
+    (transformers.EncodecModel, transformers.EncodecConfig(), False),
+    (transformers.BertModel, transformers.BertConfig(), True),
+    (transformers.ImageGPTModel, transformers.ImageGPTConfig(), True),  # `nn.Softmax`, read case-blind
+])
+def test_modeling_code_with_no_softmax_and_no_attention_kernel_is_known_to_have_no_attention(
+        model_class, config, attends) -> None:
+    from interpret.capture.hf.structure import has_attention_code
+
+    with torch.device("meta"):
+        model = model_class(config)
+    assert has_attention_code(model) is attends

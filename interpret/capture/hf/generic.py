@@ -26,7 +26,7 @@ from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.layout import build_capturable, run_model
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.probe import Probe, observe
-from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, model_layout
+from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, has_attention_code, model_layout, no_attention
 from interpret.capture.sites import Capturable, model_device
 from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
 
@@ -142,6 +142,9 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
             image["decoder_input_ids"] = torch.ones(1, PROBE_DECODER_TOKENS, dtype=torch.long, device=device)
             image.update(cache_off(model))
         return image
+    if main != "input_ids" and not has_attention_code(model):  # a codec's waveform: no probe needed to know
+        raise UnsupportedModelError(no_attention(model, "its modeling code computes no softmax and calls no attention"
+                                                        " kernel"))
     if main != "input_ids":
         raise UnsupportedModelError(
             f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"

@@ -557,6 +557,38 @@ def _padding_offset(model: nn.Module) -> int:
     return 0
 
 
+# What a model's own code says where it computes attention: a softmax, an attention kernel (PyTorch's SDPA or
+# multi-head attention, transformers' attention interface). Read case-blind (`nn.Softmax`).
+_ATTENTION_SIGNS = ("softmax", "scaled_dot_product_attention", "all_attention_functions", "attention_interface",
+                    "multi_head_attention_forward", "multiheadattention")
+
+
+def has_attention_code(model: nn.Module) -> bool:
+    """Whether the modeling code of `model` (every transformers model module its modules' classes come from, the
+    whole file) can compute attention: some of it names a softmax or an attention kernel. False is proof of no
+    attention without running the model (a neural audio codec's convolutions); a module whose source cannot be
+    read counts as attention."""
+    modules = {inspect.getmodule(cls) for module in model.modules() for cls in type(module).__mro__
+               if cls.__module__.startswith("transformers.models.")}
+    for module in modules:
+        try:
+            source = inspect.getsource(module).lower() if module is not None else _ATTENTION_SIGNS[0]
+        except (OSError, TypeError):
+            return True
+        if any(sign in source for sign in _ATTENTION_SIGNS):
+            return True
+    return False
+
+
+def no_attention(model: nn.Module, seen: str) -> str:
+    """Return the refusal of a model with no attention layers, `seen` saying how that was found."""
+    model_type = getattr(model.config, "model_type", "?")
+    return (
+        f"{type(model).__name__} (model type {model_type!r}) has no attention layers ({seen}), so there is no"
+        " attention to capture; interpret explains Transformers."
+    )
+
+
 def _no_attention_reason(model: nn.Module, probe: Probe) -> str:
     """Return why no attention was seen: none at all, or attention computed outside transformers' interface."""
     model_type = getattr(model.config, "model_type", "?")
@@ -576,7 +608,4 @@ def _no_attention_reason(model: nn.Module, probe: Probe) -> str:
             f" modules ({named[0]}): it mixes tokens another way (a recurrence, a linear or an approximate attention),"
             " so it has no attention pattern to capture."
         )
-    return (
-        f"{type(model).__name__} (model type {model_type!r}) has no attention layers (no module called an attention"
-        " kernel in a forward pass), so there is no attention to capture; interpret explains Transformers."
-    )
+    return no_attention(model, "no module called an attention kernel in a forward pass")
