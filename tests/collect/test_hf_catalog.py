@@ -23,7 +23,7 @@ from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
          "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi"]
+         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi", "uvdoc"]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,9 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
      # and from one whose code does (Mimi's transformer): only the first is known to have none without a probe
      ("encodec", "EncodecModel (model type 'encodec') has no attention layers (its modeling code computes no softmax"
                  " and calls no attention kernel)"),
-     ("mimi", "MimiModel takes 'input_values', which the generic adapter cannot make")],
+     ("mimi", "MimiModel takes 'input_values', which the generic adapter cannot make"),
+     # a probe pass the model rejects (UVDoc's 224 × 224 image), from code with no attention in it
+     ("uvdoc", "UVDocModel (model type 'uvdoc') has no attention layers (its modeling code computes no softmax")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

@@ -71,6 +71,9 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
     return model_layout(model, probe, vision=_main_input(model) in ("pixel_values", "pixel_values_videos"))
 
 
+_NO_ATTENTION_CODE = "its modeling code computes no softmax and calls no attention kernel"
+
+
 def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]], packed: bool = False) -> Probe:
     """Return the probe of one forward pass; on the meta device retry with an attention mask if the maskless
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
@@ -88,6 +91,8 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
         except Exception as err:  # a model's own error on the probe input: reported below in one line
             failure = err
     assert failure is not None
+    if not has_attention_code(model):  # whatever input it wanted, it has no attention to capture
+        raise UnsupportedModelError(no_attention(model, _NO_ATTENTION_CODE)) from None
     message = " ".join(str(failure).split())[:160]
     pixels = given.get("pixel_values")
     if packed:  # a packed model's input (patches, audio frames), whatever it is called
@@ -143,8 +148,7 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
             image.update(cache_off(model))
         return image
     if main != "input_ids" and not has_attention_code(model):  # a codec's waveform: no probe needed to know
-        raise UnsupportedModelError(no_attention(model, "its modeling code computes no softmax and calls no attention"
-                                                        " kernel"))
+        raise UnsupportedModelError(no_attention(model, _NO_ATTENTION_CODE))
     if main != "input_ids":
         raise UnsupportedModelError(
             f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"
