@@ -84,7 +84,7 @@ def _detail(row: TypeSupport) -> None:
     if row.completed:
         click.echo("  transformers' default config leaves sizes unset; probed with " + ", ".join(row.completed))
     if row.shared:
-        click.echo(f"  shared: {row.shared}")
+        click.echo(f"  layers: {row.shared}")
     click.echo("  offers: " + ", ".join(row.offered))
     for hook, why in row.missing.items():
         click.echo(f"  not offered: {hook}: {why}")

@@ -122,6 +122,16 @@ def _dual(config: Any, text: Any, vision: Any, **extra: Any) -> Callable[[], Any
     return lambda: config(text_config=text(**text_sizes).to_dict(), vision_config=vision(**vision_sizes).to_dict(), **extra)
 
 
+def _mllama() -> Any:
+    """Llama 3.2 Vision: a text decoder whose layer 1 of 3 cross-attends to the image, and a small vision tower."""
+    text = _rotary(T.MllamaTextConfig, num_key_value_heads=2, num_hidden_layers=3, cross_attention_layers=[1])()
+    vision = T.MllamaVisionConfig(hidden_size=32, num_hidden_layers=2, num_global_layers=1, attention_heads=4,
+                                  intermediate_size=64, image_size=IMAGE_SIZE, patch_size=PATCH_SIZE,
+                                  vision_output_dim=64, intermediate_layers_indices=[0], max_num_tiles=1,
+                                  supported_aspect_ratios=[[1, 1]])
+    return T.MllamaConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), **_TOKENS)
+
+
 T = transformers
 _FAMILY_LIST = [
     # Encoders.
@@ -186,6 +196,8 @@ _FAMILY_LIST = [
                                   max_position_embeddings=64, **_TOKENS),
            "FalconForCausalLM", what="Falcon: attention computed in the module (SDPA call), multi-query, parallel blocks",
            tokenizer=lambda: shipped.falcon(_CORPUS)),
+    Family("mllama", "decoder", _mllama, "MllamaForConditionalGeneration",
+           what="Llama 3.2 Vision (Mllama) on text: its cross-attention layers skipped"),
     Family("mixtral", "decoder", _rotary(T.MixtralConfig, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
            "MixtralForCausalLM", what="Mixtral: Mixture-of-Experts"),
     Family("qwen2_moe", "decoder",

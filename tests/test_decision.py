@@ -121,3 +121,25 @@ def test_a_continuation_is_one_target_per_token(tokenizer) -> None:
     expected = float((log_probabilities[0, cat - 1, ids[0, cat]] + log_probabilities[0, cat, ids[0, cat + 1]]).exp())
     assert decisions[0].probability == pytest.approx(expected)
     assert len(decisions[1].target.ids) == 1
+
+
+def test_a_vision_language_model_on_text_decides_its_next_token() -> None:
+    """A composite config (LLaVA's) sizes its token logits in its text config and states no `vocab_size` of its
+    own: the decision reads the text config's, so the model's next token is decided (it was once "no decision")."""
+    import transformers as T
+    from hf_tiny import word_tokenizer as words
+
+    hf_tokenizer = words()
+    text = T.LlamaConfig(vocab_size=len(hf_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0)
+    vision = T.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                image_size=32, patch_size=8)
+    config = T.LlavaConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), image_token_id=1)
+    assert not hasattr(config, "vocab_size")
+    torch.manual_seed(0)
+    model = T.LlavaForConditionalGeneration(config).eval()
+    trace = interpret.collect(model, hf_tokenizer, ["the cat sat on the mat"])
+    (decision,) = decide(model, trace, hf_tokenizer)
+    last = trace.output.logits[0, -1].double().softmax(-1)
+    assert decision.kind == "token" and decision.predicted_index == int(last.argmax())
+    assert decision.predicted_probability == pytest.approx(float(last.max()), abs=1e-6)

@@ -206,10 +206,17 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
     if logits.dim() == 2:
         pooling: Pooling = "last" if kind in ("decoder", "encoder-decoder") else _class_pooling(model)
         return DecisionReader("class", pooling, side, None, _class_labels(config, int(logits.shape[-1])))
-    vocab = getattr(config, "vocab_size", None)
+    vocab = getattr(_text_config(config), "vocab_size", None)
     if logits.dim() == 3 and vocab == logits.shape[-1]:
         return DecisionReader("token", "targets", side, masked_lm=kind == "encoder")
     return DecisionReader("none", side=side)
+
+
+def _text_config(config: Any) -> Any:
+    """Return the config that sizes the token logits: a composite model's text config (Llama 3.2 Vision, LLaVA:
+    the vocabulary is the language model's), else the config itself."""
+    text = getattr(config, "get_text_config", None)
+    return text(decoder=True) if callable(text) else config
 
 
 def _head_pooling(head: nn.Module) -> Pooling:

@@ -220,7 +220,7 @@ def test_naming_a_type_probes_it_alone_and_the_list_shows_it_then(tmp_path, monk
     monkeypatch.setattr(catalog, "describe", counted)
     shown = CliRunner().invoke(cli, ["models", "albert"], catch_exceptions=False)
     assert shown.exit_code == 0 and probed == ["albert"]
-    assert "shared: 12 layers run 1 block module in turn" in shown.stdout  # the sharing statement is kept
+    assert "layers: 12 layers run 1 block module in turn" in shown.stdout  # the sharing statement is kept
     listed = CliRunner().invoke(cli, ["models"], catch_exceptions=False)
     lines = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
     assert lines["albert"][1:4] == ["supported", "generic", "encoder"] and lines["bert"][1] == "unprobed"

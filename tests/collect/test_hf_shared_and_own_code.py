@@ -394,7 +394,7 @@ def test_interpret_models_lists_the_families_as_supported_and_states_the_sharing
     assert rows["albert"]["shared"].startswith("12 layers run 1 block module in turn")
     assert not rows["mpnet"]["shared"]
     shown = CliRunner().invoke(cli, ["models", "albert"], catch_exceptions=False)
-    assert "shared: 12 layers run 1 block module in turn" in shown.stdout
+    assert "layers: 12 layers run 1 block module in turn" in shown.stdout
 
 
 def test_the_heads_of_a_shared_output_projection_are_not_pruned_per_layer() -> None:

@@ -76,8 +76,10 @@ _REBUILDS = 8  # attributes a default config may lack, one named per failed buil
 @dataclass(frozen=True)
 class TypeSupport:
     """What one model type offers: status, adapter, kind, hook points (folded: `blocks.{i}.attn.hook_pattern`)
-    offered and not offered (with the reason), or why it is not supported; shared: how layers share modules
-    (ALBERT runs one layer module for every layer: each layer is captured from its own call), else empty;
+    offered and not offered (with the reason), or why it is not supported; shared: how the layers map onto block
+    modules where it is not one layer per block (ALBERT runs one layer module for every layer: each layer is
+    captured from its own call; Mllama skips its cross-attention blocks on text alone: the layers are the blocks
+    that run), else empty;
     probed_on: where the probe ran (`meta`; `cpu` where the meta device lacked a value the model reads; empty
     for an unprobed row); completed: the default config's unset sizes and missing attributes the probe set to
     build it at all ("head_dim = hidden_size // num_attention_heads"), else empty."""
@@ -121,7 +123,10 @@ def _completable(model_type: str) -> bool:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     with _quiet():
-        return bool(_complete(CONFIG_MAPPING[model_type]()))
+        try:
+            return bool(_complete(CONFIG_MAPPING[model_type]()))
+        except Exception:  # a config that refuses to be read globally (Diffusion Gemma's per-layer `head_dim`)
+            return False
 
 
 def _describe(model_type: str, *, complete: bool) -> TypeSupport:
@@ -299,13 +304,30 @@ def _probe(model_type: str, model: nn.Module, name: str) -> TypeSupport:
 
 
 def sharing(capturable: Capturable) -> str:
-    """Return how the layers share block modules (ALBERT runs one for all its layers), or "" when each has its own."""
-    runs = [site for site in capturable.sites if site.name.endswith(".hook_resid_pre") and site.calls > 1]
-    if not runs:
-        return ""
-    blocks = len({id(site.module) for site in runs})
-    return (f"{len(runs)} layers run {blocks} block module{'s' if blocks > 1 else ''} in turn (weights shared across"
-            " layers); each layer is captured from its own call")
+    """Return how the layers map onto block modules where it is not one layer per block of the list: ALBERT runs
+    one block module for all its layers; Mllama skips its cross-attention blocks on text alone, so its layers
+    are the blocks that run. "" when each block of the list is one layer."""
+    starts = [site for site in capturable.sites if site.name.endswith(".hook_resid_pre")]
+    runs = [site for site in starts if site.calls > 1]
+    if runs:
+        blocks = len({id(site.module) for site in runs})
+        return (f"{len(runs)} layers run {blocks} block module{'s' if blocks > 1 else ''} in turn (weights shared"
+                " across layers); each layer is captured from its own call")
+    paths = {id(module): path for path, module in capturable.model.named_modules()}
+    ran: dict[str, set[int]] = {}
+    for site in starts:
+        parent, _, index = paths.get(id(site.module), "").rpartition(".")
+        if index.isdigit():
+            ran.setdefault(parent, set()).add(int(index))
+    notes = []
+    for parent, indices in ran.items():
+        size = len(capturable.model.get_submodule(parent)) if parent else 0
+        skipped = sorted(set(range(size)) - indices)
+        if skipped:
+            notes.append(f"{len(indices)} of the {size} blocks of {parent!r} run on the probe's input (blocks"
+                         f" {', '.join(map(str, skipped))} are skipped on it and change nothing); layer i is the"
+                         " i-th block that runs")
+    return "; ".join(notes)
 
 
 def _model_class(config_class: type, base: dict[str, Any], model_type: str) -> type | None:

@@ -134,14 +134,16 @@ def find_stacks(model: nn.Module, probe: Probe, calls: Sequence[AttentionCall]) 
     paths = list(dict.fromkeys(call.path for call in calls))
     grouped: dict[str, dict[int, list[AttentionCall]]] = {}
     for call in calls:
-        blocks, index = _block_of(call.path, probe.modules, paths, model)
+        blocks, index = _block_of(call.path, probe, paths, model)
         grouped.setdefault(blocks, {}).setdefault(index, []).append(call)
     return [_stack(model, probe, blocks, by_block) for blocks, by_block in grouped.items()]
 
 
-def _block_of(path: str, modules: dict[str, nn.Module], attention_paths: Sequence[str], model: nn.Module) -> tuple[str, int]:
+def _block_of(path: str, probe: Probe, attention_paths: Sequence[str], model: nn.Module) -> tuple[str, int]:
     """Return (path of the block list, block index) of an attention at `path`: the innermost module list
-    above it whose every block holds an attention."""
+    above it whose every block that ran in the pass holds an attention (a block the model skips on this input,
+    as Mllama skips its cross-attention layers on text alone, mixes nothing)."""
+    modules = probe.modules
     parts = path.split(".")
     lists = []
     for cut in range(len(parts) - 1, 0, -1):
@@ -149,7 +151,8 @@ def _block_of(path: str, modules: dict[str, nn.Module], attention_paths: Sequenc
         if parts[cut].isdigit() and isinstance(container, (nn.ModuleList, nn.Sequential)):
             lists.append((".".join(parts[:cut]), int(parts[cut]), len(container)))
     for blocks, index, size in lists:
-        if all(any(other.startswith(f"{blocks}.{i}.") for other in attention_paths) for i in range(size)):
+        if all(any(other.startswith(f"{blocks}.{i}.") for other in attention_paths) for i in range(size)
+               if probe.calls_of(f"{blocks}.{i}")):
             return blocks, index
     if lists:
         blocks, _, size = lists[-1]
@@ -199,7 +202,10 @@ def _layer_calls(model: nn.Module, probe: Probe, blocks: str, by_block: dict[int
         first[index] = per_run[0] if len(runs) > 1 else made
         order += [(run.start, index, call) for call, run in enumerate(runs)]
     layers = tuple((index, call) for _, index, call in sorted(order))
-    return first, layers if len(layers) > len(by_block) else ()
+    # explicit where a block runs several times, or where some blocks of the list did not run (skipped on this
+    # input): the layers are then the calls that ran, numbered in the order they ran
+    every_block_once = sorted(by_block) == list(range(len(probe.modules[blocks])))
+    return first, layers if len(layers) > len(by_block) or not every_block_once else ()
 
 
 def _inside(probe: Probe, block: str, run: ModuleCall | None = None) -> list[ModuleCall]:
