@@ -104,10 +104,13 @@ def model_facts(config: dict[str, Any]) -> ModelFacts:
 
 
 def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    """Return the first of `keys` set to an int in the config, else in its text config (a composite model's:
+    LLaVA's and Mllama's layers, heads and vocabulary are their language model's)."""
+    for source in (config, config.get("text_config") or {}):
+        for key in keys:
+            value = source.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
     return None
 
 
@@ -125,7 +128,10 @@ def _kind(config: dict[str, Any], model_type: str, architecture: str) -> str:
         return "encoder-decoder"
     if model_type in _VISION_TYPES:
         return "vision"
-    causal = architecture.endswith(("ForCausalLM", "LMHeadModel"))
+    # a model that generates text from a composite config (LLaVA, Mllama: a language model with other towers) is
+    # a decoder; an encoder-decoder says so above
+    causal = architecture.endswith(("ForCausalLM", "LMHeadModel")) or (
+        architecture.endswith("ForConditionalGeneration") and isinstance(config.get("text_config"), dict))
     return "decoder" if config.get("is_decoder") is True or causal or model_type in _DECODER_TYPES else "encoder"
 
 

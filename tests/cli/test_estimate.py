@@ -274,3 +274,17 @@ def test_human_bytes() -> None:
     # --max-bytes to raise to: 5% above, two significant digits (the rounding the FLOPs bound's round_up shares)
     sizes = (1_175_000_000, 50_700_000, 9_480_000, 951_000_000, 900)
     assert [round_up_bytes(n) for n in sizes] == ["1.3GB", "54MB", "10.0MB", "1000MB", "945"]
+
+
+def test_facts_of_a_vision_language_model_are_its_language_model_s(tmp_path: Path) -> None:
+    """Mllama's config.json keeps its layers, heads and vocabulary in `text_config`: the facts read them there
+    (they were 0 layers and no vocabulary, so every estimate of such a model was far too small) and call it a
+    decoder. Its cross-attention block, skipped on text, is counted: the estimate errs on the large side."""
+    directory = save_tiny("mllama", tmp_path / "mllama")
+    facts = model_facts(read_json(directory / "config.json"))
+    model = tiny_model("mllama")
+    capturable = capturable_for(model)
+    assert (facts.kind, capturable.kind) == ("decoder", "decoder")
+    assert facts.n_layers == model.config.text_config.num_hidden_layers == capturable.n_layers + 1
+    assert facts.n_heads == capturable.n_heads and facts.vocab_size == model.config.text_config.vocab_size
+    assert facts.decision == "token"
