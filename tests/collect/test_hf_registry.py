@@ -125,7 +125,8 @@ def test_built_in_adapters_register_through_entry_points() -> None:
                           "cohere_asr", "wav2vec2-bert", "speech_to_text")},
                       **{model_type: "speech" for model_type in ("wav2vec2", "hubert", "data2vec-audio", "unispeech",
                                                                  "unispeech-sat", "wav2vec2-conformer", "wavlm", "sew",
-                                                                 "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc")}}
+                                                                 "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc",
+                                                                 "speech-encoder-decoder")}}
     assert not set(FAMILIES) & set(served)  # the families without quirks go to the generic adapter
 
 

@@ -208,7 +208,7 @@ def test_interpret_models_lists_the_claimed_types_with_the_speech_adapter(tmp_pa
         assert (row["status"], row["adapter"], row["kind"], row["probed_on"]) == ("supported", "speech", "encoder",
                                                                                    probed_on), row
         assert "blocks.{i}.attn.hook_pattern" in row["offered"]
-    assert set(speech.ADAPTER.model_types) == {*types, "moonshine", "omniasr_audio", "omniasr_ctc"}
+    assert set(speech.ADAPTER.model_types) == {*types, "moonshine", "omniasr_audio", "omniasr_ctc", "speech-encoder-decoder"}
 
 
 def test_the_probe_runs_on_the_meta_device() -> None:

@@ -1,6 +1,7 @@
 """Adapter for speech models on raw waveforms: the wav2vec2 family (wav2vec 2.0, HuBERT, data2vec-audio,
-UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer, WavLM, SEW, SEW-D, OmniASR), and Moonshine, an encoder-decoder whose
-decoder reads text (`decoder_inputs`).
+UniSpeech, UniSpeech-SAT, Wav2Vec2-Conformer, WavLM, SEW, SEW-D, OmniASR), and the encoder-decoders whose decoder
+reads text (`decoder_inputs`): Moonshine, and SpeechEncoderDecoderModel (a wav2vec2-family encoder with any text
+decoder cross-attending to it; its frame count and mask are its encoder's, `get_encoder()`).
 
 What it adds over the generic adapter: the input. These models read raw audio, `input_values` [batch,
 samples], and a convolutional feature encoder turns it into frames (20 ms apart for the released models) that
@@ -405,7 +406,7 @@ def extract(processor: Any | None, arrays: list[np.ndarray]) -> Any:
 
 ADAPTER = HFAdapter(
     model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm",
-                 "sew", "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc"),
+                 "sew", "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc", "speech-encoder-decoder"),
     build=build,
     adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i); Moonshine's text decoder",
 )
