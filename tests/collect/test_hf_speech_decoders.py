@@ -54,16 +54,27 @@ def _extractor() -> Any:
                                       do_normalize=False, return_attention_mask=True)
 
 
+def _captured_and_references(build: Any, kernel: str, clips: tuple[int, ...]) -> tuple[Any, Any, Any, Any]:
+    """Return (model, its trace of every hook on `clips` with the decoder ids, the eager copy's output with
+    attentions, the model's own output) on the trace's inputs."""
+    model = built_with(build, kernel)
+    trace = interpret.collect(model, _extractor(), audio_clips(clips), decoder_inputs=_DECODER_IDS, names="*")
+    encoded = trace.encoded
+    assert (trace.meta.adapter, trace.meta.kind) == ("speech", "encoder-decoder")
+    inputs = {"input_values": encoded.input_values, "attention_mask": encoded.sample_mask,
+              "decoder_input_ids": encoded.decoder.input_ids, "decoder_attention_mask": encoded.decoder.attention_mask}
+    with torch.no_grad():
+        return model, trace, eager_copy(model)(**inputs, output_attentions=True), model(**inputs)
+
+
 # model type -> (builder, clip lengths, last frame of the longer clip)
 MODELS = {"moonshine": (_moonshine, CLIPS, 18), "speech-encoder-decoder": (_speech_encoder_decoder, WAV2VEC2_CLIPS, 38)}
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "eager"])
 def test_patterns_equal_the_eager_output_attentions_on_every_side(kernel: str) -> None:
-    model = built_with(_moonshine, kernel)
-    trace = interpret.collect(model, _extractor(), audio_clips(CLIPS), decoder_inputs=_DECODER_IDS, names="*")
+    model, trace, output, plain = _captured_and_references(_moonshine, kernel, CLIPS)
     encoded = trace.encoded
-    assert (trace.meta.adapter, trace.meta.kind) == ("speech", "encoder-decoder")
     # the model's own frame count of the batch (its function takes one length at a time)
     assert encoded.pos == model.model._get_feat_extract_output_lengths(max(CLIPS)) == 19
     # the frame mask as the encoder forms it: the sample mask of every 384th sample, cut to the frames; so the
@@ -72,11 +83,6 @@ def test_patterns_equal_the_eager_output_attentions_on_every_side(kernel: str) -
     # the frame mask as the encoder forms it: the sample mask of every 384th sample, cut to the frames
     expected_mask = encoded.sample_mask[:, ::STRIDE][:, :encoded.pos]
     assert torch.equal(encoded.attention_mask, expected_mask.long())
-    inputs = {"input_values": encoded.input_values, "attention_mask": encoded.sample_mask,
-              "decoder_input_ids": encoded.decoder.input_ids, "decoder_attention_mask": encoded.decoder.attention_mask}
-    with torch.no_grad():
-        output = eager_copy(model)(**inputs, output_attentions=True)
-        plain = model(**inputs)
     assert torch.equal(trace.output.logits, plain.logits)
     for attention in output.encoder_attentions:  # the model itself gives padded frames no weight
         real = encoded.lengths[1]
@@ -97,19 +103,12 @@ def test_frame_counts_and_masks_use_the_models_own_functions() -> None:
 
 @pytest.mark.parametrize("kernel", ["sdpa", "eager"])
 def test_a_speech_encoder_decoder_s_patterns_equal_the_eager_output_attentions_on_every_side(kernel: str) -> None:
-    model = built_with(_speech_encoder_decoder, kernel)
-    trace = interpret.collect(model, _extractor(), audio_clips(WAV2VEC2_CLIPS), decoder_inputs=_DECODER_IDS, names="*")
+    model, trace, output, plain = _captured_and_references(_speech_encoder_decoder, kernel, WAV2VEC2_CLIPS)
     encoded = trace.encoded
-    assert (trace.meta.adapter, trace.meta.kind) == ("speech", "encoder-decoder")
     encoder = model.get_encoder()
     assert encoded.pos == int(encoder._get_feat_extract_output_lengths(torch.tensor(max(WAV2VEC2_CLIPS)))) == 39
     expected_mask = encoder._get_feature_vector_attention_mask(encoded.pos, encoded.sample_mask)
     assert torch.equal(encoded.attention_mask, expected_mask.long()) and encoded.lengths == [39, 24]
-    inputs = {"input_values": encoded.input_values, "attention_mask": encoded.sample_mask,
-              "decoder_input_ids": encoded.decoder.input_ids, "decoder_attention_mask": encoded.decoder.attention_mask}
-    with torch.no_grad():
-        output = eager_copy(model)(**inputs, output_attentions=True)
-        plain = model(**inputs)
     assert torch.equal(trace.output.logits, plain.logits)
     assert_encoder_decoder_patterns(trace, output, TIGHT)
 
