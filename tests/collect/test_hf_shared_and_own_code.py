@@ -1,6 +1,8 @@
 """The last kinds of family: a model that runs one layer module for several layers (ALBERT) is captured per call,
 and a model whose attention is computed in the module's own code (MPNet, Falcon with rotary or alibi positions,
-BLOOM) is captured from the torch calls that module makes.
+BLOOM) is captured from the torch calls that module makes; a model that skips some of its blocks on its input
+(Llama 3.2 Vision's cross-attention layers, on text) is captured over the blocks that run, and a pass that runs
+a skipped block is refused.
 
 References are independent of the capture: the eager model's own `output_attentions`; per call, what plain
 forward hooks of the test see at each call of the shared modules; the module's own output z, which the
@@ -23,7 +25,7 @@ import torch
 import transformers as T
 from click.testing import CliRunner
 import shipped_tokenizers as shipped
-from hf_tiny import TEXTS, eager_copy, model_inputs, word_tokenizer
+from hf_tiny import TEXTS, eager_copy, eager_patterns, model_inputs, word_tokenizer
 from transformers.modeling_utils import AttentionInterface
 
 import interpret
@@ -408,3 +410,53 @@ def test_the_heads_of_a_shared_output_projection_are_not_pruned_per_layer() -> N
     mask[2, 1] = 0
     with pytest.raises(UnsupportedModelError, match="cannot be removed for one layer alone"):
         prune_heads(model, mask)
+
+
+def _mllama_text(vocab: int) -> Any:
+    config = T.MllamaTextConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                num_attention_heads=4, num_key_value_heads=2, cross_attention_layers=[1],
+                                max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    return T.MllamaTextModel(config).eval()
+
+
+def test_the_layers_of_a_model_that_skips_blocks_are_the_blocks_that_run() -> None:
+    tokenizer = word_tokenizer()
+    model = _mllama_text(len(tokenizer))
+    trace = interpret.collect(model, tokenizer, TEXTS[:2], names="*")
+    assert trace.meta.n_layers == 2  # blocks 0 and 2; block 1 cross-attends to an image and is skipped on text
+    with torch.no_grad():
+        hooked: dict[int, torch.Tensor] = {}
+        handles = [model.layers[i].register_forward_hook(
+            lambda module, args, output, i=i: hooked.__setitem__(i, output[0] if isinstance(output, tuple) else output))
+            for i in (0, 2)]
+        try:
+            model(**model_inputs(trace.encoded), use_cache=False)
+        finally:
+            for handle in handles:
+                handle.remove()
+    assert torch.equal(trace["blocks.0.hook_resid_post"], hooked[0])
+    assert torch.equal(trace["blocks.1.hook_resid_post"], hooked[2])  # layer 1 is block 2
+    assert torch.equal(trace["blocks.1.hook_resid_pre"], hooked[0])  # nothing ran between them
+    eager = eager_patterns(eager_copy(model), trace.encoded)  # the eager model's own attentions: the blocks that ran
+    assert len(eager) == 2
+    for hook, expected in eager.items():
+        torch.testing.assert_close(trace[hook], expected, atol=1e-6, rtol=0)
+
+
+def test_a_pass_that_runs_a_skipped_block_is_refused() -> None:
+    from dataclasses import replace
+
+    tokenizer = word_tokenizer()
+    model = _mllama_text(len(tokenizer))
+    capturable = capturable_for(model, tokenizer)
+    encoded = prepare(capturable, tokenizer, TEXTS[:1])
+    image = torch.zeros(1, 4, 32)  # cross-attention states: the text model then runs its cross-attention block
+
+    def with_image(batch: Any) -> Any:
+        return model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, cross_attention_states=image,
+                     use_cache=False)
+
+    with pytest.raises(CaptureError, match=r"block 'layers.1' ran on this input, but not on the probe's"):
+        capture(replace(capturable, run=with_image), encoded, select_sites(capturable, "*", None))
+    assert count_hooks(model) == 0

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from interpret.capture.hf.attention import AttentionRecorder, Field
 from interpret.capture.hf.probe import Slot, read_slot
 from interpret.capture.sites import Capturable, Side, Site
-from interpret.errors import UnsupportedModelError
+from interpret.errors import CaptureError, UnsupportedModelError
 from interpret.inputs import Encoded
 from interpret.trace import ModelKind
 
@@ -264,10 +264,38 @@ def _listen(recorder: AttentionRecorder, kernel: nn.Module, field: Field, call: 
         recorder.watch(kernel)
 
 
-def _scope(recorder: AttentionRecorder, selected: Sequence[Site], grad: bool) -> contextlib.AbstractContextManager[Any]:
-    if any(site.attach is not None for site in selected):
-        return recorder.recording(grad=grad)
-    return contextlib.nullcontext()
+@contextlib.contextmanager
+def _scope(recorder: AttentionRecorder, skipped: Sequence[tuple[str, nn.Module]], selected: Sequence[Site],
+           grad: bool) -> Iterator[None]:
+    """Record the attention kernel's calls where a selected site listens to them, and refuse a pass that runs a
+    block the probe pass skipped (`skipped`: (path, block)): the layers were numbered without it."""
+    with contextlib.ExitStack() as stack:
+        if any(site.attach is not None for site in selected):
+            stack.enter_context(recorder.recording(grad=grad))
+        for path, block in skipped:
+            stack.callback(block.register_forward_pre_hook(partial(_refuse_skipped, path)).remove)
+        yield
+
+
+def _refuse_skipped(path: str, module: nn.Module, args: Any) -> None:
+    raise CaptureError(
+        f"block {path!r} ran on this input, but not on the probe's, from which the layers were numbered (it is not"
+        " one of them): the model runs other blocks on this input (Mllama's cross-attention layers run only with"
+        " an image); capture it on inputs like the probe's (text alone)."
+    )
+
+
+def skipped_blocks(root: nn.Module, stacks: Sequence[StackLayout]) -> list[tuple[str, nn.Module]]:
+    """Return (path, block) of each block of `stacks`' lists that is none of their layers (skipped on the probe
+    pass's input: `StackLayout.layers` names the blocks that ran)."""
+    skipped = []
+    for stack in stacks:
+        if not stack.layers:
+            continue
+        blocks = submodule(root, stack.blocks)
+        ran = {index for index, _ in stack.layers}
+        skipped += [(f"{stack.blocks}.{i}", blocks[i]) for i in range(len(blocks)) if i not in ran]  # type: ignore[arg-type]
+    return skipped
 
 
 def build_capturable(
@@ -297,7 +325,8 @@ def build_capturable(
         missing.update(stack_missing)
     n_layers = max(len(stack.layer_calls(len(submodule(root, stack.blocks)))) for stack in stacks)  # type: ignore[arg-type]
     return assemble(model, sites, recorder, kind=kind, run=run, n_layers=n_layers, n_heads=stacks[0].n_heads,
-                    max_positions=max_positions, adapter=adapter, prepare=prepare, unsupported=missing)
+                    max_positions=max_positions, adapter=adapter, prepare=prepare, unsupported=missing,
+                    skipped=skipped_blocks(root, stacks))
 
 
 def recorder_for(model: nn.Module, stacks: Sequence[StackLayout]) -> AttentionRecorder:
@@ -320,10 +349,12 @@ def assemble(
     adapter: str = "",
     prepare: Callable[..., Encoded] | None = None,
     unsupported: Mapping[str, str] | None = None,
+    skipped: Sequence[tuple[str, nn.Module]] = (),
 ) -> Capturable:
     """Return the Capturable of `model` over `sites`, whose kernel sites listen through `recorder`. An attention
     with sinks (its module holds a `sinks` tensor, which it gives its kernel as `s_aux`) has its patterns
-    restated from the scores and the sinks under every kernel (`recompute.sink_logits`)."""
+    restated from the scores and the sinks under every kernel (`recompute.sink_logits`). A capture that runs
+    one of the `skipped` blocks (path, block) is refused (`_scope`)."""
     implementation = _implementation(model)
     sinks = any(isinstance(getattr(site.module, "sinks", None), Tensor) for site in sites
                 if site.name.endswith(".hook_pattern"))
@@ -337,7 +368,7 @@ def assemble(
         run=run,
         max_positions=max_positions,
         attention="eager" if implementation == "eager" and not sinks else "recomputed",
-        scope=partial(_scope, recorder),
+        scope=partial(_scope, recorder, tuple(skipped)),
         prepare=prepare,
         embedding=partial(_embedding, model),
         adapter=adapter,
