@@ -22,8 +22,8 @@ from interpret.errors import UnsupportedModelError
 from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
-         "vitdet", "resnet", "sam3_vision_model", "convbert", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi", "uvdoc"]
+         "vitdet", "resnet", "sam3_vision_model", "convbert", "sew-d", "big_bird", "longcat_flash", "qwen2_5_omni",
+         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi", "uvdoc", "t5gemma"]
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +89,17 @@ def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> N
 
 
 def test_a_type_the_meta_device_cannot_probe_is_probed_on_the_cpu(table) -> None:
-    """ConvBERT reads a value (`.item()`) in its forward pass, which the meta device does not hold: its default
-    model (106M parameters) is built on the CPU with random weights and probed there. BigBird is probed there too
-    and refused for swapping its own attention modules on a short input. LongCat-Flash stops at the meta
-    device's limit as well, but its default config has 740B parameters: it stays unknown, and says why."""
-    row = table["convbert"]
+    """SEW-D's own code makes a constant on the CPU for its masked softmax, which a meta tensor cannot meet: its
+    default model (~90M parameters) is built on the CPU with random weights and probed there. LongCat-Flash stops
+    at the meta device's limit as well, but its default config has 740B parameters: it stays unknown, and says
+    why. ConvBERT and BigBird, once probed on the CPU for transformers' check of whether a mask may be dropped
+    (which reads values), are probed on meta: the probe has transformers build the mask; BigBird is refused
+    there, as it was on the CPU, for swapping its own attention modules on a short input."""
+    row = table["sew-d"]
     assert (row["status"], row["kind"], row["probed_on"]) == ("supported", "encoder", "cpu"), row
     assert "blocks.{i}.attn.hook_pattern" in row["offered"]
-    assert table["bert"]["probed_on"] == "meta"
-    assert (table["big_bird"]["status"], table["big_bird"]["probed_on"]) == ("unsupported", "cpu")
+    assert table["bert"]["probed_on"] == table["convbert"]["probed_on"] == "meta"
+    assert (table["big_bird"]["status"], table["big_bird"]["probed_on"]) == ("unsupported", "meta")
     assert "attention_type='original_full'" in table["big_bird"]["reason"]
     large = table["longcat_flash"]
     assert (large["status"], large["probed_on"]) == ("unknown", "meta")
@@ -133,9 +135,9 @@ def test_the_cache_is_keyed_by_the_adapter_code_too(table, monkeypatch) -> None:
 
 def test_text_output_and_usage_errors(table, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
-    shown = CliRunner().invoke(cli, ["models", "mixtral", "rwkv", "convbert"], catch_exceptions=False)
+    shown = CliRunner().invoke(cli, ["models", "mixtral", "rwkv", "sew-d"], catch_exceptions=False)
     assert shown.exit_code == 0
-    assert "convbert (ConvBertModel): supported\n  adapter: generic   kind: encoder\n  probed on the CPU" in shown.stdout
+    assert "sew-d (SEWDModel): supported\n  adapter: speech   kind: encoder\n  probed on the CPU" in shown.stdout
     assert "adapter: generic   kind: decoder" in shown.stdout and "not offered: blocks.{i}.mlp.hook_post" in shown.stdout
     assert "rwkv (RwkvModel): unsupported" in shown.stdout
     unknown = CliRunner().invoke(cli, ["models", "lama"])
@@ -257,3 +259,34 @@ def test_modeling_code_with_no_softmax_and_no_attention_kernel_is_known_to_have_
     with torch.device("meta"):
         model = model_class(config)
     assert has_attention_code(model) is attends
+
+
+
+def test_a_mask_transformers_would_drop_for_being_all_ones_is_built_on_the_meta_device(table) -> None:
+    """T5Gemma's encoder asks whether its padding mask may be dropped (every position real), which reads values the
+    meta device does not hold; the probe has transformers build the mask instead (the same output), so its default
+    config (5.6B parameters, too large for the CPU probe) is probed on meta. A tiny model is captured equal to the
+    eager model's own attentions on every side, and the mask check is transformers' own again afterwards."""
+    from hf_tiny import TEXTS, assert_encoder_decoder_patterns, eager_copy, word_tokenizer
+    from transformers import masking_utils
+
+    row = table["t5gemma"]
+    assert (row["status"], row["kind"], row["probed_on"]) == ("supported", "encoder-decoder", "meta"), row
+    assert masking_utils._ignore_bidirectional_mask_sdpa.__module__ == "transformers.masking_utils"
+    tokenizer = word_tokenizer()
+    sizes = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
+             "sliding_window": 4, "query_pre_attn_scalar": 8, "pad_token_id": 0}
+    torch.manual_seed(0)
+    model = transformers.T5GemmaModel(transformers.T5GemmaConfig(encoder=sizes, decoder=sizes, pad_token_id=0,
+                                                                 vocab_size=len(tokenizer))).eval()
+    trace = interpret.collect(model, tokenizer, TEXTS[:2], decoder_inputs=torch.tensor([[1, 5, 6], [1, 7, 0]]),
+                              names="*")
+    encoded = trace.encoded
+    inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask, "use_cache": False,
+              "decoder_input_ids": encoded.decoder.input_ids, "decoder_attention_mask": encoded.decoder.attention_mask}
+    with torch.no_grad():
+        reference = eager_copy(model)(**inputs, output_attentions=True)
+        plain = model(**inputs)
+    assert torch.equal(trace.output.last_hidden_state, plain.last_hidden_state)
+    assert_encoder_decoder_patterns(trace, reference, 1e-6)

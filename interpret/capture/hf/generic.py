@@ -12,9 +12,10 @@ Family adapters build on this one and declare only what they add (`interpret mod
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -72,6 +73,29 @@ def _discover(model: nn.Module, probe: Probe) -> ModelLayout:
 
 
 _NO_ATTENTION_CODE = "its modeling code computes no softmax and calls no attention kernel"
+# transformers' checks whether a padding mask may be dropped (every position real: SDPA then runs unmasked) read the
+# mask's values, which the meta device does not hold (T5Gemma's, NLLB-MoE's encoder masks)
+_MASK_SKIPS = ("_ignore_bidirectional_mask_sdpa", "_ignore_causal_mask_sdpa")
+
+
+@contextlib.contextmanager
+def _masks_always_built() -> Iterator[None]:
+    """Within, transformers never drops a mask for being all ones: it builds it, which changes no output (the mask
+    then masks nothing) and reads no value, so a probe on the meta device runs past that check."""
+    from transformers import masking_utils
+
+    kept = {name: getattr(masking_utils, name) for name in _MASK_SKIPS if callable(getattr(masking_utils, name, None))}
+    for name in kept:
+        setattr(masking_utils, name, _never_skip)
+    try:
+        yield
+    finally:
+        for name, function in kept.items():
+            setattr(masking_utils, name, function)
+
+
+def _never_skip(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, Any]], packed: bool = False) -> Probe:
@@ -79,13 +103,15 @@ def run_probe(model: nn.Module, inputs: Callable[[nn.Module, bool], dict[str, An
     pass reads values (a few models inspect the ids for padding when no mask is given)."""
     _refuse_without_forward(model)
     _refuse_without_language(model)
-    attempts = (False, True) if model_device(model).type == "meta" else (False,)
+    meta = model_device(model).type == "meta"
+    attempts = (False, True) if meta else (False,)
     failure: Exception | None = None
     given: dict[str, Any] = {}
     for with_mask in attempts:
         try:
             given = inputs(model, with_mask)
-            return observe(model, given, packed)
+            with _masks_always_built() if meta else contextlib.nullcontext():
+                return observe(model, given, packed)
         except InterpretError:
             raise
         except Exception as err:  # a model's own error on the probe input: reported below in one line
