@@ -4,8 +4,10 @@ hierarchical models whose stages the `swin` and `pyramid` adapters put on one pa
 PVT v2-b0, Swin-T), the vision towers of Qwen2-VL-2B and Qwen2.5-VL-7B, which pack their patches into one
 sequence with `grid_thw` (the `packed` adapter; patches of 14 pixels, so --size must be a multiple of 28; the
 Qwen2.5-VL tower attends within windows of 112 pixels in 28 of its 32 blocks, which the capture places on the
-[patches, patches] diagonal), and SigLIP 2 base's NaFlex tower fed patches of 16 pixels with their grid (the
-`naflex` adapter).
+[patches, patches] diagonal), SigLIP 2 base's NaFlex tower fed patches of 16 pixels with their grid (the
+`naflex` adapter), and V-JEPA 2 ViT-L's video encoder (the `video` adapter) on a clip of 16 frames at --size, in
+tubelets of 2 frames × 16 × 16 pixels, with its first 4 of 24 blocks (the cost per block is the same; 24 blocks of
+full [tubelets, tubelets] patterns exceed the capture budget, so the capture keeps the head mean).
 
 For each model, on the same input (batch 1) it times:
 
@@ -21,7 +23,8 @@ and prints the median and minimum of --repeats runs (configurations interleaved 
 memory of one run above what was held before it, and the ratios of capture to the two references. The capture
 writes [patches, patches] per head and block, which the references never hold: that is its price.
 
-    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin qwen2_vl qwen2_5_vl siglip2] [--size 224]
+    python benchmarks/capture_vision.py [--models segformer pvt_v2 swin qwen2_vl qwen2_5_vl siglip2 vjepa2]
+                                        [--size 224]
                                         [--repeats 5]
                                         [--device cpu|cuda] [--threads N]
 """
@@ -42,6 +45,8 @@ import transformers as T  # noqa: E402
 from _bench import capture_rows, capture_table, model_parser, parsed, with_kernel  # noqa: E402
 
 
+VIDEO_FRAMES = 16  # V-JEPA 2's clips (its released checkpoints read 16 or 64 frames)
+
 # name -> (builder from an image size, what the capture reduces over heads)
 MODELS: dict[str, tuple[Callable[[int], Any], str | None]] = {
     "segformer": (lambda size: T.SegformerForImageClassification(T.SegformerConfig(image_size=size, num_labels=2)),
@@ -55,6 +60,10 @@ MODELS: dict[str, tuple[Callable[[int], Any], str | None]] = {
     # SigLIP 2 base's NaFlex tower (the config's defaults: 12 blocks of 768, 12 heads, patches of 16 pixels), fed
     # the size's grid of patches with its spatial_shapes (the `naflex` adapter)
     "siglip2": (lambda size: T.Siglip2VisionModel(T.Siglip2VisionConfig(num_patches=(size // 16) ** 2)), None),
+    # V-JEPA 2 ViT-L's encoder (the config's defaults: blocks of 1024, 16 heads, tubelets of 2 × 16 × 16), 4 blocks,
+    # a clip of VIDEO_FRAMES frames; run with its predictor skipped, as the `video` adapter runs it
+    "vjepa2": (lambda size: T.VJEPA2Model(T.VJEPA2Config(crop_size=size, frames_per_clip=VIDEO_FRAMES,
+                                                        num_hidden_layers=4)), "mean"),
 }
 
 
@@ -70,6 +79,9 @@ def _tower(model_type: str, **sizes: Any) -> Any:
 def _inputs(name: str, model: Any, size: int, device: str) -> tuple[dict[str, Any], Any]:
     """Return (the model's own inputs for one random image, what interpret.collect is given for it)."""
     pixels = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    if name == "vjepa2":
+        clip = torch.randn(1, VIDEO_FRAMES, 3, size, size, generator=torch.Generator().manual_seed(0)).to(device)
+        return {"pixel_values_videos": clip, "skip_predictor": True}, clip
     if name == "siglip2":
         from interpret.capture.hf import naflex
 

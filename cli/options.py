@@ -144,7 +144,9 @@ def parse_indices(value: str | None, option: str, what: str) -> list[int] | None
 
 
 def check_index_range(indices: Sequence[int] | None, count: int, option: str, what: str) -> list[int] | None:
-    """Return the indices made non-negative, or raise a usage error for one outside -count..count-1."""
+    """Return the indices as given, or raise a usage error for one outside -count..count-1 (`count` from the config)
+    or named twice. A negative index counts back from the loaded model's last layer, not the config's: a model may
+    capture fewer layers than its config holds (Llama 3.2 Vision skips its cross-attention blocks on text)."""
     if indices is None or count <= 0:
         return None if indices is None else list(indices)
     resolved = []
@@ -157,7 +159,7 @@ def check_index_range(indices: Sequence[int] | None, count: int, option: str, wh
         resolved.append(index % count)
     if len(set(resolved)) != len(resolved):
         raise usage_error(f"{option} names the same {what} twice (a negative index counts from the end); give each once.")
-    return resolved
+    return list(indices)
 
 
 def parse_size(value: str | None, option: str) -> int | None:

@@ -130,6 +130,24 @@ def test_max_length_cuts_the_text_before_a_whole_continuation(gpt2_dir: Path) ->
     assert len(data["run"]["decisions"][0]["target"]["ids"]) == 3
 
 
+def test_a_vision_language_model_on_text_generates_and_takes_layer_options(tmp_path: Path) -> None:
+    """Llama 3.2 Vision (Mllama) saved with its config.json's layers, heads and vocabulary in `text_config`: the
+    checks made before loading read them there, so `--generate` and `--layers` apply (they were refused: the model
+    was taken for an encoder with 0 layers), and the report explains the generated tokens over the 2 blocks that
+    run on text (its cross-attention block is skipped)."""
+    from hf_tiny import save_tiny
+
+    directory = save_tiny("mllama", tmp_path / "mllama")
+    result = run("report", "--model", str(directory), "--text", "the cat", "--generate", "2", "--layers", "-1",
+                 "-a", "rollout", "--format", "json", "-o", "-", "--no-evidence")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    decision = data["run"]["decisions"][0]
+    assert decision["target"]["source"] == "generated" and len(decision["target"]["ids"]) == 2
+    assert data["layers"] == [1] and "(2 tokens)" in result.stderr  # -1: the last of the 2 layers that run
+    assert next(s for s in data["sections"] if s["key"] == "rollout")["layers"] == [0, 1]
+
+
 def test_generate_explains_the_generated_tokens(llama_dir: Path, gpt2_dir: Path, t5_dir: Path, tmp_path: Path) -> None:
     """`--generate 3` end to end: the model generates (transformers' greedy generate, called here directly for
     the reference), the report explains each generated token (Integrated Gradients' per_step rows) and shows the
