@@ -23,6 +23,9 @@ _POSITION_KEYS = ("n_positions", "max_position_embeddings")
 _POSITION_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert")  # positions start after the padding index
 _VISION_TYPES = ("vit", "deit", "beit", "swin", "dinov2")
 _DECODER_TYPES = ("gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "gemma", "phi", "opt", "bloom", "falcon")
+# Prefix language models: the prompt is read bidirectionally (PaliGemma's text without `token_type_ids` is all
+# prefix), so the capture reads them as encoders, and so do the checks made before loading
+_PREFIX_TYPES = ("paligemma",)
 # What the class that `interpret.load` picks (the first of config.architectures) decides, by its name's ending.
 _CLASS_HEADS = ("ForSequenceClassification", "ForImageClassification")
 _TOKEN_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForConditionalGeneration", "WithLMHead")
@@ -128,6 +131,8 @@ def _kind(config: dict[str, Any], model_type: str, architecture: str) -> str:
         return "encoder-decoder"
     if model_type in _VISION_TYPES:
         return "vision"
+    if model_type in _PREFIX_TYPES:
+        return "encoder"
     # a model that generates text from a composite config (LLaVA, Mllama: a language model with other towers) is
     # a decoder; an encoder-decoder says so above
     causal = architecture.endswith(("ForCausalLM", "LMHeadModel")) or (

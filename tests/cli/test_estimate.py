@@ -288,3 +288,25 @@ def test_facts_of_a_vision_language_model_are_its_language_model_s(tmp_path: Pat
     assert facts.n_layers == model.config.text_config.num_hidden_layers == capturable.n_layers + 1
     assert facts.n_heads == capturable.n_heads and facts.vocab_size == model.config.text_config.vocab_size
     assert facts.decision == "token"
+
+
+def test_facts_of_a_prefix_language_model_say_what_its_capture_says(tmp_path: Path) -> None:
+    """PaliGemma reads its whole text prompt bidirectionally (a prefix, without `token_type_ids`), so its capture
+    is an encoder's and the checks made before loading say so too (`--generate` is refused there, not after the
+    model has loaded)."""
+    import transformers as T
+    from hf_tiny import word_tokenizer
+
+    tokenizer = word_tokenizer()
+    text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
+            "pad_token_id": 0}
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "image_size": 32, "patch_size": 8}
+    torch.manual_seed(0)
+    model = T.PaliGemmaForConditionalGeneration(T.PaliGemmaConfig(
+        text_config=text, vision_config=vision, image_token_index=3, projection_dim=32, hidden_size=32)).eval()
+    model.save_pretrained(tmp_path)
+    facts = model_facts(read_json(tmp_path / "config.json"))
+    assert facts.kind == capturable_for(model, tokenizer).kind == "encoder"
+    assert (facts.n_layers, facts.n_heads, facts.decision) == (2, 4, "token")
