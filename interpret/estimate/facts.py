@@ -15,8 +15,8 @@ from interpret.estimate.checkpoint import PRUNED_TYPES
 
 # Configs name the same size differently; the first key a config sets wins (transformers' attribute_map
 # aliases, written out because reading them through transformers would import torch).
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
-_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "layers")  # Kosmos-2: layers
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads", "attention_heads")
 _DECODER_LAYER_KEYS = ("num_decoder_layers", "decoder_layers")
 _DECODER_HEAD_KEYS = ("decoder_attention_heads", "num_decoder_heads")
 _POSITION_KEYS = ("n_positions", "max_position_embeddings")
