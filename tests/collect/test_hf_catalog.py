@@ -23,7 +23,7 @@ from interpret.hooks import count_hooks
 
 TYPES = ["bert", "llama", "mixtral", "t5", "swin", "whisper", "clip", "deberta-v2", "bloom", "mamba", "albert", "rwkv",
          "vitdet", "resnet", "sam3_vision_model", "convbert", "sew-d", "big_bird", "longcat_flash", "qwen2_5_omni",
-         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi", "uvdoc", "t5gemma"]
+         "chameleon_vqgan", "sam_mask_decoder", "blip_2_qformer", "encodec", "mimi", "uvdoc", "t5gemma", "pp_formulanet"]
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,13 @@ def test_default_configs_are_probed_on_the_meta_device_with_their_adapter(table)
                  " and calls no attention kernel)"),
      ("mimi", "MimiModel takes 'input_values', which the generic adapter cannot make"),
      # a probe pass the model rejects (UVDoc's 224 × 224 image), from code with no attention in it
-     ("uvdoc", "UVDocModel (model type 'uvdoc') has no attention layers (its modeling code computes no softmax")],
+     ("uvdoc", "UVDocModel (model type 'uvdoc') has no attention layers (its modeling code computes no softmax"),
+     # layers whose own-code attention cannot be taken (windows), beside a stack that can: refused for them, not
+     # captured without them (it was refused for the decoder's 2 positions being fewer than the image's patches)
+     ("pp_formulanet", "PPFormulaNetModel computes attention in its own code at 'encoder.layers.0.attn'"
+                       " (PPFormulaNetVisionAttention), but its queries are not the positions of its input (windows,"
+                       " pooling or a grid), so those layers cannot be captured beside the stack found"
+                       " (decoder.layers)")],
 )
 def test_unsupported_types_say_why_in_one_line(table, model_type, fragment) -> None:
     row = table[model_type]

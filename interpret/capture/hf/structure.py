@@ -91,6 +91,7 @@ def model_layout(
     if not calls:
         raise UnsupportedModelError(_no_attention_reason(model, probe))
     stacks = find_stacks(model, probe, calls)
+    _refuse_missed_layers(model, probe, stacks)
     if len(stacks) == 2 and any(a.name == "cross_attn" for a in stacks[1].attentions):
         encoder, decoder = stacks
         stacks = [replace(encoder, prefix="encoder.", side="main"), replace(decoder, prefix="decoder.", side="decoder")]
@@ -110,6 +111,22 @@ def model_layout(
         position_offset=position_offset(model) if kind in ("decoder", "encoder") else None,
         positions=calls[0].query_length,
     )
+
+
+def _refuse_missed_layers(model: nn.Module, probe: Probe, stacks: Sequence[StackLayout]) -> None:
+    """Refuse a model whose layers elsewhere compute attention in their own code that the probe could not take
+    (windows, a softmax over another axis: `probe.missed`): capturing the stacks found would leave those layers
+    out without a word (PP-FormulaNet's windowed vision encoder beside its text decoder)."""
+    for path, why in probe.missed.items():
+        module = type(probe.modules[path]).__name__
+        inside = any(path.startswith(stack.blocks + ".") for stack in stacks)
+        if "Attention" in module and not inside and _in_a_list(path, probe.modules):
+            found = ", ".join(stack.blocks for stack in stacks)
+            raise UnsupportedModelError(
+                f"{type(model).__name__} computes attention in its own code at {path!r} ({module}), but {why}, so"
+                f" those layers cannot be captured beside the stack{'s' if len(stacks) > 1 else ''} found ({found});"
+                f" capturing only the rest would leave them out; {ADAPTERS_HINT} that reads {module}."
+            )
 
 
 def probe_attentions(probe: Probe) -> list[AttentionCall]:
