@@ -122,6 +122,21 @@ def test_attention_kept_in_a_list_of_its_own_is_refused_for_that() -> None:
         generic.layout_of(model)
 
 
+def test_a_stack_whose_own_code_attention_cannot_be_taken_is_refused_not_left_out() -> None:
+    """LED's encoder computes Longformer's local/global attention in its own code (no softmax over a product of
+    queries and keys): once its decoder was captured alone, as an 'encoder' over the decoder's positions; now the
+    model is refused for the encoder's layers."""
+    config = transformers.LEDConfig(vocab_size=20, d_model=32, encoder_layers=2, decoder_layers=2,
+                                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                                    decoder_ffn_dim=64, attention_window=[4, 4], max_encoder_position_embeddings=64,
+                                    max_decoder_position_embeddings=64)
+    model = transformers.LEDModel(config).eval()
+    with pytest.raises(UnsupportedModelError, match=r"LEDModel computes attention in its own code at"
+                       r" 'encoder.layers.0.self_attn.longformer_self_attn' \(LEDEncoderSelfAttention\).*cannot be"
+                       r" captured beside the stack found \(decoder.layers\)"):
+        generic.layout_of(model)
+
+
 def test_the_table_is_cached_per_version(table, monkeypatch) -> None:
     monkeypatch.setenv("INTERPRET_CACHE_DIR", table["_cache"]["dir"])
     path = catalog.cache_path()
