@@ -95,33 +95,26 @@ def model_facts(config: dict[str, Any]) -> ModelFacts:
         max_positions -= (1 if pad is None else pad) + 1
     decision = _decision(architecture)
     dtype = config.get("torch_dtype") or config.get("dtype")
-    d_model = _width(config, _HIDDEN_KEYS) or 64 * max(n_heads, 1)
-    head_size = _width(config, _HEAD_SIZE_KEYS)
+    d_model = _first_int(config, _HIDDEN_KEYS, positive=True) or 64 * max(n_heads, 1)
+    head_size = _first_int(config, _HEAD_SIZE_KEYS, positive=True)
     return ModelFacts(
         model_type, architecture, kind, n_layers, n_heads, decoder_layers, decoder_heads,
         max_positions=max_positions if max_positions and max_positions > 0 else None, decision=decision,
         labels=_labels(config) if decision == "class" else (), vocab_size=_first_int(config, ("vocab_size",)),
-        weight_itemsize=_DTYPE_BYTES.get(str(dtype), 4), d_model=d_model, d_ff=_width(config, _FF_KEYS) or 4 * d_model,
+        weight_itemsize=_DTYPE_BYTES.get(str(dtype), 4), d_model=d_model,
+        d_ff=_first_int(config, _FF_KEYS, positive=True) or 4 * d_model,
         d_attn=head_size * n_heads if head_size else d_model,
     )
 
 
-def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
-    """Return the first of `keys` set to an int in the config, else in its text config (a composite model's:
-    LLaVA's and Mllama's layers, heads and vocabulary are their language model's)."""
+def _first_int(config: dict[str, Any], keys: tuple[str, ...], *, positive: bool = False) -> int | None:
+    """Return the first of `keys` set to an int (a positive one with `positive`: a width) in the config, else in
+    its text config (a composite model's: LLaVA's and Mllama's layers, heads, widths and vocabulary are their
+    language model's)."""
     for source in (config, config.get("text_config") or {}):
         for key in keys:
             value = source.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return None
-
-
-def _width(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
-    for source in (config, config.get("text_config") or {}):
-        for key in keys:
-            value = source.get(key)
-            if isinstance(value, int) and value > 0:
+            if isinstance(value, int) and not isinstance(value, bool) and (value > 0 or not positive):
                 return value
     return None
 

@@ -173,9 +173,9 @@ def probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
             image["decoder_input_ids"] = torch.ones(1, PROBE_DECODER_TOKENS, dtype=torch.long, device=device)
             image.update(cache_off(model))
         return image
-    if main != "input_ids" and not has_attention_code(model):  # a codec's waveform: no probe needed to know
-        raise UnsupportedModelError(no_attention(model, _NO_ATTENTION_CODE))
     if main != "input_ids":
+        if not has_attention_code(model):  # a codec's waveform: no probe needed to know it has no attention
+            raise UnsupportedModelError(no_attention(model, _NO_ATTENTION_CODE))
         raise UnsupportedModelError(
             f"{type(model).__name__} takes {main!r}, which the generic adapter cannot make (it feeds token ids or"
             f" pixel values); {ADAPTERS_HINT} that prepares this input."

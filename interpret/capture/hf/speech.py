@@ -408,5 +408,6 @@ ADAPTER = HFAdapter(
     model_types=("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "wav2vec2-conformer", "wavlm",
                  "sew", "sew-d", "moonshine", "omniasr_audio", "omniasr_ctc", "speech-encoder-decoder"),
     build=build,
-    adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i); Moonshine's text decoder",
+    adds="audio input: raw waveforms, positions the feature encoder's frames (audio_i); the text decoder of"
+         " Moonshine and of SpeechEncoderDecoderModel",
 )

@@ -149,18 +149,20 @@ def _in_a_list(path: str, modules: dict[str, nn.Module]) -> bool:
 def find_stacks(model: nn.Module, probe: Probe, calls: Sequence[AttentionCall]) -> list[StackLayout]:
     """Return one StackLayout per stack of blocks holding `calls`, in the order the stacks first run."""
     paths = list(dict.fromkeys(call.path for call in calls))
+    ran = {call.path for call in probe.calls}
     grouped: dict[str, dict[int, list[AttentionCall]]] = {}
     for call in calls:
-        blocks, index = _block_of(call.path, probe, paths, model)
+        blocks, index = _block_of(call.path, probe.modules, ran, paths, model)
         grouped.setdefault(blocks, {}).setdefault(index, []).append(call)
     return [_stack(model, probe, blocks, by_block) for blocks, by_block in grouped.items()]
 
 
-def _block_of(path: str, probe: Probe, attention_paths: Sequence[str], model: nn.Module) -> tuple[str, int]:
+def _block_of(path: str, modules: dict[str, nn.Module], ran: set[str], attention_paths: Sequence[str],
+              model: nn.Module) -> tuple[str, int]:
     """Return (path of the block list, block index) of an attention at `path`: the innermost module list
-    above it whose every block that ran in the pass holds an attention (a block the model skips on this input,
-    as Mllama skips its cross-attention layers on text alone, mixes nothing)."""
-    modules = probe.modules
+    above it whose every block that ran in the pass (`ran`: the paths of the modules called) holds an attention
+    (a block the model skips on this input, as Mllama skips its cross-attention layers on text alone, mixes
+    nothing)."""
     parts = path.split(".")
     lists = []
     for cut in range(len(parts) - 1, 0, -1):
@@ -169,7 +171,7 @@ def _block_of(path: str, probe: Probe, attention_paths: Sequence[str], model: nn
             lists.append((".".join(parts[:cut]), int(parts[cut]), len(container)))
     for blocks, index, size in lists:
         if all(any(other.startswith(f"{blocks}.{i}.") for other in attention_paths) for i in range(size)
-               if probe.calls_of(f"{blocks}.{i}")):
+               if f"{blocks}.{i}" in ran):
             return blocks, index
     if lists:
         blocks, _, size = lists[-1]
@@ -595,8 +597,8 @@ def has_attention_code(model: nn.Module) -> bool:
                if cls.__module__.startswith("transformers.models.")}
     for module in modules:
         try:
-            source = inspect.getsource(module).lower() if module is not None else _ATTENTION_SIGNS[0]
-        except (OSError, TypeError):
+            source = inspect.getsource(module).lower()
+        except (OSError, TypeError):  # no source to read (or no module: `getsource(None)` is a TypeError)
             return True
         if any(sign in source for sign in _ATTENTION_SIGNS):
             return True

@@ -18,7 +18,7 @@ neither has one position × position pattern per layer.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -48,15 +48,16 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     specials = ["[CLS]"][:extra]
     names = [*specials, *(f"t{t}_patch_{r}_{c}" for t, r, c in itertools.product(*map(range, grid)))]
     prepare = partial(prepare_pixels, shape=(frames, channels, *size), names=names, specials=len(specials))
-    return generic.capturable(model, layout, adapter=NAME, prepare=prepare, pixels=partial(_feed, model))
+    return generic.capturable(model, layout, adapter=NAME, prepare=prepare, pixels=feed_of(model))
 
 
-def _feed(model: nn.Module, clips: torch.Tensor) -> dict[str, Any]:
-    """Return the keyword arguments that run `model` on clips [batch, frame, channel, height, width]: under the
-    name its forward takes them by, with V-JEPA 2's predictor skipped."""
+def feed_of(model: nn.Module) -> Callable[[torch.Tensor], dict[str, Any]]:
+    """Return how `model` is run on clips [batch, frame, channel, height, width]: the keyword arguments under the
+    name its forward takes them by, with V-JEPA 2's predictor skipped (read from the signature once)."""
     parameters = generic.forward_parameters(model)
     name = "pixel_values_videos" if "pixel_values_videos" in parameters else "pixel_values"
-    return {name: clips, **({"skip_predictor": True} if "skip_predictor" in parameters else {})}
+    extra = {"skip_predictor": True} if "skip_predictor" in parameters else {}
+    return lambda clips: {name: clips, **extra}
 
 
 def clip_sizes(model: nn.Module) -> tuple[int, tuple[int, int], tuple[int, int], int, int]:
@@ -89,7 +90,7 @@ def _probe_inputs(model: nn.Module, with_mask: bool) -> dict[str, Any]:
     """Return the probe's input: one zero clip [1, frame, channel, height, width] at the config's shape."""
     frames, size, _, _, channels = clip_sizes(model)
     parameter = next(model.parameters())
-    return _feed(model, torch.zeros(1, frames, channels, *size, device=parameter.device, dtype=parameter.dtype))
+    return feed_of(model)(torch.zeros(1, frames, channels, *size, device=parameter.device, dtype=parameter.dtype))
 
 
 ADAPTER = HFAdapter(
