@@ -3,7 +3,9 @@ HunYuan's `head_dim`, Nemotron's `num_key_value_heads`, ESM's `vocab_size`, Dots
 `num_experts_per_tok`, Step 3.5's `sliding_window` and DBRX's `clip_qkv`, which only its forward pass reads) or lacks
 an attribute it reads (T5Gemma 2's `dropout_rate`, DBRX's `rope_theta`), or chooses no language for a model with
 an adapter per language (X-MOD's `default_language`) or a map of image tokens its model reads when it is built
-(Chameleon's and Emu3's `vocabulary_map`): `interpret models` probes them with those
+(Chameleon's and Emu3's `vocabulary_map`), or leaves unset the multimodal RoPE sections its model falls back on
+(GLM-4V's [8, 12, 12] do not split its default config's 64 rotary frequencies; HunYuan-VL's model has no fallback):
+`interpret models` probes them with those
 sizes set as checkpoints set them, says so in the row (`completed`), and a tiny model of each, loaded with SDPA, is
 captured equal to the eager model's own `output_attentions`."""
 
@@ -37,6 +39,16 @@ def _built(config: Any, model_class: Any) -> Any:
 # A tiny image tokenizer (VQ-VAE) for the models that build one; the text alone never runs it.
 _VQ = {"embed_dim": 8, "num_embeddings": 16, "base_channels": 32, "channel_multiplier": [1], "num_res_blocks": 1,
        "latent_channels": 8, "attn_resolutions": []}
+
+
+# A small vision tower for the vision-language models; the text alone never runs it.
+_VISION = {"hidden_size": 32, "depth": 1, "num_heads": 4, "intermediate_size": 64, "out_hidden_size": 32, "patch_size": 4,
+           "spatial_merge_size": 2}
+
+
+def _mrope(sections: list[int], partial: float = 1.0) -> dict[str, Any]:
+    """Rotary parameters with multimodal RoPE `sections` (t, h, w) adding up to the rotary frequencies (head 8)."""
+    return {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": partial, "mrope_section": sections}
 
 
 def _with_language(model: Any, language: str) -> Any:
@@ -75,6 +87,19 @@ MODELS = {
     "emu3": lambda vocab: _built(T.Emu3Config(
         text_config={"vocab_size": vocab, **_SIZES, "num_key_value_heads": 2}, vocabulary_map={},
         vq_config={**_VQ, "codebook_size": 16, "double_latent": False}), T.Emu3Model),
+    "glm4v": lambda vocab: _built(T.Glm4vConfig(text_config={"vocab_size": vocab, **_SIZES, "num_key_value_heads": 2,
+                                                             "rope_parameters": _mrope([1, 1, 0], partial=0.5)},
+                                                vision_config=_VISION), T.Glm4vModel),
+    "glm4v_moe": lambda vocab: _built(T.Glm4vMoeConfig(
+        text_config={"vocab_size": vocab, **_SIZES, "num_key_value_heads": 2, "head_dim": 8, "n_routed_experts": 4,
+                     "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 16,
+                     "first_k_dense_replace": 1, "rope_parameters": _mrope([1, 1, 0], partial=0.5)},
+        vision_config=_VISION), T.Glm4vMoeModel),
+    "hunyuan_vl": lambda vocab: _built(T.HunYuanVLConfig(
+        text_config={"vocab_size": vocab, **_SIZES, "num_key_value_heads": 2, "head_dim": 8,
+                     "rope_parameters": _mrope([2, 1, 1])},
+        vision_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64,
+                       "out_hidden_size": 32, "patch_size": 4}), T.HunYuanVLModel),
     "t5gemma2_text": lambda vocab: _built(T.T5Gemma2TextConfig(vocab_size=vocab, **_SIZES, num_key_value_heads=2,
                                                                head_dim=8, query_pre_attn_scalar=8, sliding_window=4),
                                           T5Gemma2TextEncoder),
@@ -91,6 +116,10 @@ COMPLETED = {
     "xmod": ("default_language = languages[0]",),
     "chameleon": ("vocabulary_map = {} (no image tokens: text alone)",),
     "emu3": ("vocabulary_map = {} (no image tokens: text alone)",),
+    "glm4v": (f"text_config.rope_parameters.mrope_section = {catalog._MROPE}",),
+    "glm4v_moe": (f"text_config.rope_parameters.mrope_section = {catalog._MROPE}",),
+    "hunyuan_vl": ("text_config.head_dim = hidden_size // num_attention_heads",
+                   f"text_config.rope_parameters.mrope_section = {catalog._MROPE}"),
 }
 # Completed, these default configs build and run until their experts' routing reads a value the meta device does
 # not hold, and they are too large for the CPU probe: a checkpoint is probed on its own weights.

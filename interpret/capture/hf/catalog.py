@@ -261,7 +261,31 @@ def _complete(config: Any) -> tuple[str, ...]:
         if f"{prefix}vocab_size = 64" in done and getattr(each, "pad_token_id", 0) is None:
             each.pad_token_id = 0  # a config that sets no vocabulary sets no padding token either (ESM)
             done.append(f"{prefix}pad_token_id = 0")
+        if _complete_mrope(each):
+            done.append(f"{prefix}rope_parameters.mrope_section = {_MROPE}")
     return tuple(done)
+
+
+_MROPE = "the rotary frequencies in three sections (t, h, w)"
+
+
+def _complete_mrope(config: Any) -> bool:
+    """Set the multimodal RoPE sections (`rope_parameters["mrope_section"]`: how many of the rotary frequencies
+    rotate by the temporal, height and width position) of a config whose class reads them and that leaves them
+    unset, so that they add up to the frequencies its rotary embedding makes, as every checkpoint's do; return
+    whether it did. GLM-4V's model falls back on [8, 12, 12] (its checkpoints halve the 128-wide heads' rotary
+    part), which its default config's full-width rotary part (64 frequencies) does not split; HunYuan-VL's on none."""
+    rope = getattr(config, "rope_parameters", None)
+    if "mrope_section" not in getattr(type(config), "ignore_keys_at_rope_validation", ()) or not isinstance(rope, dict):
+        return False
+    if rope.get("mrope_section") is not None:
+        return False
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    partial = rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None)) or 1.0
+    frequencies = len(range(0, int(head_dim * partial), 2))  # the inverse frequencies: one per pair of rotary dims
+    third = frequencies // 3
+    rope["mrope_section"] = [frequencies - 2 * third, third, third]
+    return True
 
 
 def _complete_missing(config: Any, error: str) -> str:
