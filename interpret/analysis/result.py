@@ -50,12 +50,16 @@ class Check:
     severity: "invariant" — the maths guarantees it, so a violation means the result is wrong and `analyze`
     refuses it with an error; "warning" — an approximation's error (Integrated Gradients' completeness
     delta) that the report and the audit show with what to do, beside the result.
+    remedy: what an invariant's refusal tells the user to do where a violation has a known cause outside the
+    analyzer (a streamed computation that restates attention without a model's sliding window); "" when a
+    violation is a defect to report.
     """
 
     value: float
     tolerance: float
     description: str = ""
     severity: CheckSeverity = "invariant"
+    remedy: str = ""
 
     @property
     def ok(self) -> bool:

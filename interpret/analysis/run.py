@@ -172,7 +172,7 @@ def check_result(result: AnalyzerResult, trace: Trace, params: Mapping[str, Any]
             raise ResultError(
                 f"{where} broke its invariant {check_name} ({check.description or 'no description'}):"
                 f" {check.value:.3g} > {check.tolerance:.3g}; the result is wrong, so it is not returned."
-                " Report this with the input."
+                f" {check.remedy or 'Report this with the input.'}"
             )
 
 

@@ -44,9 +44,23 @@ def real_positions(trace: Trace) -> list[np.ndarray]:
 
 
 def _check_kind(trace: Trace, what: str) -> None:
+    """Refuse a trace the streamed computation cannot restate, before anything runs: an encoder-decoder's, or one
+    whose attention has sinks (a per-head logit in every row's softmax denominator, which q and k do not hold)."""
     if trace.meta.kind == "encoder-decoder":
         raise AnalyzerError(
             f"{what} streams one stack of self-attention; this trace is encoder-decoder: use rollout instead."
+        )
+    refuse_sinks(trace.meta.sinks, what)
+
+
+def refuse_sinks(sinks: bool, what: str) -> None:
+    """Refuse (AnalyzerError) streaming `what` where the attention has sinks (`sinks`: `Capturable.sinks`, or the
+    trace's `meta.sinks`); the pipeline asks before the model runs."""
+    if sinks:
+        raise AnalyzerError(
+            f"{what} streams attention restated from q and k, and this model's attention has sinks (a learned"
+            " logit per head in every row's softmax), which the streamed computation does not restate: run it on"
+            " the full strategy (streaming off, with a larger capture budget) or give shorter inputs."
         )
 
 

@@ -20,7 +20,10 @@ import transformers as T
 from hf_tiny import TEXTS, built_with, eager_copy, word_tokenizer
 
 import interpret
+from interpret.capture.hf.generic import PROBE_TOKENS
+from interpret.errors import AnalyzerError, MemoryBudgetError
 from interpret.files.trace_io import load_trace, save_trace
+from interpret.request import Limits
 
 TIGHT = 1e-6
 OUTPUT = 1e-5  # pattern · values against the kernel's output, both float32 sums of the same products
@@ -117,3 +120,21 @@ def test_explain_runs_its_defaults_on_a_model_with_sinks(tmp_path) -> None:
     path = tmp_path / "gpt_oss.html"
     report.render(path)
     assert "attention_entropy" in path.read_text(encoding="utf-8")
+
+
+def test_streaming_is_refused_before_the_model_runs_on_attention_with_sinks() -> None:
+    """q and k do not hold a row's sink: the streamed analyzers refuse such a model before its forward pass
+    (streaming on) or, where the full capture is over the budget, say so in its place (streaming auto)."""
+    model, tokenizer = _with_sinks(built_with(_gpt_oss, "eager")), word_tokenizer()
+    lengths = []  # of each forward pass: the adapter's structure probe (3 positions) may run, the input may not
+    model.register_forward_pre_hook(lambda module, args, kwargs: lengths.append(kwargs["input_ids"].shape[-1]),
+                                    with_kwargs=True)
+    with pytest.raises(AnalyzerError, match=r"^rollout streams attention restated from q and k, and this model's"
+                       r" attention has sinks .* run it on the full strategy"):
+        interpret.explain(model, tokenizer, TEXTS[:1], ["rollout"], limits=Limits(streaming="on"), evidence=False)
+    assert set(lengths) <= {PROBE_TOKENS}
+    with pytest.raises(MemoryBudgetError, match=r"and this model's attention has sinks .* raise the capture budget"):
+        interpret.explain(model, tokenizer, TEXTS[:1], ["rollout"], limits=Limits(capture_bytes=1), evidence=False)
+    trace = interpret.collect(model, tokenizer, TEXTS[:1], names=["*attn.hook_q", "*attn.hook_k", "*attn.hook_lse"])
+    with pytest.raises(AnalyzerError, match="attention_entropy streams attention restated from q and k"):
+        interpret.analyze(trace, "attention_entropy", strategy="streamed")
