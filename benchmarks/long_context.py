@@ -4,6 +4,7 @@
     python benchmarks/long_context.py                      # CPU: 4 layers, 8 heads of 64, GQA (2 KV heads), 1k..8k
     python benchmarks/long_context.py --lengths 1024,2048,4096,8192,16384
     python benchmarks/long_context.py --device cuda --size 6b --lengths 8192
+    python benchmarks/long_context.py --window 512 --lengths 4096    # Mistral-shaped: a sliding window on every layer
 
 Cases, each measured in a fresh process (`python long_context.py --child ...`; this parent imports no torch, so
 the child's peak resident set is its own):
@@ -26,6 +27,9 @@ the child's peak resident set is its own):
                4,096 tokens: every block under non-reentrant checkpointing on the CPU, autograd's saved tensors
                in pinned host memory on CUDA). What any method that needs ∂score/∂(every layer) costs at least:
                the yardstick of s_attgrad beside the forward's.
+--window W builds the same shape as a Mistral decoder (Llama with a sliding window of W keys on every layer):
+the streamed cases then rebuild each layer's rows in blocks (the fused kernels apply a causal mask only), and
+grad_floor's hand-written loop (no mask: SDPA's causal one) ignores the window, so there it is a lower bound.
 Streamed cases with the suffix _aten (s_rollout_aten, s_rollout_k_aten, s_entropy_aten, s_attgrad_aten) run
 their twin with the Triton kernels unimportable, i.e. on PyTorch's float32 fused kernels (on CUDA the
 memory-efficient kernel; interpret.streaming.transposed), as on a machine without Triton; the twin's note then
@@ -117,16 +121,18 @@ def _child(args: argparse.Namespace) -> None:
     cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if args.size == "6b" else torch.float32
     tokenizer = vocab.word_tokenizer("the cat sat on mat a dog saw red blue".split(), model_max_length=1 << 20)
-    config = transformers.LlamaConfig(
-        **{**SIZES[args.size], "vocab_size": max(SIZES[args.size]["vocab_size"], len(tokenizer))},
-        max_position_embeddings=max(args.n, 4096), pad_token_id=0, bos_token_id=2, eos_token_id=3,
-    )
+    shape = {**SIZES[args.size], "vocab_size": max(SIZES[args.size]["vocab_size"], len(tokenizer))}
+    config_class, model_class = (transformers.MistralConfig, transformers.MistralForCausalLM) if args.window else (
+        transformers.LlamaConfig, transformers.LlamaForCausalLM)
+    window = {"sliding_window": args.window} if args.window else {}
+    config = config_class(**shape, **window, max_position_embeddings=max(args.n, 4096), pad_token_id=0, bos_token_id=2,
+                          eos_token_id=3)
     config._attn_implementation = "eager" if args.case == "eager" else "sdpa"
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # built in its dtype on its device: no float32 copy of 5.9B weights first
     with torch.device(args.device):
-        model = transformers.LlamaForCausalLM(config).to(dtype).eval()
+        model = model_class(config).to(dtype).eval()
     torch.set_default_dtype(default)
     if args.case in ("grad_floor", "interleave"):
         for param in model.parameters():
@@ -257,6 +263,7 @@ def _child(args: argparse.Namespace) -> None:
 def _run_case(case: str, n: int, args: argparse.Namespace, out: str) -> dict | str:
     command = [sys.executable, __file__, "--child", "--case", case, "--n", str(n), "--device", args.device,
                "--size", args.size, "--repeat", str(args.repeat), "--out", out, "--block-mib", str(args.block_mib)]
+    command += ["--window", str(args.window)] if args.window else []
     command += ["--offload"] if args.offload else []
     command += ["--grad-params", args.grad_params] if args.grad_params else []
     command += ["--cases", args.cases] if case == "interleave" else []
@@ -307,6 +314,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--log-dir", default="", help="write each case's stderr there")
     parser.add_argument("--block-mib", type=int, default=64, help="the streamed analyzers' block_mib")
+    parser.add_argument("--window", type=int, default=0, help="a Mistral decoder with this sliding window (0: Llama)")
     parser.add_argument("--interleave", action="store_true",
                         help="time the cases (not eager) alternately in one process: ratios under the same load, no memory")
     parser.add_argument("--offload", action="store_true", help="s_rollout_k keeps q, k in pinned host memory (CUDA)")
@@ -323,7 +331,9 @@ def main() -> None:
 
     shape = SIZES[args.size]
     itemsize = 2 if args.size == "6b" else 4
-    print(f"Llama-shaped decoder '{args.size}' ({shape['num_hidden_layers']} layers, {shape['num_attention_heads']}"
+    window = f", sliding window {args.window}" if args.window else ""
+    print(f"{'Mistral' if args.window else 'Llama'}-shaped decoder '{args.size}' ({shape['num_hidden_layers']} layers{window},"
+          f" {shape['num_attention_heads']}"
           f" heads of {shape['hidden_size'] // shape['num_attention_heads']}, {shape['num_key_value_heads']} KV heads),"
           f" {args.device}, {os.cpu_count()} CPUs, median of {args.repeat} after a warm-up;"
           f" {'one process, cases alternating' if args.interleave else 'fresh process per case'}")
@@ -372,7 +382,9 @@ def main() -> None:
                     streamed = np.load(Path(scratch) / f"{case}_{n}.npy")
                     aten = np.load(Path(scratch) / f"{case}{ATEN}_{n}.npy")
                     notes.append(f"max |{case} - {case}{ATEN}| / max |{case}{ATEN}| = {np.abs(streamed - aten).max() / np.abs(aten).max():.1e}")
-                if row.get("kernel"):
+                if row.get("kernel") and args.window and n > args.window:
+                    notes.append("rows rebuilt in blocks over each window")
+                elif row.get("kernel"):
                     notes.append(f"fused calls: {row['kernel']}")
                 if row.get("stages"):
                     notes.append("peak GiB by stage: " + ", ".join(f"{k} {_gib(v)}" for k, v in row["stages"].items()))

@@ -28,7 +28,6 @@ from interpret.evidence import Evidence, evidence_or_reason
 from interpret.evidence.causality import later_positions_note
 from interpret.request import EvidenceOptions, Limits, Subject
 from interpret.runtime.progress import Stage
-from interpret.streaming.capture import refuse_sinks
 from interpret.trace import Trace
 
 
@@ -192,21 +191,12 @@ def capture(
                        decoder_inputs=decoder, budget_bytes=plan.budget_bytes, continuations=continuations,
                        offload=plan.offload), leads
 
-    streams = [name for name, strategy in plan.strategies.items() if strategy == "streamed"]
-    if streams:  # streaming=on: refused before the model runs, not after its forward pass
-        refuse_sinks(capturable.sinks, ", ".join(streams))
     try:
         trace, leads = collected(plan)
     except MemoryBudgetError as err:
         if plan.streaming != "auto":
             raise
         over = str(err).split(";")[0]
-        if capturable.sinks:
-            raise MemoryBudgetError(
-                f"{over}, and this model's attention has sinks (a learned logit per head in every row's softmax),"
-                " which the streamed analyzers do not restate; raise the capture budget (limits=Limits(capture_bytes="
-                "...), --max-memory), or capture fewer layers or smaller inputs."
-            ) from None
         plan = plan.streamed(f"their capture is over the budget ({over})")
         try:
             trace, leads = collected(plan)

@@ -30,6 +30,11 @@ class TraceMeta:
     adapter / implementation / model_class: the adapter that captured it (empty for reference models), the
     attention implementation the model was loaded with, and the model's class name.
     sinks: the model's attention has sinks, so each pattern row sums to less than one (the sink takes the rest).
+    windows: per layer of a decoder's stack, the sliding window of its attention (key j visible to query i when
+    i − window < j ≤ i), 0 for none; empty when no layer has one. sink_logits: per layer, its sinks' logits
+    [head] (empty for a layer without; empty when no layer has sinks). scales: per layer, the softmax scale of
+    its attention, 0.0 for 1/√d_head (empty: 1/√d_head everywhere). softcaps: per layer, the soft-capping of its
+    scores (c·tanh(s/c)), 0.0 for none (empty: none anywhere). What the streamed computations restate.
     """
 
     model_id: str
@@ -46,6 +51,10 @@ class TraceMeta:
     implementation: str = ""
     model_class: str = ""
     sinks: bool = False
+    windows: tuple[int, ...] = ()
+    scales: tuple[float, ...] = ()
+    softcaps: tuple[float, ...] = ()
+    sink_logits: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -67,14 +67,15 @@ def example_weights(trace: Trace, targets, readout: ReadoutRows) -> list[tuple[n
 LSE_TOLERANCE = 1e-5
 
 
-# What a streamed check's refusal says to do: the streamed computation restates plain attention, so a model whose
-# attention adds to it (a sliding window shorter than the input, soft-capping, a position bias, chunked
-# attention) fails the checks by far more than rounding.
+# What a streamed check's refusal says to do: the streamed computation restates scaled dot-product attention (the
+# module's scale, soft-capping, sinks) under a causal mask narrowed by a decoder's sliding window, or none, so a
+# model whose attention adds more (a position bias, ALiBi, chunked or local attention, a scale applied outside
+# the kernel) fails the checks by far more than rounding.
 STREAMED_REMEDY = (
-    "The streamed computation restates softmax(q·kᵀ/√d_head) under a causal mask (decoders) or none; this"
-    " model's attention adds to it (a sliding window shorter than the input, soft-capping, a position bias or"
-    " chunked attention): run the full strategy (streaming off, with a larger capture budget) or give inputs"
-    " within its window."
+    "The streamed computation restates softmax(q·kᵀ·scale) under a causal mask (with a decoder's sliding window)"
+    " or none, soft-capped scores and sinks; this model's attention adds more (a position bias, ALiBi, chunked or"
+    " local attention, or a scale applied outside the kernel): run the full strategy (streaming off, with a larger"
+    " capture budget) or give shorter inputs."
 )
 
 
@@ -84,7 +85,8 @@ def lse_check(error: float, rows: str = "the first and last block of rows") -> C
     return Check(
         error, LSE_TOLERANCE,
         f"largest |log Σ exp(restated scores) − captured lse| / max(1, max |lse|) on {rows} of each layer: the"
-        " restated scores (causal mask for decoders, scale 1/√d_head) are the kernel's",
+        " restated scores (a decoder's causal mask and sliding window, the module's scale, soft-capping, sinks)"
+        " are the kernel's",
         remedy=STREAMED_REMEDY,
     )
 
@@ -106,7 +108,7 @@ def gradient_layers(trace: Trace, ctx: Any, name: str, params: Any,
     order = gradient_pass(trace, ctx, name, consume, params.offload, params.recompute)
     return order, Check(  # the recomputed pattern reproduces the kernel's output z
         worst, OUTPUT_TOLERANCE.get(dtype, 3e-2),
-        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (causal mask"
-        " for decoders, scale 1/√d_head) is the kernel's",
+        "largest |A·V − z| / max|z| on the last block of rows of each layer: the recomputed pattern (a decoder's"
+        " causal mask and sliding window, the module's scale, soft-capping, sinks) is the kernel's",
         remedy=STREAMED_REMEDY,
     )

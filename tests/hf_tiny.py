@@ -544,6 +544,37 @@ def built_with(build: Callable[[], Any], kernel: str, seed: int = 0) -> Any:
     return model
 
 
+def _sink_sizes() -> dict[str, Any]:
+    return {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "pad_token_id": PAD}
+
+
+# Attention with sinks (a learned per-head logit in every row's softmax denominator), each with a sliding window on
+# one of its two layers: gpt-oss (window, then full) and Granite SWA (full, then window; its own softmax scale).
+SINK_MODELS: dict[str, Callable[[], Any]] = {
+    "gpt_oss": lambda: transformers.GptOssForCausalLM(transformers.GptOssConfig(
+        **_sink_sizes(), head_dim=8, num_local_experts=4, num_experts_per_tok=2,
+        layer_types=["sliding_attention", "full_attention"], sliding_window=4)),
+    "granite_swa": lambda: transformers.GraniteSWAForCausalLM(transformers.GraniteSWAConfig(
+        **_sink_sizes(), sliding_window=4, layer_types=["full_attention", "sliding_attention"],
+        layer_rope_theta=[10000.0, 10000.0])),
+}
+
+
+def with_sinks(model: Any) -> Any:
+    """Give every sink a value far from zero, so that each row's share on it is large (the default is 0 or random
+    near it), and return the model."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.copy_(torch.linspace(-1.0, 2.0, layer.self_attn.sinks.numel()))
+    return model
+
+
+def sink_model(name: str, kernel: str = "eager") -> Any:
+    """Return the tiny model `name` of `SINK_MODELS` (seeded, eval mode, attention `kernel`) with its sinks set."""
+    return with_sinks(built_with(SINK_MODELS[name], kernel))
+
+
 def assert_each_alone(model: Any, inputs: Any, atol: float, processor: Any | None = None) -> Any:
     """Assert that every hook point of a batch without padding (`inputs`: images, clips, patches; axis 0 the
     batch) holds, for each example, what a capture of that example alone holds; return the batch's trace."""

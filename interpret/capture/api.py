@@ -106,5 +106,9 @@ def collect(
         implementation=capturable.implementation,
         model_class=capturable.model_class,
         sinks=capturable.sinks,
+        windows=capturable.windows,
+        scales=capturable.scales,
+        softcaps=capturable.softcaps,
+        sink_logits=capturable.sink_logits(),
     )
     return Trace(tensors=tensors, encoded=encoded, meta=meta, output=output)

@@ -119,6 +119,16 @@ class Capturable:
         them is an error that names it and gives the reason.
     sinks: the attention has sinks (a per-head logit in each row's softmax denominator that holds no value:
         gpt-oss, Granite SWA, ...), so a pattern's rows sum to less than one.
+    windows: per layer of the main stack of a decoder, the sliding window its attention module applies (a key j
+        is visible to query i when i − window < j ≤ i), 0 for none; empty when no layer has one. What the
+        streamed computations restate (`interpret.streaming`), whose checks against the kernel's own
+        log-sum-exps confirm it.
+    sink_logits: returns, per layer of the main stack, its sinks' logits now [head] (empty when it has none).
+    scales: per layer of the main stack, the softmax scale its attention module gives its kernel (`scaling`:
+        Granite's attention multiplier, Gemma's query_pre_attn_scalar^−½), 0.0 where it keeps none (1/√d_head);
+        empty when every layer's is 1/√d_head or unknown. softcaps: per layer of the main stack, the
+        soft-capping of its scores (c·tanh(s/c): Gemma 2's `attn_logit_softcapping`), 0.0 for none; empty when
+        no layer has one.
     """
 
     model: nn.Module
@@ -140,6 +150,10 @@ class Capturable:
     model_class: str = ""
     unsupported: Mapping[str, str] = field(default_factory=dict)
     sinks: bool = False
+    windows: tuple[int, ...] = ()
+    scales: tuple[float, ...] = ()
+    softcaps: tuple[float, ...] = ()
+    sink_logits: Callable[[], tuple[tuple[float, ...], ...]] = field(default=lambda: ())
 
     @property
     def device(self) -> torch.device:

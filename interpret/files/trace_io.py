@@ -87,6 +87,10 @@ def load_trace(path: str | Path) -> Trace:
     meta = json.loads(header["meta"])
     meta["layers"] = tuple(meta["layers"])
     meta["heads"] = None if meta["heads"] is None else tuple(meta["heads"])
+    meta["windows"] = tuple(meta.get("windows", ()))
+    meta["scales"] = tuple(meta.get("scales", ()))
+    meta["softcaps"] = tuple(meta.get("softcaps", ()))
+    meta["sink_logits"] = tuple(tuple(logits) for logits in meta.get("sink_logits", ()))
     return Trace(tensors=tensors, encoded=encoded, meta=TraceMeta(**meta))
 
 

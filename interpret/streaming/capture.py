@@ -50,18 +50,28 @@ def _check_kind(trace: Trace, what: str) -> None:
         raise AnalyzerError(
             f"{what} streams one stack of self-attention; this trace is encoder-decoder: use rollout instead."
         )
-    refuse_sinks(trace.meta.sinks, what)
-
-
-def refuse_sinks(sinks: bool, what: str) -> None:
-    """Refuse (AnalyzerError) streaming `what` where the attention has sinks (`sinks`: `Capturable.sinks`, or the
-    trace's `meta.sinks`); the pipeline asks before the model runs."""
-    if sinks:
+    if trace.meta.sinks and not trace.meta.sink_logits:
         raise AnalyzerError(
-            f"{what} streams attention restated from q and k, and this model's attention has sinks (a learned"
-            " logit per head in every row's softmax), which the streamed computation does not restate: run it on"
-            " the full strategy (streaming off, with a larger capture budget) or give shorter inputs."
+            f"{what} restates attention from q and k and this model's sinks, whose logits this trace does not"
+            " hold (it was saved by an earlier version): collect it again."
         )
+
+
+def masking(trace: Trace, layer: int) -> dict[str, Any]:
+    """Return what the streamed computation restates of layer `layer`'s attention beyond q and k, as
+    StreamedLayer's keywords: causal (a decoder's), its sliding window (0: none), its softmax scale (None:
+    1/√d_head), the soft-capping of its scores (0.0: none) and its sinks' logits [head] float32 (None: no sinks;
+    the heads the trace kept)."""
+    meta = trace.meta
+    window = meta.windows[layer] if layer < len(meta.windows) else 0
+    scale = meta.scales[layer] if layer < len(meta.scales) else 0.0
+    softcap = meta.softcaps[layer] if layer < len(meta.softcaps) else 0.0
+    logits = meta.sink_logits[layer] if layer < len(meta.sink_logits) else ()
+    sink = torch.tensor(logits, dtype=torch.float32) if logits else None
+    if sink is not None and meta.heads is not None:
+        sink = sink[list(meta.heads)]
+    return {"causal": meta.kind == "decoder", "window": window, "kernel_scale": scale or None, "softcap": softcap,
+            "sink": sink}
 
 
 def _real(tensor: Tensor, positions: np.ndarray, axis: int) -> Tensor:
@@ -101,7 +111,6 @@ class _TraceLayers(LazyLayers):
     def __init__(self, trace: Trace, layers: list[int], example: int, positions: np.ndarray,
                  device: torch.device | None) -> None:
         self.trace, self.layers, self.example, self.positions, self.device = trace, layers, example, positions, device
-        self.causal = trace.meta.kind == "decoder"
 
     def __len__(self) -> int:
         return len(self.layers)
@@ -111,7 +120,7 @@ class _TraceLayers(LazyLayers):
         i = self.layers[index]
         q, k, lse = (self._rows(self.trace[f"blocks.{i}.{suffix}"].detach()) for suffix in ROWS)  # [pos, head, d], [head, pos]
         q, k = (_real(t, self.positions, 0).transpose(0, 1) for t in (q, k))
-        return StreamedLayer(q, k, None, causal=self.causal, lse=_real(lse, self.positions, 1))
+        return StreamedLayer(q, k, None, lse=_real(lse, self.positions, 1), **masking(self.trace, i))
 
     def _rows(self, tensor: Tensor) -> Tensor:
         """Return this example's slice of `tensor` (batch first), on the device."""
@@ -197,16 +206,16 @@ def gradient_pass(
     return order
 
 
-def _example_layers(trace: Trace, tensors: dict[str, Tensor]) -> list[StreamedLayer]:
-    """Return one layer's StreamedLayer per example, over its real positions, from the pass's tensors (`KEPT`)."""
+def _example_layers(trace: Trace, layer: int, tensors: dict[str, Tensor]) -> list[StreamedLayer]:
+    """Return layer `layer`'s StreamedLayer per example, over its real positions, from the pass's tensors (`KEPT`)."""
     q, k, v = (tensors[suffix] for suffix in QKV)
     n_heads = q.shape[2]
     z, grad = (_heads(tensors[name], n_heads) for name in ("z", "grad"))
-    causal = trace.meta.kind == "decoder"
+    restated = masking(trace, layer)
     return [
         StreamedLayer(
-            *(_per_example(t, b, positions) for t in (q, k, v)), causal=causal, z=_per_example(z, b, positions),
-            grad_z=_per_example(grad, b, positions),  # model dtype: blocks cast it
+            *(_per_example(t, b, positions) for t in (q, k, v)), z=_per_example(z, b, positions),
+            grad_z=_per_example(grad, b, positions), **restated,  # grad_z in the model's dtype: blocks cast it
         )
         for b, positions in enumerate(real_positions(trace))
     ]
@@ -262,7 +271,7 @@ class _Stream:
     the pass differentiates to (`root`)."""
 
     def __init__(self, order: list[int], recomputed: set[int], offload: bool,
-                 build: Callable[[dict[str, Tensor]], list[StreamedLayer]], consume: Consumer) -> None:
+                 build: Callable[[int, dict[str, Tensor]], list[StreamedLayer]], consume: Consumer) -> None:
         self.order, self.recomputed, self.offload = order, recomputed, offload
         self.build, self.consume = build, consume
         self.held: dict[int, dict[str, Tensor]] = {}
@@ -279,7 +288,7 @@ class _Stream:
         while self.next >= 0 and len(self.held.get(self.order[self.next], ())) == len(KEPT):
             if self.offload:  # the layer's host copies are complete before the host reads them (padding, .cpu())
                 torch.cuda.synchronize()
-            self.consume(self.next, self.build(self.held.pop(self.order[self.next])))
+            self.consume(self.next, self.build(self.order[self.next], self.held.pop(self.order[self.next])))
             self.next -= 1
 
     def sink_for(self, site: Any) -> Any:
@@ -315,7 +324,7 @@ class _Stream:
             kept = self.held.pop(self.order[self.next], {})
             if all(name in kept for name in KEPT[:-1]):
                 kept.setdefault("grad", torch.zeros_like(kept["z"]))
-                self.consume(self.next, self.build(kept))
+                self.consume(self.next, self.build(self.order[self.next], kept))
             else:
                 self.consume(self.next, None)
             self.next -= 1

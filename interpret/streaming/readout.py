@@ -81,7 +81,9 @@ def rollout_readout(
     transposed direction, after an lse call when the layer kept no lse) when heads are mean-fused, the device
     has such a kernel and the row's weight spans more than one block of rows; "fused" on every layer (mean
     fusion only); "blocks" rebuilds pattern rows in blocks on every layer. The fused path's lse call checks A·V
-    against the kernel's z on every row.
+    against the kernel's z on every row. A layer with a sliding window narrower than the input or soft-capped
+    scores, or with sinks and no kept lse, is rebuilt in blocks whatever the method: the fused kernels apply a
+    causal mask only, to scores as they are.
     device: where each layer is computed (its tensors moved there one layer at a time, e.g. from pinned host
     memory); default: where the layer is.
     """
@@ -94,7 +96,8 @@ def rollout_readout(
     for layer in reversed(layers):
         layer = layer.to(device)
         vector = vector.to(layer.q.device)
-        if method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes)):
+        fused = method == "fused" or (method == "auto" and head_fusion == "mean" and _spans_blocks(vector, layer, block_bytes))
+        if fused and layer.fusable and (layer.sink is None or layer.lse is not None):
             vector, error = _fused_layer(layer, vector, residual, block_bytes)
         else:
             vector, error = _blocks_layer(layer, vector, residual, head_fusion, block_bytes)
@@ -125,10 +128,15 @@ def _fused_layer(
     layer: StreamedLayer, vector: torch.Tensor, residual: float, block_bytes: int
 ) -> tuple[torch.Tensor, float]:
     """Return (v·Â [n] float64, output error) by fused attention calls per chunk of heads (one with the layer's
-    kept lse, two without): v·Â = (1 − r)/H·Σ_h A_hᵀ·v + r·v (rows of Â sum to one under the mean fusion)."""
+    kept lse, two without): v·Â = (1 − r)/H·Σ_h A_hᵀ·v' + r·v', v' = v / d, d_i the sum of row i of r·I +
+    (1 − r)·mean_h A_h before `rownorm`: 1 (no division), but where the attention has sinks, whose rows hold
+    Σ_j A_hij = 1 − exp(sink_h − lse_hi) (the kept lse has the sink's term)."""
+    if layer.sink is not None:
+        mass = torch.expm1(layer.sink.to(layer.lse.device)[:, None].double() - layer.lse.double()).neg_()  # [head, n]
+        vector = vector / mass.mean(0).mul_(1.0 - residual).add_(residual)
     sums, error = column_sums(
         layer.q, layer.k, layer.v, layer.z, vector, causal=layer.causal, scale=layer.scale, chunk_bytes=block_bytes,
-        lse=layer.lse,
+        lse=layer.lse, sink=layer.sink,
     )
     return sums.mul_((1.0 - residual) / layer.heads).add_(vector, alpha=residual), error
 
@@ -144,21 +152,24 @@ def _blocks_layer(
         needed = bool(torch.any(rows != 0))
         if not needed and stop < layer.n:
             continue
-        pattern = pattern_rows(layer, start, stop)  # [head, rows, keys]
+        pattern = pattern_rows(layer, start, stop)  # [head, rows, keys first..end − 1]
         if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
             worst = max(worst, output_error(layer, start, stop, pattern))
         if not needed:
             continue
-        if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v·A_h + r·v: rows of Â sum to one as they are
+        first, end = layer.key_span(start, stop)
+        if head_fusion == "mean":  # v·Â = (1 − r)/H · Σ_h v'·A_h + r·v', v' = v / (row sums before rownorm)
+            if layer.sink is not None:  # rows of A hold less than one: 1 without sinks
+                rows = rows / pattern.sum(-1, dtype=torch.float64).mean(0).mul_(1.0 - residual).add_(residual)
             mixed = torch.matmul(rows.float(), pattern).sum(0)  # [keys]
-            carried[: mixed.shape[0]] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
+            carried[first:end] += mixed.double().mul_((1.0 - residual) / pattern.shape[0])
             carried[start:stop] += residual * rows
             continue
         augmented = _fuse(pattern, head_fusion).mul_(1.0 - residual)  # [rows, keys]
         index = torch.arange(stop - start, device=augmented.device)
-        augmented[index, index + start] += residual
+        augmented[index, index + start - first] += residual
         augmented /= augmented.sum(-1, keepdim=True)
-        carried[: augmented.shape[1]] += (rows.float() @ augmented).double()
+        carried[first:end] += (rows.float() @ augmented).double()
     return carried, worst
 
 
@@ -176,18 +187,20 @@ def attention_gradient_layer(
     method: "auto" takes the layer by two fused attention calls (`transposed.gradient_column_sums`: each row's
     lse and A·V, then Aᵀ·(w ⊙ ∂score/∂z) in the transposed direction, dotted with v) when the device has such a
     kernel and the rows with a weight span more than one block of rows (rows="all" does), else rebuilds those
-    blocks; "fused" always; "blocks" never. The fused path checks A·V against the kernel's z on every row, the
+    blocks; "fused" always (but on a layer whose sliding window is narrower than the input or whose scores are
+    soft-capped, which the fused kernels do not apply); "blocks" never. The fused path checks A·V against the kernel's z on every row, the
     blocks on the blocks they rebuild."""
     if method not in ROLLOUT_METHODS:
         raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
     layer = layer.to(device)
     weight_vector = torch.as_tensor(np.asarray(weights, dtype=np.float64)).to(layer.q.device)
-    if method == "fused" or (method == "auto" and _spans_blocks(weight_vector, layer, block_bytes)):
+    fused = method == "fused" or (method == "auto" and _spans_blocks(weight_vector, layer, block_bytes))
+    if fused and layer.fusable:
         if layer.grad_z is None or layer.v is None:
             raise ValueError("this layer was streamed without gradients; capture ∂score/∂z first")
         sums, error = gradient_column_sums(
             layer.q, layer.k, layer.v, layer.z, layer.grad_z, weight_vector, causal=layer.causal, scale=layer.scale,
-            chunk_bytes=block_bytes,
+            chunk_bytes=block_bytes, sink=layer.sink,
         )
         return to_numpy(sums), error
     out = np.zeros(len(weights))
@@ -199,7 +212,8 @@ def attention_gradient_layer(
         pattern = pattern_rows(layer, start, stop)
         worst = max(worst, output_error(layer, start, stop, pattern))
         product = pattern_grad_rows(layer, start, stop).mul_(pattern).sum(0)  # [rows, keys]
-        out[: product.shape[1]] += to_numpy((rows.float() @ product).double())
+        first, end = layer.key_span(start, stop)
+        out[first:end] += to_numpy((rows.float() @ product).double())
     return out, worst
 
 
@@ -224,5 +238,6 @@ def grad_rollout_layer(
         if stop == layer.n:  # the last block (every key) shows whether the pattern is the kernel's
             worst = max(worst, output_error(layer, start, stop, pattern))
         relevance = pattern_grad_rows(layer, start, stop).mul_(pattern).clamp_(min=0).mean(0)  # [rows, keys]
-        carried[: relevance.shape[1]] += (rows.float() @ relevance).double()
+        first, end = layer.key_span(start, stop)
+        carried[first:end] += (rows.float() @ relevance).double()
     return carried, worst

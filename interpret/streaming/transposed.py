@@ -2,7 +2,10 @@
 (attention × gradient's column sums) by two fused attention calls, with no [n, n] tensor anywhere, not even a
 block of one.
 
-With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij):
+With scores s_ij = scale·q_i·k_j (+ a causal mask) and A_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij)
+(+ exp(sink) for an attention with sinks: the transposed call reads lse as it is, so its rows may sum to less
+than one; a sliding window is not a mask these kernels apply, nor soft-capping a transform of their scores: such a
+layer is rebuilt in blocks instead):
 
     (Aᵀ r)_j = Σ_i r_i · exp(s_ij − lse_i)
 
@@ -164,17 +167,23 @@ def head_slices(heads: int, n: int, d_head: int, chunk_bytes: int, units: int = 
 def _head_chunks(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
     z: Float[Tensor, "head n d_head"] | None, lse: Float[Tensor, "head n"] | None, *, causal: bool, scale: float,
-    chunk_bytes: int, units: int = 6,
+    chunk_bytes: int, units: int = 6, sink: Float[Tensor, " head"] | None = None,
 ) -> Iterator[tuple[slice, Float[Tensor, "chunk n"], float, float]]:
     """Yield (heads, their lse [chunk, n], max |A·V − z|, max(1, max |z|)) a few heads at a time
     (`head_slices`). With the kernel's own lse the first call is skipped (nothing to check: the pattern is the
-    kernel's by construction); without v or z the output is not checked (error 0)."""
+    kernel's by construction); without v or z the output is not checked (error 0). With sinks' logits `sink`
+    [head] each row's lse gets the sink's term, and A·V (its rows summing to less than one) is the fused call's
+    output times exp(lse over the keys − lse)."""
     for part in head_slices(*q.shape, chunk_bytes, units):
         if lse is not None:
             yield part, lse[part], 0.0, 1.0
             continue
         values = v[part] if v is not None else k[part]
         out, row_lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
+        if sink is not None:
+            total = torch.logaddexp(row_lse, sink[part].to(row_lse.device)[:, None])
+            out = out.mul_(torch.exp(row_lse - total).unsqueeze(-1))  # each row's mass on its keys
+            row_lse = total
         if v is None or z is None:
             yield part, row_lse, 0.0, 1.0
             continue
@@ -185,13 +194,15 @@ def _head_chunks(
 def column_sums(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"] | None,
     z: Float[Tensor, "head n d_head"] | None, vector: Float[Tensor, " n"], *, causal: bool, scale: float,
-    chunk_bytes: int, lse: Float[Tensor, "head n"] | None = None,
+    chunk_bytes: int, lse: Float[Tensor, "head n"] | None = None, sink: Float[Tensor, " head"] | None = None,
 ) -> tuple[Float[Tensor, " n"], float]:
     """Return (Σ_h A_hᵀ·vector [n] float64, max |A·V − z| / max(1, max |z|)) of one layer, a few heads at a
-    time (`_head_chunks`: one fused call per chunk with the kernel's own lse [head, n], two without)."""
+    time (`_head_chunks`: one fused call per chunk with the kernel's own lse [head, n], two without; `sink`:
+    the sinks' logits [head], whose terms the kernel's lse holds already)."""
     sums = torch.zeros(q.shape[1], dtype=torch.float64, device=q.device)
     worst, largest = 0.0, 1.0
-    for part, row_lse, error, size in _head_chunks(q, k, v, z, lse, causal=causal, scale=scale, chunk_bytes=chunk_bytes):
+    chunks = _head_chunks(q, k, v, z, lse, causal=causal, scale=scale, chunk_bytes=chunk_bytes, sink=sink)
+    for part, row_lse, error, size in chunks:
         worst, largest = max(worst, error), max(largest, size)
         sums += transposed_sums(q[part], k[part], row_lse, vector, causal=causal, scale=scale)
     return sums, worst / largest
@@ -200,15 +211,17 @@ def column_sums(
 def gradient_column_sums(
     q: Float[Tensor, "head n d_head"], k: Float[Tensor, "head n d_head"], v: Float[Tensor, "head n d_head"],
     z: Float[Tensor, "head n d_head"] | None, grad_z: Float[Tensor, "head n d_head"], weights: Float[Tensor, " n"],
-    *, causal: bool, scale: float, chunk_bytes: int,
+    *, causal: bool, scale: float, chunk_bytes: int, sink: Float[Tensor, " head"] | None = None,
 ) -> tuple[Float[Tensor, " n"], float]:
     """Return (Σ_h Σ_i w_i·(A_h ⊙ ∂score/∂A_h)[i, :] [n] float64, max |A·V − z| / max(1, max |z|)) of one layer:
     per chunk of heads, each row's lse and A·V from one fused call (A·V checked against the kernel's z on every
-    row), then Aᵀ·(w ⊙ ∂score/∂z) from one transposed call, dotted with v per key (module docstring)."""
+    row), then Aᵀ·(w ⊙ ∂score/∂z) from one transposed call, dotted with v per key (module docstring); `sink`:
+    the sinks' logits [head], or None."""
     sums = torch.zeros(q.shape[1], dtype=torch.float64, device=q.device)
     worst, largest = 0.0, 1.0
     weighted = weights.to(device=q.device, dtype=torch.float32).view(1, -1, 1)
-    chunks = _head_chunks(q, k, v, z, None, causal=causal, scale=scale, chunk_bytes=chunk_bytes, units=12)  # + float64 products
+    chunks = _head_chunks(q, k, v, z, None, causal=causal, scale=scale, chunk_bytes=chunk_bytes, units=12,  # + float64
+                          sink=sink)
     for part, row_lse, error, size in chunks:
         worst, largest = max(worst, error), max(largest, size)
         product = transposed_product(q[part], k[part], row_lse, grad_z[part].float() * weighted, causal=causal, scale=scale)

@@ -6,7 +6,9 @@ whatever the kernel returns as its weights.
 The reference is independent of that restatement: the pattern times the values equals the kernel's own output
 (`hook_z`, the output projection's input), and where the eager kernel returns the weights it applied (gpt-oss),
 the pattern equals them. Granite SWA's eager kernel returns its weights normalised without the sink and scales
-its output afterwards: there the pattern is the weights it applied, not the ones it returns.
+its output afterwards: there the pattern is the weights it applied, not the ones it returns. The streamed
+computations restate the sinks (and each layer's sliding window and scale) from the trace's meta and equal the
+analyzers over the full patterns.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import TEXTS, built_with, eager_copy, word_tokenizer
+from hf_tiny import SINK_MODELS, TEXTS, built_with, eager_copy, sink_model, word_tokenizer
 
 import interpret
-from interpret.capture.hf.generic import PROBE_TOKENS
-from interpret.errors import AnalyzerError, MemoryBudgetError
 from interpret.files.trace_io import load_trace, save_trace
 from interpret.request import Limits
+from interpret.streaming.capture import REQUIRES
 
 TIGHT = 1e-6
 OUTPUT = 1e-5  # pattern · values against the kernel's output, both float32 sums of the same products
+STREAMED = 1e-5  # a streamed result against the analyzer over the captured patterns (float32 rows, float64 sums)
+LONG = "the cat sat on the mat and the dog saw the red ball"  # 14 positions: past the window of 4
 
 
 def _sizes() -> dict[str, Any]:
@@ -34,32 +37,9 @@ def _sizes() -> dict[str, Any]:
             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "pad_token_id": 0}
 
 
-def _gpt_oss() -> Any:
-    return T.GptOssForCausalLM(T.GptOssConfig(**_sizes(), head_dim=8, num_local_experts=4, num_experts_per_tok=2,
-                                              layer_types=["sliding_attention", "full_attention"], sliding_window=4))
-
-
-def _granite_swa() -> Any:
-    return T.GraniteSWAForCausalLM(T.GraniteSWAConfig(**_sizes(), sliding_window=4,
-                                                      layer_types=["full_attention", "sliding_attention"],
-                                                      layer_rope_theta=[10000.0, 10000.0]))
-
-
-MODELS = {"gpt_oss": _gpt_oss, "granite_swa": _granite_swa}
-
-
-def _with_sinks(model: Any) -> Any:
-    """Give every sink a value far from zero, so that each row's share on it is large (the default is 0 or random
-    near it), and return the model."""
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.sinks.copy_(torch.linspace(-1.0, 2.0, layer.self_attn.sinks.numel()))
-    return model
-
-
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", list(SINK_MODELS))
 def test_the_pattern_is_what_weights_the_values_and_sums_to_less_than_one(name: str) -> None:
-    model = _with_sinks(built_with(MODELS[name], "eager"))
+    model = sink_model(name)
     trace = interpret.collect(model, word_tokenizer(), TEXTS[:2], names="*")
     mask = trace.encoded.attention_mask.bool()
     with torch.no_grad():
@@ -86,7 +66,7 @@ def test_the_pattern_is_what_weights_the_values_and_sums_to_less_than_one(name: 
 
 
 def test_the_output_is_untouched_and_the_trace_says_its_rows_have_sinks(tmp_path) -> None:
-    model = _with_sinks(built_with(_gpt_oss, "eager"))
+    model = sink_model("gpt_oss")
     trace = interpret.collect(model, word_tokenizer(), TEXTS[:2], names="*")
     with torch.no_grad():
         plain = model(input_ids=trace.encoded.input_ids, attention_mask=trace.encoded.attention_mask)
@@ -101,7 +81,7 @@ def test_the_output_is_untouched_and_the_trace_says_its_rows_have_sinks(tmp_path
 def test_the_entropy_counts_the_sink_as_one_more_outcome_of_its_row() -> None:
     """A plain statement: each real row's distribution is its real keys' probabilities and the sink's share
     s = 1 − Σ p; its entropy −Σ p·log p − s·log s, averaged over real rows."""
-    model = _with_sinks(built_with(_gpt_oss, "eager"))
+    model = sink_model("gpt_oss")
     trace = interpret.collect(model, word_tokenizer(), TEXTS[:2])
     entropy = interpret.analyze(trace, "attention_entropy")["entropy"]
     for example, length in enumerate(trace.encoded.lengths):
@@ -114,7 +94,7 @@ def test_the_entropy_counts_the_sink_as_one_more_outcome_of_its_row() -> None:
 
 
 def test_explain_runs_its_defaults_on_a_model_with_sinks(tmp_path) -> None:
-    model = _with_sinks(built_with(_gpt_oss, "eager"))
+    model = sink_model("gpt_oss")
     report = interpret.explain(model, word_tokenizer(), TEXTS[:2])
     assert set(report.run.analyzers) >= {"rollout", "attention_entropy"}
     path = tmp_path / "gpt_oss.html"
@@ -122,19 +102,35 @@ def test_explain_runs_its_defaults_on_a_model_with_sinks(tmp_path) -> None:
     assert "attention_entropy" in path.read_text(encoding="utf-8")
 
 
-def test_streaming_is_refused_before_the_model_runs_on_attention_with_sinks() -> None:
-    """q and k do not hold a row's sink: the streamed analyzers refuse such a model before its forward pass
-    (streaming on) or, where the full capture is over the budget, say so in its place (streaming auto)."""
-    model, tokenizer = _with_sinks(built_with(_gpt_oss, "eager")), word_tokenizer()
-    lengths = []  # of each forward pass: the adapter's structure probe (3 positions) may run, the input may not
-    model.register_forward_pre_hook(lambda module, args, kwargs: lengths.append(kwargs["input_ids"].shape[-1]),
-                                    with_kwargs=True)
-    with pytest.raises(AnalyzerError, match=r"^rollout streams attention restated from q and k, and this model's"
-                       r" attention has sinks .* run it on the full strategy"):
-        interpret.explain(model, tokenizer, TEXTS[:1], ["rollout"], limits=Limits(streaming="on"), evidence=False)
-    assert set(lengths) <= {PROBE_TOKENS}
-    with pytest.raises(MemoryBudgetError, match=r"and this model's attention has sinks .* raise the capture budget"):
-        interpret.explain(model, tokenizer, TEXTS[:1], ["rollout"], limits=Limits(capture_bytes=1), evidence=False)
-    trace = interpret.collect(model, tokenizer, TEXTS[:1], names=["*attn.hook_q", "*attn.hook_k", "*attn.hook_lse"])
-    with pytest.raises(AnalyzerError, match="attention_entropy streams attention restated from q and k"):
-        interpret.analyze(trace, "attention_entropy", strategy="streamed")
+@pytest.mark.parametrize("name", list(SINK_MODELS))
+def test_streamed_analyzers_restate_the_sinks_and_the_window(name: str, tmp_path) -> None:
+    """Each row's sink share and each layer's sliding window and scale, kept in the trace's meta, are restated by the
+    streamed computations: they equal the analyzers over the full patterns (rollout, by every method and head
+    fusion, and entropy) on an input longer than the window; a trace saved and loaded keeps them."""
+    model, tokenizer = sink_model(name), word_tokenizer()
+    trace = interpret.collect(model, tokenizer, [LONG, TEXTS[1]], names=["*attn.hook_pattern", *REQUIRES])
+    assert trace.meta.windows in ((4, 0), (0, 4)) and len(trace.meta.sink_logits) == 2
+    assert load_trace(save_trace(trace, tmp_path / "t.safetensors")).meta == trace.meta
+    for head_fusion in ("mean", "max"):
+        full = interpret.analyze(trace, "rollout", params={"head_fusion": head_fusion, "rows": "all"})
+        for method in ("auto", "blocks") + (("fused",) if head_fusion == "mean" else ()):
+            streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer,
+                                         params={"head_fusion": head_fusion, "method": method, "block_mib": 1})
+            assert np.abs(streamed["readout"] - full["readout"]).max() <= STREAMED, (head_fusion, method)
+            assert streamed.checks["lse_error"].value <= 1e-6
+    full = interpret.analyze(trace, "attention_entropy")
+    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
+    for array in ("entropy", "special_attention"):
+        assert np.abs(streamed[array] - full[array]).max() <= STREAMED, array
+    assert streamed.checks["lse_error"].value <= 1e-6
+
+
+def test_explain_streams_a_model_with_sinks() -> None:
+    model, tokenizer = sink_model("gpt_oss"), word_tokenizer()
+    reports = {streaming: interpret.explain(model, tokenizer, [LONG], ["rollout"], evidence=False,
+                                            limits=Limits(streaming=streaming))
+               for streaming in ("on", "off")}
+    results = {streaming: {section.result.analyzer: section.result for section in report.sections
+                           if section.kind == "analyzer"} for streaming, report in reports.items()}
+    assert reports["on"].run.attention == "streamed" and results["on"]["rollout"].strategy == "streamed"
+    assert np.abs(results["on"]["rollout"]["readout"] - results["off"]["rollout"]["readout"]).max() <= STREAMED

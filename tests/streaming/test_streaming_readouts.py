@@ -1,7 +1,7 @@
 """Streaming readouts equal the full computation: streaming rollout equals the `rollout` analyzer (rows="readout",
 from captured patterns), and streaming attention × gradient and gradient-weighted rollout equal a plain PyTorch
-statement over the full patterns and their autograd gradients, on tiny GPT-2, Llama (grouped-query, rotary)
-and BERT, padded batches included, with blocks of one row and of many; a wrong mask is caught by the output
+statement over the full patterns and their autograd gradients, on tiny GPT-2, Llama (grouped-query, rotary),
+BERT and Mistral (a sliding window narrower than the input, rebuilt in blocks), padded batches included, with blocks of one row and of many; a wrong mask is caught by the output
 check (gradients) and the lse check (rollout); no hook survives."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from hf_tiny import MATRIX, TEXTS, tiny_model, word_tokenizer
+import transformers as T
+from hf_tiny import MATRIX, TEXTS, tiny_config, tiny_model, word_tokenizer
 
 import interpret
 from interpret.analysis.run import run_context
@@ -22,7 +23,7 @@ from interpret.streaming.pattern import StreamedLayer
 from interpret.streaming.pattern import lse_error, output_error, pattern_rows
 from interpret.streaming.readout import attention_gradient_layer, grad_rollout_layer, rollout_readout
 
-FAMILIES = ("gpt2", "llama", "bert")
+FAMILIES = ("gpt2", "llama", "bert", "mistral")  # Mistral: a sliding window of 4 keys, shorter than the input
 TOLERANCE = 1e-5
 ONE_ROW = 1  # block_bytes so small that every block is a single query row
 
@@ -328,11 +329,37 @@ def test_streaming_rollout_holds_one_layer_at_a_time_also_from_a_start_layer(mon
         assert most[0] <= 2, start  # the layer in use, and the next one as the loop rebinds
 
 
-# Families whose attention is not plain scaled dot-product with a causal or no mask, refused by the output
-# check rather than explained wrongly: disentangled position terms (DeBERTa), a relative position bias (MPNet),
-# local or sliding windows (ModernBERT, Mistral, Qwen2 here), soft-capping (Gemma 2), and queries pre-scaled
-# before a kernel called with scale 1 (OPT: the streamed layers assume 1/√d_head).
-REFUSED = {"deberta-v2", "mpnet", "modernbert", "opt", "mistral", "qwen2", "gemma2"}
+def test_soft_capped_scores_are_restated() -> None:
+    """Gemma 2 with its scores squeezed into ±0.5 (c·tanh(s/c), c = 0.5: far from the identity) and a window of 4:
+    streaming rollout and entropy equal the analyzers over the captured patterns."""
+    config = tiny_config("gemma2")
+    config.attn_logit_softcapping, config._attn_implementation = 0.5, "eager"
+    torch.manual_seed(0)
+    model, tokenizer = T.Gemma2ForCausalLM(config).eval(), word_tokenizer()
+    with torch.no_grad():  # scores of a few units (a random model's are near 0, where the cap is the identity)
+        for block in model.model.layers:
+            block.self_attn.q_proj.weight.mul_(40.0)
+    trace = interpret.collect(model, tokenizer, ["the cat sat on the mat and the dog saw the red ball", TEXTS[1]],
+                              names=["*attn.hook_pattern", *REQUIRES])
+    assert trace.meta.softcaps == (0.5, 0.5) and trace.meta.windows == (4, 0)
+    full = interpret.analyze(trace, "rollout", params={"rows": "all"})
+    streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
+    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
+    assert streamed.checks["lse_error"].value <= 1e-6
+    full = interpret.analyze(trace, "attention_entropy")
+    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
+    assert np.abs(streamed["entropy"] - full["entropy"]).max() <= TOLERANCE
+    layers = layers_from_trace(trace, "test")[0]
+    assert layers[1].softcap == 0.5 and lse_error(dataclasses.replace(layers[1], softcap=0.0), 0, layers[1].n) > 1e-2
+
+
+# Families whose attention the streamed layers do not restate (scaled dot-product under a causal mask narrowed by a
+# decoder's sliding window, or none; soft-capped scores; sinks), refused by the output check rather than explained
+# wrongly: disentangled position terms (DeBERTa), a relative position bias (MPNet), an encoder's local windows
+# (ModernBERT), and queries pre-scaled before a kernel called with scale 1 (OPT: the module's `scaling`, which the
+# streamed layers read as the kernel's). Mistral's and Qwen2's sliding windows and Gemma 2's soft-capping are
+# restated.
+REFUSED = {"deberta-v2", "mpnet", "modernbert", "opt"}
 # Families whose layers run one block module (ALBERT): a recomputation's calls cannot be told apart, so
 # recompute="on" is refused by name (and "auto" never recomputes them).
 SHARED = {"albert"}

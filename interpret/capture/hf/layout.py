@@ -29,6 +29,7 @@ an error that names it.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -358,6 +359,10 @@ def assemble(
     implementation = _implementation(model)
     sinks = any(isinstance(getattr(site.module, "sinks", None), Tensor) for site in sites
                 if site.name.endswith(".hook_pattern"))
+    attentions = _main_attentions(sites)
+    windows = tuple(_window(module) for module in attentions) if kind == "decoder" else ()
+    scales = tuple(_scale(module) for module in attentions)
+    softcaps = tuple(_positive(getattr(module, "attn_logit_softcapping", None)) for module in attentions)
     return Capturable(
         model=model,
         model_id=str(getattr(model, "name_or_path", "") or type(model).__name__),
@@ -376,7 +381,52 @@ def assemble(
         model_class=type(model).__name__,
         unsupported=dict(unsupported or {}),
         sinks=sinks,
+        windows=windows if any(windows) else (),
+        scales=scales if any(scales) else (),
+        softcaps=softcaps if any(softcaps) else (),
+        sink_logits=partial(_sink_logits, tuple(attentions)) if sinks else (lambda: ()),
     )
+
+
+_MAIN_PATTERN = re.compile(r"blocks\.(\d+)\.attn\.hook_pattern")
+
+
+def _main_attentions(sites: Sequence[Site]) -> list[nn.Module | None]:
+    """Return the attention module of each layer of the main stack (`blocks.{i}.attn.hook_pattern`'s), in order."""
+    found = {int(match.group(1)): site.module for site in sites if (match := _MAIN_PATTERN.fullmatch(site.name))}
+    return [found.get(layer) for layer in range(max(found, default=-1) + 1)]
+
+
+def _window(module: nn.Module | None) -> int:
+    """Return the sliding window a decoder's attention module gives its kernel (`sliding_window`: its own
+    attribute, None on its full-attention layers, as Qwen2, Gemma 2 and 3, Cohere 2 and gpt-oss keep it; else its
+    config's, which Mistral and Phi-3 pass on every layer), 0 for none. The streamed checks confirm it."""
+    if module is None:
+        return 0
+    window = getattr(module, "sliding_window", _ABSENT)
+    if window is _ABSENT:
+        window = getattr(getattr(module, "config", None), "sliding_window", None)
+    return int(window) if isinstance(window, int) and window > 0 else 0
+
+
+_ABSENT = object()
+
+
+def _scale(module: nn.Module | None) -> float:
+    """Return the softmax scale an attention module gives its kernel (its `scaling`, which transformers'
+    attention modules pass as the kernel's `scaling`), 0.0 where it keeps none."""
+    return _positive(getattr(module, "scaling", None))
+
+
+def _positive(value: Any) -> float:
+    """Return `value` as a float when it is a positive number, else 0.0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+def _sink_logits(attentions: Sequence[nn.Module | None]) -> tuple[tuple[float, ...], ...]:
+    """Return each layer's sink logits now [head] as floats (empty for a layer without sinks)."""
+    logits = [getattr(module, "sinks", None) for module in attentions]
+    return tuple(tuple(each.detach().float().cpu().tolist()) if isinstance(each, Tensor) else () for each in logits)
 
 
 def _implementation(model: nn.Module) -> str:
