@@ -29,8 +29,12 @@ def _expected_lse(trace, name: str, b: int, positions: np.ndarray) -> torch.Tens
     return torch.logsumexp(scores, dim=-1)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
-@pytest.mark.parametrize("case", ["one text (the kernel's)", "padded batch (restated)", "eager kernel (restated)"])
+CASES = ["one text (the kernel's)", "padded batch (restated)", "eager kernel (restated)"]
+
+
+# Mistral's sliding window is a mask the kernel is given: its lse is always restated.
+@pytest.mark.parametrize(("family", "case"), [(family, case) for family in ("gpt2", "llama", "bert") for case in CASES]
+                         + [("mistral", case) for case in CASES[1:]])
 def test_the_captured_lse_equals_the_log_sum_exp_of_the_scores(family: str, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tiny_model(family, "eager" if case.startswith("eager") else "sdpa")
     texts = [TEXTS[0]] if case.startswith("one") else list(TEXTS)
@@ -127,3 +131,42 @@ def test_a_capture_with_gradients_refuses_offload_in_one_line() -> None:
     with pytest.raises(CaptureError, match="drop offload=") as caught:
         capture(capturable, encoded, sites, grad=True, offload=True)
     assert "\n" not in str(caught.value)
+
+
+def _kernel_inputs(heads: int = 4, kv_heads: int = 2, n: int = 9, d: int = 8, batch: int = 2):
+    torch.manual_seed(5)
+    query = torch.randn(batch, heads, n, d) * 2.0
+    key = torch.randn(batch, kv_heads, n, d) * 2.0
+    return query, key
+
+
+@pytest.mark.parametrize("case", ["4d padding mask", "2d mask, causal, window", "position bias", "sinks", "scaling"])
+def test_the_fused_lse_equals_the_log_sum_exp_of_the_restated_scores(case: str) -> None:
+    """On the CPU the lse of a call the fused kernel did not serve comes from the flash kernel given the same
+    additive mask (`attention._fused_lse`): equal to log Σ exp of `attention_scores` (the restated scores the
+    patterns are made from) on every row, fully masked padding rows included."""
+    attention = importlib.import_module("interpret.capture.hf.attention")
+    recompute = importlib.import_module("interpret.capture.hf.recompute")
+    query, key = _kernel_inputs()
+    module = torch.nn.Module()
+    padding = torch.ones(2, 9, dtype=torch.bool)
+    padding[1, :3] = False  # left padding: rows 0..2 of example 1 see no key under the 4D mask
+    kwargs: dict = {}
+    mask: torch.Tensor | None = None
+    if case == "4d padding mask":
+        causal = torch.ones(9, 9, dtype=torch.bool).tril()
+        mask = causal[None, None] & padding[:, None, None, :] & padding[:, None, :, None]
+    elif case == "2d mask, causal, window":
+        mask, kwargs = padding.long(), {"is_causal": True, "sliding_window": 3}
+    elif case == "position bias":
+        kwargs = {"position_bias": torch.randn(1, 4, 9, 9)}
+    elif case == "sinks":
+        kwargs = {"s_aux": torch.tensor([-1.0, 0.0, 1.0, 2.0]), "is_causal": True}
+    else:
+        kwargs = {"scaling": 0.05, "is_causal": True}
+    got = attention.restated_lse(module, query, key, mask, kwargs)
+    expected = recompute.with_sink(torch.logsumexp(recompute.attention_scores(module, query, key, mask, kwargs), -1),
+                                   recompute.sink_logits(kwargs))
+    assert got.shape == expected.shape == (2, 4, 9)
+    scale = expected.abs().clamp(min=1.0)
+    assert float(((got - expected).abs() / scale).max()) <= 1e-6, case
