@@ -159,6 +159,26 @@ def test_a_completed_config_too_large_for_the_cpu_probe_says_so(model_type: str)
     assert "cannot be called on meta tensors" in row.reason and "exceed the CPU probe's 1B" in row.reason, row.reason
 
 
+# Completed, these default configs build and probe, and reach the refusal a checkpoint of their type gets: the
+# time-series transformers forecast from past values (no token ids, no pixels); Bamba's one attention layer among
+# Mamba layers is a hybrid. As they are, transformers cannot build the first, nor run the second's forward.
+REFUSED = {
+    "autoformer": (("prediction_length = 24", "context_length = prediction_length"), "takes 'past_values'"),
+    "informer": (("prediction_length = 24", "context_length = prediction_length"), "takes 'past_values'"),
+    "time_series_transformer": (("prediction_length = 24", "context_length = prediction_length"),
+                                "takes 'past_values'"),
+    "bamba": (("attn_layer_indices = [num_hidden_layers // 2]",), "has attention in only 1 of the 32 blocks"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED))
+def test_a_completed_config_reaches_the_refusal_of_its_type(model_type: str) -> None:
+    completed, reason = REFUSED[model_type]
+    row = catalog.describe(model_type)
+    assert (row.status, row.completed) == ("unsupported", completed), row
+    assert reason in row.reason, row.reason
+
+
 def test_a_model_with_an_adapter_per_language_and_none_chosen_is_refused_saying_how_to_choose() -> None:
     tokenizer = word_tokenizer()
     model = _built(T.XmodConfig(vocab_size=len(tokenizer), **_SIZES, languages=("en_XX", "de_DE")), T.XmodModel)

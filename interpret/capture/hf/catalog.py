@@ -67,6 +67,10 @@ _COMPLETIONS: dict[str, tuple[str, Callable[[Any], float]]] = {
     "clip_qkv": ("8.0", lambda config: 8.0),
     "default_language": ("languages[0]", lambda config: config.languages[0]),  # X-MOD's per-language adapters
     "vocabulary_map": ("{} (no image tokens: text alone)", lambda config: {}),  # Chameleon's, Emu3's image tokens
+    "prediction_length": ("24", lambda config: 24),  # the time-series transformers' forecast horizon,
+    "context_length": ("prediction_length", lambda config: config.prediction_length),  # and what they read of the past
+    # Bamba's attention layers among its Mamba ones (its checkpoints: every ninth); none left every layer Mamba
+    "attn_layer_indices": ("[num_hidden_layers // 2]", lambda config: [config.num_hidden_layers // 2]),
 }
 _CANNOT_MAKE = "which the generic adapter cannot make"  # `generic.probe_inputs`'s refusal of an input it cannot make
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
