@@ -124,6 +124,9 @@ class Capturable:
         streamed computations restate (`interpret.streaming`), whose checks against the kernel's own
         log-sum-exps confirm it.
     sink_logits: returns, per layer of the main stack, its sinks' logits now [head] (empty when it has none).
+    skipped: the paths under the model of the blocks of a block list that did not run on the probe's input (Mllama's
+        cross-attention blocks on text alone): none of the layers, which are the blocks that ran; a capture that
+        runs one is refused.
     scales: per layer of the main stack, the softmax scale its attention module gives its kernel (`scaling`:
         Granite's attention multiplier, Gemma's query_pre_attn_scalar^−½), 0.0 where it keeps none (1/√d_head);
         empty when every layer's is 1/√d_head or unknown. softcaps: per layer of the main stack, the
@@ -154,6 +157,7 @@ class Capturable:
     scales: tuple[float, ...] = ()
     softcaps: tuple[float, ...] = ()
     sink_logits: Callable[[], tuple[tuple[float, ...], ...]] = field(default=lambda: ())
+    skipped: tuple[str, ...] = ()
 
     @property
     def device(self) -> torch.device:

@@ -32,6 +32,7 @@ import interpret
 from interpret.capture.api import capturable_for
 from interpret.capture.engine import capture, select_sites
 from interpret.capture.gates import head_gates
+from interpret.capture.hf import catalog
 from interpret.capture.hf.own_code import OwnAttention
 from interpret.capture.api import prepare
 from interpret.cli.main import cli
@@ -425,6 +426,10 @@ def test_the_layers_of_a_model_that_skips_blocks_are_the_blocks_that_run() -> No
     model = _mllama_text(len(tokenizer))
     trace = interpret.collect(model, tokenizer, TEXTS[:2], names="*")
     assert trace.meta.n_layers == 2  # blocks 0 and 2; block 1 cross-attends to an image and is skipped on text
+    capturable = capturable_for(model, tokenizer)
+    assert capturable.skipped == ("layers.1",)
+    assert catalog.sharing(capturable) == ("2 of the 3 blocks of 'layers' run on the probe's input (blocks 1 are"
+                                           " skipped on it and change nothing); layer i is the i-th block that runs")
     with torch.no_grad():
         hooked: dict[int, torch.Tensor] = {}
         handles = [model.layers[i].register_forward_hook(

@@ -341,20 +341,16 @@ def sharing(capturable: Capturable) -> str:
         blocks = len({id(site.module) for site in runs})
         return (f"{len(runs)} layers run {blocks} block module{'s' if blocks > 1 else ''} in turn (weights shared"
                 " across layers); each layer is captured from its own call")
-    paths = {id(module): path for path, module in capturable.model.named_modules()}
-    ran: dict[str, set[int]] = {}
-    for site in starts:
-        parent, _, index = paths.get(id(site.module), "").rpartition(".")
-        if index.isdigit():
-            ran.setdefault(parent, set()).add(int(index))
+    skipped: dict[str, list[int]] = {}  # per block list, its blocks that did not run (`Capturable.skipped`)
+    for path in capturable.skipped:
+        parent, _, index = path.rpartition(".")
+        skipped.setdefault(parent, []).append(int(index))
     notes = []
-    for parent, indices in ran.items():
-        size = len(capturable.model.get_submodule(parent)) if parent else 0
-        skipped = sorted(set(range(size)) - indices)
-        if skipped:
-            notes.append(f"{len(indices)} of the {size} blocks of {parent!r} run on the probe's input (blocks"
-                         f" {', '.join(map(str, skipped))} are skipped on it and change nothing); layer i is the"
-                         " i-th block that runs")
+    for parent, indices in skipped.items():
+        size = len(capturable.model.get_submodule(parent))
+        notes.append(f"{size - len(indices)} of the {size} blocks of {parent!r} run on the probe's input (blocks"
+                     f" {', '.join(map(str, sorted(indices)))} are skipped on it and change nothing); layer i is the"
+                     " i-th block that runs")
     return "; ".join(notes)
 
 

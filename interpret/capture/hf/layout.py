@@ -382,10 +382,19 @@ def assemble(
         unsupported=dict(unsupported or {}),
         sinks=sinks,
         windows=windows if any(windows) else (),
+        skipped=_model_paths(model, [block for _, block in skipped]),
         scales=scales if any(scales) else (),
         softcaps=softcaps if any(softcaps) else (),
         sink_logits=partial(_sink_logits, tuple(attentions)) if sinks else (lambda: ()),
     )
+
+
+def _model_paths(model: nn.Module, modules: Sequence[nn.Module]) -> tuple[str, ...]:
+    """Return the paths under `model` of `modules` (its submodules), in order."""
+    if not modules:
+        return ()
+    paths = {id(module): path for path, module in model.named_modules()}
+    return tuple(paths[id(module)] for module in modules)
 
 
 _MAIN_PATTERN = re.compile(r"blocks\.(\d+)\.attn\.hook_pattern")
