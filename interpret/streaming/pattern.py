@@ -162,7 +162,7 @@ def score_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "he
     if layer.causal:  # keys before `start` are visible to every row: only the square start..stop needs masking
         square = torch.ones(stop - start, stop - start, dtype=torch.bool, device=scores.device).triu_(1)
         scores[:, :, start - first : stop - first].masked_fill_(square, LOWEST)
-    if layer.windowed and stop - 1 - layer.window >= first:  # the last row's first key (at least) lies out of its window
+    if layer.windowed and stop - 1 - layer.window >= first:  # the last row's first key lies out of its window
         rows = torch.arange(start, stop, device=scores.device)[:, None]
         hidden = torch.arange(first, end, device=scores.device)[None, :] <= rows - layer.window  # j ≤ i − window
         scores.masked_fill_(hidden, LOWEST)

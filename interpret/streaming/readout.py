@@ -188,8 +188,8 @@ def attention_gradient_layer(
     lse and A·V, then Aᵀ·(w ⊙ ∂score/∂z) in the transposed direction, dotted with v) when the device has such a
     kernel and the rows with a weight span more than one block of rows (rows="all" does), else rebuilds those
     blocks; "fused" always (but on a layer whose sliding window is narrower than the input or whose scores are
-    soft-capped, which the fused kernels do not apply); "blocks" never. The fused path checks A·V against the kernel's z on every row, the
-    blocks on the blocks they rebuild."""
+    soft-capped, which the fused kernels do not apply); "blocks" never. The fused path checks A·V against the
+    kernel's z on every row, the blocks on the blocks they rebuild."""
     if method not in ROLLOUT_METHODS:
         raise ValueError(f"method {method!r} is unknown; use one of {', '.join(ROLLOUT_METHODS)}")
     layer = layer.to(device)
