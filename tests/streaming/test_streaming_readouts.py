@@ -353,6 +353,29 @@ def test_soft_capped_scores_are_restated() -> None:
     assert layers[1].softcap == 0.5 and lse_error(dataclasses.replace(layers[1], softcap=0.0), 0, layers[1].n) > 1e-2
 
 
+def test_a_scale_of_its_own_and_a_window_are_restated() -> None:
+    """Gemma 3 scales its scores by query_pre_attn_scalar^−½ (6^−½ here, not 1/√8) on a sliding-window layer and a
+    full one: the streamed rollout and entropy read that scale from the trace's meta and equal the analyzers."""
+    tokenizer = word_tokenizer()
+    config = T.Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6,
+                                sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+                                max_position_embeddings=64, pad_token_id=0)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = T.Gemma3ForCausalLM(config).eval()
+    trace = interpret.collect(model, tokenizer, ["the cat sat on the mat and the dog saw the red ball", TEXTS[1]],
+                              names=["*attn.hook_pattern", *REQUIRES])
+    assert trace.meta.windows == (4, 0) and trace.meta.scales == (6**-0.5, 6**-0.5)
+    full = interpret.analyze(trace, "rollout", params={"rows": "all"})
+    streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
+    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
+    assert streamed.checks["lse_error"].value <= 1e-6
+    full = interpret.analyze(trace, "attention_entropy")
+    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
+    assert np.abs(streamed["entropy"] - full["entropy"]).max() <= TOLERANCE
+
+
 # Families whose attention the streamed layers do not restate (scaled dot-product under a causal mask narrowed by a
 # decoder's sliding window, or none; soft-capped scores; sinks), refused by the output check rather than explained
 # wrongly: disentangled position terms (DeBERTa), a relative position bias (MPNet), an encoder's local windows
