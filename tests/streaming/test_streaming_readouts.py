@@ -329,6 +329,21 @@ def test_streaming_rollout_holds_one_layer_at_a_time_also_from_a_start_layer(mon
         assert most[0] <= 2, start  # the layer in use, and the next one as the loop rebinds
 
 
+def _streamed_as_full(model, tokenizer):
+    """Return the trace of an input longer than a window of 4 after asserting that the streamed rollout and
+    entropy on it equal the analyzers over its captured patterns."""
+    trace = interpret.collect(model, tokenizer, ["the cat sat on the mat and the dog saw the red ball", TEXTS[1]],
+                              names=["*attn.hook_pattern", *REQUIRES])
+    full = interpret.analyze(trace, "rollout", params={"rows": "all"})
+    streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
+    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
+    assert streamed.checks["lse_error"].value <= 1e-6
+    full = interpret.analyze(trace, "attention_entropy")
+    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
+    assert np.abs(streamed["entropy"] - full["entropy"]).max() <= TOLERANCE
+    return trace
+
+
 def test_soft_capped_scores_are_restated() -> None:
     """Gemma 2 with its scores squeezed into ±0.5 (c·tanh(s/c), c = 0.5: far from the identity) and a window of 4:
     streaming rollout and entropy equal the analyzers over the captured patterns."""
@@ -339,16 +354,8 @@ def test_soft_capped_scores_are_restated() -> None:
     with torch.no_grad():  # scores of a few units (a random model's are near 0, where the cap is the identity)
         for block in model.model.layers:
             block.self_attn.q_proj.weight.mul_(40.0)
-    trace = interpret.collect(model, tokenizer, ["the cat sat on the mat and the dog saw the red ball", TEXTS[1]],
-                              names=["*attn.hook_pattern", *REQUIRES])
+    trace = _streamed_as_full(model, tokenizer)
     assert trace.meta.softcaps == (0.5, 0.5) and trace.meta.windows == (4, 0)
-    full = interpret.analyze(trace, "rollout", params={"rows": "all"})
-    streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
-    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
-    assert streamed.checks["lse_error"].value <= 1e-6
-    full = interpret.analyze(trace, "attention_entropy")
-    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
-    assert np.abs(streamed["entropy"] - full["entropy"]).max() <= TOLERANCE
     layers = layers_from_trace(trace, "test")[0]
     assert layers[1].softcap == 0.5 and lse_error(dataclasses.replace(layers[1], softcap=0.0), 0, layers[1].n) > 1e-2
 
@@ -364,16 +371,8 @@ def test_a_scale_of_its_own_and_a_window_are_restated() -> None:
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = T.Gemma3ForCausalLM(config).eval()
-    trace = interpret.collect(model, tokenizer, ["the cat sat on the mat and the dog saw the red ball", TEXTS[1]],
-                              names=["*attn.hook_pattern", *REQUIRES])
+    trace = _streamed_as_full(model, tokenizer)
     assert trace.meta.windows == (4, 0) and trace.meta.scales == (6**-0.5, 6**-0.5)
-    full = interpret.analyze(trace, "rollout", params={"rows": "all"})
-    streamed = interpret.analyze(trace, "rollout", strategy="streamed", model=model, tokenizer=tokenizer)
-    assert np.abs(streamed["readout"] - full["readout"]).max() <= TOLERANCE
-    assert streamed.checks["lse_error"].value <= 1e-6
-    full = interpret.analyze(trace, "attention_entropy")
-    streamed = interpret.analyze(trace, "attention_entropy", strategy="streamed")
-    assert np.abs(streamed["entropy"] - full["entropy"]).max() <= TOLERANCE
 
 
 # Families whose attention the streamed layers do not restate (scaled dot-product under a causal mask narrowed by a
