@@ -15,8 +15,7 @@ An attention with sinks has rows P = c·A (c_i = exp(lse_i − lse'_i), lse' wit
 one more outcome of each row, with share σ_i = exp(sink − lse'_i) (as the full strategy counts it):
 H_i = c_i·lse'_i − scale·c_i·q_i·(A·K)_i − σ_i·(sink − lse'_i), its attention on S c_i·(A·1_S)_i. A layer
 whose sliding window is narrower than the input, or whose scores are soft-capped, is rebuilt in blocks of rows
-instead (the fused kernels apply
-a causal mask only): H_i = −Σ_j P_ij·log P_ij − σ_i·log σ_i in float64 from each float32 block.
+instead (the fused kernels apply a causal mask only): H_i = −Σ_j P_ij·log P_ij − σ_i·log σ_i in float64 from each float32 block.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from interpret.streaming.pattern import StreamedLayer, row_blocks, score_rows
+from interpret.streaming.pattern import StreamedLayer, normalised_rows, row_blocks, with_sink
 from interpret.streaming.transposed import fused_attention, head_slices
 
 
@@ -51,8 +50,8 @@ def row_statistics(
             entropy[part] = lse.double() - layer.scale * mixed
             on_keys[part] = out[..., d_head].double()
         else:  # P = c·A, and the sink one more outcome with share σ
-            sink = layer.sink[part].to(lse.device).double()[:, None]
-            total = torch.logaddexp(lse.double(), sink)
+            total = with_sink(lse.double(), layer.sink[part])
+            sink = layer.sink[part].to(total)[:, None]
             mass, share = torch.exp(lse.double() - total), torch.exp(sink - total)
             entropy[part] = mass * (total - layer.scale * mixed) - share * (sink - total)
             on_keys[part] = mass * out[..., d_head].double()
@@ -67,23 +66,22 @@ def row_statistics(
 def _block_statistics(
     layer: StreamedLayer, keys: Bool[Tensor, " n"], chunk_bytes: int
 ) -> tuple[Float[Tensor, "head n"], Float[Tensor, "head n"], float]:
-    """`row_statistics` from rows of the pattern rebuilt in blocks (`score_rows`: the window and causal mask),
-    each row's entropy −Σ_j P_ij·log P_ij (− σ_i·log σ_i for the sink's share) in float64."""
+    """`row_statistics` from rows of the pattern rebuilt in blocks (`normalised_rows`: the window and causal
+    mask), each row's entropy −Σ_j P_ij·log P_ij (− σ_i·log σ_i for the sink's share) in float64."""
     heads, n = layer.heads, layer.n
     entropy = torch.empty(heads, n, dtype=torch.float64, device=layer.q.device)
     on_keys = torch.empty_like(entropy)
     chosen = keys.to(layer.q.device)
     worst, largest = 0.0, 1.0
     for start, stop in row_blocks(layer, max(chunk_bytes // 4, 1)):  # float64 copies: 4 float32 blocks' worth more
-        scores = score_rows(layer, start, stop)  # [head, rows, keys]
-        lse = layer.with_sink(torch.logsumexp(scores, dim=-1))
-        pattern = scores.sub_(lse[..., None]).exp_().double()
+        pattern, lse = normalised_rows(layer, start, stop)  # [head, rows, keys], [head, rows]
+        pattern = pattern.double()
         rows = slice(start, stop)
         entropy[:, rows] = -torch.special.xlogy(pattern, pattern).sum(-1)
         first, end = layer.key_span(start, stop)
         on_keys[:, rows] = pattern[..., chosen[first:end]].sum(-1)
         if layer.sink is not None:
-            share = torch.exp(layer.sink.to(lse.device).double()[:, None] - lse.double())
+            share = torch.exp(layer.sink.to(pattern)[:, None] - lse.double())
             entropy[:, rows] -= torch.special.xlogy(share, share)
         if layer.lse is not None:
             kept = layer.lse[:, rows].float()

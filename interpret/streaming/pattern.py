@@ -83,9 +83,9 @@ class StreamedLayer:
         not where a sliding window hides keys or the scores are soft-capped (rebuilt in blocks instead)."""
         return not self.windowed and not self.softcap
 
-    def with_sink(self, lse: Float[Tensor, "head rows"]) -> Float[Tensor, "head rows"]:
-        """Return row log-normalisers over the keys with the sink's term added (`lse` itself without sinks)."""
-        return lse if self.sink is None else torch.logaddexp(lse, self.sink.to(lse.device)[:, None])
+    def row_lse(self, scores: Float[Tensor, "head rows keys"]) -> Float[Tensor, "head rows"]:
+        """Return each row's log-normaliser: log Σ_key exp(score), with the sink's term where there are sinks."""
+        return with_sink(torch.logsumexp(scores, dim=-1), self.sink)
 
     @property
     def n(self) -> int:
@@ -109,6 +109,12 @@ class StreamedLayer:
         if not self.causal:
             return 0, self.n
         return (max(0, start - self.window + 1) if self.windowed else 0), stop
+
+
+def with_sink(lse: Float[Tensor, "head rows"], sink: Float[Tensor, " head"] | None) -> Float[Tensor, "head rows"]:
+    """Return row log-normalisers over the keys with each head's sink term added, log(exp(lse) + exp(sink)), in
+    `lse`'s dtype (`lse` itself without sinks)."""
+    return lse if sink is None else torch.logaddexp(lse, sink.to(lse)[:, None])
 
 
 class LazyLayers(Sequence[StreamedLayer]):
@@ -173,11 +179,18 @@ def pattern_rows(layer: StreamedLayer, start: int, stop: int) -> Float[Tensor, "
     """Return the pattern rows start..stop−1 [head, rows, keys] in float32 over the keys of
     `layer.key_span(start, stop)`; with sinks, each row's share on its sink left out (the row sums to less than
     one)."""
-    scores = score_rows(layer, start, stop)
     if layer.sink is None:
+        scores = score_rows(layer, start, stop)
         return torch.softmax(scores, dim=-1, out=scores)
-    normaliser = layer.with_sink(torch.logsumexp(scores, dim=-1))  # [head, rows]
-    return scores.sub_(normaliser[..., None]).exp_()
+    return normalised_rows(layer, start, stop)[0]
+
+
+def normalised_rows(layer: StreamedLayer, start: int, stop: int) -> tuple[Float[Tensor, "head rows keys"], Float[Tensor, "head rows"]]:
+    """Return (the pattern rows start..stop−1 [head, rows, keys] over the keys of `layer.key_span(start, stop)`,
+    each row's log-normaliser [head, rows], with the sink's term where there are sinks), float32."""
+    scores = score_rows(layer, start, stop)
+    lse = layer.row_lse(scores)
+    return scores.sub_(lse[..., None]).exp_(), lse
 
 
 def row_blocks(layer: StreamedLayer, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[tuple[int, int]]:
@@ -203,7 +216,7 @@ def lse_error(layer: StreamedLayer, start: int, stop: int) -> float:
     is neither causal (with the layer's window) nor none moves it by far more."""
     if layer.lse is None:
         return 0.0
-    restated = layer.with_sink(torch.logsumexp(score_rows(layer, start, stop), dim=-1))  # [head, rows]
+    restated = layer.row_lse(score_rows(layer, start, stop))  # [head, rows]
     kept = layer.lse[:, start:stop].float()
     return float((restated - kept).abs().max() / max(1.0, float(kept.abs().max())))
 

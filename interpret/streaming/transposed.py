@@ -44,6 +44,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interpret.streaming.pattern import with_sink
+
 _ALIGN = 8  # the CUDA memory-efficient kernel wants head sizes in multiples of 8 (zero columns change nothing)
 
 
@@ -181,7 +183,7 @@ def _head_chunks(
         values = v[part] if v is not None else k[part]
         out, row_lse = row_normalisers(q[part], k[part], values, causal=causal, scale=scale)
         if sink is not None:
-            total = torch.logaddexp(row_lse, sink[part].to(row_lse.device)[:, None])
+            total = with_sink(row_lse, sink[part])
             out = out.mul_(torch.exp(row_lse - total).unsqueeze(-1))  # each row's mass on its keys
             row_lse = total
         if v is None or z is None:

@@ -51,7 +51,9 @@ from torch import Tensor, nn
 from interpret.capture.hf.kernels import Kernel, wrapped_kernels
 from interpret.capture.hf.own_code import OwnAttention
 from interpret.capture.hf.probe import hidden_slot, read_slot
-from interpret.capture.hf.recompute import additive_mask, attention_scores, repeat_heads, sink_logits, with_sink
+from interpret.capture.hf.recompute import (
+    additive_mask, attention_scores, kernel_scaling, repeat_heads, sink_logits, with_sink,
+)
 from interpret.capture.kernel import kernel_records
 from interpret.capture.sites import Sink
 from interpret.errors import CaptureError
@@ -379,12 +381,11 @@ def _fused_lse(
     position_bias = kwargs.get("position_bias")
     if position_bias is not None:
         bias = position_bias.float() if bias is None else bias + position_bias.float()
-    scaling = kwargs.get("scaling")
     # Contiguous zeros: an expanded view makes the kernel about 3× slower (measured at 8 heads × 4,096 tokens).
     values = torch.zeros(batch, heads, keys.shape[2], d_head, dtype=torch.float32, device=query.device)
     _, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         query.float(), keys, values, 0.0, False, attn_mask=bias,
-        scale=d_head**-0.5 if scaling is None else float(scaling),
+        scale=kernel_scaling(kwargs, d_head),
     )
     return lse
 

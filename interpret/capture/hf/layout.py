@@ -406,6 +406,9 @@ def _main_attentions(sites: Sequence[Site]) -> list[nn.Module | None]:
     return [found.get(layer) for layer in range(max(found, default=-1) + 1)]
 
 
+_ABSENT = object()
+
+
 def _window(module: nn.Module | None) -> int:
     """Return the sliding window a decoder's attention module gives its kernel (`sliding_window`: its own
     attribute, None on its full-attention layers, as Qwen2, Gemma 2 and 3, Cohere 2 and gpt-oss keep it; else its
@@ -416,9 +419,6 @@ def _window(module: nn.Module | None) -> int:
     if window is _ABSENT:
         window = getattr(getattr(module, "config", None), "sliding_window", None)
     return int(window) if isinstance(window, int) and window > 0 else 0
-
-
-_ABSENT = object()
 
 
 def _scale(module: nn.Module | None) -> float:

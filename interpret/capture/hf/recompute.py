@@ -43,6 +43,12 @@ def with_sink(lse: Float[Tensor, "batch head query"], sink: Float[Tensor, " head
     return lse if sink is None else torch.logaddexp(lse, sink.to(lse.device)[None, :, None])
 
 
+def kernel_scaling(kwargs: Mapping[str, Any], d_head: int) -> float:
+    """Return the softmax scale the kernel was given (`scaling`), else its default 1/√d_head."""
+    scaling = kwargs.get("scaling")
+    return d_head**-0.5 if scaling is None else float(scaling)
+
+
 def attention_scores(
     module: nn.Module,
     query: Float[Tensor, "batch head query d_head"],
@@ -58,7 +64,6 @@ def attention_scores(
         )
     batch, n_heads, q_len, d_head = query.shape
     key32 = repeat_heads(key, n_heads).float()
-    scaling = kwargs.get("scaling")
     k_len = key32.shape[2]
     # One GEMM with the scaling in its epilogue, as (q·kᵀ)·scaling: no extra pass over [query, key]
     # (beta=0: the uninitialised buffer is ignored, NaNs included).
@@ -67,7 +72,7 @@ def attention_scores(
         query.float().reshape(batch * n_heads, q_len, d_head),
         key32.reshape(batch * n_heads, k_len, d_head).transpose(1, 2),
         beta=0.0,
-        alpha=d_head**-0.5 if scaling is None else float(scaling),
+        alpha=kernel_scaling(kwargs, d_head),
     )
     scores = scores.view(batch, n_heads, q_len, k_len)
     softcap = kwargs.get("softcap")
