@@ -324,6 +324,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.window < 0:
+        parser.error(f"--window {args.window} is negative; give the sliding window in tokens, or 0 for none")
     if args.child:
         _child(args)
         return
