@@ -27,6 +27,8 @@ def _describe(decision: Any, show: Any) -> str:
     if target.kind == "none":
         rows = ", ".join(str(position) for position, _ in target.pooling) or "none"
         return f"no decision to explain (the model has no classifier or language-model head); attention read from position {rows}"
+    if target.kind == "similarity":  # a dual encoder's logit of the text and its image (SigLIP: with σ)
+        return f"text-image similarity {decision.score:.4g}{_probability(decision.probability)}; explaining it [{target.source}]"
     quote = target.kind == "token"
     predicted = show(decision.predicted) if quote else decision.predicted
     parts = [f"prediction {predicted}{_probability(decision.predicted_probability)}"]

@@ -49,7 +49,7 @@ def load(
 def explain(
     model: nn.Module,
     tokenizer: Any,
-    inputs: str | Sequence[str] | Tensor | Encoded | np.ndarray | Sequence[np.ndarray] | Sequence[Tensor],
+    inputs: str | Sequence[str] | Tensor | Encoded | np.ndarray | Sequence[np.ndarray] | Sequence[Tensor] | Mapping[str, Any],
     analyzers: Sequence[str] = DEFAULT_ANALYZERS,
     *,
     params: Mapping[str, Mapping[str, Any]] | None = None,
@@ -65,7 +65,7 @@ def explain(
 
     inputs: a text or texts, token ids [batch, pos], pixel values [batch, channel, height, width], an Encoded,
         or a speech encoder's raw audio: a waveform [batch, samples], or 1-D clips (read with the feature
-        extractor `load` returned).
+        extractor `load` returned), or a text-image dual encoder's {"text": texts, "images": images}.
     params: per analyzer, its parameters ({"rollout": {"head_fusion": "max"}}).
     target: a class index or label (classifiers) or a token (language models) explained for every example
         (default: each example's own prediction), or a `Subject` saying all of what to explain: a contrast, gold

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -220,6 +220,7 @@ def as_encoded(
     max_length: int | None = None,
     decoder_inputs: Any = None,
     continuations: str | Sequence[str] | None = None,
+    padding_side: Literal["left", "right"] | None = None,
 ) -> Encoded:
     """Return the Encoded of `inputs` for a text model of `kind` ("encoder", "decoder", "encoder-decoder")
     reading at most `max_positions` positions (None: no limit of its own), checked against `model_limit`.
@@ -227,6 +228,7 @@ def as_encoded(
     inputs, decoder_inputs (an encoder-decoder's decoder side: required there, refused elsewhere): a text or
         texts (`encode`), token ids [batch, pos] or embeddings [batch, pos, d_model] (cut to `max_length`), an Encoded.
     continuations: per text, a continuation appended after it (on the decoder side of an encoder-decoder).
+    padding_side: where texts are padded (None: the tokenizer's side; see `encode`).
     """
     pair = kind == "encoder-decoder"
     if pair and decoder_inputs is None:
@@ -235,14 +237,17 @@ def as_encoded(
         raise InputError(f"decoder inputs were given but this is a {kind} model; drop them (CLI: --decoder-text).")
     limit = model_limit(tokenizer, max_positions)
     sides = [(inputs, None), (decoder_inputs, continuations)] if pair else [(inputs, continuations)]
-    encoded, *decoder = [_one_side(tokenizer, given, limit, max_length, follow) for given, follow in sides]
+    encoded, *decoder = [_one_side(tokenizer, given, limit, max_length, follow, padding_side) for given, follow in sides]
     if decoder and decoder[0].batch != encoded.batch:
         raise InputError(f"decoder inputs have {decoder[0].batch} examples but the encoder inputs {encoded.batch};"
                          " give one decoder input per example.")
     return replace(encoded, decoder=decoder[0]) if decoder else encoded
 
 
-def _one_side(tokenizer: Any | None, inputs: Any, limit: int | None, max_length: int | None, continuations: Any) -> Encoded:
+def _one_side(
+    tokenizer: Any | None, inputs: Any, limit: int | None, max_length: int | None, continuations: Any,
+    padding_side: Literal["left", "right"] | None = None,
+) -> Encoded:
     """Return the Encoded of one side's `inputs` (see `as_encoded`)."""
     is_text = isinstance(inputs, str) or (isinstance(inputs, Sequence) and bool(inputs) and all(isinstance(t, str) for t in inputs))
     if continuations is not None and not is_text:
@@ -250,7 +255,8 @@ def _one_side(tokenizer: Any | None, inputs: Any, limit: int | None, max_length:
     if is_text:
         if tokenizer is None:
             raise InputError("text input needs a tokenizer; pass tokenizer= or give a tensor of token ids.")
-        return encode(tokenizer, inputs, limit=limit, max_length=max_length, continuations=continuations)
+        return encode(tokenizer, inputs, limit=limit, max_length=max_length, continuations=continuations,
+                      padding_side=padding_side)
     if isinstance(inputs, Encoded):
         encoded = inputs
     elif isinstance(inputs, Tensor):  # ids [batch, pos] or embeddings [batch, pos, d_model]: checked whole, then cut
@@ -275,8 +281,9 @@ def encode(
     max_length: int | None = None,
     add_special_tokens: bool = True,
     continuations: str | Sequence[str] | None = None,
+    padding_side: Literal["left", "right"] | None = None,
 ) -> Encoded:
-    """Return the Encoded batch of `texts` ([batch, pos], padded on the tokenizer's padding side).
+    """Return the Encoded batch of `texts` ([batch, pos], padded on `padding_side`, by default the tokenizer's).
 
     A text longer than `limit` raises InputError unless `max_length` asks for truncation; `max_length`
     above `limit` is refused too, and so is a text of more bytes than `limit` tokens could hold
@@ -287,6 +294,8 @@ def encode(
     the tokenizer passed in is not changed.
     continuations: per text, a continuation appended after it (tokenized on its own, without special
         tokens): its tokens are what a language model's explanation targets (`Encoded.continuation`).
+    padding_side: where padding goes whatever the tokenizer says (a text tower that reads its row's last
+        position, SigLIP's, is padded on the left so that it reads a real token).
     """
     batch = _texts(texts, "text")
     follow = None if continuations is None else _texts(continuations, "continuation")
@@ -315,7 +324,8 @@ def encode(
         rows[i] = _truncated(tokenizer, batch[i], add_special_tokens, max_length - len(extras[i].ids), len(extras[i].ids))
     rows = [row.joined(extra) for row, extra in zip(rows, extras)]
     counts = tuple(len(extra.ids) for extra in extras) if follow is not None else ()
-    encoded = _padded(tokenizer, rows, batch, truncated, counts)
+    left = (padding_side or getattr(tokenizer, "padding_side", "right")) == "left"
+    encoded = _padded(tokenizer, rows, batch, truncated, counts, left)
     return replace(encoded, scheme=token_scheme(tokenizer))
 
 
@@ -392,12 +402,13 @@ def pad_token_id(tokenizer: Any) -> int:
 
 
 def _padded(
-    tokenizer: Any, rows: list[_Row], texts: list[str], truncated: tuple[bool, ...], continuation: tuple[int, ...]
+    tokenizer: Any, rows: list[_Row], texts: list[str], truncated: tuple[bool, ...], continuation: tuple[int, ...],
+    left: bool,
 ) -> Encoded:
-    """Return the Encoded of `rows`, padded to the longest with a token the attention mask hides."""
+    """Return the Encoded of `rows`, padded to the longest (on the left if `left`) with a token the attention
+    mask hides."""
     length = max(len(row.ids) for row in rows)
     pad = pad_token_id(tokenizer)
-    left = getattr(tokenizer, "padding_side", "right") == "left"
     ids, mask, special = [], [], []
     words: list[tuple[int | None, ...]] = []
     for row in rows:
@@ -444,7 +455,8 @@ def continued(tokenizer: Any, encoded: Encoded, continuations: Sequence[Sequence
         special = [int(i) in special_ids for i in ids]
         tokens = [str(token) for token in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
         rows.append(prompt.joined(_Row([int(i) for i in ids], special, marker_word_ids(tokens, scheme, special))))
-    out = _padded(tokenizer, rows, list(encoded.texts or ()), encoded.truncated, tuple(len(ids) for ids in continuations))
+    out = _padded(tokenizer, rows, list(encoded.texts or ()), encoded.truncated, tuple(len(ids) for ids in continuations),
+                  getattr(tokenizer, "padding_side", "right") == "left")
     return replace(out, texts=encoded.texts, scheme=scheme)
 
 

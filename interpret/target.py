@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from jaxtyping import Float
 
-TargetKind = Literal["class", "token", "none"]
+TargetKind = Literal["class", "token", "similarity", "none"]
 TargetSource = Literal["prediction", "given", "gold", "generated"]
 Pooling = Literal["first", "last", "mean", "targets"]
 
@@ -25,12 +25,13 @@ class Target:
     """What one example's explanation is for.
 
     kind: "class" (a classifier's class, or the class of a head on a bare encoder), "token" (token ids of a
-        language model or of an encoder-decoder's target side, each scored at a position), or "none" (the
-        model makes no decision that can be scored: gradient analyzers refuse such an example).
+        language model or of an encoder-decoder's target side, each scored at a position), "similarity" (a
+        dual encoder's text-image logit), or "none" (the model makes no decision that can be scored: gradient
+        analyzers refuse such an example).
     ids: the class index (one), or the token ids scored, one per step: (next token,) for a language model,
         the continuation's tokens, or an encoder-decoder's target tokens.
     positions: for "token", the position (on the decision's side: the decoder of an encoder-decoder) whose
-        logits score ids[i]; () for a class.
+        logits score ids[i]; () for a class or a similarity (which has no ids either).
     labels: a readable label per id (class names, or tokens as the tokenizer writes them).
     contrast / contrast_labels: the alternative's ids (same length as ids) for "why this rather than that"
         (score = logit(id) − logit(contrast)); () when the explanation is not contrastive.
@@ -53,6 +54,8 @@ class Target:
     def __post_init__(self) -> None:
         if self.kind == "class" and len(self.ids) != 1:
             raise ValueError(f"a class target has one id, got {self.ids}")
+        if self.kind == "similarity" and (self.ids or self.positions or self.contrast):
+            raise ValueError(f"a similarity target has no ids, positions or contrast, got {self.ids} at {self.positions}")
         if self.kind == "token" and (not self.ids or len(self.positions) != len(self.ids)):
             raise ValueError(f"a token target needs one position per id, got ids {self.ids} at {self.positions}")
         if self.contrast and len(self.contrast) != len(self.ids):

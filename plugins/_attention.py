@@ -86,7 +86,11 @@ def readout_weights(readout: ReadoutRows, target: Target | None, positions: np.n
         for position, weight in target.pooling:
             row = row_of.get(int(position))
             if row is None:
-                raise AnalyzerError(f"the decision reads position {position}, which is padding in this example.")
+                raise AnalyzerError(
+                    f"the decision reads position {position}, which is padding in this example; attention analyzers"
+                    " read real positions only (SigLIP's text tower reads its row's last position: pass its texts as"
+                    " text, which interpret pads on the left, not as a right-padded Encoded)."
+                )
             weights[row] += weight
         return weights
     for position in readout:

@@ -139,6 +139,9 @@ class DecompX:
             raise AnalyzerError(f"{NAME} decomposes text encoders and decoders; this is a {trace.meta.kind} model.")
         if ctx.model is None or ctx.runner is None:
             raise AnalyzerError(f"{NAME} reads the model's weights; pass model= to analyze.")
+        if ctx.runner.reader.kind == "similarity":
+            raise AnalyzerError(f"{NAME} decomposes a class or token logit; this model's decision is a text-image"
+                                " similarity, a cosine of two towers' outputs, which it does not decompose.")
         head = _head(ctx, ctx.runner.reader, trace.meta.kind)
         batch, pos = trace.encoded.batch, trace.encoded.pos
         d_mlp = int(trace["blocks.0.mlp.hook_post"].shape[-1])
@@ -234,6 +237,7 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
         target = target_of(ctx.targets, b)
         if target is None or target.kind == "none":
             raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
+
         example_steps = _steps(target, positions)
         rows = sorted({int(row) for weights, _, _ in example_steps for row in np.flatnonzero(weights)})
         needed.append(rows)

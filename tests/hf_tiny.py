@@ -399,7 +399,8 @@ def collect_args(family: str, single: bool = False) -> tuple[Any, dict[str, Any]
 
 
 def model_inputs(encoded: Any) -> dict[str, torch.Tensor]:
-    """Return the keyword arguments that feed an Encoded to a Hugging Face model directly."""
+    """Return the keyword arguments that feed an Encoded to a Hugging Face model directly; a batch padded on the
+    left (SigLIP's texts) also gets position ids that count each row's real tokens from 0, as it has alone."""
     inputs: dict[str, torch.Tensor] = {}
     if encoded.pixel_values is not None:
         inputs["pixel_values"] = encoded.pixel_values
@@ -412,6 +413,9 @@ def model_inputs(encoded: Any) -> dict[str, torch.Tensor]:
     if encoded.input_ids is not None:
         inputs["input_ids"] = encoded.input_ids
         inputs["attention_mask"] = encoded.attention_mask
+        mask = encoded.attention_mask
+        if bool((mask[:, 1:] > mask[:, :-1]).any()):  # a real token after padding
+            inputs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
     image = getattr(encoded, "image", None)
     if image is not None:
         inputs["pixel_values"] = image.pixel_values

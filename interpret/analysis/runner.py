@@ -39,7 +39,7 @@ class Forward:
         (masks and decoder inputs are the examples' own).
     gates: head gates [layer, head] (all rows) or [rows, layer, head] (each row its own).
     step: score only target step `step` (one token of a continuation); None sums every step.
-    output: "logit" or "logprob" (log-softmax over classes or the vocabulary).
+    output: "logit" or "logprob" (log-softmax over classes or the vocabulary; log σ of a SigLIP pair's logit).
     contrast: subtract the contrast's score when the target has one (score = target − contrast).
     """
 
@@ -203,6 +203,18 @@ class ModelRunner:
                 " call model.eval() first."
             )
 
+    def _log_probabilities(self, logits: Tensor) -> Tensor:
+        """Return the decision's log-probabilities: log-softmax over classes or the vocabulary; a pair's log σ for
+        a sigmoid-trained dual encoder (SigLIP). CLIP's logit of one pair has none."""
+        if self.reader.kind != "similarity":
+            return logits.log_softmax(-1)
+        if not self.reader.sigmoid:
+            raise AnalyzerError(
+                f"{type(self.model).__name__} gives no probability of one text-image pair (its softmax runs over a"
+                " batch of candidates); score its logit instead."
+            )
+        return torch.nn.functional.logsigmoid(logits)
+
     def _scores(self, result: Any, batch: Encoded, rows: Tensor, forward: Forward) -> Float[Tensor, " rows"]:
         logits = self.reader.logits(result, batch)
         if logits is None:
@@ -212,12 +224,17 @@ class ModelRunner:
             )
         step, contrast = forward.step, forward.contrast
         if forward.output == "logprob":
-            logits = logits.log_softmax(-1)
+            logits = self._log_probabilities(logits)
         picks: list[tuple[int, int | None, int, float]] = []  # (row, position or None, id, sign)
         for row, example in enumerate(rows.tolist()):
             target = self.targets[example]
             if target.kind == "none":
                 raise AnalyzerError(f"example {example} has no decision to score (its target is 'none').")
+            if target.kind == "similarity":  # one logit per row: its text and its image
+                if step not in (None, 0):
+                    raise AnalyzerError(f"step {step} does not exist: example {example}'s similarity has one step.")
+                picks.append((row, None, 0, 1.0))
+                continue
             steps = range(len(target.ids)) if step is None else [step]
             for i in steps:
                 if i >= len(target.ids):
@@ -230,7 +247,9 @@ class ModelRunner:
         row_index = torch.tensor([p[0] for p in picks], device=device)
         ids = torch.tensor([p[2] for p in picks], device=device)
         signs = torch.tensor([p[3] for p in picks], device=device, dtype=logits.dtype)
-        if self.reader.kind == "class":
+        if self.reader.kind == "similarity":
+            values = logits[row_index]
+        elif self.reader.kind == "class":
             values = logits[row_index, ids]
         else:
             positions = torch.tensor([p[1] for p in picks], device=device)

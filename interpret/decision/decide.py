@@ -11,6 +11,8 @@ What the decision reads (the rows attention analyzers start from):
         use_mean_pooling, the reference EncoderClassifier with pooling="mean")  → every real position, 1/n each
     decoder classifier (GPT-2, Llama ...ForSequenceClassification)  → the last real token
     language model  → the position(s) whose logits score the target token(s)
+    text-image dual encoder (CLIP, SigLIP)  → where its text tower pools (`interpret.capture.hf.pooling`: CLIP's
+        end-of-text token, SigLIP's last position, ...), also for a text tower loaded alone
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import torch
 from torch import Tensor, nn
 
 from interpret.decision.labels import resolve_class, resolve_labels
+from interpret.capture.hf.pooling import TextPooling, text_pooling
+from interpret.decision.similarity import is_pair_output, match_probability, pair_logits, scores_sigmoid
 from interpret.errors import InputError
 from interpret.inputs import Encoded
 from interpret.target import Pooling, Target, TargetKind, TargetSource, uniform_pooling
@@ -76,6 +80,7 @@ class Decision:
     contrast_probability: the contrast's probability, read as the target's (None without a contrast).
     continuation: the target tokens as text (the tokenizer's decoding), when they are a continuation, given or
         generated.
+    score: a similarity decision's logit (the text and its image); None for other decisions.
     """
 
     target: Target
@@ -87,6 +92,7 @@ class Decision:
     gold_index: int | None = None
     contrast_probability: float | None = None
     continuation: str | None = None
+    score: float | None = None
 
     @property
     def kind(self) -> TargetKind:
@@ -111,6 +117,7 @@ class Decision:
             "gold": self.gold,
             "correct": self.correct,
             "continuation": self.continuation,
+            "score": self.score,
             "target": self.target.to_dict(),
         }
 
@@ -119,9 +126,12 @@ class Decision:
 class DecisionReader:
     """How a model's output becomes the logits its decision reads.
 
-    kind: "class" (logits [batch, classes]), "token" (logits [batch, pos, vocab] on `side`) or "none".
+    kind: "class" (logits [batch, classes]), "token" (logits [batch, pos, vocab] on `side`), "similarity" (a
+        dual encoder's logit of each example's text and image [batch]) or "none".
     pooling: where a class decision reads the sequence: first, last or mean over real positions; token
         decisions read their target positions ("targets").
+    text: where a text tower pools (a dual encoder, or a text tower alone): the position its decision reads,
+        in place of `pooling`.
     side: "main", or "decoder" for an encoder-decoder (its positions are the decoder's).
     head: a module mapping the hidden states [batch, pos, d_model] and mask [batch, pos] to class logits.
     labels: the class names (empty for token decisions).
@@ -135,19 +145,27 @@ class DecisionReader:
     head: nn.Module | None = None
     labels: tuple[str, ...] = ()
     masked_lm: bool = False
+    text: TextPooling | None = None
+    sigmoid: bool = False
 
     def logits(self, output: Any, encoded: Encoded) -> Tensor | None:
-        """Return the decision's logits: [batch, classes] for a class decision, [batch, pos, vocab] for tokens."""
+        """Return the decision's logits: [batch, classes] for a class decision, [batch, pos, vocab] for tokens,
+        [batch] for a similarity."""
         if self.head is not None:
             hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output
             return self.head(hidden, encoded.attention_mask)
         if self.kind == "none":
             return None
+        if self.kind == "similarity":
+            return pair_logits(output)
         return getattr(output, "logits", output)
 
     def pooling_of(self, encoded: Encoded, example: int) -> tuple[tuple[int, float], ...]:
-        """Return the (position, weight) pairs a class decision reads in `example`."""
+        """Return the (position, weight) pairs a class (or similarity) decision reads in `example`."""
         side = self.side_of(encoded)
+        if self.text is not None:
+            ids = side.input_ids[example] if side.input_ids is not None else None
+            return ((self.text.position(ids, side.attention_mask[example]), 1.0),)
         real = torch.nonzero(side.attention_mask[example] != 0).flatten().tolist()
         if not real:
             return ()
@@ -176,7 +194,17 @@ class DecisionReader:
                     "this model makes no decision to target (no class or token logits); load it with a task head"
                     " (e.g. ...ForSequenceClassification) or pass head=, or drop the target."
                 )
+            if self.text is not None:
+                return [Decision(Target("none", pooling=self.pooling_of(encoded, b)), gold=golds[b])
+                        for b in range(encoded.batch)]
             return [Decision(target, gold=golds[b]) for b, target in enumerate(structural_targets(trace))]
+        if self.kind == "similarity":
+            if request.target is not None or request.contrast is not None or request.gold:
+                raise InputError(
+                    "a dual encoder's decision is how well each example's text matches its image; it has no class or"
+                    " token to target: drop the target, contrast and gold options."
+                )
+            return [_similarity_decision(self, float(logits[b]), encoded, b, golds[b]) for b in range(encoded.batch)]
         if self.kind == "class":
             classes = resolve_labels(golds, self.labels)
             return [_class_decision(self, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
@@ -199,9 +227,13 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
     if head is not None:
         labels = tuple(str(label) for label in getattr(head, "labels", ()) or ())
         return DecisionReader("class", _head_pooling(head), "main", head, labels)
+    paired = is_pair_output(output)
+    text = text_pooling(model, paired)
+    if paired and text is not None:
+        return DecisionReader("similarity", side=side, text=text, sigmoid=scores_sigmoid(model))
     logits = getattr(output, "logits", output)
     if not isinstance(logits, Tensor) or not logits.is_floating_point():
-        return DecisionReader("none", side=side)
+        return DecisionReader("none", side=side, text=text)
     config = getattr(model, "config", None)
     if logits.dim() == 2:
         pooling: Pooling = "last" if kind in ("decoder", "encoder-decoder") else _class_pooling(model)
@@ -264,6 +296,16 @@ def decide(
     that names no class).
     """
     return reader_for(model, trace.meta.kind, head, trace.output).decide(trace, tokenizer, request, gold)
+
+
+def _similarity_decision(
+    reader: DecisionReader, logit: float, encoded: Encoded, example: int, gold: str | None
+) -> Decision:
+    """Return one example's similarity Decision: its pair's logit and, for a sigmoid-trained model, the
+    probability that the text matches the image."""
+    probability = match_probability(logit, reader.sigmoid)
+    target = Target("similarity", labels=("text-image similarity",), pooling=reader.pooling_of(encoded, example))
+    return Decision(target, f"similarity {logit:.4g}", None, probability, probability, gold, score=logit)
 
 
 def _class_decision(

@@ -216,6 +216,9 @@ def evidence_or_reason(
         return None, "not computed: no method declares a readout over the input tokens"
     if any(target.kind == "none" for target in ctx.targets):
         return None, "not computed: an example has no decision to score"
+    if ctx.runner.reader.kind == "similarity" and not ctx.runner.reader.sigmoid:
+        return None, ("not computed: the metrics read the decision's probability, and this dual encoder gives none of"
+                      " one text-image pair (its softmax runs over a batch of candidates)")
     return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds, progress=progress), None
 
 

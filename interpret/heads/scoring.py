@@ -46,6 +46,11 @@ class GatedModel:
             raise AnalyzerError(
                 f"{type(model).__name__} makes no decision (no class or token logits); load it with a task head."
             )
+        if reader.kind == "similarity":
+            raise AnalyzerError(
+                f"head importance measures a class or next-token loss; {type(model).__name__} scores text-image pairs,"
+                " which have no loss to prune against."
+            )
         prefix = "encoder." if capturable.kind == "encoder-decoder" else ""
         return cls(capturable, reader, prefix)
 

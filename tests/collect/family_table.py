@@ -97,16 +97,17 @@ def results(junit: Path) -> tuple[dict[str, Counter[str]], list[str]]:
 
 
 def _expected(family: str) -> str:
-    """Return what the matrix marks as expected to fail for `family` (its strict xfails' reasons)."""
+    """Return what the matrix marks as expected to fail for `family`: each strict xfail's test and reason."""
     import test_hf_matrix
 
-    found = []
-    for check, params in (("gradient capture", test_hf_matrix._GRAD_RUNS),
-                          ("gradient methods", test_hf_matrix._GRAD_METHOD_RUNS)):
-        reasons = {mark.kwargs.get("reason", "") for param in params
-                   if getattr(param, "values", (None,))[0] == family for mark in param.marks}
-        found += [f"{check}: {reason}" for reason in sorted(reasons)]
-    return "; ".join(found) or "see the matrix"
+    found = set()
+    for name, test in vars(test_hf_matrix).items():
+        for mark in getattr(test, "pytestmark", []):
+            params = mark.args[1] if mark.name == "parametrize" and len(mark.args) > 1 else ()
+            for param in params:
+                if getattr(param, "values", (None,))[0] == family:
+                    found |= {f"{name}: {m.kwargs.get('reason', '')}" for m in param.marks if m.name == "xfail"}
+    return "; ".join(sorted(found)) or "see the matrix"
 
 
 def main() -> int:

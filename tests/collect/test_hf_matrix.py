@@ -316,18 +316,8 @@ def test_rollout_runs_and_a_report_is_written(zoo, family, tmp_path) -> None:
     assert path.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html>")
 
 
-# The run context's runner re-runs the model from an Encoded (Whisper's audio features and a dual encoder's image
-# side included, which `Encoded.rows` keeps); a dual encoder's similarity logits are not read as a decision, so
-# the gradient methods have no score to differentiate there yet.
-_IMAGE_SIDE = "a dual encoder makes no decision the gradient methods can score yet"
-_GRAD_RUNS = [
-    pytest.param(family, implementation, marks=pytest.mark.xfail(strict=True, reason=_IMAGE_SIDE))
-    if MATRIX[family].category == "dual" else (family, implementation)
-    for family, implementation in RUNS
-]
-
-
-@pytest.mark.parametrize(("family", "implementation"), _GRAD_RUNS, ids=[f"{f}-{i}" for f, i in RUNS])
+# Every family makes a decision the gradient methods score: a dual encoder's is its text-image logit.
+@pytest.mark.parametrize(("family", "implementation"), RUNS, ids=[f"{f}-{i}" for f, i in RUNS])
 def test_gradient_capture_reaches_every_pattern(zoo, family, implementation) -> None:
     model, processor, _ = zoo(family, implementation)
     inputs, extra = collect_args(family)
@@ -345,14 +335,7 @@ def test_gradient_capture_reaches_every_pattern(zoo, family, implementation) -> 
         assert torch.isfinite(grad).all() and grad.abs().sum() > 0, name
 
 
-_GRAD_METHOD_RUNS = [
-    pytest.param(family, name, marks=pytest.mark.xfail(strict=True, reason=_IMAGE_SIDE))
-    if MATRIX[family].category == "dual" else (family, name)
-    for family in FAMILIES for name, _ in GRADIENT_CHECKS
-]
-
-
-@pytest.mark.parametrize(("family", "method"), _GRAD_METHOD_RUNS)
+@pytest.mark.parametrize(("family", "method"), [(family, name) for family in FAMILIES for name, _ in GRADIENT_CHECKS])
 def test_gradient_methods_run(zoo, family, method) -> None:
     model, processor, _ = zoo(family, MATRIX[family].implementations[0])
     dict(GRADIENT_CHECKS)[method](model, processor, family)

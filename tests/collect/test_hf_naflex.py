@@ -168,14 +168,15 @@ def _siglip2_dual() -> Any:
 def test_siglip2_dual_encoder_captures_both_towers_equal_to_eager(kernel: str) -> None:
     """SigLIP 2 as a dual encoder (the `dual` adapter): its text tower the main stack, its NaFlex vision tower the
     `vision.` stack on the image side, read as the naflex adapter reads it."""
-    from hf_tiny import TEXTS, eager_copy, word_tokenizer
+    from hf_tiny import TEXTS, eager_copy, model_inputs, word_tokenizer
 
     model = built_with(_siglip2_dual, kernel)
     trace = interpret.collect(model, word_tokenizer(), {"text": TEXTS[:2], "images": _patches()}, names="*")
     assert trace.meta.adapter == "dual" and trace.encoded.image.pos == 24
     assert trace.encoded.image.tokens[0][:2] == ["patch_0_0", "patch_0_1"]
-    feed = {"input_ids": trace.encoded.input_ids, "attention_mask": trace.encoded.attention_mask,
-            **naflex.tower_of(model).inputs(trace.encoded.image.pixel_values)}
+    text = {key: value for key, value in model_inputs(trace.encoded).items() if key != "pixel_values"}
+    assert "position_ids" in text  # its text tower reads the last position: the shorter text is padded on the left
+    feed = {**text, **naflex.tower_of(model).inputs(trace.encoded.image.pixel_values)}
     with torch.no_grad():
         plain = model(**feed)
         eager = eager_copy(model)(**feed, output_attentions=True)

@@ -7,10 +7,12 @@ two stacks that never attend to each other, so the text tower is the main stack 
 tokens) and the vision tower is the `vision.` stack (`vision.blocks.{i}...`, over its special tokens and
 patches), on the trace's `image` side. Inputs are `{"text": texts, "images": images or pixel values}` (or
 the pair `(texts, images)`), with the model's processor (CLIPProcessor: tokenizer and image processor) or a
-tokenizer and pixel values [batch, channel, height, width]; SigLIP 2's vision tower takes each image as patches
-of its own grid, read as the `naflex` adapter reads them (pixel values [batch, row, column, patch_dim], one grid
-per batch, positions `patch_{row}_{col}`). Everything else (blocks, projections, MLPs,
-norms, gates per tower with `prefix=`) is the generic adapter's.
+tokenizer and pixel values [batch, channel, height, width]. A text tower that reads its row's last position
+(SigLIP's: `interpret.capture.hf.pooling`) has its texts padded on the left, with position ids that follow the
+padding, so that it reads each text's last token and each example is what it is alone. SigLIP 2's vision tower
+takes each image as patches of its own grid, read as the `naflex` adapter reads them (pixel values [batch, row,
+column, patch_dim], one grid per batch, positions `patch_{row}_{col}`). Everything else (blocks, projections,
+MLPs, norms, gates per tower with `prefix=`) is the generic adapter's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -31,6 +33,7 @@ from interpret.capture.hf.structure import (
     AttentionCall, ModelLayout, find_stacks, max_positions, position_offset, probe_attentions,
 )
 from interpret.capture.sites import Capturable
+from interpret.capture.hf.pooling import text_pooling
 from interpret.errors import InputError, UnsupportedModelError
 from interpret.inputs import Encoded
 
@@ -43,9 +46,12 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     if "input_ids" not in generic.forward_parameters(model):
         return (naflex.build if naflex.takes_patches(model) else generic.build)(model, processor)
     layout = generic.layout_of(model, inputs=_probe_inputs, discover=_discover)
+    pooling = text_pooling(model, paired=True)
+    side = "left" if pooling is not None and pooling.rule == "final" else None
     if naflex.takes_patches(model):  # SigLIP 2: each image its own grid of patches
         tower = naflex.tower_of(model)
-        prepare = partial(prepare_pair, text_limit=layout.max_positions, image=partial(naflex.prepare, tower))
+        prepare = partial(prepare_pair, text_limit=layout.max_positions, image=partial(naflex.prepare, tower),
+                          padding_side=side)
         return generic.capturable(model, replace(layout, max_positions=None), adapter="dual", prepare=prepare,
                                   pixels=tower.inputs)
     image_size, patch_size, channels = generic.vision_sizes(model)
@@ -59,7 +65,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
     specials = ["[CLS]", *(f"[SPECIAL_{i}]" for i in range(1, extra))][:extra]
     image = partial(_image_side, image_size=image_size, channels=channels, names=patch_names(grid, specials),
                     specials=len(specials))
-    prepare = partial(prepare_pair, text_limit=layout.max_positions, image=image)
+    prepare = partial(prepare_pair, text_limit=layout.max_positions, image=image, padding_side=side)
     return generic.capturable(model, replace(layout, max_positions=None), adapter="dual", prepare=prepare)
 
 
@@ -115,9 +121,10 @@ def prepare_pair(
     decoder_inputs: Any | None = None,
     text_limit: int | None,
     image: Callable[[Any, Any], Encoded],
+    padding_side: Literal["left", "right"] | None = None,
 ) -> Encoded:
     """Return the Encoded of texts with their images on the `image` side (one image per text; `image` makes that
-    side from the image processor and the images)."""
+    side from the image processor and the images), the texts padded on `padding_side` (None: the tokenizer's)."""
     if decoder_inputs is not None:
         raise InputError("a dual encoder takes no decoder inputs; pass {'text': ..., 'images': ...}.")
     if isinstance(inputs, Encoded):
@@ -134,7 +141,7 @@ def prepare_pair(
             " pixel_values}."
         )
     tokenizer = getattr(processor, "tokenizer", processor)
-    text = text_side(tokenizer, texts, text_limit, max_length=max_length)
+    text = text_side(tokenizer, texts, text_limit, max_length=max_length, padding_side=padding_side)
     side = image(getattr(processor, "image_processor", None), images)
     if side.batch != text.batch:
         raise InputError(f"{text.batch} texts but {side.batch} images were given; give one image per text.")

@@ -26,10 +26,12 @@ from torch import nn
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.layout import build_capturable, run_model
 from interpret.capture.hf.media import pair, prepare_images
+from interpret.capture.hf.pooling import text_pooling
 from interpret.capture.hf.probe import Probe, observe
 from interpret.capture.hf.structure import ADAPTERS_HINT, ModelLayout, has_attention_code, model_layout, no_attention
 from interpret.capture.sites import Capturable, model_device
 from interpret.errors import ConfigError, InterpretError, UnsupportedModelError
+from interpret.inputs import Encoded, as_encoded
 
 NAME = "generic"
 PROBE_TOKENS = 3  # encoder side; the decoder side gets 2, so cross attention (query 2, key 3) stands out
@@ -44,9 +46,20 @@ _LAYOUTS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, Any, bool], Model
 
 
 def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
-    """Return the Capturable of `model` from its own structure (sites as in `layout`)."""
+    """Return the Capturable of `model` from its own structure (sites as in `layout`); a text tower loaded alone
+    that reads its row's last position (SigLIP's: `interpret.capture.hf.pooling`) has its texts padded on the
+    left, so that it reads each text's last token, as it does alone."""
     layout = layout_of(model)
-    return capturable(model, layout)
+    pooling = text_pooling(model, paired=False)
+    if pooling is None or pooling.rule != "final":
+        return capturable(model, layout)
+    prepare = partial(_left_padded, kind=layout.kind, max_positions=layout.max_positions)
+    return capturable(model, layout, prepare=prepare)
+
+
+def _left_padded(tokenizer: Any | None, inputs: Any, *, kind: str, max_positions: int | None, **given: Any) -> Encoded:
+    """Return `as_encoded`'s Encoded of a text model's inputs, texts padded on the left."""
+    return as_encoded(tokenizer, inputs, kind=kind, max_positions=max_positions, padding_side="left", **given)
 
 
 def layout_of(

@@ -445,14 +445,24 @@ def _implementation(model: nn.Module) -> str:
 def _embedding(model: nn.Module, side: str) -> nn.Module | None:
     """Return the token-embedding module of `side` that the forward really calls: the encoder's in an
     encoder-decoder (transformers 5 ties `shared` to separate modules of each stack, so `shared` never runs),
-    the model's input embeddings otherwise, or the decoder's."""
-    owner = model
+    a dual encoder's text tower's (CLIP: the model offers none of its own), the model's input embeddings
+    otherwise, or the decoder's."""
+    owner: nn.Module | None = model
     if side == "main" and getattr(model.config, "is_encoder_decoder", False):
         get_encoder = getattr(model, "get_encoder", None)
         owner = get_encoder() if callable(get_encoder) else model
     if side == "decoder":
         get_decoder = getattr(model, "get_decoder", None)
         owner = get_decoder() if callable(get_decoder) else None
+    module = _input_embeddings(owner)
+    tower = getattr(model, "text_model", None)
+    if module is None and side == "main" and isinstance(tower, nn.Module):
+        module = _input_embeddings(tower) or _token_embedding(tower, getattr(getattr(tower, "config", None), "vocab_size", None))
+    return module
+
+
+def _input_embeddings(owner: nn.Module | None) -> nn.Module | None:
+    """Return `owner.get_input_embeddings()`, or None where it has none (or transformers does not find it)."""
     get = getattr(owner, "get_input_embeddings", None)
     if not callable(get):
         return None
@@ -461,6 +471,13 @@ def _embedding(model: nn.Module, side: str) -> nn.Module | None:
     except NotImplementedError:
         return None
     return module if isinstance(module, nn.Module) else None
+
+
+def _token_embedding(tower: nn.Module, vocab: int | None) -> nn.Module | None:
+    """Return the one embedding table of `tower` with a row per token of its `vocab` (OWL-ViT's text tower, which
+    does not name it as its input embeddings), or None where there is not exactly one."""
+    tables = [module for module in tower.modules() if isinstance(module, nn.Embedding) and module.num_embeddings == vocab]
+    return tables[0] if len(tables) == 1 else None
 
 
 def run_model(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -198,10 +198,13 @@ def decoder_text(processor: Any | None, decoder_inputs: Any, limit: int | None, 
     return decoder
 
 
-def text_side(tokenizer: Any | None, inputs: Any, limit: int | None, *, max_length: int | None = None) -> Encoded:
+def text_side(
+    tokenizer: Any | None, inputs: Any, limit: int | None, *, max_length: int | None = None,
+    padding_side: Literal["left", "right"] | None = None,
+) -> Encoded:
     """Return the Encoded of one text side (a decoder's inputs, a dual encoder's texts): text with the
-    tokenizer (cut to `max_length` if given), token ids [batch, pos], or an Encoded, checked against `limit`
-    positions."""
+    tokenizer (cut to `max_length` if given, padded on `padding_side`, by default the tokenizer's), token ids
+    [batch, pos], or an Encoded, checked against `limit` positions."""
     if isinstance(inputs, Encoded):
         encoded = inputs
     elif isinstance(inputs, Tensor) and not inputs.is_floating_point():
@@ -209,7 +212,8 @@ def text_side(tokenizer: Any | None, inputs: Any, limit: int | None, *, max_leng
     elif isinstance(inputs, str) or (isinstance(inputs, Sequence) and inputs and all(isinstance(t, str) for t in inputs)):
         if tokenizer is None or not callable(tokenizer):
             raise InputError("text input needs a tokenizer; pass the one interpret.load returned, or token ids.")
-        return encode(tokenizer, inputs, limit=model_limit(tokenizer, limit), max_length=max_length)
+        return encode(tokenizer, inputs, limit=model_limit(tokenizer, limit), max_length=max_length,
+                      padding_side=padding_side)
     else:
         raise InputError(
             f"text inputs of type {type(inputs).__name__} are not understood; pass text, a list of texts or token"
