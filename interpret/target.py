@@ -17,7 +17,7 @@ from jaxtyping import Float
 
 TargetKind = Literal["class", "token", "similarity", "none"]
 TargetSource = Literal["prediction", "given", "gold", "generated"]
-Pooling = Literal["first", "last", "mean", "targets"]
+Pooling = Literal["first", "last", "mean", "patches", "first_two", "first_and_patches", "targets"]
 
 
 @dataclass(frozen=True)

@@ -603,3 +603,30 @@ def assert_listed(
     assert (row.status, row.adapter, row.kind) == ("supported", adapter, kind), row
     assert set(offered) <= set(row.offered), row.offered
     return row
+
+
+def last_layer(module: Any) -> torch.nn.Module:
+    """Return the last transformer block of `module`: the last entry of its one list of layers."""
+    lists = [child for name, child in module.named_modules()
+             if isinstance(child, torch.nn.ModuleList) and name.split(".")[-1] in ("layer", "layers")]
+    assert len(lists) == 1, [type(child).__name__ for child in lists]
+    return lists[0][-1]
+
+
+def read_positions(block: torch.nn.Module, scores: Callable[[], torch.Tensor]) -> list[list[int]]:
+    """Return, per example, the positions of `block`'s output on which that example's score depends (a non-zero
+    gradient): `scores()` runs the model and returns one score per example [batch]."""
+    kept: list[torch.Tensor] = []
+
+    def keep(module: Any, args: Any, output: Any) -> None:
+        hidden = output[0] if isinstance(output, tuple) else output
+        hidden.retain_grad()
+        kept.append(hidden)
+
+    handle = block.register_forward_hook(keep)
+    try:
+        scores().sum().backward()
+    finally:
+        handle.remove()
+    return [torch.nonzero(row).flatten().tolist() for row in kept[0].grad.abs().sum(-1)]
+

@@ -7,8 +7,17 @@ the example's gold label, and an optional contrast.
 
 What the decision reads (the rows attention analyzers start from):
     classifier pooled on the first token ([CLS], ViT's class token)  → that position
-    classifier pooled by mean (a head on a bare encoder, ModernBERT with classifier_pooling="mean", BEiT's
-        use_mean_pooling, the reference EncoderClassifier with pooling="mean")  → every real position, 1/n each
+    classifier pooled by mean (a head on a bare encoder, ModernBERT with classifier_pooling="mean", EuroBERT's
+        default "late" (the mean of per-token logits), VideoMAE's use_mean_pooling, the reference
+        EncoderClassifier with pooling="mean"; image classifiers that average their last hidden states: SigLIP,
+        I-JEPA, Swin, Hiera, ...; audio classifiers that average their frames: wav2vec 2.0, HuBERT, WavLM,
+        Whisper's)  → every real position, 1/n each
+    classifier pooled by the mean of the patches after the class token (CLIPForImageClassification, BEiT's
+        use_mean_pooling)  → each patch, 1/(n−1)
+    DeiT with its distillation head (the mean of a class-token and a distillation-token classifier), the Audio
+        Spectrogram Transformer (the mean of its two tokens)  → both, ½ each
+    DINOv2's classifier (the class token beside the mean of the patches, registers skipped)  → ½ the class
+        token, ½ spread over the patches
     decoder classifier (GPT-2, Llama ...ForSequenceClassification)  → the last real token
     language model  → the position(s) whose logits score the target token(s)
     text-image dual encoder (CLIP, SigLIP)  → where its text tower pools (`interpret.capture.hf.pooling`: CLIP's
@@ -128,8 +137,10 @@ class DecisionReader:
 
     kind: "class" (logits [batch, classes]), "token" (logits [batch, pos, vocab] on `side`), "similarity" (a
         dual encoder's logit of each example's text and image [batch]) or "none".
-    pooling: where a class decision reads the sequence: first, last or mean over real positions; token
-        decisions read their target positions ("targets").
+    pooling: where a class decision reads the sequence: first, last or mean over real positions, the mean of
+        the patches after the first ("patches"), the first two ("first_two"), or the first beside the mean of the
+        patches ("first_and_patches"); token decisions read their target positions ("targets").
+    registers: register tokens after the first position that a patch mean skips (DINOv2 with registers).
     text: where a text tower pools (a dual encoder, or a text tower alone): the position its decision reads,
         in place of `pooling`.
     side: "main", or "decoder" for an encoder-decoder (its positions are the decoder's).
@@ -147,6 +158,7 @@ class DecisionReader:
     masked_lm: bool = False
     text: TextPooling | None = None
     sigmoid: bool = False
+    registers: int = 0
 
     def logits(self, output: Any, encoded: Encoded) -> Tensor | None:
         """Return the decision's logits: [batch, classes] for a class decision, [batch, pos, vocab] for tokens,
@@ -169,10 +181,17 @@ class DecisionReader:
         real = torch.nonzero(side.attention_mask[example] != 0).flatten().tolist()
         if not real:
             return ()
-        if self.pooling == "first":
+        patches = real[1 + self.registers:]
+        if self.pooling == "first" or (self.pooling in ("patches", "first_and_patches") and not patches):
             return ((real[0], 1.0),)
         if self.pooling == "last":
             return ((real[-1], 1.0),)
+        if self.pooling == "patches":
+            return uniform_pooling(patches)
+        if self.pooling == "first_two":
+            return uniform_pooling(real[:2])
+        if self.pooling == "first_and_patches":
+            return ((real[0], 0.5), *((position, 0.5 * weight) for position, weight in uniform_pooling(patches)))
         return uniform_pooling(real)
 
     def decide(
@@ -236,8 +255,10 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
         return DecisionReader("none", side=side, text=text)
     config = getattr(model, "config", None)
     if logits.dim() == 2:
-        pooling: Pooling = "last" if kind in ("decoder", "encoder-decoder") else _class_pooling(model)
-        return DecisionReader("class", pooling, side, None, _class_labels(config, int(logits.shape[-1])))
+        pooling = _class_pooling(model, kind)
+        registers = int(getattr(config, "num_register_tokens", 0) or 0) if pooling == "first_and_patches" else 0
+        return DecisionReader("class", pooling, side, None, _class_labels(config, int(logits.shape[-1])),
+                              registers=registers)
     vocab = getattr(_text_config(config), "vocab_size", None)
     if logits.dim() == 3 and vocab == logits.shape[-1]:
         return DecisionReader("token", "targets", side, masked_lm=kind == "encoder")
@@ -259,13 +280,46 @@ def _head_pooling(head: nn.Module) -> Pooling:
     return declared
 
 
-def _class_pooling(model: nn.Module) -> Pooling:
-    """Return where an encoder classifier reads the sequence: mean when its config says so, else the first token."""
+# Classifiers whose head reads more than the first token, read from each class's own forward in transformers.
+_POOLED_BY_CLASS: dict[str, Pooling] = {
+    **dict.fromkeys((
+        "SiglipForImageClassification", "Siglip2ForImageClassification", "IJepaForImageClassification",
+        "LevitForImageClassification", "LevitForImageClassificationWithTeacher", "PvtV2ForImageClassification",
+        "SegformerForImageClassification", "ImageGPTForImageClassification", "HieraForImageClassification",
+        "FocalNetForImageClassification", "SwinForImageClassification", "Swinv2ForImageClassification",
+        "DonutSwinForImageClassification", "DinatForImageClassification",
+        # audio classifiers that average their frames (the real ones, where the model masks padding)
+        "Wav2Vec2ForSequenceClassification", "Wav2Vec2BertForSequenceClassification",
+        "Wav2Vec2ConformerForSequenceClassification", "WavLMForSequenceClassification", "HubertForSequenceClassification",
+        "UniSpeechForSequenceClassification", "UniSpeechSatForSequenceClassification", "SEWForSequenceClassification",
+        "SEWDForSequenceClassification", "Data2VecAudioForSequenceClassification", "WhisperForAudioClassification",
+    ), "mean"),
+    "ASTForAudioClassification": "first_two",
+    "CLIPForImageClassification": "patches",
+    "MetaClip2ForImageClassification": "patches",
+    "DeiTForImageClassificationWithTeacher": "first_two",
+    "Dinov2ForImageClassification": "first_and_patches",
+    "Dinov2WithRegistersForImageClassification": "first_and_patches",
+}
+# Classifiers whose `use_mean_pooling` averages the patches after the class token (their poolers' `[:, 1:]`).
+_PATCH_MEAN_POOLERS = ("BeitForImageClassification", "Data2VecVisionForImageClassification")
+
+
+def _class_pooling(model: nn.Module, kind: ModelKind) -> Pooling:
+    """Return where a classifier reads the sequence: as its class's forward does (`_POOLED_BY_CLASS`), as its
+    config says (mean pooling), the last real token for a decoder's, else the first token."""
+    name = type(model).__name__
+    if name in _POOLED_BY_CLASS:
+        return _POOLED_BY_CLASS[name]
     config = getattr(model, "config", None)
+    if kind in ("decoder", "encoder-decoder"):
+        return "last"
     reference = getattr(config, "pooling", None)
     if reference in ("first", "mean"):
         return reference
-    if getattr(config, "classifier_pooling", None) == "mean" or getattr(config, "use_mean_pooling", False):
+    if getattr(config, "use_mean_pooling", False):
+        return "patches" if name in _PATCH_MEAN_POOLERS else "mean"
+    if getattr(config, "classifier_pooling", None) in ("mean", "late"):  # EuroBERT's "late": the mean of per-token logits
         return "mean"
     return "first"
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from hf_tiny import TEXTS, built_with, collect_args, model_inputs, tiny_model, word_tokenizer
+from hf_tiny import TEXTS, built_with, collect_args, last_layer, model_inputs, read_positions, tiny_model, word_tokenizer
 from test_hf_dual import MODELS, _inputs
 
 import interpret
@@ -50,34 +50,6 @@ def _pairs(name: str) -> dict[str, Any]:
     return _inputs() if name in MODELS else collect_args(name)[0]
 
 
-def _last_text_block(model: Any) -> torch.nn.Module:
-    """Return the text tower's last transformer block: the last entry of its one list of layers."""
-    lists = [module for name, module in model.text_model.named_modules()
-             if isinstance(module, torch.nn.ModuleList) and name.split(".")[-1] in ("layer", "layers")]
-    assert len(lists) == 1, [type(m).__name__ for m in lists]
-    return lists[0][-1]
-
-
-def _read_positions(model: Any, encoded: Any) -> list[list[int]]:
-    """Return, per example, the positions of the text tower's last block output on which that example's logit
-    `logits_per_text[b, b]` depends (non-zero gradient): the plain statement of where the decision reads."""
-    kept: list[torch.Tensor] = []
-
-    def keep(module: Any, args: Any, output: Any) -> None:
-        hidden = output[0] if isinstance(output, tuple) else output
-        hidden.retain_grad()
-        kept.append(hidden)
-
-    handle = _last_text_block(model).register_forward_hook(keep)
-    try:
-        output = model(**model_inputs(encoded))
-    finally:
-        handle.remove()
-    output.logits_per_text.diagonal().sum().backward()
-    grad = kept[0].grad.abs().sum(-1)  # [batch, pos]
-    return [torch.nonzero(row).flatten().tolist() for row in grad]
-
-
 @pytest.mark.parametrize("name", DUALS)
 def test_the_declared_pooling_is_where_each_logit_reads_the_text_tower(name: str) -> None:
     model = _model(name)
@@ -86,7 +58,8 @@ def test_the_declared_pooling_is_where_each_logit_reads_the_text_tower(name: str
     trace = interpret.collect(model, tokenizer, encoded)
     decisions = decide(model, trace, tokenizer)
     pooled = [[position for position, _ in decision.target.pooling] for decision in decisions]
-    assert pooled == _read_positions(model, encoded)
+    inputs = model_inputs(encoded)  # where each pair's logit logits_per_text[b, b] reads the text tower
+    assert pooled == read_positions(last_layer(model.text_model), lambda: model(**inputs).logits_per_text.diagonal())
     context = run_context(trace, model, tokenizer)
     assert context.runner.reader.text.rule == RULES[name]
     assert all(encoded.attention_mask[b, p[0]] == 1 for b, p in enumerate(pooled))  # always a real token
