@@ -20,6 +20,7 @@ from torch import nn
 from interpret.analysis import params as params_mod
 from interpret.analysis import registry
 from interpret.analysis.contract import STRATEGIES, RunContext
+from interpret.analysis.decision_rows import check_decision_rows
 from interpret.analysis.defaults import DEPRECATED_STREAMING
 from interpret.analysis.result import AnalyzerResult
 from interpret.analysis.runner import ModelRunner
@@ -125,11 +126,13 @@ def bound_context(
     *, seed: int = 0, workers: int = 0,
 ) -> RunContext:
     """Return the RunContext of `trace` on a model read once (its Capturable and decision reader, as the pipeline
-    holds them from the capture): one target per example, the runner, the model's device."""
+    holds them from the capture): one target per example, the runner, the model's device. The rows the targets
+    say each decision reads are held against the model once (`decision_rows.check_decision_rows`)."""
     if len(targets) != trace.encoded.batch:
         raise AnalyzerError(f"{len(targets)} targets for {trace.encoded.batch} examples; give one target per example.")
     prefix = "encoder." if trace.meta.kind == "encoder-decoder" else ""
     runner = ModelRunner(capturable, reader, targets, gate_prefix=prefix)
+    check_decision_rows(trace.encoded, runner, targets, "decoder." if reader.side == "decoder" else "")
     return RunContext(
         targets=tuple(targets), model=capturable.model, tokenizer=tokenizer, seed=seed, workers=workers,
         device=capturable.device, runner=runner,

@@ -134,17 +134,18 @@ class ModelRunner:
 
     @contextmanager
     def live_pass(
-        self, encoded: Encoded, names: Sequence[str], sink_for: Callable[[Site], Sink]
+        self, encoded: Encoded, names: Sequence[str], sink_for: Callable[[Site], Sink], forward: Forward = Forward()
     ) -> Iterator[Float[Tensor, " rows"]]:
-        """Run the model once with autograd on and yield each example's target score [batch] (logits, with the
-        contrast), the sites of `names` (globs) hooked to `sink_for(site)` until the block exits: a backward pass
-        run inside it fires the sinks again wherever it recomputes a checkpointed block. For a pass that reads
-        the hook tensors as the backward pass needs them (`interpret.streaming.capture.gradient_pass`)."""
-        rows, batch = self._batch(encoded, Forward())
+        """Run the model once with autograd on and yield each row's target score [rows] (logits, with the
+        contrast; `forward` as for `score`: every example once by default), the sites of `names` (globs) hooked to
+        `sink_for(site)` until the block exits: a backward pass run inside it fires the sinks again wherever it
+        recomputes a checkpointed block. For a pass that reads the hook tensors as the backward pass needs them
+        (`interpret.streaming.capture.gradient_pass`), without a capture's estimate or log line."""
+        rows, batch = self._batch(encoded, forward)
         sites = select_sites(self.capturable, list(names), None)
-        with hooked(self.capturable, sites, sink_for, grad=True), torch.enable_grad():
+        with hooked(self.capturable, sites, sink_for, grad=True), self._gated(forward.gates), torch.enable_grad():
             result = self.capturable.run(batch)
-            yield self._scores(result, batch, rows, Forward())
+            yield self._scores(result, batch, rows, forward)
 
     def embedding_layer(self, side: Literal["main", "decoder"] = "main") -> nn.Module:
         """Return the token-embedding module of `side`."""

@@ -141,6 +141,8 @@ class DecisionReader:
         the patches after the first ("patches"), the first two ("first_two"), or the first beside the mean of the
         patches ("first_and_patches"); token decisions read their target positions ("targets").
     registers: register tokens after the first position that a patch mean skips (DINOv2 with registers).
+    pad_id: the pad id a Hugging Face decoder classifier reads past ("last": the rightmost position whose id is
+        not it, as its forward finds `last_non_pad_token`); None: the last real position.
     text: where a text tower pools (a dual encoder, or a text tower alone): the position its decision reads,
         in place of `pooling`.
     side: "main", or "decoder" for an encoder-decoder (its positions are the decoder's).
@@ -159,6 +161,7 @@ class DecisionReader:
     text: TextPooling | None = None
     sigmoid: bool = False
     registers: int = 0
+    pad_id: int | None = None
 
     def logits(self, output: Any, encoded: Encoded) -> Tensor | None:
         """Return the decision's logits: [batch, classes] for a class decision, [batch, pos, vocab] for tokens,
@@ -184,6 +187,9 @@ class DecisionReader:
         patches = real[1 + self.registers:]
         if self.pooling == "first" or (self.pooling in ("patches", "first_and_patches") and not patches):
             return ((real[0], 1.0),)
+        if self.pooling == "last" and self.pad_id is not None and side.input_ids is not None:
+            kept = (side.input_ids[example] != self.pad_id).to(torch.int64)
+            return ((int((torch.arange(len(kept)) * kept.cpu()).argmax()), 1.0),)
         if self.pooling == "last":
             return ((real[-1], 1.0),)
         if self.pooling == "patches":
@@ -257,12 +263,20 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
     if logits.dim() == 2:
         pooling = _class_pooling(model, kind)
         registers = int(getattr(config, "num_register_tokens", 0) or 0) if pooling == "first_and_patches" else 0
+        pad = getattr(config, "pad_token_id", None) if kind == "decoder" and _from_transformers(model) else None
         return DecisionReader("class", pooling, side, None, _class_labels(config, int(logits.shape[-1])),
-                              registers=registers)
+                              registers=registers, pad_id=pad if isinstance(pad, int) else None)
     vocab = getattr(_text_config(config), "vocab_size", None)
     if logits.dim() == 3 and vocab == logits.shape[-1]:
         return DecisionReader("token", "targets", side, masked_lm=kind == "encoder")
     return DecisionReader("none", side=side)
+
+
+def _from_transformers(model: nn.Module) -> bool:
+    """Whether `model` is a Hugging Face model (whose decoder classifiers find their last token by pad id)."""
+    from transformers import PreTrainedModel
+
+    return isinstance(model, PreTrainedModel)
 
 
 def _text_config(config: Any) -> Any:

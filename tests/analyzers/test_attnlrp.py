@@ -20,6 +20,7 @@ from hf_tiny import DECODER_TEXTS, TEXTS, tiny_config, word_tokenizer
 from torch import Tensor
 
 import interpret
+from interpret.analysis.run import run_context
 from interpret.errors import AnalyzerError
 from interpret.models.sentiment_head import SentimentHead
 
@@ -153,10 +154,11 @@ def test_the_score_check_reads_the_captured_pass_instead_of_running_the_model_ag
     runs the model once, the rules' pass, where the check once ran it a second time."""
     model, tokenizer = _tiny_bert(), word_tokenizer()
     trace = interpret.collect(model, tokenizer, TEXTS, names=["*attn.hook_pattern"])
+    context = run_context(trace, model, tokenizer)  # binding it checks the decision's rows once (a pass of its own)
     calls: list[int] = []
     handle = model.register_forward_hook(lambda module, args, output: calls.append(1))
     try:
-        result = interpret.analyze(trace, "attnlrp", model, tokenizer=tokenizer)
+        result = interpret.analyze(trace, "attnlrp", context=context)
     finally:
         handle.remove()
     assert len(calls) == 1 and result.checks["score_consistency"].value == 0.0  # double precision: equal
