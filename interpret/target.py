@@ -40,6 +40,8 @@ class Target:
     pooling: the positions the decision reads and their weights (summing to one), on the side the readout
         of attention analyzers starts from (the decoder for an encoder-decoder): (0, 1.0) for a [CLS]-pooled
         classifier, the last real token for a decoder, every real position (1/n each) for a mean-pooled head.
+    image_pooling: the same on the image side of a text-image dual encoder (its vision tower's class token,
+        ((0, 1.0),)); () where the decision reads no image, or none that positions stand for (an attention head).
     """
 
     kind: TargetKind
@@ -50,6 +52,7 @@ class Target:
     contrast_labels: tuple[str, ...] = ()
     source: TargetSource = "prediction"
     pooling: tuple[tuple[int, float], ...] = field(default=())
+    image_pooling: tuple[tuple[int, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.kind == "class" and len(self.ids) != 1:
@@ -60,8 +63,9 @@ class Target:
             raise ValueError(f"a token target needs one position per id, got ids {self.ids} at {self.positions}")
         if self.contrast and len(self.contrast) != len(self.ids):
             raise ValueError(f"contrast {self.contrast} must have one id per target id {self.ids}")
-        if self.pooling and abs(sum(weight for _, weight in self.pooling) - 1.0) > 1e-9:
-            raise ValueError(f"pooling weights must sum to one, got {self.pooling}")
+        for rows in (self.pooling, self.image_pooling):
+            if rows and abs(sum(weight for _, weight in rows) - 1.0) > 1e-9:
+                raise ValueError(f"pooling weights must sum to one, got {rows}")
 
     @property
     def label(self) -> str:
@@ -74,10 +78,11 @@ class Target:
 
     def readout_weights(self, pos: int) -> Float[np.ndarray, " pos"]:
         """Return the decision's pooling as a weight vector over the `pos` (padded) positions."""
-        weights = np.zeros(pos)
-        for position, weight in self.pooling:
-            weights[position] += weight
-        return weights
+        return _weights(self.pooling, pos)
+
+    def image_weights(self, pos: int) -> Float[np.ndarray, " pos"]:
+        """Return the decision's pooling of the image side as a weight vector over its `pos` positions."""
+        return _weights(self.image_pooling, pos)
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-ready dict of every field."""
@@ -90,6 +95,7 @@ class Target:
             "contrast_labels": list(self.contrast_labels),
             "source": self.source,
             "pooling": [[position, weight] for position, weight in self.pooling],
+            "image_pooling": [[position, weight] for position, weight in self.image_pooling],
             "label": self.label,
         }
 
@@ -100,3 +106,10 @@ def uniform_pooling(positions: Sequence[int]) -> tuple[tuple[int, float], ...]:
     if not positions:
         return ()
     return tuple((position, 1.0 / len(positions)) for position in positions)
+
+
+def _weights(pooling: tuple[tuple[int, float], ...], pos: int) -> Float[np.ndarray, " pos"]:
+    weights = np.zeros(pos)
+    for position, weight in pooling:
+        weights[position] += weight
+    return weights

@@ -33,14 +33,16 @@ class PatternGradients:
 
     main: ∇A ⊙ A [batch, layer, head, query, key] of the main stack (an encoder-decoder's encoder);
     decoder / cross: the decoder's self-attention and cross-attention (query decoder, key encoder), or None.
+    image: a text-image dual encoder's vision stack (`vision.blocks.{i}`, over the image side's positions), or None.
     """
 
     main: np.ndarray
     decoder: np.ndarray | None = None
     cross: np.ndarray | None = None
+    image: np.ndarray | None = None
     score_error: float = 0.0  # largest |score with the capture − score without|: the capture is transparent
 
-    def weighted(self, stack: Literal["main", "decoder", "cross"]) -> Float[np.ndarray, "batch layer head q k"] | None:
+    def weighted(self, stack: Literal["main", "decoder", "cross", "image"]) -> Float[np.ndarray, "batch layer head q k"] | None:
         """Return ∇A ⊙ A [batch, layer, head, query, key] of `stack` (module docstring), or None without it."""
         return getattr(self, stack)
 
@@ -76,7 +78,13 @@ def pattern_gradients(
             cross=_stack(pairs, "decoder.", "cross_attn.hook_pattern", dec_mask, main_mask),
             score_error=score_error,
         )
-    return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask), score_error=score_error)
+    image = trace.encoded.image
+    vision = None
+    if image is not None and any(name.startswith("vision.blocks.") for name in pairs):
+        image_mask = to_numpy(image.attention_mask).astype(bool)[to_numpy(rows)]
+        vision = _stack(pairs, "vision.", "attn.hook_pattern", image_mask, image_mask)
+    return PatternGradients(main=_stack(pairs, "", "attn.hook_pattern", main_mask, main_mask), image=vision,
+                            score_error=score_error)
 
 
 def _stack(

@@ -10,6 +10,10 @@ Full arrays (batch first; padding is zero):
     rollout [batch, query, key]  R of the main stack (an encoder-decoder: `cross` [batch, dec, enc], R_de)
     readout [batch, key]         w · R, w the decision's pooling (its rows and weights); for an encoder-decoder
                                  the R_de rows of the decoder positions the decision reads
+    image_rollout [batch, image_query, image_key], image_readout [batch, image_key]
+                                 a text-image dual encoder's vision stack (`vision.blocks.{i}`): R by the same
+                                 rules, read from the rows its decision reads of the image (its class token):
+                                 Chefer et al.'s CLIP relevance over the patches
     per_step [batch, query, key] for a target of several tokens (a continuation, --generate N): per token, R of
                                  that token's own score, read at the row whose logits score it (`_per_step`)
 Streamed (one autograd pass, `interpret.streaming.capture.gradient_pass`; the row w carried down the layers,
@@ -91,7 +95,8 @@ class GradientWeightedRollout:
         steps, _, step_views = per_step(trace, ctx, readout, step_readout, "Gradient-weighted rollout", linear=False)
         arrays = {name: NamedArray(relevance, ("batch", "query", "key")), "readout": NamedArray(readout, ("batch", "key"))}
         views = (View("heatmap", name, title), View("token_strip", "readout", "Gradient-weighted rollout from the decision's rows"))
-        return {**arrays, **steps}, {"capture_score_error": grads.score_check()}, (*views, *step_views)
+        image_arrays, image_views = _image_side(trace, grads, ctx)
+        return {**arrays, **image_arrays, **steps}, {"capture_score_error": grads.score_check()}, (*views, *image_views, *step_views)
 
     def _streamed(self, trace: Trace, params: GradientRolloutParams, ctx: RunContext) -> Parts:
         examples = example_weights(trace, ctx.targets, params.readout)
@@ -119,6 +124,23 @@ def rollout(weighted: Float[np.ndarray, "*batch layer head query key"]) -> Float
     for layer in range(fused.shape[-3]):
         relevance = relevance + fused[..., layer, :, :] @ relevance
     return relevance
+
+
+def _image_side(trace: Trace, grads: PatternGradients, ctx: RunContext) -> tuple[dict[str, NamedArray], tuple[View, ...]]:
+    """Return a text-image dual encoder's relevance over its image: R of the vision stack (eqs. 5–6, as for the
+    text) and its readout from the rows the decision reads of the image (`Target.image_pooling`: the vision
+    tower's class token), Chefer et al. 2021's CLIP relevance; nothing without an image side, or where the tower
+    pools with an attention head (no row stands for what the decision reads)."""
+    image = trace.encoded.image
+    weighted = grads.weighted("image")
+    if image is None or weighted is None or any(not target.image_pooling for target in ctx.targets):
+        return {}, ()
+    real = to_numpy(image.attention_mask).astype(np.float64)
+    relevance = rollout(weighted) * real[:, :, None] * real[:, None, :]  # [batch, image_query, image_key]
+    readout = np.stack([ctx.targets[b].image_weights(relevance.shape[1]) @ relevance[b] for b in range(len(relevance))])
+    arrays = {"image_rollout": NamedArray(relevance, ("batch", "image_query", "image_key")),
+              "image_readout": NamedArray(readout, ("batch", "image_key"))}
+    return arrays, (View("token_strip", "image_readout", "Gradient-weighted rollout over the image, from its class token"),)
 
 
 def _relevance(trace: Trace, grads: PatternGradients, rows: torch.Tensor) -> Float[np.ndarray, "rows query key"]:

@@ -7,6 +7,9 @@ Full (every pattern captured). Arrays (batch first; padded positions are zero):
                                          CLS-pooled classifier, the last token of a decoder, every real
                                          position for a mean-pooled head), or the `readout` positions given.
     per_layer [batch, layer, query, key] cumulative rollout after each layer (per_layer=True, rows="all").
+    image_readout [batch, image_key]     a text-image dual encoder whose vision tower pools its class token: the
+                                         vision stack's rollout (every layer, the same fusion and residual) from
+                                         that row, over the class token and patches.
 Encoder-decoder models (Chefer et al. 2021 rules, attention-only):
     encoder [batch, enc, enc], decoder [batch, dec, dec], cross [batch, dec, enc]; readout [batch, enc] is
     the cross rows of the decoder positions the decision reads, weighted likewise.
@@ -135,6 +138,13 @@ class Rollout:
         if per_layer is not None:
             arrays["per_layer"] = NamedArray(per_layer, ("batch", "layer", "query", "key"))
             views.append(View("line", "per_layer", "Readout share by layer", {"row": "readout"}))
+        image = _image_readout(trace, params, ctx)
+        if image is not None:  # a dual encoder's vision tower, read from its class token
+            arrays["image_readout"] = NamedArray(image, ("batch", "image_key"))
+            views.append(View("token_strip", "image_readout", "Rollout over the image, from its class token"))
+            checks["image_readout_sum_error"] = Check(
+                row_sum_error(image), ROW_SUM_TOLERANCE, "largest |Σ image readout − 1| (a row of the image's rollout)"
+            )
         return self._result(trace, params, arrays, checks, views, ctx)
 
     def _per_example(
@@ -272,6 +282,28 @@ class Rollout:
             checks=checks, views=tuple(views), tokens=tuple(tuple(row) for row in trace.encoded.tokens),
             readout_of=Readout("readout", signed=False),
         )
+
+
+def _image_readout(trace: Trace, params: RolloutParams, ctx: RunContext) -> np.ndarray | None:
+    """Return a text-image dual encoder's rollout over its image [batch, image_key]: the vision stack's
+    (`vision.blocks.{i}`, every captured layer, the same fusion and residual) from the rows its decision reads of
+    the image (`Target.image_pooling`: its class token); None without an image side, or where the tower pools
+    with an attention head (no row stands for what the decision reads)."""
+    image = trace.encoded.image
+    layers = trace.layers("attn.hook_pattern", "vision.") if image is not None else []
+    if image is None or not layers or any(not target.image_pooling for target in ctx.targets):
+        return None
+    patterns = [to_numpy(trace[f"vision.blocks.{i}.attn.hook_pattern"]) for i in layers]  # [batch, head, q, k]
+    real = to_numpy(image.attention_mask.bool())
+    readout = np.zeros((image.batch, image.pos))
+    for b in range(image.batch):
+        positions = np.flatnonzero(real[b])
+        heads = [pattern[b][:, positions][:, :, positions] for pattern in patterns]
+        augmented = rollout_math.augmented_layers(heads, head_fusion=params.head_fusion,
+                                                  residual_weight=params.residual, workers=ctx.workers or None)
+        weights = ctx.targets[b].image_weights(image.pos)[positions]
+        readout[b] = scatter_row(rollout_math.chain(augmented, weights=weights)[0], positions, image.pos)
+    return readout
 
 
 def _start_index(start_layer: int, captured: list[int], remedy: str) -> int:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from interpret.decision.labels import resolve_class, resolve_labels
-from interpret.capture.hf.pooling import TextPooling, text_pooling
+from interpret.capture.hf.pooling import TextPooling, image_pooled_position, text_pooling
 from interpret.decision.similarity import is_pair_output, match_probability, pair_logits, scores_sigmoid
 from interpret.errors import InputError
 from interpret.inputs import Encoded
@@ -144,7 +144,8 @@ class DecisionReader:
     pad_id: the pad id a Hugging Face decoder classifier reads past ("last": the rightmost position whose id is
         not it, as its forward finds `last_non_pad_token`); None: the last real position.
     text: where a text tower pools (a dual encoder, or a text tower alone): the position its decision reads,
-        in place of `pooling`.
+        in place of `pooling`. image: the position a dual encoder's vision tower pools (its class token), or None.
+    sigmoid: a dual encoder trained with a sigmoid per pair (SigLIP), whose σ(logit) is a probability.
     side: "main", or "decoder" for an encoder-decoder (its positions are the decoder's).
     head: a module mapping the hidden states [batch, pos, d_model] and mask [batch, pos] to class logits.
     labels: the class names (empty for token decisions).
@@ -159,6 +160,7 @@ class DecisionReader:
     labels: tuple[str, ...] = ()
     masked_lm: bool = False
     text: TextPooling | None = None
+    image: int | None = None
     sigmoid: bool = False
     registers: int = 0
     pad_id: int | None = None
@@ -255,7 +257,8 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
     paired = is_pair_output(output)
     text = text_pooling(model, paired)
     if paired and text is not None:
-        return DecisionReader("similarity", side=side, text=text, sigmoid=scores_sigmoid(model))
+        return DecisionReader("similarity", side=side, text=text, image=image_pooled_position(model),
+                              sigmoid=scores_sigmoid(model))
     logits = getattr(output, "logits", output)
     if not isinstance(logits, Tensor) or not logits.is_floating_point():
         return DecisionReader("none", side=side, text=text)
@@ -372,7 +375,9 @@ def _similarity_decision(
     """Return one example's similarity Decision: its pair's logit and, for a sigmoid-trained model, the
     probability that the text matches the image."""
     probability = match_probability(logit, reader.sigmoid)
-    target = Target("similarity", labels=("text-image similarity",), pooling=reader.pooling_of(encoded, example))
+    image = () if reader.image is None else ((reader.image, 1.0),)
+    target = Target("similarity", labels=("text-image similarity",), pooling=reader.pooling_of(encoded, example),
+                    image_pooling=image)
     return Decision(target, f"similarity {logit:.4g}", None, probability, probability, gold, score=logit)
 
 

@@ -94,6 +94,8 @@ def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tu
         fields = _side(encoded, b, "")
         if encoded.decoder is not None:
             fields.update(_side(encoded.decoder, b, "decoder_"))
+        if encoded.image is not None:  # a dual encoder's image: its class token and patches
+            fields.update(_side(encoded.image, b, "image_"))
         fields["words"] = tuple(encoded.word_ids[b]) if encoded.word_ids else ()
         id_ = ids[b] if ids is not None and b < len(ids) else None
         out.append(ExampleTokens(**fields, text=texts[b] if b < len(texts) else None, id=id_))

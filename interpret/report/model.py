@@ -103,6 +103,8 @@ class ExampleTokens:
     decoder_display: the same for the decoder side.
     words: [pos] the word each position belongs to (None for special tokens and padding); () when unknown.
     decoder_*: the same for the decoder side of an encoder-decoder model (empty otherwise).
+    image_*: the same for the image side of a text-image dual encoder (its class token and patches; empty
+        otherwise).
     id: the example's id from the input file, when it had one.
     """
 
@@ -117,6 +119,10 @@ class ExampleTokens:
     decoder_special: tuple[bool, ...] = ()
     decoder_real: tuple[bool, ...] = ()
     decoder_display: tuple[str, ...] = ()
+    image_tokens: tuple[str, ...] = ()
+    image_special: tuple[bool, ...] = ()
+    image_real: tuple[bool, ...] = ()
+    image_display: tuple[str, ...] = ()
 
     def side(self, decoder: bool) -> TokenSide:
         """Return one side's tokens as written, as shown (display forms, else as written), special and real flags."""
@@ -128,7 +134,7 @@ class ExampleTokens:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
         lists = ("tokens", "display", "words", "special", "real", "decoder_tokens", "decoder_special", "decoder_real",
-                 "decoder_display")
+                 "decoder_display", "image_tokens", "image_special", "image_real", "image_display")
         return {"id": self.id, "text": self.text, **{name: list(getattr(self, name)) for name in lists}}
 
 

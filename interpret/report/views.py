@@ -28,6 +28,7 @@ PACK_THRESHOLD = 65_536
 _U16_NAN = 65_535
 _U16_TOP = 65_534
 TOKEN_AXES = ("query", "key", "pos")
+IMAGE_AXES = ("image_query", "image_key")  # a dual encoder's image side
 
 
 def page_data(report: ReportData) -> dict[str, Any]:
@@ -149,7 +150,9 @@ def readout_positions(report: ReportData, example: int) -> list[int]:
 
 
 def token_side(axis: str, name: str, size: int, options: Mapping[str, Any], report: ReportData) -> str | None:
-    """Return which tokens label an axis: "encoder", "decoder" or None (not a token axis)."""
+    """Return which tokens label an axis: "encoder", "decoder", "image" or None (not a token axis)."""
+    if axis in IMAGE_AXES:
+        return "image"
     if axis not in TOKEN_AXES:
         return None
     explicit = options.get(f"{axis}_tokens")
@@ -222,11 +225,13 @@ def _options(view: View) -> dict[str, Any]:
 
 
 def _example_data(example: ExampleTokens) -> dict[str, Any]:
-    lists = ("words", "tokens", "special", "real", "decoder_tokens", "decoder_special", "decoder_real")
+    lists = ("words", "tokens", "special", "real", "decoder_tokens", "decoder_special", "decoder_real",
+             "image_tokens", "image_special", "image_real")
     return {
         "id": example.id,
         "display_tokens": list(example.display),
         "decoder_display_tokens": list(example.decoder_display),
+        "image_display_tokens": list(example.image_display),
         **{name: list(getattr(example, name)) for name in lists},
     }
 

@@ -201,3 +201,63 @@ def test_a_siglip_text_tower_alone_is_padded_on_the_left_and_read_at_each_texts_
         pooled = model(**model_inputs(trace.encoded)).pooler_output
         single = model(**model_inputs(alone.encoded)).pooler_output
     torch.testing.assert_close(pooled[1], single[0], atol=1e-5, rtol=0)
+
+
+CLASS_TOKEN_TOWERS = ["clip", *(name for name in sorted(MODELS) if name != "aimv2")]
+
+
+@pytest.mark.parametrize("name", CLASS_TOKEN_TOWERS)
+def test_gradient_weighted_rollout_over_the_image_is_chefers_clip_relevance(name: str) -> None:
+    """Chefer et al. 2021's relevance of the image for the pair's logit, stated plainly from the eager model's own
+    attentions: R = I, R ← R + E_h[(∇A ⊙ A)⁺]·R over the vision tower's layers, read at its class token."""
+    model = built_with(MODELS[name][0], "eager") if name in MODELS else tiny_model(name, "eager")
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, _pairs(name))
+    result = interpret.analyze(trace, "gradient_weighted_rollout", model=model, tokenizer=tokenizer)
+    output = model(**model_inputs(trace.encoded), output_attentions=True)
+    attentions = output.vision_model_output.attentions
+    for attention in attentions:
+        attention.retain_grad()
+    output.logits_per_text.diagonal().sum().backward()
+    relevance = torch.eye(attentions[0].shape[-1], dtype=torch.float64).expand(2, -1, -1)
+    for attention in attentions:
+        cam = (attention.grad.double() * attention.double()).clamp(min=0).mean(1)
+        relevance = relevance + cam @ relevance
+    np.testing.assert_allclose(result["image_rollout"], relevance.detach().numpy(), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(result["image_readout"], relevance[:, 0].detach().numpy(), atol=1e-6, rtol=0)
+    decisions = decide(model, trace, tokenizer)
+    assert [d.target.image_pooling for d in decisions] == [((0, 1.0),)] * 2
+    inputs = model_inputs(trace.encoded)  # the logit reads the vision tower's last block at its class token alone
+    assert read_positions(last_layer(model.vision_model), lambda: model(**inputs).logits_per_text.diagonal()) == [[0]] * 2
+
+
+@pytest.mark.parametrize("name", ["siglip", "aimv2"])
+def test_a_vision_tower_pooled_by_an_attention_head_has_no_image_readout(name: str) -> None:
+    """SigLIP's and AIMv2's vision towers pool with an attention head: no position stands for what the decision
+    reads of the image, so no image readout is claimed (the text side's is)."""
+    model = built_with(MODELS[name][0], "eager") if name in MODELS else tiny_model(name, "eager")
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, _pairs(name))
+    result = interpret.analyze(trace, "gradient_weighted_rollout", model=model, tokenizer=tokenizer)
+    assert "image_readout" not in result.arrays and "readout" in result.arrays
+    assert all(d.target.image_pooling == () for d in decide(model, trace, tokenizer))
+
+
+@pytest.mark.parametrize("name", ["clip", "owlvit", "vision-text-dual-encoder"])
+def test_rollout_over_the_image_is_abnar_and_zuidemas_from_the_class_token(name: str) -> None:
+    """Abnar & Zuidema's rollout of the vision tower, stated plainly from the eager model's own attentions:
+    Â = ½·mean_h A + ½·I per layer, R = Â_{L−1}⋯Â_0, read at the class token the image embedding pools."""
+    model = built_with(MODELS[name][0], "eager") if name in MODELS else tiny_model(name, "eager")
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, _pairs(name))
+    result = interpret.analyze(trace, "rollout", model=model, tokenizer=tokenizer)
+    with torch.no_grad():
+        attentions = model(**model_inputs(trace.encoded), output_attentions=True).vision_model_output.attentions
+    n = attentions[0].shape[-1]
+    relevance = torch.eye(n, dtype=torch.float64).expand(2, -1, -1)
+    for attention in attentions:
+        relevance = (0.5 * attention.double().mean(1) + 0.5 * torch.eye(n, dtype=torch.float64)) @ relevance
+    np.testing.assert_allclose(result["image_readout"], relevance[:, 0].numpy(), atol=1e-6, rtol=0)
+    assert result.checks["image_readout_sum_error"].ok
+    without = interpret.analyze(trace, "rollout")  # without the model nothing says what the decision reads
+    assert "image_readout" not in without.arrays

@@ -1,4 +1,5 @@
-"""Where a text tower pools its last hidden states into its text embedding, as each tower's own code does.
+"""Where a text tower pools its last hidden states into its text embedding, as each tower's own code does, and
+where a dual encoder's vision tower pools its image embedding (`image_pooled_position`).
 
 What a text-image dual encoder's decision reads of the text (`interpret.decision.similarity`), and where a text
 tower loaded alone is read; the dual and generic adapters pad a tower that reads its row's last position on the
@@ -86,3 +87,20 @@ def text_pooling(model: nn.Module, paired: bool) -> TextPooling | None:
         rule = "first"
     eos = getattr(text, "eos_token_id", None)
     return TextPooling(rule, int(eos) if isinstance(eos, int) else None)
+
+
+# The vision tower's config model type -> the position its pooled output reads: the class token (each tower's
+# `post_layernorm(last_hidden_state[:, 0])`, ViT's pooler); SigLIP's, SigLIP 2's and AIMv2's towers pool with an
+# attention head (a learned query over every patch) that no position stands for, so they have none here.
+VISION_CLASS_TOKEN = frozenset({
+    "clip_vision_model", "clipseg_vision_model", "metaclip_2_vision_model", "owlvit_vision_model",
+    "owlv2_vision_model", "altclip_vision_model", "chinese_clip_vision_model", "blip_vision_model", "vit",
+})
+
+
+def image_pooled_position(model: nn.Module) -> int | None:
+    """Return the position of a dual encoder's vision tower that its image embedding reads (0: the class token),
+    or None where the tower pools otherwise (an attention head) or the model is no dual encoder."""
+    vision = getattr(getattr(model, "config", None), "vision_config", None)
+    return 0 if getattr(vision, "model_type", None) in VISION_CLASS_TOKEN else None
+

@@ -1,10 +1,10 @@
 /* transformer-audit report, part 2 of 3: the report's data (the JSON block) and the views drawn from it.
  * Each view function draws one View an analyzer asked for into view.body, with pickers in view.controls.
  *
- * Tokens are labelled by their display form when the data has one — examples[b].display_tokens and
- * examples[b].decoder_display_tokens, [pos] strings as interpret.reading.text.display_tokens writes them — else by the
- * raw token; either way with control and bidi characters escaped, cut to LABEL_LIMIT characters, and the raw
- * token on hover. */
+ * Tokens are labelled by their display form when the data has one — examples[b].display_tokens,
+ * examples[b].decoder_display_tokens and examples[b].image_display_tokens (a dual encoder's class token and
+ * patches), [pos] strings as interpret.reading.text.display_tokens writes them — else by the raw token; either
+ * way with control and bidi characters escaped, cut to LABEL_LIMIT characters, and the raw token on hover. */
 (function () {
   "use strict";
 
@@ -61,14 +61,14 @@
    * a list of another length), `special` and `real` flags. */
   function sideTokens(side, example) {
     var ex = DATA.examples[example === undefined ? state.example : example];
-    var decoder = side === "decoder";
-    var tokens = (decoder ? ex.decoder_tokens : ex.tokens) || [];
-    var display = decoder ? ex.decoder_display_tokens : ex.display_tokens;
+    var prefix = side === "decoder" || side === "image" ? side + "_" : "";
+    var tokens = ex[prefix + "tokens"] || [];
+    var display = ex[prefix + "display_tokens"];
     return {
       tokens: tokens,
       display: Array.isArray(display) && display.length === tokens.length ? display : tokens,
-      special: (decoder ? ex.decoder_special : ex.special) || [],
-      real: (decoder ? ex.decoder_real : ex.real) || []
+      special: ex[prefix + "special"] || [],
+      real: ex[prefix + "real"] || []
     };
   }
 
