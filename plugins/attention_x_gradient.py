@@ -11,7 +11,9 @@ Full (captured patterns and their autograd gradients). Arrays (batch first; padd
                                                 each token's own readout in the row of the position whose
                                                 logits score it (`_per_step`); its rows add up to the readout
 Encoder-decoder models also give cross_grad [batch, layer, head, dec, enc] (cross-attention ∇A ⊙ A), and
-their readout sums the encoder's self-attention and the cross-attention into the encoder's tokens.
+their readout sums the encoder's self-attention and the cross-attention into the encoder's tokens. A text-image
+dual encoder also gives image_readout [batch, image_key]: the same sum over its vision stack (`vision.blocks.{i}`),
+into its class token and patches.
 
 Streamed (O(n·d) memory per layer): one autograd pass of the model (q, k, v where they enter the attention,
 ∂score/∂z at each output projection's input, `interpret.streaming.capture.gradient_pass`), each layer taken as
@@ -112,6 +114,11 @@ class AttentionGradient:
         )
         views = (View("token_strip", "readout", "Attention × gradient into each token (signed)"),
                  View("head_grid", "head_map", "Σ ∇A ⊙ A per layer and head (signed)"), *step_views)
+        image = grads.weighted("image")
+        if image is not None:  # a dual encoder's vision stack, by the same sum
+            chosen = image if params.layers == "all" else image[:, -1:]
+            arrays["image_readout"] = NamedArray(chosen.sum(axis=(1, 2, 3)), ("batch", "image_key"))
+            views = (*views, View("token_strip", "image_readout", "Attention × gradient into each patch (signed)"))
         return {**arrays, **steps}, {"capture_score_error": grads.score_check(), **step_checks}, views
 
     def _streamed(self, trace: Trace, params: AttentionGradientParams, ctx: RunContext) -> Parts:

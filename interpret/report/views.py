@@ -62,7 +62,7 @@ def section_data(report: ReportData, section: Section) -> dict[str, Any]:
             arrays[view.array] = pack(*_cut(array, section, report), _token_sides(view, array, report))
         # A signed method's token scores are drawn on one diverging scale centred on 0 even when every score of
         # an example is positive, as the section's legend ("red for, blue against") says.
-        signed = result.signed and result.arrays[view.array].axes[-1] in ("key", "word")
+        signed = result.signed and result.arrays[view.array].axes[-1] in ("key", "word", "image_key")
         options = {**_options(view), "signed_scores": True} if signed else _options(view)
         views.append({"kind": view.kind, "array": view.array, "title": view.title, "options": options})
     return {

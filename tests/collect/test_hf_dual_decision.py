@@ -203,6 +203,17 @@ def test_a_siglip_text_tower_alone_is_padded_on_the_left_and_read_at_each_texts_
     torch.testing.assert_close(pooled[1], single[0], atol=1e-5, rtol=0)
 
 
+def _vision_attentions_with_grads(model: Any, encoded: Any) -> tuple[torch.Tensor, ...]:
+    """Return the eager model's vision attentions [batch, head, query, key] per layer, each holding in `.grad` the
+    gradient of Σ_b logits_per_text[b, b] (every pair's logit)."""
+    output = model(**model_inputs(encoded), output_attentions=True)
+    attentions = output.vision_model_output.attentions
+    for attention in attentions:
+        attention.retain_grad()
+    output.logits_per_text.diagonal().sum().backward()
+    return attentions
+
+
 CLASS_TOKEN_TOWERS = ["clip", *(name for name in sorted(MODELS) if name != "aimv2")]
 
 
@@ -214,11 +225,7 @@ def test_gradient_weighted_rollout_over_the_image_is_chefers_clip_relevance(name
     tokenizer = word_tokenizer()
     trace = interpret.collect(model, tokenizer, _pairs(name))
     result = interpret.analyze(trace, "gradient_weighted_rollout", model=model, tokenizer=tokenizer)
-    output = model(**model_inputs(trace.encoded), output_attentions=True)
-    attentions = output.vision_model_output.attentions
-    for attention in attentions:
-        attention.retain_grad()
-    output.logits_per_text.diagonal().sum().backward()
+    attentions = _vision_attentions_with_grads(model, trace.encoded)
     relevance = torch.eye(attentions[0].shape[-1], dtype=torch.float64).expand(2, -1, -1)
     for attention in attentions:
         cam = (attention.grad.double() * attention.double()).clamp(min=0).mean(1)
@@ -261,3 +268,16 @@ def test_rollout_over_the_image_is_abnar_and_zuidemas_from_the_class_token(name:
     assert result.checks["image_readout_sum_error"].ok
     without = interpret.analyze(trace, "rollout")  # without the model nothing says what the decision reads
     assert "image_readout" not in without.arrays
+
+
+@pytest.mark.parametrize("name", ["clip", "siglip"])
+def test_attention_x_gradient_into_the_image_is_the_plain_sum(name: str) -> None:
+    """Σ_layer Σ_head Σ_query ∂logit/∂A ⊙ A over the vision tower's own attentions (the eager model's, with their
+    gradients), into each of its positions: no row is read, so SigLIP's attention-pooled tower has it too."""
+    model = tiny_model(name, "eager")
+    tokenizer = word_tokenizer()
+    trace = interpret.collect(model, tokenizer, _pairs(name))
+    result = interpret.analyze(trace, "attention_x_gradient", model=model, tokenizer=tokenizer)
+    attentions = _vision_attentions_with_grads(model, trace.encoded)
+    expected = sum((a.grad.double() * a.double()).sum(dim=(1, 2)) for a in attentions)  # [batch, key]
+    np.testing.assert_allclose(result["image_readout"], expected.detach().numpy(), atol=1e-6, rtol=0)
