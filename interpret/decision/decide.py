@@ -34,8 +34,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from interpret.decision.labels import resolve_class, resolve_labels
 from interpret.capture.hf.pooling import TextPooling, image_pooled_position, text_pooling
+from interpret.decision.labels import resolve_class, resolve_labels
 from interpret.decision.similarity import is_pair_output, match_probability, pair_logits, scores_sigmoid
 from interpret.errors import InputError
 from interpret.inputs import Encoded
