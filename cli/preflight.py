@@ -74,16 +74,24 @@ def default_labels() -> tuple[str, ...]:
 
 
 def plan_model(name: str | None, allow_pickle: bool = False) -> ModelPlan:
-    """Return the ModelPlan of `--model NAME` (None: the default model); usage error when it cannot be used."""
+    """Return the ModelPlan of `--model NAME` (None: the default model); usage error when it cannot be used (a
+    text-image dual encoder included: every command reads texts alone)."""
     try:
         if name is None:
             checkpoint = Checkpoint("default", _default_model_directory())
             facts = replace(model_facts(checkpoint.config()), decision="class")
             return ModelPlan(checkpoint, facts, True, DEFAULT_MODEL_NAME)
         checkpoint = locate(name, allow_pickle=allow_pickle)
-        return ModelPlan(checkpoint, model_facts(checkpoint.config()), False, repr(name))
+        facts = model_facts(checkpoint.config())
     except InterpretError as err:
         raise usage_error(f"--model: {err}") from None
+    if facts.dual:
+        raise usage_error(
+            f"--model {name!r} is a text-image dual encoder ({facts.model_type}), which reads text and images together;"
+            " the command line reads texts alone, so explain its pairs in Python: interpret.explain(model, processor,"
+            " {'text': texts, 'images': images})."
+        )
+    return ModelPlan(checkpoint, facts, False, repr(name))
 
 
 def _default_model_directory() -> Path:

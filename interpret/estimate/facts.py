@@ -22,6 +22,10 @@ _DECODER_HEAD_KEYS = ("decoder_attention_heads", "num_decoder_heads")
 _POSITION_KEYS = ("n_positions", "max_position_embeddings")
 _POSITION_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert")  # positions start after the padding index
 _VISION_TYPES = ("vit", "deit", "beit", "swin", "dinov2")
+# Text-image dual encoders (the `dual` adapter's types): text and images in one forward, so not for the command
+# line, which reads texts alone; an image classifier of such a type (CLIPForImageClassification) is a vision model.
+DUAL_TYPES = ("clip", "siglip", "siglip2", "altclip", "chinese_clip", "clipseg", "metaclip_2", "owlvit", "owlv2",
+              "blip", "aimv2", "vision-text-dual-encoder")
 _DECODER_TYPES = ("gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "gemma", "phi", "opt", "bloom", "falcon")
 # Prefix language models: the prompt is read bidirectionally (PaliGemma's text without `token_type_ids` is all
 # prefix), so the capture reads them as encoders, and so do the checks made before loading
@@ -48,6 +52,7 @@ class ModelFacts:
     decision: what the loaded class decides — "class" (a classifier), "token" (a language model), "none"
         (a bare model: nothing to target) — or None when its class name does not say.
     labels: the class names of a classifier, in index order (id2label, or transformers' LABEL_i default).
+    dual: a text-image dual encoder (CLIP, SigLIP, ...), which takes text and images together.
     vocab_size: the token vocabulary's size (None when not set). weight_itemsize: bytes per parameter in
         the saved files (4 when the config names no dtype).
     d_model: the residual width (64 · n_heads when the config names none); d_ff: the feed-forward width
@@ -69,6 +74,7 @@ class ModelFacts:
     d_model: int = 0
     d_ff: int = 0
     d_attn: int = 0
+    dual: bool = False
 
     def loaded_itemsize(self, dtype: str | None) -> int:
         """Return the bytes per parameter once loaded with --dtype `dtype` (None: float32; auto: as saved)."""
@@ -104,6 +110,7 @@ def model_facts(config: dict[str, Any]) -> ModelFacts:
         weight_itemsize=_DTYPE_BYTES.get(str(dtype), 4), d_model=d_model,
         d_ff=_first_int(config, _FF_KEYS, positive=True) or 4 * d_model,
         d_attn=head_size * n_heads if head_size else d_model,
+        dual=model_type in DUAL_TYPES and kind != "vision",
     )
 
 
@@ -122,7 +129,7 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...], *, positive: bool 
 def _kind(config: dict[str, Any], model_type: str, architecture: str) -> str:
     if config.get("is_encoder_decoder") is True:
         return "encoder-decoder"
-    if model_type in _VISION_TYPES:
+    if model_type in _VISION_TYPES or (model_type in DUAL_TYPES and architecture.endswith("ForImageClassification")):
         return "vision"
     if model_type in _PREFIX_TYPES:
         return "encoder"

@@ -51,6 +51,12 @@ def vit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny CLIP text-image dual encoder."""
+    return save_tiny("clip", tmp_path_factory.mktemp("tiny-clip"))
+
+
+@pytest.fixture(scope="session")
 def bare_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny bare BertModel: hidden states, no task head, so no decision to target."""
     torch.manual_seed(0)

@@ -40,7 +40,7 @@ def _files(root: Path) -> dict[str, Path]:
     return paths
 
 
-# (id, command line, exit code, fragment of the message). Placeholders: {cls} {gpt2} {t5} {vit} {bare} {pickle}
+# (id, command line, exit code, fragment of the message). Placeholders: {cls} {gpt2} {t5} {vit} {clip} {bare} {pickle}
 # model directories, {no_config} {bad_json} {remote_code} {unknown_type} broken ones, {tmp} a scratch folder,
 # {unwritable} a folder that refuses new files, and the input files of `_files` by key.
 R = ["report", "--model", "{cls}", "-a", "rollout"]
@@ -130,6 +130,9 @@ CASES = [
     ("model-empty-name", ["report", "--model", "", "--text", TEXT], 2, "the model name is empty"),
     ("model-no-tokenizer", ["report", "--model", "{no_tokenizer}", "--text", TEXT, "-a", "rollout"], 2, "has no tokenizer"),
     ("model-vision", ["report", "--model", "{vit}", "--text", TEXT], 2, "is a vision model"),
+    ("model-dual-report", ["report", "--model", "{clip}", "--text", TEXT], 2, "is a text-image dual encoder (clip)"),
+    ("model-dual-collect", ["collect", "--model", "{clip}", "--text", TEXT], 2, "explain its pairs in Python"),
+    ("model-dual-audit", ["audit", "--model", "{clip}", "--input", "{data}"], 2, "reads texts alone"),
     ("encoder-decoder-needs-decoder-text", ["report", "--model", "{t5}", "--text", TEXT], 2, "--decoder-text"),
     ("decoder-text-on-encoder", [*R, "--text", TEXT, "--decoder-text", "a dog"], 2, "--decoder-text is for encoder-decoder models"),
     ("decoder-text-count", ["report", "--model", "{t5}", "--text", TEXT, "--decoder-text", "a", "--decoder-text", "b"], 2, "2 --decoder-text for 1 text"),
@@ -206,10 +209,10 @@ def _options_of(args: list[str]) -> set[str]:
 @pytest.mark.parametrize(("case", "args", "code", "fragment"), CASES, ids=[case[0] for case in CASES])
 def test_bad_command_line(
     case: str, args: list[str], code: int, fragment: str, places: dict[str, Path], loads: list[str],
-    classifier_dir: Path, gpt2_dir: Path, t5_dir: Path, vit_dir: Path, bare_dir: Path, pickle_dir: Path,
-    odd_dirs: dict[str, Path], unwritable_dir: Path,
+    classifier_dir: Path, gpt2_dir: Path, t5_dir: Path, vit_dir: Path, clip_dir: Path, bare_dir: Path,
+    pickle_dir: Path, odd_dirs: dict[str, Path], unwritable_dir: Path,
 ) -> None:
-    names = {"cls": classifier_dir, "gpt2": gpt2_dir, "t5": t5_dir, "vit": vit_dir, "bare": bare_dir,
+    names = {"cls": classifier_dir, "gpt2": gpt2_dir, "t5": t5_dir, "vit": vit_dir, "clip": clip_dir, "bare": bare_dir,
              "pickle": pickle_dir, "unwritable": unwritable_dir, **odd_dirs, **places}
     filled = [re.sub(r"\{(\w+)\}", lambda m: str(names[m.group(1)]), word) for word in args]
     result = run(*filled)

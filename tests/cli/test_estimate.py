@@ -310,3 +310,17 @@ def test_facts_of_a_prefix_language_model_say_what_its_capture_says(tmp_path: Pa
     facts = model_facts(read_json(tmp_path / "config.json"))
     assert facts.kind == capturable_for(model, tokenizer).kind == "encoder"
     assert (facts.n_layers, facts.n_heads, facts.decision) == (2, 4, "token")
+
+
+def test_a_dual_encoders_facts_say_so_and_its_image_classifier_is_a_vision_model() -> None:
+    """CLIPModel takes text and images together (`dual`); CLIPForImageClassification, of the same model type,
+    holds the vision tower alone and is a vision model; the types are the dual adapter's."""
+    from interpret.capture.hf.dual import ADAPTER
+    from interpret.estimate.facts import DUAL_TYPES
+
+    config = {"model_type": "clip", "text_config": {}, "vision_config": {}}
+    facts = model_facts({**config, "architectures": ["CLIPModel"]})
+    assert facts.dual and facts.kind == "encoder"
+    classifier = model_facts({**config, "architectures": ["CLIPForImageClassification"]})
+    assert not classifier.dual and classifier.kind == "vision"
+    assert sorted(DUAL_TYPES) == sorted(ADAPTER.model_types)
