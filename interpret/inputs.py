@@ -324,8 +324,7 @@ def encode(
         rows[i] = _truncated(tokenizer, batch[i], add_special_tokens, max_length - len(extras[i].ids), len(extras[i].ids))
     rows = [row.joined(extra) for row, extra in zip(rows, extras)]
     counts = tuple(len(extra.ids) for extra in extras) if follow is not None else ()
-    left = (padding_side or getattr(tokenizer, "padding_side", "right")) == "left"
-    encoded = _padded(tokenizer, rows, batch, truncated, counts, left)
+    encoded = _padded(tokenizer, rows, batch, truncated, counts, padding_side)
     return replace(encoded, scheme=token_scheme(tokenizer))
 
 
@@ -403,10 +402,11 @@ def pad_token_id(tokenizer: Any) -> int:
 
 def _padded(
     tokenizer: Any, rows: list[_Row], texts: list[str], truncated: tuple[bool, ...], continuation: tuple[int, ...],
-    left: bool,
+    padding_side: Literal["left", "right"] | None = None,
 ) -> Encoded:
-    """Return the Encoded of `rows`, padded to the longest (on the left if `left`) with a token the attention
-    mask hides."""
+    """Return the Encoded of `rows`, padded to the longest on `padding_side` (None: the tokenizer's) with a token
+    the attention mask hides."""
+    left = (padding_side or getattr(tokenizer, "padding_side", "right")) == "left"
     length = max(len(row.ids) for row in rows)
     pad = pad_token_id(tokenizer)
     ids, mask, special = [], [], []
@@ -455,8 +455,7 @@ def continued(tokenizer: Any, encoded: Encoded, continuations: Sequence[Sequence
         special = [int(i) in special_ids for i in ids]
         tokens = [str(token) for token in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
         rows.append(prompt.joined(_Row([int(i) for i in ids], special, marker_word_ids(tokens, scheme, special))))
-    out = _padded(tokenizer, rows, list(encoded.texts or ()), encoded.truncated, tuple(len(ids) for ids in continuations),
-                  getattr(tokenizer, "padding_side", "right") == "left")
+    out = _padded(tokenizer, rows, list(encoded.texts or ()), encoded.truncated, tuple(len(ids) for ids in continuations))
     return replace(out, texts=encoded.texts, scheme=scheme)
 
 

@@ -237,7 +237,6 @@ def _chunk(trace: Trace, ctx: RunContext, examples: Tensor) -> Chunk:
         target = target_of(ctx.targets, b)
         if target is None or target.kind == "none":
             raise AnalyzerError(f"{NAME} explains a decision; example {b} has none to score.")
-
         example_steps = _steps(target, positions)
         rows = sorted({int(row) for weights, _, _ in example_steps for row in np.flatnonzero(weights)})
         needed.append(rows)

@@ -24,7 +24,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from interpret.streaming.pattern import StreamedLayer, normalised_rows, row_blocks, with_sink
+from interpret.capture.hf.recompute import with_sink
+from interpret.streaming.pattern import StreamedLayer, normalised_rows, row_blocks
 from interpret.streaming.transposed import fused_attention, head_slices
 
 

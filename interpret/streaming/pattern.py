@@ -29,6 +29,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interpret.capture.hf.recompute import with_sink
 from interpret.estimate.memory import BLOCK_BYTES
 
 # A masked score: the float32 minimum (as transformers' eager masks and the collector's recompute use).
@@ -109,12 +110,6 @@ class StreamedLayer:
         if not self.causal:
             return 0, self.n
         return (max(0, start - self.window + 1) if self.windowed else 0), stop
-
-
-def with_sink(lse: Float[Tensor, "head rows"], sink: Float[Tensor, " head"] | None) -> Float[Tensor, "head rows"]:
-    """Return row log-normalisers over the keys with each head's sink term added, log(exp(lse) + exp(sink)), in
-    `lse`'s dtype (`lse` itself without sinks)."""
-    return lse if sink is None else torch.logaddexp(lse, sink.to(lse)[:, None])
 
 
 class LazyLayers(Sequence[StreamedLayer]):

@@ -44,7 +44,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interpret.streaming.pattern import with_sink
+from interpret.capture.hf.recompute import with_sink
 
 _ALIGN = 8  # the CUDA memory-efficient kernel wants head sizes in multiples of 8 (zero columns change nothing)
 

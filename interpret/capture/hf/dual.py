@@ -28,12 +28,12 @@ from torch import nn
 from interpret.capture.hf import generic, naflex
 from interpret.capture.hf.adapter import HFAdapter
 from interpret.capture.hf.media import image_side, patch_names, pixels, text_side
+from interpret.capture.hf.pooling import text_pooling
 from interpret.capture.hf.probe import Probe
 from interpret.capture.hf.structure import (
     AttentionCall, ModelLayout, find_stacks, max_positions, position_offset, probe_attentions,
 )
 from interpret.capture.sites import Capturable
-from interpret.capture.hf.pooling import text_pooling
 from interpret.errors import InputError, UnsupportedModelError
 from interpret.inputs import Encoded
 
@@ -47,7 +47,7 @@ def build(model: nn.Module, processor: Any | None) -> Capturable:
         return (naflex.build if naflex.takes_patches(model) else generic.build)(model, processor)
     layout = generic.layout_of(model, inputs=_probe_inputs, discover=_discover)
     pooling = text_pooling(model, paired=True)
-    side = "left" if pooling is not None and pooling.rule == "final" else None
+    side = pooling.padding_side if pooling is not None else None
     if naflex.takes_patches(model):  # SigLIP 2: each image its own grid of patches
         tower = naflex.tower_of(model)
         prepare = partial(prepare_pair, text_limit=layout.max_positions, image=partial(naflex.prepare, tower),

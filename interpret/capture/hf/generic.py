@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -51,15 +51,17 @@ def build(model: nn.Module, tokenizer: Any | None) -> Capturable:
     left, so that it reads each text's last token, as it does alone."""
     layout = layout_of(model)
     pooling = text_pooling(model, paired=False)
-    if pooling is None or pooling.rule != "final":
+    if pooling is None or pooling.padding_side is None:
         return capturable(model, layout)
-    prepare = partial(_left_padded, kind=layout.kind, max_positions=layout.max_positions)
+    prepare = partial(_padded_text, kind=layout.kind, max_positions=layout.max_positions, side=pooling.padding_side)
     return capturable(model, layout, prepare=prepare)
 
 
-def _left_padded(tokenizer: Any | None, inputs: Any, *, kind: str, max_positions: int | None, **given: Any) -> Encoded:
-    """Return `as_encoded`'s Encoded of a text model's inputs, texts padded on the left."""
-    return as_encoded(tokenizer, inputs, kind=kind, max_positions=max_positions, padding_side="left", **given)
+def _padded_text(
+    tokenizer: Any | None, inputs: Any, *, kind: str, max_positions: int | None, side: Literal["left"], **given: Any
+) -> Encoded:
+    """Return `as_encoded`'s Encoded of a text model's inputs, texts padded on `side`."""
+    return as_encoded(tokenizer, inputs, kind=kind, max_positions=max_positions, padding_side=side, **given)
 
 
 def layout_of(

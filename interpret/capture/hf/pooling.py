@@ -53,6 +53,12 @@ class TextPooling:
     rule: Rule
     eos: int | None = None
 
+    @property
+    def padding_side(self) -> Literal["left"] | None:
+        """Where the tower's texts are padded: on the left where it reads its row's last position ("final"), so that
+        it reads each text's last token; None (as the tokenizer pads) otherwise."""
+        return "left" if self.rule == "final" else None
+
     def position(self, input_ids: Tensor | None, attention_mask: Tensor) -> int:
         """Return the position one row is pooled at (`input_ids` / `attention_mask`: [pos])."""
         if self.rule == "final":

@@ -38,9 +38,10 @@ def sink_logits(kwargs: Mapping[str, Any]) -> Float[Tensor, " head"] | None:
     return sink.float() if isinstance(sink, Tensor) else None
 
 
-def with_sink(lse: Float[Tensor, "batch head query"], sink: Float[Tensor, " head"] | None) -> Float[Tensor, "batch head query"]:
-    """Return the row log-normalisers with the sink's term added (log(exp(lse) + exp(sink))), or `lse` itself."""
-    return lse if sink is None else torch.logaddexp(lse, sink.to(lse.device)[None, :, None])
+def with_sink(lse: Float[Tensor, "*batch head rows"], sink: Float[Tensor, " head"] | None) -> Float[Tensor, "*batch head rows"]:
+    """Return the row log-normalisers with each head's sink term added, log(exp(lse) + exp(sink)), in `lse`'s
+    dtype, or `lse` itself without sinks ([batch, head, query] from a kernel call, [head, rows] streamed)."""
+    return lse if sink is None else torch.logaddexp(lse, sink.to(lse)[:, None])
 
 
 def kernel_scaling(kwargs: Mapping[str, Any], d_head: int) -> float:
