@@ -117,12 +117,13 @@ def audit(
                     drivers=n_drivers, driver_rows=driver_rows, slice_by=slice_by, seed=seed, fresh=fresh, model_dir=plan.checkpoint.directory,
                     input_file=input_file, skipped=dataset.skipped if skip_invalid else None)
     texts = [example.text for example in examples]
+    pairs = [str(example.text_pair) for example in examples] if dataset.paired else None
     source = Source(input_file.name, tuple(example.row for example in examples))
-    preflight.check_text_sizes(texts, plan, source)  # before anything reads a text in full
+    preflight.check_text_sizes(texts, plan, source, pairs)  # before anything reads a text in full
     _check_model(plan, target)
     if plan.facts.decision == "class":
         preflight.check_labels(examples, plan.labels(), input_file)
-    lengths = estimated_lengths(plan, texts, max_length, source)
+    lengths = estimated_lengths(plan, texts, max_length, source, pairs)
     classes = prerun.check_analyzers_load(names, params)
     if streaming == "on":
         streamed = checked_streamed(names, "--streaming on", leave_out=not analyzer_names)
@@ -133,7 +134,7 @@ def audit(
     if silent:
         raise usage_error(f"-a {silent[0]}: the analyzer declares neither a readout nor a head map, so the audit has"
                           " nothing to tabulate; run it with `interpret report`, or audit with another analyzer.")
-    exact = exact_lengths(plan, texts, max_length, source, device)
+    exact = exact_lengths(plan, texts, max_length, source, device, pairs)
     _check_capture(plan, exact, patterns)
     from interpret.audit.overlap import core_free
 

@@ -60,19 +60,22 @@ def check_lengths(
 
 
 def estimated_lengths(
-    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source
+    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source, pairs: Sequence[str] | None = None,
 ) -> list[int] | None:
-    """Return `check_lengths` of the counts from the checkpoint's tokenizer.json, without torch (None without one)."""
-    counts = count_tokens(plan.checkpoint.directory, texts)
+    """Return `check_lengths` of the counts (of each text with its pair, when `pairs` are given) from the
+    checkpoint's tokenizer.json, without torch (None without one)."""
+    counts = count_tokens(plan.checkpoint.directory, texts, pairs=pairs)
     return None if counts is None else check_lengths(counts, plan.length_limit(), max_length, source)
 
 
 def exact_lengths(
-    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source, device: str
+    plan: ModelPlan, texts: Sequence[str], max_length: int | None, source: Source, device: str,
+    pairs: Sequence[str] | None = None,
 ) -> list[int]:
-    """Return `check_lengths` of the counts of the tokenizer the run will use (`prerun.load_tokenizer`)."""
+    """Return `check_lengths` of the counts (of each text with its pair, when `pairs` are given) of the tokenizer
+    the run will use (`prerun.load_tokenizer`)."""
     tokenizer = prerun.load_tokenizer(plan, device)
-    return check_lengths(prerun.exact_counts(tokenizer, texts), plan.length_limit(), max_length, source)
+    return check_lengths(prerun.exact_counts(tokenizer, texts, pairs=pairs), plan.length_limit(), max_length, source)
 
 
 def check_budget(

@@ -80,7 +80,11 @@ def heads(
     setup_logging(quiet, verbose)
     flops_limit = _parse_flops(max_flops)
     memory_limit = parse_size(max_memory, "--max-memory")
-    examples = preflight.check_dataset(input_file, label_column=label_column).examples
+    dataset = preflight.check_dataset(input_file, label_column=label_column)
+    if dataset.paired:
+        raise usage_error(f"--input: {input_file.name} holds text pairs (a text_pair column), and head importance runs on"
+                          " single texts; give a file without text_pair.")
+    examples = dataset.examples
     raw_labels = _labels(input_file, examples, label_column)
     report_path = output or str(Path("reports") / f"{input_file.stem}-heads.html")
     preflight.check_output_file(report_path)

@@ -201,11 +201,14 @@ def check_labels(examples: Sequence[Any], classes: Sequence[str], path: Path, op
         raise usage_error(f"{option}: {err}") from None
 
 
-def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source) -> None:
-    """Refuse the first text of more bytes than the model's token limit could hold (`interpret.reading.text_size`),
-    before any tokenizer reads it: every command that tokenizes texts calls this first."""
+def check_text_sizes(texts: Sequence[str], plan: ModelPlan, source: Source, pairs: Sequence[str] | None = None) -> None:
+    """Refuse the first text (or text pair) of more bytes than the model's token limit could hold
+    (`interpret.reading.text_size`), before any tokenizer reads it: every command that tokenizes texts calls this
+    first."""
+    n = len(texts)
     try:
-        check_text_bytes(texts, plan.length_limit(), lambda i: source.name(i, len(texts)))
+        check_text_bytes([*texts, *(pairs or ())], plan.length_limit(),
+                         lambda i: source.name(i, n) if i < n else f"the text pair of {source.name(i - n, n)}")
     except InterpretError as err:
         raise usage_error(str(err)) from None
 

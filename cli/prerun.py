@@ -98,11 +98,14 @@ def load_tokenizer(plan: ModelPlan, device: str) -> Any:
     return tokenizer
 
 
-def exact_counts(tokenizer: Any, texts: Sequence[str], *, special: bool = True) -> list[int]:
-    """Return each text's number of tokens as `interpret.inputs.encode` will count them."""
+def exact_counts(
+    tokenizer: Any, texts: Sequence[str], *, special: bool = True, pairs: Sequence[str] | None = None,
+) -> list[int]:
+    """Return each text's (with its pair's, when `pairs` are given) number of tokens as `interpret.inputs.encode`
+    will count them."""
     if not texts:
         return []
-    encoded = tokenizer(list(texts), add_special_tokens=special)["input_ids"]
+    encoded = tokenizer(list(texts), None if pairs is None else list(pairs), add_special_tokens=special)["input_ids"]
     return [len(ids) for ids in encoded]
 
 

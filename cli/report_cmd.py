@@ -40,13 +40,22 @@ class _Inputs:
     stem: str
     source: Source
     examples: list | None = None  # as read from --input (interpret.reading.datasets.Example)
+    pairs: list[str] | None = None  # each text's pair (--text-pair, or the file's text_pair column)
+
+    @property
+    def model_inputs(self) -> list[str] | dict[str, list[str]]:
+        """Return what the model reads: the texts, or the text pairs (`interpret.inputs.as_encoded`)."""
+        return self.texts if self.pairs is None else {"text": self.texts, "text_pair": self.pairs}
 
 
 @click.command()
 @model_options
 @click.option("--text", "texts", multiple=True, help="Text to explain (repeatable: one report over all texts).")
+@click.option("--text-pair", "text_pairs", multiple=True,
+              help="The second text of a text pair, one per --text (an NLI hypothesis, a cross-encoder's passage):"
+                   " each pair is read as the model's tokenizer reads it.")
 @click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A .jsonl or .csv file with a text column (optional label and id).")
+              help="A .jsonl or .csv file with a text column (optional text_pair, label and id).")
 @click.option("--decoder-text", "decoder_texts", multiple=True,
               help="Decoder input of an encoder-decoder model (one per text), e.g. the output being explained.")
 @analyzer_options
@@ -81,7 +90,7 @@ class _Inputs:
 @progress_option
 def report(
     model: str | None, device: str, dtype: str | None, max_length: int | None, allow_pickle: bool,
-    allow_missing_weights: bool, texts: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
+    allow_missing_weights: bool, texts: tuple[str, ...], text_pairs: tuple[str, ...], input_file: Path | None, decoder_texts: tuple[str, ...], analyzer_names: tuple[str, ...],
     sets: tuple[str, ...], targets: tuple[str, ...], contrast: str | None, continuations: tuple[str, ...],
     generate: int | None, layers: str | None, heads: str | None, max_bytes: str | None, max_memory: str | None,
     streaming: str, seed: int, output: str | None, fmt: str, evidence: bool, removal: str | None, quiet: bool,
@@ -92,7 +101,7 @@ def report(
 
     setup_logging(quiet, verbose)
     # ---- the command line alone ----
-    inputs = _inputs(texts, input_file)
+    inputs = _inputs(texts, input_file, text_pairs)
     targets = tuple(dict.fromkeys(targets))
     target = targets[0] if targets else None
     _check_pairings(inputs, decoder_texts, continuations, targets, contrast, generate)
@@ -113,7 +122,7 @@ def report(
     preflight.check_output_file(destination, example=f"report.{fmt}")
     # ---- the model's config and the token counts, still without torch ----
     plan = preflight.plan_model(model, allow_pickle)
-    preflight.check_text_sizes(inputs.texts, plan, inputs.source)  # before anything reads a text in full
+    preflight.check_text_sizes(inputs.texts, plan, inputs.source, inputs.pairs)  # before anything reads a text in full
     facts = plan.facts
     _check_model_kind(plan, decoder_texts, continuations, generate, target, contrast)
     if input_file is not None and inputs.examples and facts.decision == "class":
@@ -122,7 +131,7 @@ def report(
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
     directory = plan.checkpoint.directory
     limit = plan.length_limit()
-    counts = count_tokens(directory, inputs.texts)
+    counts = count_tokens(directory, inputs.texts, pairs=inputs.pairs)
     follow = count_tokens(directory, list(continuations), special=False) if continuations else None
     if generate is not None and facts.kind == "decoder":  # the generated tokens follow the text as a continuation
         follow = [generate] * len(inputs.texts)
@@ -157,7 +166,7 @@ def report(
     prerun.check_targets(plan, tokenizer, target=target, contrast=contrast)
     for value in targets[1:]:  # shown side by side only: each against the model's labels, with no contrast
         prerun.check_targets(plan, tokenizer, target=value, contrast=None)
-    exact = prerun.exact_counts(tokenizer, inputs.texts)
+    exact = prerun.exact_counts(tokenizer, inputs.texts, pairs=inputs.pairs)
     exact_follow = prerun.exact_counts(tokenizer, list(continuations), special=False) if continuations else follow
     gradient_passes = [GradientPass.of(True, params.get(cls.name, {}))
                        for cls in classes if cls.needs_model and hasattr(cls, "streamed_requires")]
@@ -183,7 +192,7 @@ def report(
         loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
         stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
         result = explain(
-            loaded.model, loaded.tokenizer, inputs.texts, given, params=params, target=subject, head=loaded.head,
+            loaded.model, loaded.tokenizer, inputs.model_inputs, given, params=params, target=subject, head=loaded.head,
             evidence=evidence_options, limits=limits, view=View(layer_list, head_list, model_id=loaded.model_id),
             seed=seed, progress=stage,
         )
@@ -201,16 +210,23 @@ def report(
         say(f"wrote {destination}")
 
 
-def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
+def _inputs(texts: tuple[str, ...], input_file: Path | None, text_pairs: tuple[str, ...] = ()) -> _Inputs:
     from interpret.cli.common import slug
 
     if bool(texts) == bool(input_file):
         raise usage_error("give the input as --text TEXT or --input FILE (exactly one of them).")
+    if text_pairs and not texts:
+        raise usage_error(f"--text-pair pairs a --text; {input_file} gives its pairs in a text_pair column, so drop"
+                          " --text-pair.")
     if texts:
         checked = check_texts(texts, "--text")
-        return _Inputs(checked, None, None, slug(checked[0]), Source("--text"))
+        if text_pairs and len(text_pairs) != len(checked):
+            raise usage_error(f"{len(text_pairs)} --text-pair for {len(checked)} --text; give one --text-pair per --text.")
+        pairs = check_texts(text_pairs, "--text-pair") if text_pairs else None
+        return _Inputs(checked, None, None, slug(checked[0]), Source("--text"), pairs=pairs)
     assert input_file is not None
-    examples = preflight.check_dataset(input_file).examples
+    dataset = preflight.check_dataset(input_file)
+    examples = dataset.examples
     return _Inputs(
         [example.text for example in examples],
         [example.id for example in examples],
@@ -218,6 +234,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None) -> _Inputs:
         input_file.stem,
         Source(input_file.name, tuple(example.row for example in examples)),
         examples,
+        [str(example.text_pair) for example in examples] if dataset.paired else None,
     )
 
 
@@ -236,6 +253,10 @@ def _check_pairings(
             check_texts([value], option)
     if decoder_texts and generate is not None:
         raise usage_error("--generate writes the decoder's tokens itself; drop --decoder-text, or drop --generate.")
+    if inputs.pairs is not None and (continuations or generate is not None):
+        other = "--continuation" if continuations else "--generate"
+        pairs = "--text-pair" if inputs.examples is None else "the text_pair column"
+        raise usage_error(f"{other} continues a single text; drop {other}, or drop {pairs}.")
     if generate is not None and (continuations or targets):
         other = "--continuation" if continuations else "--target"
         raise usage_error(f"--generate explains the tokens it generates; drop {other}, or drop --generate.")

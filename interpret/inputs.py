@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
@@ -38,8 +38,13 @@ class Encoded:
         sample_mask: [batch, samples] 1 for a real sample of input_values, 0 for padding (or [batch, frame] for
             a log-mel encoder's input_features [batch, frame, feature]), given to the model as its
             attention_mask; None when the model is given none (its feature extractor returns none).
+        token_type_ids: [batch, pos] the segment of each position (0: the text, 1: its pair), as the tokenizer gives
+            them for a text pair (BERT-style models that embed segments); None for single texts (the model's
+            default, all 0) and for tokenizers that give none (RoBERTa's).
         decoder: the decoder side of an encoder-decoder model, itself an Encoded.
         image: the image side of a text-image dual encoder (CLIP), itself an Encoded (pixel_values).
+        pairs: per example, the second text of a text pair (a premise's hypothesis, a query's passage), read with
+            its text as the tokenizer reads `tokenizer(text, text_pair)`; None for single texts.
         truncated: per example, whether the text was cut to fit.
         continuation: per example, how many of its last real tokens are a given continuation (the tokens a
             language model's explanation targets, one target per token); () when there is none.
@@ -58,9 +63,11 @@ class Encoded:
     input_features: Tensor | None = None
     input_values: Tensor | None = None
     sample_mask: Tensor | None = None
+    token_type_ids: Tensor | None = None
     decoder: Encoded | None = None
     image: Encoded | None = None
     texts: tuple[str, ...] | None = None
+    pairs: tuple[str, ...] | None = None
     truncated: tuple[bool, ...] = field(default=())
     continuation: tuple[int, ...] = field(default=())
     word_ids: tuple[tuple[int | None, ...], ...] = field(default=())
@@ -72,7 +79,8 @@ class Encoded:
                 f"attention_mask has shape {tuple(self.attention_mask.shape)}; expected [batch, pos]."
             )
         batch, pos = self.attention_mask.shape
-        for label, tensor in (("input_ids", self.input_ids), ("special", self.special)):
+        for label, tensor in (("input_ids", self.input_ids), ("special", self.special),
+                              ("token_type_ids", self.token_type_ids)):
             if tensor is not None and tuple(tensor.shape) != (batch, pos):
                 raise InputError(
                     f"{label} has shape {tuple(tensor.shape)} but attention_mask is {(batch, pos)};"
@@ -175,9 +183,11 @@ class Encoded:
             input_features=take(self.input_features),
             input_values=take(self.input_values),
             sample_mask=take(self.sample_mask),
+            token_type_ids=take(self.token_type_ids),
             decoder=None if self.decoder is None else self.decoder.rows(examples),
             image=None if self.image is None else self.image.rows(examples),
             texts=None if self.texts is None else tuple(self.texts[i] for i in picked),
+            pairs=None if self.pairs is None else tuple(self.pairs[i] for i in picked),
             truncated=tuple(self.truncated[i] for i in picked) if self.truncated else (),
             continuation=tuple(self.continuation[i] for i in picked) if self.continuation else (),
             word_ids=tuple(self.word_ids[i] for i in picked) if self.word_ids else (),
@@ -197,6 +207,7 @@ class Encoded:
             input_features=move(self.input_features),
             input_values=move(self.input_values),
             sample_mask=move(self.sample_mask),
+            token_type_ids=move(self.token_type_ids),
             decoder=None if self.decoder is None else self.decoder.to(device),
             image=None if self.image is None else self.image.to(device),
         )
@@ -226,7 +237,9 @@ def as_encoded(
     reading at most `max_positions` positions (None: no limit of its own), checked against `model_limit`.
 
     inputs, decoder_inputs (an encoder-decoder's decoder side: required there, refused elsewhere): a text or
-        texts (`encode`), token ids [batch, pos] or embeddings [batch, pos, d_model] (cut to `max_length`), an Encoded.
+        texts (`encode`), token ids [batch, pos] or embeddings [batch, pos, d_model] (cut to `max_length`), an Encoded;
+        `inputs` also text pairs {"text": texts, "text_pair": texts} (`TEXT_PAIR`, the keys of a Hugging Face
+        text-classification pipeline), each pair read as the tokenizer reads `tokenizer(text, text_pair)`.
     continuations: per text, a continuation appended after it (on the decoder side of an encoder-decoder).
     padding_side: where texts are padded (None: the tokenizer's side; see `encode`).
     """
@@ -236,6 +249,8 @@ def as_encoded(
     if not pair and decoder_inputs is not None:
         raise InputError(f"decoder inputs were given but this is a {kind} model; drop them (CLI: --decoder-text).")
     limit = model_limit(tokenizer, max_positions)
+    if isinstance(decoder_inputs, Mapping):
+        raise InputError("text pairs are read by the encoder; give the decoder side as text or ids.")
     sides = [(inputs, None), (decoder_inputs, continuations)] if pair else [(inputs, continuations)]
     encoded, *decoder = [_one_side(tokenizer, given, limit, max_length, follow, padding_side) for given, follow in sides]
     if decoder and decoder[0].batch != encoded.batch:
@@ -249,6 +264,12 @@ def _one_side(
     padding_side: Literal["left", "right"] | None = None,
 ) -> Encoded:
     """Return the Encoded of one side's `inputs` (see `as_encoded`)."""
+    if isinstance(inputs, Mapping):
+        texts, pairs = text_pairs(inputs)
+        if tokenizer is None:
+            raise InputError("text pairs need a tokenizer; pass tokenizer=.")
+        return encode(tokenizer, texts, pairs=pairs, limit=limit, max_length=max_length, continuations=continuations,
+                      padding_side=padding_side)
     is_text = isinstance(inputs, str) or (isinstance(inputs, Sequence) and bool(inputs) and all(isinstance(t, str) for t in inputs))
     if continuations is not None and not is_text:
         raise InputError("a continuation follows a text; give the inputs as text to add one.")
@@ -265,18 +286,36 @@ def _one_side(
         if max_length is not None and encoded.pos > max_length:
             encoded = replace(side(inputs[:, :max_length]), truncated=(True,) * encoded.batch)
     else:
-        raise InputError(f"inputs of type {type(inputs).__name__} are not understood; pass text, a list of texts, a tensor"
-                         " of token ids [batch, pos], embeddings [batch, pos, d_model] or an Encoded.")
+        raise InputError(f"inputs of type {type(inputs).__name__} are not understood; pass text, a list of texts, text"
+                         " pairs, a tensor of token ids [batch, pos], embeddings [batch, pos, d_model] or an Encoded.")
     if limit is not None and encoded.pos > limit:
         raise InputError(f"the input has {encoded.pos} positions but the model accepts at most {limit};"
                          f" shorten it or pass max_length={limit}.")
     return encoded
 
 
+TEXT_PAIR = ("text", "text_pair")  # the keys of text pairs given as inputs
+
+
+def text_pairs(inputs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """Return (texts, pairs) of inputs {"text": a text or texts, "text_pair": one pair text per text}; InputError
+    naming what to give for any other mapping."""
+    keys = set(inputs)
+    if keys != set(TEXT_PAIR):
+        other = sorted(keys - set(TEXT_PAIR)) or sorted(set(TEXT_PAIR) - keys)
+        raise InputError(f"text pairs are given as {{'text': texts, 'text_pair': texts}}; {other[0]!r}"
+                         f" {'is not one of these keys' if keys - set(TEXT_PAIR) else 'is missing'}.")
+    texts, pairs = _texts(inputs["text"], "text"), _texts(inputs["text_pair"], "text pair")
+    if len(texts) != len(pairs):
+        raise InputError(f"{len(pairs)} text pairs for {len(texts)} texts; give one text_pair per text.")
+    return texts, pairs
+
+
 def encode(
     tokenizer: Any,
     texts: str | Sequence[str],
     *,
+    pairs: str | Sequence[str] | None = None,
     limit: int | None = None,
     max_length: int | None = None,
     add_special_tokens: bool = True,
@@ -296,35 +335,50 @@ def encode(
         tokens): its tokens are what a language model's explanation targets (`Encoded.continuation`).
     padding_side: where padding goes whatever the tokenizer says (a text tower that reads its row's last
         position, SigLIP's, is padded on the left so that it reads a real token).
+    pairs: per text, its pair: the two are read as `tokenizer(text, pair)` reads them (its special tokens
+        between and around them, its segment ids as `Encoded.token_type_ids`, its word ids, the pair's numbered
+        after the text's), and a pair longer than the limit is cut as the tokenizer cuts it (`truncation=True`:
+        the longer of the two, one token at a time).
     """
     batch = _texts(texts, "text")
     follow = None if continuations is None else _texts(continuations, "continuation")
+    second = None if pairs is None else _texts(pairs, "text pair")
     if follow is not None and len(follow) != len(batch):
         raise InputError(f"{len(follow)} continuations for {len(batch)} texts; give one continuation per text.")
+    if second is not None and len(second) != len(batch):
+        raise InputError(f"{len(second)} text pairs for {len(batch)} texts; give one text_pair per text.")
+    if second is not None and follow is not None:
+        raise InputError("a continuation follows a single text; drop the text pairs or the continuations.")
     if limit is not None:  # a text far longer than the model reads is refused before the tokenizer spends time on it
         n = len(batch)
-        check_text_bytes([*batch, *(follow or [])], limit, lambda i: f"text {i}" if i < n else f"continuation {i - n}")
+        check_text_bytes([*batch, *(follow or second or [])], limit,
+                         lambda i: f"text {i}" if i < n else f"{'continuation' if follow else 'text pair'} {i - n}")
     if max_length is not None:
         if max_length < 1:
             raise InputError(f"max_length={max_length} must be a positive number of tokens.")
         if limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} exceeds the model's limit of {limit} tokens; use at most {limit}.")
-    rows = [_tokenize(tokenizer, text, add_special_tokens) for text in batch]
+    twins = second or [None] * len(batch)
+    rows = [_tokenize(tokenizer, text, add_special_tokens, pair=pair) for text, pair in zip(batch, twins)]
     extras = [_Row([], [], []) for _ in batch] if follow is None else [_tokenize(tokenizer, text, False) for text in follow]
     cap = max_length if max_length is not None else limit
     truncated = tuple(cap is not None and len(row.ids) + len(extra.ids) > cap for row, extra in zip(rows, extras))
     for i, cut in enumerate(truncated):
         if not cut:
             continue
+        what = "text" if second is None else "text pair"
         if max_length is None:
             raise InputError(
-                f"text {i} has {len(rows[i].ids) + len(extras[i].ids)} tokens but the model accepts at most {limit};"
+                f"{what} {i} has {len(rows[i].ids) + len(extras[i].ids)} tokens but the model accepts at most {limit};"
                 f" shorten it or truncate with max_length={limit} (CLI: --max-length {limit})."
             )
-        rows[i] = _truncated(tokenizer, batch[i], add_special_tokens, max_length - len(extras[i].ids), len(extras[i].ids))
+        rows[i] = _truncated(tokenizer, batch[i], add_special_tokens, max_length - len(extras[i].ids), len(extras[i].ids),
+                             twins[i])
     rows = [row.joined(extra) for row, extra in zip(rows, extras)]
     counts = tuple(len(extra.ids) for extra in extras) if follow is not None else ()
     encoded = _padded(tokenizer, rows, batch, truncated, counts, padding_side)
+    if second is not None:
+        encoded = replace(encoded, pairs=tuple(second))
     return replace(encoded, scheme=token_scheme(tokenizer))
 
 
@@ -342,14 +396,19 @@ def _texts(texts: str | Sequence[str], what: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _Row:
-    """One text's ids, special-token flags and word ids, before padding."""
+    """One text's (or text pair's) ids, special-token flags, word ids and segment ids (None: none given), before
+    padding."""
 
     ids: list[int]
     special: list[bool]
     words: list[int | None] | None
+    types: list[int] | None = None
 
     def joined(self, other: _Row) -> _Row:
-        """Return this row followed by `other`, whose words are numbered after this row's."""
+        """Return this row followed by `other` (a continuation: no segment ids), whose words are numbered after this
+        row's."""
+        if not other.ids:
+            return self
         words = None
         if self.words is not None and other.words is not None:
             offset = max((w for w in self.words if w is not None), default=-1) + 1
@@ -357,33 +416,46 @@ class _Row:
         return _Row(self.ids + other.ids, self.special + other.special, words)
 
 
-def _tokenize(tokenizer: Any, text: str, add_special_tokens: bool, max_length: int | None = None) -> _Row:
-    """Return the tokenizer's own encoding of `text`, truncated by the tokenizer itself to `max_length` if given."""
+def _tokenize(
+    tokenizer: Any, text: str, add_special_tokens: bool, max_length: int | None = None, pair: str | None = None,
+) -> _Row:
+    """Return the tokenizer's own encoding of `text` (and its `pair`: `tokenizer(text, pair)`), truncated by the
+    tokenizer itself to `max_length` if given. A pair's word ids, which the tokenizer starts again at 0, are numbered
+    after the text's; its segment ids are kept where the tokenizer gives them (`token_type_ids`)."""
     cut = {} if max_length is None else {"truncation": True, "max_length": max_length}
-    out = tokenizer(text, add_special_tokens=add_special_tokens, return_special_tokens_mask=True, **cut)
+    out = tokenizer(text, pair, add_special_tokens=add_special_tokens, return_special_tokens_mask=True, **cut)
     ids = [int(i) for i in out["input_ids"]]
     special = [bool(flag) for flag in out.get("special_tokens_mask", [0] * len(ids))]
     words = None
     if getattr(out, "is_fast", False):
         words = [None if flag else word for word, flag in zip(out.word_ids(), special)]
-    return _Row(ids, special, words)
+        if pair is not None:
+            offset = max((w for w, s in zip(words, out.sequence_ids()) if w is not None and s == 0), default=-1) + 1
+            words = [w if w is None or s != 1 else w + offset for w, s in zip(words, out.sequence_ids())]
+    types = out.get("token_type_ids") if pair is not None else None
+    return _Row(ids, special, words, None if types is None else [int(t) for t in types])
 
 
-def _truncated(tokenizer: Any, text: str, add_special_tokens: bool, budget: int, continuation: int) -> _Row:
-    """Return `text` cut to `budget` tokens as the tokenizer cuts it (`truncation=True`): on its truncation side,
-    its special tokens ([CLS] ... [SEP], <s>, </s>) kept, so the model sees what it saw in training.
+def _truncated(
+    tokenizer: Any, text: str, add_special_tokens: bool, budget: int, continuation: int, pair: str | None = None,
+) -> _Row:
+    """Return `text` (with its `pair`) cut to `budget` tokens as the tokenizer cuts it (`truncation=True`: on its
+    truncation side, a pair's longer text first), its special tokens ([CLS] ... [SEP], <s>, </s>) kept, so the model
+    sees what it saw in training.
 
-    A budget with no room for one text token beside the special tokens is refused: the tokenizer would return
-    only special tokens, or (below their count) log an error and return the whole text uncut.
+    A budget with no room for one token of each text beside the special tokens is refused: the tokenizer would
+    return only special tokens, or (below their count) log an error and return the whole text uncut.
     """
-    specials = tokenizer.num_special_tokens_to_add(pair=False) if add_special_tokens else 0
-    if budget <= specials:
+    specials = tokenizer.num_special_tokens_to_add(pair=pair is not None) if add_special_tokens else 0
+    texts = 1 if pair is None else 2
+    if budget < specials + texts:
         beside = f" and {continuation} continuation tokens" if continuation else ""
+        each = "text" if pair is None else "each text of the pair"
         raise InputError(
-            f"max_length={budget + continuation} leaves no room for text beside {specials} special tokens{beside};"
-            f" use at least {specials + continuation + 1}."
+            f"max_length={budget + continuation} leaves no room for {each} beside {specials} special tokens{beside};"
+            f" use at least {specials + continuation + texts}."
         )
-    row = _tokenize(tokenizer, text, add_special_tokens, budget)
+    row = _tokenize(tokenizer, text, add_special_tokens, budget, pair)
     if len(row.ids) > budget:
         raise InputError(f"the tokenizer returned {len(row.ids)} tokens when asked to truncate to {budget}; shorten the text.")
     return row
@@ -409,8 +481,9 @@ def _padded(
     left = (padding_side or getattr(tokenizer, "padding_side", "right")) == "left"
     length = max(len(row.ids) for row in rows)
     pad = pad_token_id(tokenizer)
-    ids, mask, special = [], [], []
+    ids, mask, special, types = [], [], [], []
     words: list[tuple[int | None, ...]] = []
+    pad_type = int(getattr(tokenizer, "pad_token_type_id", 0) or 0)
     for row in rows:
         fill = length - len(row.ids)
 
@@ -420,6 +493,8 @@ def _padded(
         ids.append(place(row.ids, pad))
         mask.append(place([1] * len(row.ids), 0))
         special.append(place(row.special, True))
+        if row.types is not None:
+            types.append(place(row.types, pad_type))
         if row.words is not None:
             words.append(tuple(place(row.words, None)))
     input_ids = torch.tensor(ids, dtype=torch.long)
@@ -429,6 +504,7 @@ def _padded(
         attention_mask=torch.tensor(mask, dtype=torch.long),
         tokens=tokens,
         special=torch.tensor(special, dtype=torch.bool),
+        token_type_ids=torch.tensor(types, dtype=torch.long) if types and len(types) == len(rows) else None,
         texts=tuple(texts),
         truncated=truncated,
         continuation=continuation,
@@ -445,6 +521,8 @@ def continued(tokenizer: Any, encoded: Encoded, continuations: Sequence[Sequence
     """
     if encoded.input_ids is None or encoded.continuation or len(continuations) != encoded.batch:
         raise InputError("continued() takes token ids without a continuation, and one continuation per example.")
+    if encoded.pairs is not None:
+        raise InputError("a continuation follows a single text; give texts without text pairs.")
     special_ids = set(getattr(tokenizer, "all_special_ids", []))
     scheme = token_scheme(tokenizer)
     rows = []

@@ -80,6 +80,15 @@ def mpnet(corpus: Sequence[str] = CORPUS) -> Any:
     return transformers.MPNetTokenizerFast(vocab=vocab)
 
 
+def wordpiece(corpus: Sequence[str] = CORPUS) -> Any:
+    """Return a BertTokenizerFast (WordPiece, lower-cased) with BERT's special ids: [PAD] 0, [UNK] 1, [CLS] 2,
+    [SEP] 3, [MASK] 4, then the corpus's words; it gives segment ids (token_type_ids) for text pairs."""
+    splitter = pre_tokenizers.BertPreTokenizer()
+    words = sorted({word for text in corpus for word, _ in splitter.pre_tokenize_str(text.lower())})
+    vocab = {token: index for index, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    return transformers.BertTokenizerFast(vocab=vocab)
+
+
 def sentencepiece_unigram(corpus: Sequence[str] = CORPUS, vocab_size: int = 120) -> Any:
     """Return an AlbertTokenizerFast (SentencePiece-style unigram, lower-cased) trained on `corpus`, with ALBERT's
     special ids: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4."""

@@ -48,7 +48,8 @@ def test_each_side_of_an_encoder_decoder() -> None:
     (TEXTS, {"kind": "encoder-decoder", "decoder_inputs": DECODER_TEXTS[:1]},
      "decoder inputs have 1 examples but the encoder inputs 2; give one decoder input per example."),
     (IDS, {"continuations": "a dog"}, "a continuation follows a text; give the inputs as text to add one."),
-    ({"text": TEXTS}, {}, "inputs of type dict are not understood; pass text, a list of texts, a tensor of token ids"
+    ({"text": TEXTS}, {}, "text pairs are given as {'text': texts, 'text_pair': texts}; 'text_pair' is missing."),
+    ({TEXTS[0]}, {}, "inputs of type set are not understood; pass text, a list of texts, text pairs, a tensor of token ids"
      " [batch, pos], embeddings [batch, pos, d_model] or an Encoded."),
     (IDS, {"max_positions": 5}, "the input has 6 positions but the model accepts at most 5; shorten it or pass max_length=5."),
     (from_ids(IDS), {"max_positions": 5, "max_length": 5},

@@ -157,6 +157,8 @@ RUNS: list[list[str]] = [
      "--allow-missing-weights", "-o", "{tmp}/index.html", "-q"],
     ["report", "--model", "{t5}", "--text", "the cat", "--decoder-text", "a red dog", "-a", "rollout", "--no-evidence",
      "-o", "-", "-q"],
+    ["report", "--model", "{cls}", "--text", "the cat sat", "--text-pair", "a dog saw red", "-a", "rollout",
+     "-o", "{tmp}/pair.html", "-q"],
     ["analyzers", "list"],
     ["analyzers", "list", "--check"],
     ["analyzers", "show", "rollout"],

@@ -61,7 +61,7 @@ from interpret.audit.kernel import audit_kernel
 from interpret.evidence.aggregate import RESAMPLES, mean_interval
 from interpret.evidence.removal import RemovalScorer, candidates, default_removal
 from interpret.pipeline import Plan, capture
-from interpret.reading.datasets import Example
+from interpret.reading.datasets import Example, model_inputs
 from interpret.reading.text import marker_word_ids, token_scheme, word_spans, words
 
 MIN_ROWS = 3  # rows a unit occurs in before it is checked (or every row of a smaller audit)
@@ -220,7 +220,7 @@ def _flip_rows(
     with audit_kernel(model, settings.attention):  # the kernel the audit's own passes ran with
         for start in range(0, len(examples), settings.batch_size):
             batch = examples[start:start + settings.batch_size]
-            captured = capture(plan, model, tokenizer, [example.text for example in batch])  # collect and decide
+            captured = capture(plan, model, tokenizer, model_inputs(batch))  # collect and decide
             encoded, decided, ctx = captured.trace.encoded, captured.decided, captured.context
             if decided[0].kind != "class":
                 return {}

@@ -24,7 +24,7 @@ from interpret.audit.tables import Columns, example_columns, example_frame, toke
 from interpret.errors import InputError
 from interpret.evidence.aggregate import evidence_rows
 from interpret.pipeline import Captured, Plan, analyzed, capture
-from interpret.reading.datasets import Example
+from interpret.reading.datasets import Example, model_inputs
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def capture_batch(model: nn.Module, tokenizer: Any, batch: Sequence[Example], in
     `check_reproducible`), with the attention implementation `plan.attention`."""
     try:
         with audit_kernel(model, plan.attention):
-            captured = capture(plan, model, tokenizer, [example.text for example in batch],
+            captured = capture(plan, model, tokenizer, model_inputs(batch),
                                gold=[example.label for example in batch])
     except InputError as err:
         raise InputError(f"example rows {batch[0].row}-{batch[-1].row}: {err}") from None

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interpret.report.summary import excerpt
+from interpret.report.summary import pair_excerpt
 
 SHOWN_TOKENS = 3  # tokens for and against the decision listed per misclassified row
 SLICE_DTYPES: dict[str, str] = {
@@ -33,7 +33,8 @@ SLICE_DTYPES: dict[str, str] = {
 
 
 def misclassified(examples: pd.DataFrame, tokens: pd.DataFrame, method: str | None) -> list[dict[str, Any]]:
-    """Return the misclassified rows (module docstring) as dicts: row, id, excerpt, label, prediction,
+    """Return the misclassified rows (module docstring) as dicts: row, id, excerpt (a text pair's with its pair),
+    label, prediction,
     probability, and the lead method's tokens `for` and `against` the decision (token strings)."""
     wrong = examples[examples["correct"].eq(False).fillna(False)]
     wrong = wrong.sort_values(["probability", "row"], ascending=[False, True], kind="mergesort")
@@ -46,7 +47,7 @@ def misclassified(examples: pd.DataFrame, tokens: pd.DataFrame, method: str | No
         negative = scores[scores["score"] < 0].sort_values(["score", "position"], kind="mergesort")
         listed.append({
             "row": int(record.row), "id": None if pd.isna(record.id) else str(record.id),
-            "excerpt": excerpt(str(record.text)),
+            "excerpt": pair_excerpt(str(record.text), None if pd.isna(record.text_pair) else str(record.text_pair)),
             "label": str(record.label), "prediction": str(record.prediction), "probability": float(record.probability),
             "for": [str(t) for t in ranked["token"][:SHOWN_TOKENS]],
             "against": [str(t) for t in negative["token"][:SHOWN_TOKENS]],

@@ -91,10 +91,11 @@ def fingerprint_parts(
 
 
 def examples_digest(examples: Sequence[Example], gold: Sequence[int | None] = (), classes: Sequence[str] = ()) -> str:
-    """Return "N examples, sha256 …" of the examples' row ids, ids, texts, labels as given and the classes
-    they name (`gold`, with the model's class names `classes`), in order."""
+    """Return "N examples, sha256 …" of the examples' row ids, ids, texts, labels as given, the classes
+    they name (`gold`, with the model's class names `classes`) and text pairs (where there are), in order."""
     named = gold or (None,) * len(examples)
-    rows = (json.dumps([e.row, e.id, e.text, e.label, g]).encode("utf-8") for e, g in zip(examples, named))
+    rows = (json.dumps([e.row, e.id, e.text, e.label, g, *(() if e.text_pair is None else (e.text_pair,))]).encode("utf-8")
+            for e, g in zip(examples, named))
     digest = content_digest(itertools.chain([json.dumps(list(classes)).encode("utf-8")], rows))
     return f"{len(examples)} examples, sha256 {digest[:_DIGEST]}"
 

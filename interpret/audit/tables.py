@@ -15,6 +15,7 @@ examples — one row per example:
     row         int64     the example's row id
     id          string    the input's `id` for the example; null when the input has none
     text        string    the input text
+    text_pair   string    the second text of a text pair (the input's text_pair column); null for single texts
     label       string    the gold label: the name of the class it names (`interpret.decision.labels`: "0" and
                           "negative" are both written "negative"), or as given for a model without classes;
                           null when the input has none
@@ -71,6 +72,7 @@ EXAMPLE_DTYPES: dict[str, str] = {
     "row": "int64",
     "id": "string",
     "text": "string",
+    "text_pair": "string",
     "label": "string",
     "prediction": "string",
     "probability": "float64",
@@ -161,7 +163,8 @@ def example_columns(
         has_target = decision.kind != "none"
         probability = decision.predicted_probability
         record = {
-            "row": example.row, "id": example.id, "text": example.text, "label": decision.gold,
+            "row": example.row, "id": example.id, "text": example.text, "text_pair": example.text_pair,
+            "label": decision.gold,
             "prediction": decision.predicted if has_target else None,
             "probability": np.nan if probability is None else float(probability), "correct": decision.correct,
             "target": decision.target.label if has_target else None,

@@ -170,9 +170,11 @@ def token_limit(facts: ModelFacts, tokenizer_max: int | None) -> int | None:
     return min(limits) if limits else None
 
 
-def count_tokens(directory: Path, texts: Sequence[str], *, special: bool = True) -> list[int] | None:
-    """Return each text's number of tokens (with the special tokens unless `special` is False), from the
-    directory's tokenizer.json.
+def count_tokens(
+    directory: Path, texts: Sequence[str], *, special: bool = True, pairs: Sequence[str] | None = None,
+) -> list[int] | None:
+    """Return each text's number of tokens (with the special tokens unless `special` is False; with its pair's,
+    read as one input, when `pairs` are given), from the directory's tokenizer.json.
 
     Read with the `tokenizers` library (no torch); padding and truncation saved in the file are switched
     off, so the counts are the full lengths. None when there is no tokenizer.json or it cannot be read (the
@@ -189,7 +191,8 @@ def count_tokens(directory: Path, texts: Sequence[str], *, special: bool = True)
         return None
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=special)]
+    inputs = list(texts) if pairs is None else list(zip(texts, pairs))
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(inputs, add_special_tokens=special)]
 
 
 def tokenizer_limit(directory: Path) -> int | None:

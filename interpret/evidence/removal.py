@@ -145,6 +145,7 @@ class RemovalScorer:
         ids = torch.full((rows, pos), pad_token_id(self.ctx.tokenizer), dtype=encoded.input_ids.dtype)
         mask = torch.zeros((rows, pos), dtype=encoded.attention_mask.dtype)
         special = torch.ones((rows, pos), dtype=torch.bool)
+        types = None if encoded.token_type_ids is None else torch.zeros((rows, pos), dtype=encoded.token_type_ids.dtype)
         targets: list[Target] = []
         for row in range(rows):
             kept = torch.nonzero(real & ~removed[row]).flatten()
@@ -152,6 +153,8 @@ class RemovalScorer:
             ids[row, place] = encoded.input_ids[example, kept].cpu()
             mask[row, place] = 1
             special[row, place] = encoded.special[example, kept].cpu().bool()
+            if types is not None:  # a deleted token's segment goes with it; padding's is 0, as the tokenizer pads
+                types[row, place] = encoded.token_type_ids[example, kept].cpu()
             moved = {int(old): int(new) for old, new in zip(kept, place)}
             positions = target.positions if decoder_side(self.ctx, encoded) else tuple(moved[p] for p in target.positions)
             targets.append(replace(target, positions=positions, pooling=()))
@@ -160,6 +163,7 @@ class RemovalScorer:
             input_ids=ids.to(encoded.input_ids.device),
             attention_mask=mask.to(encoded.attention_mask.device),
             special=special.to(encoded.special.device),
+            token_type_ids=None if types is None else types.to(encoded.token_type_ids.device),
             tokens=[["" for _ in range(pos)] for _ in range(rows)],
             word_ids=(),
         )

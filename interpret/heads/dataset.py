@@ -30,7 +30,7 @@ class HeadData:
     """Batches of a dataset and each batch's labels ([rows] long; None for a language model) and the mode."""
 
     batches: tuple[Encoded, ...]
-    labels: tuple[Int[Tensor, " rows"] | None, ...]
+    labels: tuple[Int[Tensor, " _rows"] | None, ...]  # each batch its own rows (unbound: batches differ in size)
     mode: Mode
 
     @property

@@ -1,4 +1,9 @@
-"""Read examples for reports and audits from JSON Lines or CSV files (a `text` column, optional `label` and `id`).
+"""Read examples for reports and audits from JSON Lines or CSV files (a `text` column, optional `text_pair`, `label`
+and `id`).
+
+A `text_pair` column makes every row a text pair (an NLI premise and hypothesis, a query and a passage), read as
+the tokenizer reads `tokenizer(text, text_pair)`: every row then needs one, or the file is refused (a row read
+as a single text beside pairs would be a different kind of input).
 
 A label is kept as text (a JSON whole number as its decimal digits); what class it names is decided once
 the model is known, by `interpret.decision.labels`.
@@ -20,7 +25,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,7 +43,8 @@ class EmptyText(InputError):
 
 @dataclass(frozen=True)
 class Example:
-    """One input text with its optional gold label and id, and its row number in the file (0-based).
+    """One input text (with the second text of its pair, if the file has pairs), its optional gold label and id, and
+    its row number in the file (0-based).
 
     row: the example's index among the file's rows (blank lines not counted, rows skipped for an empty text
         counted), not its line number.
@@ -53,6 +59,7 @@ class Example:
     label: str | None = None
     id: str | None = None
     line: int | None = field(default=None, compare=False)
+    text_pair: str | None = None
 
     def place(self, file_name: str | None = None) -> str:
         """Return where the example is, for a message: "data.csv line 7", or "example row 3"."""
@@ -75,6 +82,27 @@ class Dataset:
     examples: list[Example]
     skipped: tuple[Skipped, ...] = ()
 
+    @property
+    def paired(self) -> bool:
+        """Whether the examples are text pairs (the file has a `text_pair` column)."""
+        return bool(self.examples) and self.examples[0].text_pair is not None
+
+
+PAIR_COLUMN = "text_pair"
+
+
+def model_inputs(examples: Sequence[Example]) -> list[str] | dict[str, list[str]]:
+    """Return the model inputs of `examples`: their texts, or for text pairs {"text": texts, "text_pair": pairs}
+    (`interpret.inputs.as_encoded`). Every caller that runs the model on examples reads them here."""
+    texts = [example.text for example in examples]
+    pairs = [example.text_pair for example in examples]
+    if all(pair is None for pair in pairs):
+        return texts
+    missing = next((example for example, pair in zip(examples, pairs) if pair is None), None)
+    if missing is not None:
+        raise InputError(f"{missing.place()} has no text_pair but other examples do; give every example one, or none.")
+    return {"text": texts, "text_pair": [str(pair) for pair in pairs]}
+
 
 def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: bool = False) -> Dataset:
     """Return the examples of a .jsonl or .csv file; one-line InputError naming the line for anything unusable.
@@ -95,6 +123,7 @@ def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: b
     if not text.strip():
         raise InputError(f"{path.name} is empty; give one example per line with a 'text' field.")
     rows = _jsonl_rows(text, path) if suffix == ".jsonl" else _csv_rows(text, path)
+    paired: bool | None = None  # whether the first row has a text pair: every row must agree
     examples: list[Example] = []
     skipped: list[Skipped] = []
     first_line_of_id: dict[str, int] = {}
@@ -106,6 +135,13 @@ def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: b
         else:
             examples.append(_example(index, line, row, path, label_column))
             identifier = examples[-1].id
+            has_pair = examples[-1].text_pair is not None
+            if paired is None:
+                paired = has_pair
+            elif has_pair != paired:
+                first = "text pairs" if paired else "single texts"
+                raise InputError(f"{path.name} line {line} {'has' if has_pair else 'has no'} {PAIR_COLUMN!r} but the rows"
+                                 f" before it are {first}; give every row a {PAIR_COLUMN}, or none.")
         if identifier is not None:
             if identifier in first_line_of_id:
                 raise InputError(
@@ -228,7 +264,20 @@ def _example(index: int, line: int, row: Mapping[str, Any], path: Path, label_co
     _refuse_surrogate(text, "text", where)
     label = _optional_name(row.get(label_column), label_column, where)
     identifier = _optional_name(row.get("id"), "id", where)
-    return Example(row=index, text=text, label=label, id=identifier, line=line)
+    return Example(row=index, text=text, label=label, id=identifier, line=line, text_pair=_pair(row, where))
+
+
+def _pair(row: Mapping[str, Any], where: str) -> str | None:
+    """Return a row's `text_pair` (None when the row has none: no such key, null, or an empty field)."""
+    pair = row.get(PAIR_COLUMN)
+    if pair is None or pair == "":
+        return None
+    if not isinstance(pair, str):
+        raise InputError(f"{where} has a {_json_kind(pair)} as its {PAIR_COLUMN}; write it as a string.")
+    if not pair.strip():
+        raise InputError(f"{where} has a {PAIR_COLUMN} of whitespace only; give it words, or leave it out of every row.")
+    _refuse_surrogate(pair, PAIR_COLUMN, where)
+    return pair
 
 
 def _optional_name(value: Any, field: str, where: str) -> str | None:

@@ -87,8 +87,9 @@ def build_report(
 
 
 def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tuple[ExampleTokens, ...]:
-    """Return each example's tokens, special-token and real-position flags (padded to `pos`), and its id."""
-    texts = encoded.texts or ()
+    """Return each example's tokens, special-token and real-position flags (padded to `pos`), its text, its
+    pair's text (text pairs) and its id."""
+    texts, pairs = encoded.texts or (), encoded.pairs or ()
     out = []
     for b in range(encoded.batch):
         fields = _side(encoded, b, "")
@@ -98,7 +99,8 @@ def examples_of(encoded: Encoded, ids: Sequence[str | None] | None = None) -> tu
             fields.update(_side(encoded.image, b, "image_"))
         fields["words"] = tuple(encoded.word_ids[b]) if encoded.word_ids else ()
         id_ = ids[b] if ids is not None and b < len(ids) else None
-        out.append(ExampleTokens(**fields, text=texts[b] if b < len(texts) else None, id=id_))
+        out.append(ExampleTokens(**fields, text=texts[b] if b < len(texts) else None, id=id_,
+                                 text_pair=pairs[b] if b < len(pairs) else None))
     return tuple(out)
 
 

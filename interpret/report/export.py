@@ -87,6 +87,9 @@ def export_report(report: ReportData, directory: Path, *, figures: bool = True) 
         written += _write_table(directory / "classes", classes_frame(report.classes, report.examples))
     manifest = {
         "run": report.run.to_dict(),
+        # text pairs: each example's second text, next to its text in run.inputs (absent for single texts)
+        **({"text_pairs": [example.text_pair for example in report.examples]}
+           if any(example.text_pair is not None for example in report.examples) else {}),
         "layers": list(report.layers),
         "heads": list(report.heads),
         "sections": manifest_sections,

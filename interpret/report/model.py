@@ -20,6 +20,7 @@ from interpret.report.comparison import ClassComparison
 from interpret.trace import Trace
 
 DEFAULT_MAX_BYTES = 20_000_000
+PAIR_SEPARATOR = " ‖ "  # between a text and its pair where the report shows them on one line
 
 SectionKind = Literal["analyzer", "attention"]
 TokenSide = tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...], tuple[bool, ...]]
@@ -106,6 +107,8 @@ class ExampleTokens:
     image_*: the same for the image side of a text-image dual encoder (its class token and patches; empty
         otherwise).
     id: the example's id from the input file, when it had one.
+    text_pair: the second text of a text pair (an NLI hypothesis, a cross-encoder's passage), None for a single
+        text; its tokens follow the text's in `tokens`, after the separator.
     """
 
     tokens: tuple[str, ...]
@@ -123,6 +126,13 @@ class ExampleTokens:
     image_special: tuple[bool, ...] = ()
     image_real: tuple[bool, ...] = ()
     image_display: tuple[str, ...] = ()
+    text_pair: str | None = None
+
+    def joined_text(self) -> str | None:
+        """Return the text as one line shows it: the text, then PAIR_SEPARATOR and its pair for a text pair."""
+        if self.text_pair is None:
+            return self.text
+        return (self.text or "") + PAIR_SEPARATOR + self.text_pair
 
     def side(self, decoder: bool) -> TokenSide:
         """Return one side's tokens as written, as shown (display forms, else as written), special and real flags."""
@@ -135,7 +145,8 @@ class ExampleTokens:
         """Return a JSON-ready dict of every field."""
         lists = ("tokens", "display", "words", "special", "real", "decoder_tokens", "decoder_special", "decoder_real",
                  "decoder_display", "image_tokens", "image_special", "image_real", "image_display")
-        return {"id": self.id, "text": self.text, **{name: list(getattr(self, name)) for name in lists}}
+        return {"id": self.id, "text": self.text, "text_pair": self.text_pair,
+                **{name: list(getattr(self, name)) for name in lists}}
 
 
 @dataclass(frozen=True)

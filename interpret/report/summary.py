@@ -16,7 +16,7 @@ import numpy as np
 from interpret.decision.decide import Decision
 from interpret.evidence.aggregate import lead_of
 from interpret.evidence.ranking import tie_groups
-from interpret.report.model import ReportData, Section
+from interpret.report.model import PAIR_SEPARATOR, ReportData, Section
 
 # How many of the most negative tokens a signed method also lists (evidence against the decision).
 _AGAINST = 3
@@ -162,9 +162,9 @@ class OverviewRow:
 
 
 def report_title(report: ReportData) -> str:
-    """Return the report's title: "Report: <the first words of its text>", or "Report: N texts" ("inputs" when
-    they were not given as text: token ids, images)."""
-    texts = [example.text for example in report.examples]
+    """Return the report's title: "Report: <the first words of its text>" (a text pair: of the text, then "‖"
+    and its pair), or "Report: N texts" ("inputs" when they were not given as text: token ids, images)."""
+    texts = [example.joined_text() for example in report.examples]
     if len(texts) != 1 or texts[0] is None:
         return f"Report: {len(texts)} {'texts' if None not in texts else 'inputs'}"
     words = texts[0].split()
@@ -182,8 +182,9 @@ def lead_method(report: ReportData, tops: list[list[MethodTop]]) -> str | None:
 def overview_rows(
     report: ReportData, tops: list[list[MethodTop]], decisions: Sequence[Decision | None]
 ) -> list[OverviewRow]:
-    """Return one OverviewRow per example: its id, text excerpt, prediction and probability (`decisions`: each
-    example's Decision or None), the lead method's top tokens and its evidence verdict."""
+    """Return one OverviewRow per example: its id, text excerpt (a text pair's with its pair), prediction and
+    probability (`decisions`: each example's Decision or None), the lead method's top tokens and its evidence
+    verdict."""
     lead = lead_method(report, tops)
     evidence = report.evidence
     measured = evidence is not None and any(method.method == lead for method in evidence.methods)
@@ -199,7 +200,7 @@ def overview_rows(
                                   bool(evidence.better_than_random(lead)[b]))
         decision = decisions[b]
         rows.append(OverviewRow(
-            b, example.id, excerpt(_text_of(report, b)), None if decision is None else decision.predicted,
+            b, example.id, _excerpt_of(report, b), None if decision is None else decision.predicted,
             None if decision is None else decision.predicted_probability, top, verdict,
         ))
     return rows
@@ -208,6 +209,22 @@ def overview_rows(
 def excerpt(text: str, limit: int = EXCERPT_CHARACTERS) -> str:
     """Return `text` cut to `limit` characters, the last one an ellipsis when it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _excerpt_of(report: ReportData, example: int) -> str:
+    """Return an example's text (with its pair) as the overview shows it (`pair_excerpt`)."""
+    return pair_excerpt(_text_of(report, example), report.examples[example].text_pair)
+
+
+def pair_excerpt(text: str, pair: str | None, limit: int = EXCERPT_CHARACTERS) -> str:
+    """Return `excerpt(text)`, or for a text pair its text, PAIR_SEPARATOR and its pair in `limit` characters, each
+    cut to half the room unless the other leaves it more."""
+    if pair is None:
+        return excerpt(text, limit)
+    room = limit - len(PAIR_SEPARATOR)
+    half = room // 2
+    first, second = excerpt(text, max(half, room - len(pair))), excerpt(pair, max(room - half, room - len(text)))
+    return first + PAIR_SEPARATOR + second
 
 
 def _text_of(report: ReportData, example: int) -> str:

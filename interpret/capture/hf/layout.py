@@ -29,6 +29,7 @@ an error that names it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,7 +43,7 @@ from torch import Tensor, nn
 from interpret.capture.hf.attention import AttentionRecorder, Field
 from interpret.capture.hf.probe import Slot, read_slot
 from interpret.capture.sites import Capturable, Side, Site
-from interpret.errors import CaptureError, UnsupportedModelError
+from interpret.errors import CaptureError, InputError, UnsupportedModelError
 from interpret.inputs import Encoded
 from interpret.trace import ModelKind
 
@@ -506,6 +507,8 @@ def run_model(
             inputs["attention_mask"] = encoded.sample_mask
     else:
         inputs.update(_side_inputs(encoded, ""))
+        if encoded.token_type_ids is not None:
+            inputs["token_type_ids"] = segment_ids(model, encoded.token_type_ids)
         if position_offset is not None:
             # Positions numbered after a padding index (RoBERTa) are derived from the ids themselves, so ids
             # replaced by a baseline (pad tokens) would move them: such models always get the real positions.
@@ -519,6 +522,15 @@ def run_model(
     if disable_cache:  # a decoder would otherwise build a key/value cache it never reuses here
         inputs["use_cache"] = False
     return model(**inputs, **(extra or {}), return_dict=True)
+
+
+def segment_ids(model: nn.Module, token_type_ids: Tensor) -> Tensor:
+    """Return a text pair's segment ids [batch, pos] for `model`, which must take them (`token_type_ids` in its
+    forward's parameters): a tokenizer that gives them for a model that does not read them is refused, not dropped."""
+    if "token_type_ids" not in inspect.signature(type(model).forward).parameters:
+        raise InputError(f"the tokenizer gives segment ids (token_type_ids) for text pairs, but {type(model).__name__}"
+                         " takes none; load the tokenizer this model was trained with.")
+    return token_type_ids
 
 
 def padded_positions(attention_mask: Tensor, offset: int = 0, *, always: bool = False) -> Tensor | None:
