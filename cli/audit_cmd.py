@@ -122,7 +122,8 @@ def audit(
     preflight.check_text_sizes(texts, plan, source, pairs)  # before anything reads a text in full
     _check_model(plan, target)
     if plan.facts.decision == "class":
-        preflight.check_labels(examples, plan.labels(), input_file)
+        if not plan.facts.one_output:  # a score's labels (relevance, reward) name no class: kept as given
+            preflight.check_labels(examples, plan.labels(), input_file)
     lengths = estimated_lengths(plan, texts, max_length, source, pairs)
     classes = prerun.check_analyzers_load(names, params)
     if streaming == "on":
@@ -217,6 +218,9 @@ def _check_model(plan: ModelPlan, target: str) -> None:
     if facts.kind not in ("encoder", "decoder"):
         raise usage_error(f"{plan.described()}; the audit reads one text per example, so audit an encoder or"
                           " decoder model.")
+    if target == "gold" and facts.one_output:
+        raise usage_error(f"--target gold needs classes; --model {plan.display_name} has one output (a score), so explain"
+                          " its predictions instead.")
     if target == "gold" and facts.decision not in ("class", None):
         raise usage_error(f"--target gold needs a classifier; --model {plan.display_name} is a"
                           f" {facts.architecture or 'model without a task head'}, so explain predictions instead.")

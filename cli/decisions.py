@@ -10,7 +10,8 @@ def decision_lines(decisions: Sequence[Any], ids: Sequence[str | None] | None, t
     """Return one line per example's `interpret.decision.decide.Decision`, e.g.
 
     `example 0 (id 17): prediction positive (p=0.93); explaining positive [prediction]; gold negative (wrong)`, or
-    with a contrast `explaining negative (p=0.189) rather than positive (p=0.811) [given]`.
+    with a contrast `explaining negative (p=0.189) rather than positive (p=0.811) [given]`; a classifier with one
+    output `prediction LABEL_0 (score 2.31); explaining its score [prediction]`.
     Token labels are shown as a person reads them (subword markers resolved) and quoted.
     """
     show = _token_display(tokenizer)
@@ -31,6 +32,12 @@ def _describe(decision: Any, show: Any) -> str:
         return f"text-image similarity {decision.score:.4g}{_probability(decision.probability)}; explaining it [{target.source}]"
     quote = target.kind == "token"
     predicted = show(decision.predicted) if quote else decision.predicted
+    if decision.score is not None:  # a classifier with one output: its logit (with σ where it is a probability)
+        predicted += f" (score {decision.score:.4g}{'' if decision.probability is None else f', p={decision.probability:.3g}'})"
+        parts = [f"prediction {predicted}", f"explaining its score [{target.source}]"]
+        if decision.gold is not None:
+            parts.append(f"gold {decision.gold}")
+        return "; ".join(parts)
     parts = [f"prediction {predicted}{_probability(decision.predicted_probability)}"]
     labels = [show(label) if quote else label for label in target.labels]
     explained = " ".join(labels) if len(labels) > 1 else labels[0]

@@ -187,6 +187,9 @@ def _check_model(plan: ModelPlan) -> bool:
         raise usage_error(f"{plan.described()}; `interpret heads` reads one text per example: give an encoder or decoder.")
     if plan.default:
         return True
+    if facts.one_output:
+        raise usage_error(f"{plan.described()} with one output (a score), and head importance measures a class or"
+                          " next-token loss; give a classifier with classes or a language model.")
     if facts.decision in ("class", "token"):
         return False
     if _is_default_directory(plan):

@@ -125,7 +125,7 @@ def report(
     preflight.check_text_sizes(inputs.texts, plan, inputs.source, inputs.pairs)  # before anything reads a text in full
     facts = plan.facts
     _check_model_kind(plan, decoder_texts, continuations, generate, target, contrast)
-    if input_file is not None and inputs.examples and facts.decision == "class":
+    if input_file is not None and inputs.examples and facts.decision == "class" and not facts.one_output:
         preflight.check_labels(inputs.examples, plan.labels(), input_file)
     layer_list = check_index_range(layer_list, facts.n_layers, "--layers", "layer")
     head_list = check_index_range(head_list, facts.n_heads, "--heads", "head")
@@ -281,6 +281,9 @@ def _check_model_kind(
                           " (one per text), e.g. the output being explained, or generate it with --generate N.")
     if facts.kind != "encoder-decoder" and decoder_texts:
         raise usage_error(f"--decoder-text is for encoder-decoder models; {plan.described()}, so drop it.")
+    if contrast is not None and facts.one_output:
+        raise usage_error(f"--contrast: --model {name} has one output (a score, e.g. a reranker's or a reward model's), so"
+                          " there is no other class to contrast with; drop --contrast.")
     if (target is not None or contrast is not None) and facts.decision == "none":
         option = "--target" if target is not None else "--contrast"
         raise usage_error(

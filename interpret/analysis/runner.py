@@ -205,15 +205,16 @@ class ModelRunner:
             )
 
     def _log_probabilities(self, logits: Tensor) -> Tensor:
-        """Return the decision's log-probabilities: log-softmax over classes or the vocabulary; a pair's log σ for
-        a sigmoid-trained dual encoder (SigLIP). CLIP's logit of one pair has none."""
-        if self.reader.kind != "similarity":
+        """Return the decision's log-probabilities: log-softmax over classes or the vocabulary; log σ of one logit
+        where it is a probability (a sigmoid-trained dual encoder, SigLIP; a one-output classifier whose config
+        declares a sigmoid). CLIP's logit of one pair has none, nor has a score (a reranker's, a reward model's)."""
+        if not self.reader.one_logit:
             return logits.log_softmax(-1)
         if not self.reader.sigmoid:
-            raise AnalyzerError(
-                f"{type(self.model).__name__} gives no probability of one text-image pair (its softmax runs over a"
-                " batch of candidates); score its logit instead."
-            )
+            what = ("no probability of one text-image pair (its softmax runs over a batch of candidates)"
+                    if self.reader.kind == "similarity" else
+                    "one output and no probability of it (a score: its config declares no sigmoid)")
+            raise AnalyzerError(f"{type(self.model).__name__} gives {what}; score its logit instead.")
         return torch.nn.functional.logsigmoid(logits)
 
     def _scores(self, result: Any, batch: Encoded, rows: Tensor, forward: Forward) -> Float[Tensor, " rows"]:

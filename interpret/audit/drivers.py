@@ -222,8 +222,8 @@ def _flip_rows(
             batch = examples[start:start + settings.batch_size]
             captured = capture(plan, model, tokenizer, model_inputs(batch))  # collect and decide
             encoded, decided, ctx = captured.trace.encoded, captured.decided, captured.context
-            if decided[0].kind != "class":
-                return {}
+            if decided[0].kind != "class" or ctx.runner is None or ctx.runner.reader.one_logit:
+                return {}  # a flip changes the predicted class: a model with one output (a score) has no other
             removal = settings.removal or default_removal(encoded)
             scorer = RemovalScorer(ctx, encoded, removal)
             labels = ctx.runner.reader.labels if ctx.runner is not None else ()

@@ -49,7 +49,7 @@ from interpret.evidence.aggregate import lead_of, write_evidence_tables
 from interpret.files.csv_io import write_csv
 from interpret.inputs import model_limit
 from interpret.pipeline import Plan, run_plan
-from interpret.reading.datasets import Example, Skipped, read_column
+from interpret.reading.datasets import Example, Skipped, model_inputs, read_column
 from interpret.request import AuditOptions, EvidenceOptions
 from interpret.runtime.progress import Stage, begin
 
@@ -269,9 +269,9 @@ def gold_classes(
     unresolved: tuple[tuple[int | None, ...], tuple[str, ...]] = ((None,) * len(examples), ())
     if all(example.label is None for example in examples):
         return unresolved
-    trace = collect(model, tokenizer, [examples[0].text], names=[], max_length=max_length)
+    trace = collect(model, tokenizer, model_inputs(examples[:1]), names=[], max_length=max_length)
     reader = reader_for(model, trace.meta.kind, head, trace.output)
-    if reader.kind != "class":
+    if reader.kind != "class" or reader.one_logit:  # a score's labels (relevance, reward) name no class
         return unresolved
     labels = [example.label for example in examples]
     resolved = resolve_labels(labels, reader.labels, lambda i: examples[i].place(file_name))

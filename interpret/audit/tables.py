@@ -20,7 +20,9 @@ examples — one row per example:
                           "negative" are both written "negative"), or as given for a model without classes;
                           null when the input has none
     prediction  string    the model's predicted label (or token); null for a model without a decision
-    probability float64   the predicted label's probability; NaN without a decision
+    probability float64   the predicted label's probability; NaN without a decision, or for a score without one
+    score       float64   the logit of a model with one output (a reranker's, a reward model's, a regression's
+                          score: `interpret.decision.one_output`); NaN for a softmax over classes or tokens
     correct     boolean   the predicted class is the label's; null without a label or a class decision
     target      string    what the explanations explain (the prediction, or the gold label); null without one
     target_source string  "prediction" or "gold"; null without a decision
@@ -76,6 +78,7 @@ EXAMPLE_DTYPES: dict[str, str] = {
     "label": "string",
     "prediction": "string",
     "probability": "float64",
+    "score": "float64",
     "correct": "boolean",
     "target": "string",
     "target_source": "string",
@@ -166,7 +169,8 @@ def example_columns(
             "row": example.row, "id": example.id, "text": example.text, "text_pair": example.text_pair,
             "label": decision.gold,
             "prediction": decision.predicted if has_target else None,
-            "probability": np.nan if probability is None else float(probability), "correct": decision.correct,
+            "probability": np.nan if probability is None else float(probability),
+            "score": np.nan if decision.score is None else float(decision.score), "correct": decision.correct,
             "target": decision.target.label if has_target else None,
             "target_source": decision.target.source if has_target else None,
             "n_tokens": int(real[b].sum()), "truncated": bool(truncated[b]),

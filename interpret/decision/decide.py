@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from interpret.capture.hf.pooling import TextPooling, image_pooled_position, text_pooling
 from interpret.decision.labels import resolve_class, resolve_labels
+from interpret.decision.one_output import declares_sigmoid
 from interpret.decision.similarity import is_pair_output, match_probability, pair_logits, scores_sigmoid
 from interpret.errors import InputError
 from interpret.inputs import Encoded
@@ -145,7 +146,9 @@ class DecisionReader:
         not it, as its forward finds `last_non_pad_token`); None: the last real position.
     text: where a text tower pools (a dual encoder, or a text tower alone): the position its decision reads,
         in place of `pooling`. image: the position a dual encoder's vision tower pools (its class token), or None.
-    sigmoid: a dual encoder trained with a sigmoid per pair (SigLIP), whose σ(logit) is a probability.
+    sigmoid: a decision of one logit whose σ(logit) is a probability: a dual encoder trained with a sigmoid per
+        pair (SigLIP), or a classifier with one output whose config declares a sigmoid
+        (`interpret.decision.one_output`).
     side: "main", or "decoder" for an encoder-decoder (its positions are the decoder's).
     head: a module mapping the hidden states [batch, pos, d_model] and mask [batch, pos] to class logits.
     labels: the class names (empty for token decisions).
@@ -164,6 +167,17 @@ class DecisionReader:
     sigmoid: bool = False
     registers: int = 0
     pad_id: int | None = None
+
+    @property
+    def one_logit(self) -> bool:
+        """Whether the decision is one logit per example (a similarity, or a classifier with one output: a score),
+        not a softmax over classes or tokens."""
+        return self.kind == "similarity" or (self.kind == "class" and len(self.labels) == 1)
+
+    @property
+    def has_probability(self) -> bool:
+        """Whether the decision has a probability: a softmax's, or σ of one logit where `sigmoid` says so."""
+        return not self.one_logit or self.sigmoid
 
     def logits(self, output: Any, encoded: Encoded) -> Tensor | None:
         """Return the decision's logits: [batch, classes] for a class decision, [batch, pos, vocab] for tokens,
@@ -232,6 +246,18 @@ class DecisionReader:
                     " token to target: drop the target, contrast and gold options."
                 )
             return [_similarity_decision(self, float(logits[b]), encoded, b, golds[b]) for b in range(encoded.batch)]
+        if self.kind == "class" and self.one_logit:
+            if request.gold or request.contrast is not None:
+                raise InputError(
+                    "this model has one output (a score, e.g. a reranker's or a reward model's), so it has no other class"
+                    f" to {'contrast with' if request.contrast is not None else 'name as a gold label'}; drop"
+                    f" {'the contrast' if request.contrast is not None else 'the gold target'}."
+                )
+            source: TargetSource = "prediction"
+            if request.target is not None:
+                resolve_class(request.target, self.labels)
+                source = "given"
+            return [_score_decision(self, float(logits[b, 0]), encoded, b, golds[b], source) for b in range(encoded.batch)]
         if self.kind == "class":
             classes = resolve_labels(golds, self.labels)
             return [_class_decision(self, logits[b], encoded, b, request, classes[b]) for b in range(encoded.batch)]
@@ -267,8 +293,10 @@ def reader_for(model: nn.Module, kind: ModelKind, head: nn.Module | None = None,
         pooling = _class_pooling(model, kind)
         registers = int(getattr(config, "num_register_tokens", 0) or 0) if pooling == "first_and_patches" else 0
         pad = getattr(config, "pad_token_id", None) if kind == "decoder" and _from_transformers(model) else None
+        one = int(logits.shape[-1]) == 1
         return DecisionReader("class", pooling, side, None, _class_labels(config, int(logits.shape[-1])),
-                              registers=registers, pad_id=pad if isinstance(pad, int) else None)
+                              registers=registers, pad_id=pad if isinstance(pad, int) else None,
+                              sigmoid=one and declares_sigmoid(config))
     vocab = getattr(_text_config(config), "vocab_size", None)
     if logits.dim() == 3 and vocab == logits.shape[-1]:
         return DecisionReader("token", "targets", side, masked_lm=kind == "encoder")
@@ -379,6 +407,18 @@ def _similarity_decision(
     target = Target("similarity", labels=("text-image similarity",), pooling=reader.pooling_of(encoded, example),
                     image_pooling=image)
     return Decision(target, f"similarity {logit:.4g}", None, probability, probability, gold, score=logit)
+
+
+def _score_decision(
+    reader: DecisionReader, logit: float, encoded: Encoded, example: int, gold: str | None, source: TargetSource,
+) -> Decision:
+    """Return one example's Decision of a classifier with one output: its logit, the target its one class, with
+    σ(logit) as the probability only where the config declares a sigmoid (`interpret.decision.one_output`); the gold
+    label is shown as given (a score or relevance has no class to compare)."""
+    probability = match_probability(logit, reader.sigmoid)
+    label = reader.labels[0]
+    target = Target("class", (0,), (), (label,), (), (), source, reader.pooling_of(encoded, example))
+    return Decision(target, label, 0, probability, probability, gold, score=logit)
 
 
 def _class_decision(

@@ -51,7 +51,8 @@ class ModelFacts:
         does not say (the tokenizer may still limit the length).
     decision: what the loaded class decides — "class" (a classifier), "token" (a language model), "none"
         (a bare model: nothing to target) — or None when its class name does not say.
-    labels: the class names of a classifier, in index order (id2label, or transformers' LABEL_i default).
+    labels: the class names of a classifier, in index order (id2label, or transformers' LABEL_i default); one
+        name for a classifier with one output (`one_output`: a score, `interpret.decision.one_output`).
     dual: a text-image dual encoder (CLIP, SigLIP, ...), which takes text and images together.
     vocab_size: the token vocabulary's size (None when not set). weight_itemsize: bytes per parameter in
         the saved files (4 when the config names no dtype).
@@ -75,6 +76,12 @@ class ModelFacts:
     d_ff: int = 0
     d_attn: int = 0
     dual: bool = False
+
+    @property
+    def one_output(self) -> bool:
+        """Whether the model is a classifier with one output (num_labels=1): its decision is a score, with no other
+        class to contrast or to name as a gold label."""
+        return self.decision == "class" and len(self.labels) == 1
 
     def loaded_itemsize(self, dtype: str | None) -> int:
         """Return the bytes per parameter once loaded with --dtype `dtype` (None: float32; auto: as saved)."""

@@ -74,7 +74,8 @@ class Evidence:
     """The faithfulness evidence of a report.
 
     removal: how tokens were removed; bins / fractions: AOPC bins and curve fractions; seeds: random rankings.
-    full: [batch] m(x), the explained target's probability on the full input; candidates: [batch] how many
+    full: [batch] m(x), the explained target's probability on the full input (its logit where the decision has
+    no probability: `measure`); candidates: [batch] how many
     tokens could be removed. methods: in the order of the results; random: the baseline (mean over seeds,
     spread = standard deviation). spearman / kendall: [batch, method, method] agreement of the methods'
     readouts (the order of `methods`). skipped: (method, reason) for results without a usable readout.
@@ -91,6 +92,7 @@ class Evidence:
     spearman: Float[np.ndarray, "batch method method"]
     kendall: Float[np.ndarray, "batch method method"]
     skipped: tuple[tuple[str, str], ...] = ()
+    measure: str = "probability"  # what m is: "probability", or "logit" for a decision without one (a score)
 
     def ranked(self) -> list[MethodEvidence]:
         """Return the methods ordered by faithfulness: mean comp − suff over examples, highest first."""
@@ -114,6 +116,7 @@ class Evidence:
             "bins": list(self.bins),
             "fractions": list(self.fractions),
             "seeds": self.seeds,
+            "measure": self.measure,
             "full_probability": _plain(self.full),
             "candidates": list(self.candidates),
             "methods": [m.to_dict() for m in self.methods],
@@ -198,7 +201,7 @@ def evaluate_evidence(
     return Evidence(
         removal=chosen, bins=tuple(bins), fractions=tuple(fractions), seeds=seeds, full=full,
         candidates=tuple(counts), methods=methods, random=_mean_of(random_runs), spearman=spearman,
-        kendall=kendall, skipped=tuple(skipped),
+        kendall=kendall, skipped=tuple(skipped), measure=scorer.measure,
     )
 
 
@@ -216,9 +219,6 @@ def evidence_or_reason(
         return None, "not computed: no method declares a readout over the input tokens"
     if any(target.kind == "none" for target in ctx.targets):
         return None, "not computed: an example has no decision to score"
-    if ctx.runner.reader.kind == "similarity" and not ctx.runner.reader.sigmoid:
-        return None, ("not computed: the metrics read the decision's probability, and this dual encoder gives none of"
-                      " one text-image pair (its softmax runs over a batch of candidates)")
     return evaluate_evidence(trace, results, ctx, removal=removal, seeds=seeds, progress=progress), None
 
 

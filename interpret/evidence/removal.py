@@ -69,7 +69,9 @@ class RemovalScorer:
     """Scores each example with sets of its tokens removed: the decision's probability m(x \\ r).
 
     m is the probability of the explained target (softmax over classes or the vocabulary; a continuation's
-    steps multiply), never a contrast: ERASER's m(x)_j.
+    steps multiply; σ of one logit where that is a probability), never a contrast: ERASER's m(x)_j. A decision of
+    one logit that is no probability (a score: a reranker's, a reward model's, CLIP's similarity) is measured as
+    that logit (`measure`).
     """
 
     ctx: RunContext
@@ -86,6 +88,12 @@ class RemovalScorer:
             raise AnalyzerError(f"removal {self.removal!r} needs token ids; these inputs are embeddings: use zero.")
         if self.encoded.reads_media:
             raise AnalyzerError("evidence removes tokens of text inputs; this model reads pixels or audio.")
+
+    @property
+    def measure(self) -> Literal["probability", "logit"]:
+        """What m is: the decision's probability, or its logit where it has none (`DecisionReader.has_probability`)."""
+        runner = self.ctx.runner
+        return "probability" if runner is None or runner.reader.has_probability else "logit"
 
     def probabilities(self, example: int, removed: Bool[np.ndarray, "rows pos"]) -> Float[np.ndarray, " rows"]:
         """Return m(x \\ r) [rows] for each removal mask [rows, pos] of `example` (True = removed)."""
@@ -174,16 +182,20 @@ class RemovalScorer:
 def _probabilities(
     runner: ModelRunner, encoded: Encoded, examples: Tensor, classes: bool = False, **inputs: Tensor
 ) -> np.ndarray:
-    """Return m [rows]: exp of each row's target log-probability (no contrast), row r being example examples[r] of
-    `encoded` with `inputs` (input_ids or inputs_embeds [rows, ...]) in place of its own: `ModelRunner.score`
-    (the Capturable's forward, the decision's own reader) without autograd, which removal does not need.
-    classes: return the softmax of the decision's class logits [rows, classes] instead."""
+    """Return m [rows]: exp of each row's target log-probability (no contrast; the logit itself for a decision
+    without a probability), row r being example examples[r] of `encoded` with `inputs` (input_ids or inputs_embeds
+    [rows, ...]) in place of its own: `ModelRunner.score` (the Capturable's forward, the decision's own reader)
+    without autograd, which removal does not need. classes: return the softmax of the decision's class logits
+    [rows, classes] instead."""
     if classes:
         batch = encoded.rows(examples, **inputs)
         logits = runner.reader.logits(runner.capturable.run(batch), batch)
         if logits is None or logits.dim() != 2:
             raise AnalyzerError("only a class decision has class probabilities to re-read after a removal.")
         return to_numpy(logits.double().softmax(-1))
+    if not runner.reader.has_probability:
+        logits = runner.score(encoded, Forward(examples=examples, output="logit", contrast=False, **inputs), grad=False)
+        return to_numpy(logits.double())
     scores = runner.score(encoded, Forward(examples=examples, output="logprob", contrast=False, **inputs), grad=False)
     return to_numpy(scores.double().exp())
 

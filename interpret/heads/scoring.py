@@ -51,6 +51,11 @@ class GatedModel:
                 f"head importance measures a class or next-token loss; {type(model).__name__} scores text-image pairs,"
                 " which have no loss to prune against."
             )
+        if reader.one_logit:
+            raise AnalyzerError(
+                f"head importance measures a class or next-token loss; {type(model).__name__} has one output (a score:"
+                " a reranker's, a reward model's, a regression), which has no class loss to prune against."
+            )
         prefix = "encoder." if capturable.kind == "encoder-decoder" else ""
         return cls(capturable, reader, prefix)
 

@@ -48,10 +48,12 @@ class EvidenceView:
     rows: list[MetricRow]
     random: MetricRow
     curves: list[dict[str, list[Curve]]]  # per example: {"MoRF": [...], "LeRF": [...]}
+    scales: list[tuple[str, str]]  # per example: the y axis's top and bottom labels (m's range: [0, 1] for a probability)
     agreement_methods: list[str]
     spearman: list[list[float | None]]
     kendall: list[list[float | None]]
     skipped: list[tuple[str, str]]
+    measure: str = "probability"  # what m is (`Evidence.measure`): "probability", or "logit" for a score
     width: int = PLOT_WIDTH
     height: int = PLOT_HEIGHT
     pad: int = PLOT_PAD
@@ -62,15 +64,18 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
     ranked = evidence.ranked()
     batch = len(evidence.full)
     colours = {m.method: PALETTE[i % len(PALETTE)] for i, m in enumerate(evidence.methods)}
-    curves = []
+    curves, scales = [], []
     for b in range(batch):
+        low, high = _range(evidence, b)
         per_kind: dict[str, list[Curve]] = {}
         for kind, key in (("MoRF (most relevant removed first)", "morf"), ("LeRF (least relevant removed first)", "lerf")):
-            lines = [Curve(m.method, colours[m.method], False, _points(getattr(m, key)[b], evidence.fractions))
+            lines = [Curve(m.method, colours[m.method], False, _points(getattr(m, key)[b], evidence.fractions, low, high))
                      for m in ranked]
-            lines.append(Curve("random", "#777777", True, _points(getattr(evidence.random, key)[b], evidence.fractions)))
+            lines.append(Curve("random", "#777777", True,
+                               _points(getattr(evidence.random, key)[b], evidence.fractions, low, high)))
             per_kind[kind] = lines
         curves.append(per_kind)
+        scales.append((f"{high:.3g}", f"{low:.3g}"))
     return EvidenceView(
         removal=evidence.removal,
         seeds=evidence.seeds,
@@ -78,6 +83,8 @@ def evidence_view(evidence: Evidence) -> EvidenceView:
         rows=[_row(m, int(np.sum(evidence.better_than_random(m.method)))) for m in ranked],
         random=_row(evidence.random, None),
         curves=curves,
+        scales=scales,
+        measure=evidence.measure,
         agreement_methods=[m.method for m in evidence.methods],
         spearman=_mean_matrix(evidence.spearman),
         kendall=_mean_matrix(evidence.kendall),
@@ -96,14 +103,29 @@ def _mean_matrix(values: np.ndarray) -> list[list[float | None]]:
     return [[finite_mean(values[:, i, j], None) for j in range(count)] for i in range(count)]
 
 
-def _points(curve: np.ndarray, fractions: tuple[float, ...]) -> str:
-    """Return SVG points of `curve` (probabilities in [0, 1]) over `fractions` in the plot's frame."""
+def _range(evidence: Evidence, example: int) -> tuple[float, float]:
+    """Return the y axis's (bottom, top) for one example's curves: [0, 1] for a probability; for a logit, the range
+    its curves span (one unit either side of a flat one)."""
+    if evidence.measure == "probability":
+        return 0.0, 1.0
+    values = np.concatenate([np.ravel(getattr(m, key)[example]) for m in (*evidence.methods, evidence.random)
+                             for key in ("morf", "lerf")])
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return 0.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    return (low - 1.0, high + 1.0) if high - low < 1e-12 else (low, high)
+
+
+def _points(curve: np.ndarray, fractions: tuple[float, ...], low: float = 0.0, high: float = 1.0) -> str:
+    """Return SVG points of `curve` (m, drawn from `low` at the bottom to `high` at the top) over `fractions` in the
+    plot's frame."""
     inner_w, inner_h = PLOT_WIDTH - 2 * PLOT_PAD, PLOT_HEIGHT - 2 * PLOT_PAD
     points = []
     for fraction, value in zip(fractions, curve):
         if not np.isfinite(value):
             continue
         x = PLOT_PAD + fraction * inner_w
-        y = PLOT_PAD + (1.0 - float(np.clip(value, 0.0, 1.0))) * inner_h
+        y = PLOT_PAD + (1.0 - float(np.clip((value - low) / (high - low), 0.0, 1.0))) * inner_h
         points.append(f"{x:.1f},{y:.1f}")
     return " ".join(points)

@@ -200,10 +200,17 @@ def overview_rows(
                                   bool(evidence.better_than_random(lead)[b]))
         decision = decisions[b]
         rows.append(OverviewRow(
-            b, example.id, _excerpt_of(report, b), None if decision is None else decision.predicted,
+            b, example.id, _excerpt_of(report, b), None if decision is None else _predicted(decision),
             None if decision is None else decision.predicted_probability, top, verdict,
         ))
     return rows
+
+
+def _predicted(decision: Decision) -> str:
+    """Return the prediction as the overview shows it: a classifier with one output with its score."""
+    if decision.score is not None and decision.target.kind == "class":
+        return f"{decision.predicted} (score {decision.score:.4g})"
+    return decision.predicted
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARACTERS) -> str:

@@ -62,7 +62,7 @@ def _tables(token: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
                            "token": ["[CLS]", token], "is_special": [True, False], "score": [0.25, 0.75],
                            "rank": [None, 1]}).astype(TOKEN_DTYPES)
     examples = pd.DataFrame({
-        "row": [0], "id": ["e0"], "text": [f"x {token}"], "text_pair": [None], "label": ["pos"], "prediction": ["neg"], "probability": [0.6],
+        "row": [0], "id": ["e0"], "text": [f"x {token}"], "text_pair": [None], "label": ["pos"], "prediction": ["neg"], "probability": [0.6], "score": [float("nan")],
         "correct": [False], "target": ["neg"], "target_source": ["prediction"], "n_tokens": [2], "truncated": [False],
         "rollout_top_token": [token], "rollout_top_position": [1], "rollout_top_score": [0.75],
         "rollout_special_share": [0.25],

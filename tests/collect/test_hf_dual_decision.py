@@ -163,8 +163,8 @@ def test_options_a_similarity_has_no_use_for_are_refused_in_one_line() -> None:
 
 @pytest.mark.parametrize("name", ["clip", "siglip"])
 def test_a_report_explains_the_similarity_and_says_how_far_to_trust_it(name: str, tmp_path: Any) -> None:
-    """The report's gradient lead explains each pair's logit; SigLIP's evidence reads σ(logit), CLIP's has no
-    probability to read and says so; the command line's decision line gives the logit."""
+    """The report's gradient lead explains each pair's logit; SigLIP's evidence reads σ(logit), CLIP's, which has no
+    probability, the logit itself; the command line's decision line gives the logit."""
     model = _model(name)
     tokenizer = word_tokenizer()
     report = interpret.explain(model, tokenizer, _pairs(name))
@@ -175,7 +175,8 @@ def test_a_report_explains_the_similarity_and_says_how_far_to_trust_it(name: str
         assert report.evidence is not None and "Evidence" not in notes
         assert np.allclose(report.evidence.full, [d.probability for d in report.run.decisions], atol=1e-6)
     else:
-        assert report.evidence is None and "gives none of one text-image pair" in notes["Evidence"]
+        assert report.evidence is not None and report.evidence.measure == "logit" and "Evidence" not in notes
+        assert np.allclose(report.evidence.full, [d.score for d in report.run.decisions], atol=1e-6)
     lines = decision_lines(report.run.decisions, None, tokenizer)
     assert lines[0].startswith("example 0: text-image similarity ") and lines[0].endswith("explaining it [prediction]")
     path = tmp_path / "report.html"
