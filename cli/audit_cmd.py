@@ -30,6 +30,7 @@ from interpret.cli.ray_options import actor_gpus, check_engine, engine_options, 
 from interpret.estimate.audit import AuditWork, BatchEstimate, estimate_audit, largest_batch_size
 from interpret.estimate.memory import CAPTURE_BUDGET, default_memory, human_bytes, pattern_bytes
 from interpret.estimate.report import GradientPass
+from interpret.reading.datasets import pair_texts
 from interpret.request import DEFAULT_DRIVER_ROWS, AuditOptions, EvidenceOptions
 
 
@@ -117,13 +118,12 @@ def audit(
                     drivers=n_drivers, driver_rows=driver_rows, slice_by=slice_by, seed=seed, fresh=fresh, model_dir=plan.checkpoint.directory,
                     input_file=input_file, skipped=dataset.skipped if skip_invalid else None)
     texts = [example.text for example in examples]
-    pairs = [str(example.text_pair) for example in examples] if dataset.paired else None
+    pairs = pair_texts(examples)
     source = Source(input_file.name, tuple(example.row for example in examples))
     preflight.check_text_sizes(texts, plan, source, pairs)  # before anything reads a text in full
     _check_model(plan, target)
-    if plan.facts.decision == "class":
-        if not plan.facts.one_output:  # a score's labels (relevance, reward) name no class: kept as given
-            preflight.check_labels(examples, plan.labels(), input_file)
+    if plan.facts.decision == "class" and not plan.facts.one_output:  # a score's labels name no class: kept as given
+        preflight.check_labels(examples, plan.labels(), input_file)
     lengths = estimated_lengths(plan, texts, max_length, source, pairs)
     classes = prerun.check_analyzers_load(names, params)
     if streaming == "on":

@@ -16,7 +16,7 @@ from interpret.cli.options import check_texts, model_options, progress_option, v
 from interpret.cli.output import say, usage_error
 from interpret.cli.preflight import Source
 from interpret.errors import suggest
-from interpret.reading.datasets import model_inputs
+from interpret.reading.datasets import pair_texts, text_inputs
 
 CHECKS = ("erasers", "sanity", "tasks")
 
@@ -63,16 +63,15 @@ def evaluate(
         preflight.check_output_file(output, example=f"evaluate.{'json' if fmt == 'json' else 'txt'}")
     names = preflight.check_analyzer_names(analyzer_names or preflight.default_analyzers())
     if on_texts:  # the texts against the model's config first, before the analyzers import torch
-        dataset = None if texts else preflight.check_dataset(input_file)
-        examples = [] if dataset is None else dataset.examples
-        inputs = check_texts(texts, "--text") if texts else model_inputs(examples)
-        if dataset is not None and dataset.paired and "sanity" in chosen:
+        examples = [] if texts else preflight.check_dataset(input_file).examples
+        given = check_texts(texts, "--text") if texts else [example.text for example in examples]
+        pairs = pair_texts(examples)
+        if pairs is not None and "sanity" in chosen:
             raise usage_error(f"--checks sanity runs on single texts, and {input_file.name} holds text pairs (a text_pair"
                               " column); run --checks erasers on it, or give single texts.")
+        inputs = text_inputs(given, pairs)
         plan = preflight.plan_model(model, allow_pickle)
         source = Source("--text") if texts else Source(input_file.name, tuple(example.row for example in examples))
-        given = [example.text for example in examples] if dataset is not None else inputs
-        pairs = [str(example.text_pair) for example in examples] if dataset is not None and dataset.paired else None
         preflight.check_text_sizes(given, plan, source, pairs)
     classes = prerun.check_analyzers_load(names, {})
     names = [cls.name for cls in classes if "readout" in cls.provides]

@@ -27,6 +27,7 @@ from interpret.estimate.memory import default_memory, human_bytes
 from interpret.estimate.report import (
     DEFAULT_MAX_BYTES, GradientPass, ReportEstimate, estimate_report, streamed_estimate,
 )
+from interpret.reading.datasets import pair_texts, text_inputs
 from interpret.request import Subject, View
 
 
@@ -42,10 +43,6 @@ class _Inputs:
     examples: list | None = None  # as read from --input (interpret.reading.datasets.Example)
     pairs: list[str] | None = None  # each text's pair (--text-pair, or the file's text_pair column)
 
-    @property
-    def model_inputs(self) -> list[str] | dict[str, list[str]]:
-        """Return what the model reads: the texts, or the text pairs (`interpret.inputs.as_encoded`)."""
-        return self.texts if self.pairs is None else {"text": self.texts, "text_pair": self.pairs}
 
 
 @click.command()
@@ -192,7 +189,7 @@ def report(
         loaded = load_model(model, device, dtype, allow_pickle, allow_missing_weights)
         stage(f"capture ({len(inputs.texts)} examples)", 1, "pass")  # explain opens the stages after it
         result = explain(
-            loaded.model, loaded.tokenizer, inputs.model_inputs, given, params=params, target=subject, head=loaded.head,
+            loaded.model, loaded.tokenizer, text_inputs(inputs.texts, inputs.pairs), given, params=params, target=subject, head=loaded.head,
             evidence=evidence_options, limits=limits, view=View(layer_list, head_list, model_id=loaded.model_id),
             seed=seed, progress=stage,
         )
@@ -225,8 +222,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None, text_pairs: tuple[s
         pairs = check_texts(text_pairs, "--text-pair") if text_pairs else None
         return _Inputs(checked, None, None, slug(checked[0]), Source("--text"), pairs=pairs)
     assert input_file is not None
-    dataset = preflight.check_dataset(input_file)
-    examples = dataset.examples
+    examples = preflight.check_dataset(input_file).examples
     return _Inputs(
         [example.text for example in examples],
         [example.id for example in examples],
@@ -234,7 +230,7 @@ def _inputs(texts: tuple[str, ...], input_file: Path | None, text_pairs: tuple[s
         input_file.stem,
         Source(input_file.name, tuple(example.row for example in examples)),
         examples,
-        [str(example.text_pair) for example in examples] if dataset.paired else None,
+        pair_texts(examples),
     )
 
 

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from interpret.errors import InputError
+from interpret.reading.datasets import PAIR_COLUMN
 from interpret.reading.text import marker_word_ids, token_scheme
 from interpret.reading.text_size import check_text_bytes
 
@@ -294,21 +295,18 @@ def _one_side(
     return encoded
 
 
-TEXT_PAIR = ("text", "text_pair")  # the keys of text pairs given as inputs
+TEXT_PAIR = ("text", PAIR_COLUMN)  # the keys of text pairs given as inputs (`reading.datasets.text_inputs`)
 
 
-def text_pairs(inputs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """Return (texts, pairs) of inputs {"text": a text or texts, "text_pair": one pair text per text}; InputError
-    naming what to give for any other mapping."""
+def text_pairs(inputs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Return (texts, pairs) of inputs {"text": a text or texts, "text_pair": one pair text per text}, as given
+    (`encode` checks them); InputError naming what to give for a mapping of other keys."""
     keys = set(inputs)
     if keys != set(TEXT_PAIR):
         other = sorted(keys - set(TEXT_PAIR)) or sorted(set(TEXT_PAIR) - keys)
         raise InputError(f"text pairs are given as {{'text': texts, 'text_pair': texts}}; {other[0]!r}"
                          f" {'is not one of these keys' if keys - set(TEXT_PAIR) else 'is missing'}.")
-    texts, pairs = _texts(inputs["text"], "text"), _texts(inputs["text_pair"], "text pair")
-    if len(texts) != len(pairs):
-        raise InputError(f"{len(pairs)} text pairs for {len(texts)} texts; give one text_pair per text.")
-    return texts, pairs
+    return inputs["text"], inputs[PAIR_COLUMN]
 
 
 def encode(

@@ -14,7 +14,7 @@ from interpret.analysis import registry
 from interpret.analysis.params import as_dict, build, for_strategy
 from interpret.analysis.run import check_strategy
 from interpret.errors import AnalyzerError, ConfigError, InputError, suggest
-from interpret.reading.datasets import Example, model_inputs
+from interpret.reading.datasets import Example, pair_texts
 
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _PRECHECK_CHUNK = 512  # texts tokenized at once by the up-front length check
@@ -96,9 +96,7 @@ def check_lengths(examples: Sequence[Example], tokenizer: Any, limit: int | None
         return
     for start in range(0, len(examples), _PRECHECK_CHUNK):
         chunk = examples[start:start + _PRECHECK_CHUNK]
-        inputs = model_inputs(chunk)
-        texts, pairs = (inputs["text"], inputs["text_pair"]) if isinstance(inputs, dict) else (inputs, None)
-        for example, ids in zip(chunk, tokenizer(texts, pairs)["input_ids"]):
+        for example, ids in zip(chunk, tokenizer([example.text for example in chunk], pair_texts(chunk))["input_ids"]):
             if len(ids) > limit:
                 raise InputError(
                     f"example row {example.row} has {len(ids)} tokens but the model accepts at most {limit};"

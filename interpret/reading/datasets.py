@@ -91,17 +91,26 @@ class Dataset:
 PAIR_COLUMN = "text_pair"
 
 
-def model_inputs(examples: Sequence[Example]) -> list[str] | dict[str, list[str]]:
-    """Return the model inputs of `examples`: their texts, or for text pairs {"text": texts, "text_pair": pairs}
-    (`interpret.inputs.as_encoded`). Every caller that runs the model on examples reads them here."""
-    texts = [example.text for example in examples]
-    pairs = [example.text_pair for example in examples]
-    if all(pair is None for pair in pairs):
-        return texts
-    missing = next((example for example, pair in zip(examples, pairs) if pair is None), None)
+def pair_texts(examples: Sequence[Example]) -> list[str] | None:
+    """Return each example's `text_pair`, or None when they are single texts; InputError for a mix of both."""
+    if all(example.text_pair is None for example in examples):
+        return None
+    missing = next((example for example in examples if example.text_pair is None), None)
     if missing is not None:
         raise InputError(f"{missing.place()} has no text_pair but other examples do; give every example one, or none.")
-    return {"text": texts, "text_pair": [str(pair) for pair in pairs]}
+    return [str(example.text_pair) for example in examples]
+
+
+def text_inputs(texts: Sequence[str], pairs: Sequence[str] | None) -> list[str] | dict[str, list[str]]:
+    """Return what the model reads: the texts, or with `pairs` the text pairs {"text": texts, "text_pair": pairs}
+    (`interpret.inputs.as_encoded`)."""
+    return list(texts) if pairs is None else {"text": list(texts), PAIR_COLUMN: list(pairs)}
+
+
+def model_inputs(examples: Sequence[Example]) -> list[str] | dict[str, list[str]]:
+    """Return the model inputs of `examples` (`text_inputs` of their texts and `pair_texts`). Every caller that runs
+    the model on examples reads them here."""
+    return text_inputs([example.text for example in examples], pair_texts(examples))
 
 
 def read_dataset(path: str | Path, *, label_column: str = "label", skip_empty: bool = False) -> Dataset:

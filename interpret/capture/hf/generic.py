@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from interpret.capture.hf.adapter import HFAdapter
-from interpret.capture.hf.layout import build_capturable, run_model
+from interpret.capture.hf.layout import build_capturable, forward_parameters, run_model
 from interpret.capture.hf.media import pair, prepare_images
 from interpret.capture.hf.pooling import text_pooling
 from interpret.capture.hf.probe import Probe, observe
@@ -312,14 +312,6 @@ def _main_input(model: nn.Module) -> str:
         return main
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return next((name for name, parameter in parameters.items() if parameter.kind in positional), main)
-
-
-def forward_parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
-    """Return the parameters of `model.forward` by name (empty where its signature cannot be read)."""
-    try:
-        return inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return {}
 
 
 def _dtype(model: nn.Module) -> torch.dtype:

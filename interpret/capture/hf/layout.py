@@ -524,10 +524,18 @@ def run_model(
     return model(**inputs, **(extra or {}), return_dict=True)
 
 
+def forward_parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
+    """Return the parameters of `model.forward` by name (empty where its signature cannot be read)."""
+    try:
+        return inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 def segment_ids(model: nn.Module, token_type_ids: Tensor) -> Tensor:
     """Return a text pair's segment ids [batch, pos] for `model`, which must take them (`token_type_ids` in its
     forward's parameters): a tokenizer that gives them for a model that does not read them is refused, not dropped."""
-    if "token_type_ids" not in inspect.signature(type(model).forward).parameters:
+    if "token_type_ids" not in forward_parameters(model):
         raise InputError(f"the tokenizer gives segment ids (token_type_ids) for text pairs, but {type(model).__name__}"
                          " takes none; load the tokenizer this model was trained with.")
     return token_type_ids

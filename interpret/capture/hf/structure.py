@@ -30,7 +30,7 @@ from typing import Any
 
 from torch import nn
 
-from interpret.capture.hf.layout import AttentionLayout, StackLayout
+from interpret.capture.hf.layout import AttentionLayout, StackLayout, forward_parameters
 from interpret.capture.hf.probe import PROJECTED, KernelCall, ModuleCall, Probe
 from interpret.capture.hf.roles import common_path, is_mixture, is_norm, is_projection, relative, weights_act_here
 from interpret.errors import UnsupportedModelError
@@ -564,11 +564,7 @@ def max_positions(model: nn.Module) -> int | None:
 def position_offset(model: nn.Module) -> int | None:
     """Return the id of the first position when the model takes `position_ids` (0, or RoBERTa's padding
     index + 1), or None when its forward takes no position ids."""
-    try:
-        parameters = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return None
-    if "position_ids" not in parameters:
+    if "position_ids" not in forward_parameters(model):
         return None
     return _padding_offset(model)
 
